@@ -1,0 +1,1 @@
+"""Retrieval engine: canonical SQLite store, offline embeddings, Chroma vectors, hybrid ranking."""

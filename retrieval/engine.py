@@ -1,0 +1,217 @@
+"""The engine: one object that owns a store folder (SQLite + Chroma) and exposes the public
+record API: add, update, delete, get, list, search, sync (outbox), reindex.
+
+Write path: embed (outside any lock) -> one SQLite transaction (record, FTS, tags, embeddings,
+change log, outbox) -> COMMIT -> apply the outbox to Chroma -> return. A crash after COMMIT
+leaves outbox rows that :meth:`sync` replays at the next start.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .embedder import Embedder
+from .errors import NotFound
+from .hybrid import FusionConfig, HybridRanker
+from .lexical import LexicalIndex
+from .records import Hit, Record, RecordFilter
+from .store import SQLiteStore, parse_ts
+from .vectors import VectorIndex, VectorItem, windows
+
+EmbedText = Callable[[Record], str]
+
+
+def default_embed_text(rec: Record) -> str:
+    """What the vector side sees: the content, preceded by its context when it has one."""
+    return f"{rec.context}\n{rec.content}" if rec.context else rec.content
+
+
+def _epoch(dt) -> float:
+    return dt.timestamp() if dt is not None else 0.0
+
+
+class Engine:
+    def __init__(
+        self,
+        home: str | Path,
+        embedder: Embedder | None = None,
+        *,
+        chroma_host: str | None = None,
+        chroma_port: int = 8000,
+        fusion: FusionConfig | None = None,
+        embed_text: EmbedText = default_embed_text,
+        window_words: int | None = None,
+        window_overlap: int = 16,
+    ) -> None:
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.store = SQLiteStore(self.home / "pattern.sqlite3")
+        self.vectors = VectorIndex(str(self.home / "chroma"), host=chroma_host, port=chroma_port)
+        self.lexical = LexicalIndex(self.store)
+        self.embedder: Embedder | None = None
+        self.embed_text = embed_text
+        self._window_words = window_words
+        self.window_overlap = window_overlap
+        self._sync_lock = threading.Lock()
+        self.ranker = HybridRanker(self.store, self.lexical, self.vectors, None, fusion)
+        self._buckets: set[str] = set(self.store.all_buckets())
+        if embedder is not None:
+            self.set_embedder(embedder)
+
+    # ------------------------------------------------------------------ embedder
+    def set_embedder(self, embedder: Embedder) -> None:
+        """Attach the (loaded) embedder; replays the outbox, embedding what is missing."""
+        self.embedder = embedder
+        self.ranker.embedder = embedder
+        self.sync()
+
+    @property
+    def window_words(self) -> int:
+        if self._window_words:
+            return self._window_words
+        return int(getattr(self.embedder, "max_words", 150))
+
+    def _vectors_for(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
+        """Embed records (all windows in one batch); {record id: windows x dim}."""
+        if self.embedder is None or not records:
+            return {}
+        texts, owners = [], []
+        for rec in records:
+            for w in windows(self.embed_text(rec), self.window_words, self.window_overlap):
+                texts.append(w)
+                owners.append(rec.id)
+        mat = self.embedder.embed_documents(texts)
+        out: dict[str, list[np.ndarray]] = defaultdict(list)
+        for rid, vec in zip(owners, mat, strict=True):
+            out[rid].append(vec)
+        return {rid: np.stack(v) for rid, v in out.items()}
+
+    # ------------------------------------------------------------------ writes
+    def add(self, records: Sequence[Record], *, batch: int = 512) -> list[Record]:
+        """Insert records atomically per batch; returns them once committed and indexed."""
+        records = list(records)
+        for i in range(0, len(records), batch):
+            part = records[i : i + batch]
+            vecs = self._vectors_for(part)
+            model = self.embedder.model_id if self.embedder else None
+            with self.store.transaction() as conn:
+                self.store.insert(conn, part)
+                if model:
+                    self.store.put_embeddings(
+                        conn, model, [(r.id, r.content_hash, vecs[r.id]) for r in part]
+                    )
+            self._buckets.update(r.bucket for r in part)
+            self.sync()
+        return records
+
+    def update(self, record: Record) -> Record:
+        vecs = self._vectors_for([record])
+        with self.store.transaction() as conn:
+            self.store.replace(conn, record)
+            if vecs:
+                self.store.put_embeddings(
+                    conn,
+                    self.embedder.model_id,
+                    [(record.id, record.content_hash, vecs[record.id])],
+                )
+        self._buckets.add(record.bucket)
+        self.sync()
+        return record
+
+    def delete(self, ids: Sequence[str]) -> list[Record]:
+        with self.store.transaction() as conn:
+            gone = self.store.delete(conn, ids)
+        self.sync()
+        return gone
+
+    # ------------------------------------------------------------------ outbox -> Chroma
+    def sync(self) -> int:
+        """Apply pending outbox rows to Chroma (embedding records that have no vector yet).
+        Returns the number of rows applied; a no-op without an embedder."""
+        if self.embedder is None:
+            return 0
+        model = self.embedder.model_id
+        applied = 0
+        with self._sync_lock:
+            while rows := self.store.outbox(2000):
+                last = rows[-1]["seq"]
+                latest: dict[str, tuple[str, str]] = {}
+                for r in rows:  # the last op per record wins
+                    latest[r["record_id"]] = (r["op"], r["bucket"])
+                deletes: dict[str, list[str]] = defaultdict(list)
+                for rid, (op, bucket) in latest.items():
+                    deletes[bucket].append(rid)  # upserts first clear stale windows too
+                for bucket, rids in deletes.items():
+                    self.vectors.delete(bucket, model, rids)
+                upserts = [rid for rid, (op, _) in latest.items() if op == "upsert"]
+                self._upsert(upserts, model)
+                self.store.clear_outbox(last)
+                applied += len(rows)
+        return applied
+
+    def _upsert(self, ids: list[str], model: str) -> None:
+        recs = self.store.get(ids)
+        stored = self.store.embeddings(list(recs), model)
+        missing = [recs[r] for r in recs if r not in stored]
+        if missing:
+            fresh = self._vectors_for(missing)
+            with self.store.transaction() as conn:
+                self.store.put_embeddings(
+                    conn, model, [(r.id, r.content_hash, fresh[r.id]) for r in missing]
+                )
+            stored.update(fresh)
+        by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
+        for rid, rec in recs.items():
+            meta = {
+                "kind": str(rec.kind),
+                "category": rec.category,
+                "priority": rec.priority,
+                "created_at": _epoch(rec.created_at),
+                "expires_at": _epoch(rec.expires_at) or 1e12,
+            }
+            for w, vec in enumerate(stored[rid]):
+                by_bucket[rec.bucket].append(VectorItem(rid, w, vec, meta))
+        for bucket, items in by_bucket.items():
+            self.vectors.upsert(bucket, model, items)
+
+    def reindex(self) -> int:
+        """Rebuild every Chroma collection of the current model from SQLite."""
+        if self.embedder is None:
+            raise NotFound("no embedding model is loaded; reindex needs one")
+        model = self.embedder.model_id
+        self.vectors.drop_model(model)
+        total = 0
+        for _bucket, ids in self.store.all_ids_by_bucket().items():
+            for i in range(0, len(ids), 2000):
+                self._upsert(ids[i : i + 2000], model)
+                total += len(ids[i : i + 2000])
+        return total
+
+    # ------------------------------------------------------------------ reads
+    def get(self, rec_id: str) -> Record:
+        return self.store.get_one(rec_id)
+
+    def search(
+        self, query: str, f: RecordFilter | None = None, k: int = 10, mode: str = "hybrid"
+    ) -> list[Hit]:
+        f = f or RecordFilter()
+        buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
+        scored = self.ranker.search(query, f, k, mode=mode, buckets=buckets)
+        recs = self.store.get([s.record_id for s in scored])
+        return [
+            Hit(record=recs[s.record_id], score=s.score, explanation=s.explanation)
+            for s in scored
+            if s.record_id in recs
+        ]
+
+    def close(self) -> None:
+        self.vectors.close()
+        self.store.close()
+
+
+__all__ = ["Engine", "FusionConfig", "default_embed_text", "parse_ts"]

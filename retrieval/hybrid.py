@@ -1,0 +1,148 @@
+"""The hybrid ranker: lexical (FTS5 bm25) + vector (Chroma cosine) candidates, completed and fused.
+
+1. Both retrievers get the same filter before truncation: FTS5 joins the records table with the
+   filter's SQL; the vector side queries only the visible buckets' collections and post-filters
+   with the same SQL, falling back to an exact scan of the filtered records when a selective
+   filter leaves too few ANN hits.
+2. Score completion: a candidate found by one retriever only gets its real score from the other
+   (bm25 restricted to those rows; cosine from the vectors stored in SQLite), instead of the
+   "missing = minimum" guess that plain fusion makes.
+3. Fusion: :mod:`retrieval.fusion` (method chosen by ``benchmarks/relevance.py``).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import fusion
+from .embedder import Embedder
+from .lexical import LexicalIndex
+from .records import Explanation, RecordFilter
+from .store import SQLiteStore, list_ids
+from .vectors import VectorIndex
+
+EXACT_SCAN_LIMIT = 50_000
+
+
+@dataclass
+class FusionConfig:
+    """How lexical and vector scores are combined (defaults chosen by benchmark, see README)."""
+
+    method: str = "convex"  # convex | rrf
+    alpha: float = 0.5  # weight of the vector side in convex fusion
+    norm: str = "minmax"  # minmax | zscore
+    depth: int = 100  # candidates taken from each retriever
+    complete: bool = True  # fetch the missing side's real score
+    rrf_k: float = 60.0
+
+
+@dataclass
+class Scored:
+    record_id: str
+    score: float
+    explanation: Explanation
+
+
+class HybridRanker:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        lexical: LexicalIndex,
+        vectors: VectorIndex | None,
+        embedder: Embedder | None,
+        config: FusionConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.lexical = lexical
+        self.vectors = vectors
+        self.embedder = embedder
+        self.config = config or FusionConfig()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
+
+    def vector_ready(self) -> bool:
+        return self.embedder is not None and self.vectors is not None
+
+    # ---------------------------------------------------------------- vector side
+    def _vector_candidates(
+        self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
+    ) -> list[tuple[str, float]]:
+        model = self.embedder.model_id
+        over = depth + 20 if f.is_visibility_only() else depth * 4
+        hits = self.vectors.query(buckets, model, qvec, over)
+        keep = set(self.store.filter_ids(f, [h[0] for h in hits]))
+        kept = [h for h in hits if h[0] in keep]
+        if len(kept) >= min(depth, len(hits)) and len(hits) < over:
+            return kept[:depth]  # the ANN returned everything there is
+        if len(kept) >= depth:
+            return kept[:depth]
+        # selective filter: exact cosine over the filtered records
+        ids = list_ids(self.store, f, EXACT_SCAN_LIMIT)
+        sims = self._exact(qvec, ids)
+        return sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
+
+    def _exact(self, qvec: np.ndarray, ids: list[str]) -> dict[str, float]:
+        embs = self.store.embeddings(ids, self.embedder.model_id)
+        return {rid: float(np.max(m @ qvec)) for rid, m in embs.items()}
+
+    # ---------------------------------------------------------------- search
+    def search(
+        self, query: str, f: RecordFilter, k: int, mode: str = "hybrid", buckets=None
+    ) -> list[Scored]:
+        cfg = self.config
+        depth = max(cfg.depth, k)
+        use_vec = mode in ("hybrid", "vector") and self.vector_ready()
+        use_lex = mode in ("hybrid", "lexical") or not use_vec
+        label = mode if (use_vec or mode == "lexical") else "lexical (embedding model not ready)"
+        lex_future = self._pool.submit(self.lexical.search, query, f, depth) if use_lex else None
+        vec: list[tuple[str, float]] = []
+        qvec = None
+        if use_vec:
+            qvec = self.embedder.embed_query(query)
+            vec = self._vector_candidates(qvec, f, depth, buckets)
+        lex = lex_future.result() if lex_future else []
+
+        lex_s = dict(lex)
+        vec_s = dict(vec)
+        ids = list(dict.fromkeys([r for r, _ in lex] + [r for r, _ in vec]))
+        if not ids:
+            return []
+        if cfg.complete and use_lex and use_vec:
+            missing_lex = [r for r in ids if r not in lex_s]
+            if missing_lex:
+                got = self.lexical.score_ids(query, missing_lex)
+                lex_s.update({r: got.get(r, 0.0) for r in missing_lex})
+            missing_vec = [r for r in ids if r not in vec_s]
+            if missing_vec:
+                vec_s.update(self._exact(qvec, missing_vec))
+        L = np.array([lex_s.get(r, np.nan) for r in ids], dtype=np.float64)
+        V = np.array([vec_s.get(r, np.nan) for r in ids], dtype=np.float64)
+        if use_lex and use_vec:
+            if cfg.method == "rrf":
+                fused = fusion.rrf(L, V, k=cfg.rrf_k)
+            else:
+                norm = fusion.zscore if cfg.norm == "zscore" else fusion.minmax
+                fused = fusion.convex(L, V, cfg.alpha, norm)
+        else:
+            fused = np.nan_to_num(V if use_vec else L, nan=0.0)
+        lrank, vrank = fusion.ranks(L), fusion.ranks(V)
+        order = np.argsort(-fused, kind="stable")[:k]
+        out = []
+        for i in order:
+            out.append(
+                Scored(
+                    ids[i],
+                    float(fused[i]),
+                    Explanation(
+                        lexical_rank=None if np.isinf(lrank[i]) else int(lrank[i]),
+                        lexical_score=None if np.isnan(L[i]) else round(float(L[i]), 4),
+                        vector_rank=None if np.isinf(vrank[i]) else int(vrank[i]),
+                        vector_similarity=None if np.isnan(V[i]) else round(float(V[i]), 4),
+                        fused_score=round(float(fused[i]), 4),
+                        mode=label,
+                    ),
+                )
+            )
+        return out

@@ -1,0 +1,153 @@
+"""Pydantic models shared by storage, tool I/O and export: records, filters, hits."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Kind(StrEnum):
+    memory = "memory"
+    observation = "observation"
+    lesson = "lesson"
+    chunk = "chunk"
+
+
+class Scope(StrEnum):
+    private = "private"
+    personal = "personal"
+    team = "team"
+    public = "public"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def bucket_of(scope: Scope | str, project_id: str, agent_id: str) -> str:
+    """The visibility bucket of a record (Pattern's KV buckets).
+
+    private  -> one per (project, agent); personal -> one per agent;
+    team     -> one per project;          public   -> one for everyone.
+    A recall lists the buckets its caller may see; no per-record visibility test is needed.
+    """
+    scope = Scope(scope)
+    if scope is Scope.private:
+        return f"private/{project_id}/{agent_id}"
+    if scope is Scope.personal:
+        return f"personal/{agent_id}"
+    if scope is Scope.team:
+        return f"team/{project_id}"
+    return "public"
+
+
+class Record(BaseModel):
+    """One embedded, searchable unit: a memory, an observation, a lesson or a workspace chunk."""
+
+    model_config = ConfigDict(use_enum_values=False)
+
+    id: str = Field(default_factory=new_id)
+    kind: Kind = Kind.memory
+    project_id: str
+    agent_id: str
+    scope: Scope = Scope.private
+    category: str = "longterm"
+    content: str
+    context: str = Field(
+        default="",
+        description="Extra text indexed with the record but not part of its content "
+        "(neighbouring turns, session date, speaker, file path).",
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    entity_name: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime | None = None
+    revision: int = 1
+    content_hash: str = ""
+    embedding_model: str | None = None
+
+    @property
+    def bucket(self) -> str:
+        return bucket_of(self.scope, self.project_id, self.agent_id)
+
+    @property
+    def tags(self) -> list[str]:
+        return [str(t) for t in self.metadata.get("tags", []) or []]
+
+    @property
+    def priority(self) -> int:
+        try:
+            return int(self.metadata.get("priority", 2))
+        except (TypeError, ValueError):
+            return 2
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.content_hash:
+            self.content_hash = content_hash(self.content + "\x00" + self.context)
+
+
+class RecordFilter(BaseModel):
+    """Filters applied inside both retrievers, before truncation. Empty fields are ignored."""
+
+    buckets: list[str] | None = Field(default=None, description="Visible buckets; None = all.")
+    kinds: list[Kind] | None = None
+    categories: list[str] | None = None
+    exclude_categories: list[str] | None = None
+    tags: list[str] | None = Field(default=None, description="AND: every tag must be present.")
+    min_priority: int | None = None
+    max_priority: int | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    include_expired: bool = False
+    now: datetime | None = Field(default=None, description="Clock for expiry; default now.")
+
+    def is_visibility_only(self) -> bool:
+        """True when nothing but buckets and expiry restricts the result."""
+        return not any(
+            [
+                self.kinds,
+                self.categories,
+                self.exclude_categories,
+                self.tags,
+                self.min_priority is not None,
+                self.max_priority is not None,
+                self.created_after,
+                self.created_before,
+                self.updated_after,
+                self.updated_before,
+            ]
+        )
+
+
+class Explanation(BaseModel):
+    """Why a hit ranks where it does."""
+
+    lexical_rank: int | None = None
+    lexical_score: float | None = Field(default=None, description="FTS5 bm25, higher is better")
+    vector_rank: int | None = None
+    vector_similarity: float | None = Field(default=None, description="cosine similarity")
+    fused_score: float = 0.0
+    boosts: dict[str, float] = Field(default_factory=dict)
+    mode: str = "hybrid"
+
+
+class Hit(BaseModel):
+    record: Record
+    score: float
+    explanation: Explanation

@@ -1,0 +1,86 @@
+"""SQLite schema and migrations (``PRAGMA user_version``).
+
+Each migration is a list of statements applied in one transaction; a store opened by a newer
+version refuses to be used by an older one instead of guessing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .errors import StoreUnavailable
+
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+MIGRATIONS: list[list[str]] = [
+    # v1: records, tags, FTS5, embeddings, change log, vector outbox
+    [
+        """CREATE TABLE records(
+            rowid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,
+            project_id TEXT NOT NULL,
+            agent_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            bucket TEXT NOT NULL,
+            category TEXT NOT NULL,
+            content TEXT NOT NULL,
+            context TEXT NOT NULL DEFAULT '',
+            metadata TEXT NOT NULL DEFAULT '{}',
+            priority INTEGER NOT NULL DEFAULT 2,
+            entity_name TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            expires_at TEXT,
+            revision INTEGER NOT NULL DEFAULT 1,
+            content_hash TEXT NOT NULL,
+            embedding_model TEXT
+        )""",
+        "CREATE INDEX records_bucket ON records(bucket, kind, category)",
+        "CREATE INDEX records_updated ON records(updated_at)",
+        "CREATE INDEX records_expires ON records(expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX records_entity ON records(project_id, entity_name) WHERE entity_name IS NOT NULL",
+        """CREATE TABLE record_tags(
+            tag TEXT NOT NULL, record_rowid INTEGER NOT NULL,
+            PRIMARY KEY(tag, record_rowid)) WITHOUT ROWID""",
+        "CREATE INDEX record_tags_rowid ON record_tags(record_rowid)",
+        f"""CREATE VIRTUAL TABLE records_fts USING fts5(
+            content, context, terms, tokenize='{FTS_TOKENIZER}')""",
+        """CREATE TABLE embeddings(
+            record_rowid INTEGER NOT NULL, model_id TEXT NOT NULL, window INTEGER NOT NULL,
+            content_hash TEXT NOT NULL, vector BLOB NOT NULL,
+            PRIMARY KEY(record_rowid, model_id, window)) WITHOUT ROWID""",
+        """CREATE TABLE changes(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            record_id TEXT NOT NULL, op TEXT NOT NULL, kind TEXT NOT NULL,
+            bucket TEXT NOT NULL, revision INTEGER NOT NULL, at TEXT NOT NULL)""",
+        """CREATE TABLE vector_outbox(
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            record_id TEXT NOT NULL, op TEXT NOT NULL, bucket TEXT NOT NULL)""",
+        """CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    ],
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to :data:`SCHEMA_VERSION`; returns the version found before."""
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise StoreUnavailable(
+            f"store schema v{found} is newer than this pattern-memory (v{SCHEMA_VERSION}); upgrade",
+            found=found,
+            supported=SCHEMA_VERSION,
+        )
+    for version in range(found, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return found

@@ -1,0 +1,408 @@
+"""The canonical SQLite store (WAL): records, tags, FTS5 rows, embeddings, change log, outbox.
+
+Every mutation is one transaction that writes the record, its FTS row, its tags, a change-log
+row and a vector-outbox row; nothing is reported written before COMMIT. Reads use one
+connection per thread (WAL lets them run beside the writer).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from .analyzer import identifier_parts
+from .errors import NotFound, StoreUnavailable
+from .records import Kind, Record, RecordFilter, Scope, utcnow
+from .schema import migrate
+
+_TS = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+COLUMNS = (
+    "id, kind, project_id, agent_id, scope, bucket, category, content, context, metadata, "
+    "priority, entity_name, created_at, updated_at, expires_at, revision, content_hash, "
+    "embedding_model"
+)
+
+
+def ts(dt: datetime | None) -> str | None:
+    """UTC timestamps as fixed-width text, so SQL string comparison is time comparison."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime(_TS)
+
+
+def parse_ts(text: str | None) -> datetime | None:
+    return None if text is None else datetime.strptime(text, _TS).replace(tzinfo=UTC)
+
+
+def _row_to_record(row: sqlite3.Row) -> Record:
+    return Record(
+        id=row["id"],
+        kind=Kind(row["kind"]),
+        project_id=row["project_id"],
+        agent_id=row["agent_id"],
+        scope=Scope(row["scope"]),
+        category=row["category"],
+        content=row["content"],
+        context=row["context"],
+        metadata=json.loads(row["metadata"]),
+        entity_name=row["entity_name"],
+        created_at=parse_ts(row["created_at"]),
+        updated_at=parse_ts(row["updated_at"]),
+        expires_at=parse_ts(row["expires_at"]),
+        revision=row["revision"],
+        content_hash=row["content_hash"],
+        embedding_model=row["embedding_model"],
+    )
+
+
+def where_clause(f: RecordFilter, alias: str = "r") -> tuple[str, list]:
+    """SQL conditions for a filter; shared by the lexical retriever, the vector post-filter and
+    plain listing, so all of them apply exactly the same rules."""
+    conds: list[str] = []
+    params: list = []
+
+    def inlist(col: str, values: Sequence) -> None:
+        conds.append(f"{alias}.{col} IN ({','.join('?' * len(values))})")
+        params.extend(values)
+
+    if f.buckets is not None:
+        if not f.buckets:
+            return "0", []
+        inlist("bucket", f.buckets)
+    if f.kinds:
+        inlist("kind", [str(k) for k in f.kinds])
+    if f.categories:
+        inlist("category", f.categories)
+    if f.exclude_categories:
+        conds.append(f"{alias}.category NOT IN ({','.join('?' * len(f.exclude_categories))})")
+        params.extend(f.exclude_categories)
+    for tag in f.tags or []:
+        conds.append(
+            f"EXISTS (SELECT 1 FROM record_tags t WHERE t.tag = ? AND t.record_rowid = {alias}.rowid)"
+        )
+        params.append(tag)
+    for col, op, value in (
+        ("priority", ">=", f.min_priority),
+        ("priority", "<=", f.max_priority),
+        ("created_at", ">", ts(f.created_after)),
+        ("created_at", "<", ts(f.created_before)),
+        ("updated_at", ">", ts(f.updated_after)),
+        ("updated_at", "<", ts(f.updated_before)),
+    ):
+        if value is not None:
+            conds.append(f"{alias}.{col} {op} ?")
+            params.append(value)
+    if not f.include_expired:
+        conds.append(f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)")
+        params.append(ts(f.now or utcnow()))
+    return (" AND ".join(conds) or "1"), params
+
+
+class SQLiteStore:
+    """Owns one SQLite database file. Thread-safe: one writer lock, per-thread readers."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._writer = self._connect()
+        migrate(self._writer)
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+        except sqlite3.Error as exc:  # pragma: no cover - depends on the filesystem
+            raise StoreUnavailable(f"cannot open store {self.path}: {exc}", path=self.path) from exc
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        self._all.append(conn)
+        return conn
+
+    @property
+    def reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        for conn in self._all:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover
+                pass
+        self._all.clear()
+
+    def checkpoint(self) -> None:
+        with self._write_lock:
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def integrity_check(self) -> list[str]:
+        rows = self._writer.execute("PRAGMA integrity_check").fetchall()
+        problems = [r[0] for r in rows if r[0] != "ok"]
+        fts = self._writer.execute(
+            "SELECT (SELECT count(*) FROM records) - (SELECT count(*) FROM records_fts)"
+        ).fetchone()[0]
+        if fts:
+            problems.append(f"records and FTS rows differ by {fts}")
+        return problems
+
+    # ------------------------------------------------------------------ transactions
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic unit of work on the writer connection (BEGIN IMMEDIATE … COMMIT)."""
+        with self._write_lock:
+            conn = self._writer
+            if conn.in_transaction:  # nested: join the outer transaction
+                yield conn
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    # ------------------------------------------------------------------ writes
+    def _log(self, conn: sqlite3.Connection, rec: Record, op: str) -> None:
+        now = ts(utcnow())
+        conn.execute(
+            "INSERT INTO changes(record_id, op, kind, bucket, revision, at) VALUES (?,?,?,?,?,?)",
+            (rec.id, op, str(rec.kind), rec.bucket, rec.revision, now),
+        )
+        conn.execute(
+            "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
+            (rec.id, "delete" if op == "delete" else "upsert", rec.bucket),
+        )
+
+    def _index(self, conn: sqlite3.Connection, rowid: int, rec: Record) -> None:
+        terms = " ".join(
+            filter(None, [identifier_parts(rec.content), " ".join(rec.tags), rec.entity_name or ""])
+        )
+        conn.execute(
+            "INSERT INTO records_fts(rowid, content, context, terms) VALUES (?,?,?,?)",
+            (rowid, rec.content, rec.context, terms),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO record_tags(tag, record_rowid) VALUES (?,?)",
+            [(t, rowid) for t in rec.tags],
+        )
+
+    def _values(self, rec: Record) -> tuple:
+        return (
+            rec.id, str(rec.kind), rec.project_id, rec.agent_id, str(rec.scope), rec.bucket,
+            rec.category, rec.content, rec.context, json.dumps(rec.metadata, ensure_ascii=False),
+            rec.priority, rec.entity_name, ts(rec.created_at), ts(rec.updated_at),
+            ts(rec.expires_at), rec.revision, rec.content_hash, rec.embedding_model,
+        )  # fmt: skip
+
+    def insert(self, conn: sqlite3.Connection, records: Iterable[Record]) -> list[int]:
+        """Insert records (inside the caller's transaction); returns their rowids."""
+        rowids = []
+        for rec in records:
+            cur = conn.execute(
+                f"INSERT INTO records({COLUMNS}) VALUES ({','.join('?' * 18)})", self._values(rec)
+            )
+            rowid = int(cur.lastrowid)
+            self._index(conn, rowid, rec)
+            self._log(conn, rec, "insert")
+            rowids.append(rowid)
+        return rowids
+
+    def replace(self, conn: sqlite3.Connection, rec: Record) -> int:
+        """Overwrite an existing record (same id), re-indexing it; keeps its rowid."""
+        row = conn.execute(
+            "SELECT rowid, content_hash FROM records WHERE id=?", (rec.id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"record {rec.id} not found", id=rec.id)
+        rowid = row["rowid"]
+        sets = ", ".join(f"{c.strip()}=?" for c in COLUMNS.split(","))
+        conn.execute(f"UPDATE records SET {sets} WHERE rowid=?", (*self._values(rec), rowid))
+        conn.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
+        conn.execute("DELETE FROM record_tags WHERE record_rowid=?", (rowid,))
+        if row["content_hash"] != rec.content_hash:
+            conn.execute("DELETE FROM embeddings WHERE record_rowid=?", (rowid,))
+        self._index(conn, rowid, rec)
+        self._log(conn, rec, "update")
+        return rowid
+
+    def delete(self, conn: sqlite3.Connection, ids: Sequence[str]) -> list[Record]:
+        """Delete records by id; returns the records that existed."""
+        gone = []
+        for rec_id in ids:
+            row = conn.execute(
+                f"SELECT rowid, {COLUMNS} FROM records WHERE id=?", (rec_id,)
+            ).fetchone()
+            if row is None:
+                continue
+            rec = _row_to_record(row)
+            rowid = row["rowid"]
+            for table, col in (
+                ("records_fts", "rowid"),
+                ("record_tags", "record_rowid"),
+                ("embeddings", "record_rowid"),
+                ("records", "rowid"),
+            ):
+                conn.execute(f"DELETE FROM {table} WHERE {col}=?", (rowid,))
+            self._log(conn, rec, "delete")
+            gone.append(rec)
+        return gone
+
+    def put_embeddings(
+        self, conn: sqlite3.Connection, model_id: str, items: Iterable[tuple[str, str, np.ndarray]]
+    ) -> None:
+        """Store (record_id, content_hash, windows x dim matrix) for a model."""
+        for rec_id, chash, matrix in items:
+            row = conn.execute("SELECT rowid FROM records WHERE id=?", (rec_id,)).fetchone()
+            if row is None:
+                continue
+            conn.execute(
+                "DELETE FROM embeddings WHERE record_rowid=? AND model_id=?", (row[0], model_id)
+            )
+            conn.executemany(
+                "INSERT INTO embeddings(record_rowid, model_id, window, content_hash, vector) "
+                "VALUES (?,?,?,?,?)",
+                [
+                    (row[0], model_id, i, chash, np.asarray(v, dtype=np.float32).tobytes())
+                    for i, v in enumerate(matrix)
+                ],
+            )
+            conn.execute("UPDATE records SET embedding_model=? WHERE rowid=?", (model_id, row[0]))
+
+    # ------------------------------------------------------------------ reads
+    def get(self, ids: Sequence[str]) -> dict[str, Record]:
+        out: dict[str, Record] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.reader.execute(
+                f"SELECT {COLUMNS} FROM records WHERE id IN ({','.join('?' * len(part))})", part
+            ).fetchall()
+            out.update((r["id"], _row_to_record(r)) for r in rows)
+        return out
+
+    def get_one(self, rec_id: str) -> Record:
+        found = self.get([rec_id])
+        if rec_id not in found:
+            raise NotFound(f"record {rec_id} not found", id=rec_id)
+        return found[rec_id]
+
+    def list(
+        self,
+        f: RecordFilter,
+        *,
+        order: str = "r.updated_at DESC",
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Record]:
+        where, params = where_clause(f)
+        sql = f"SELECT {', '.join('r.' + c.strip() for c in COLUMNS.split(','))} FROM records r WHERE {where} ORDER BY {order}"
+        if limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            params = [*params, limit, offset]
+        return [_row_to_record(r) for r in self.reader.execute(sql, params).fetchall()]
+
+    def filter_ids(self, f: RecordFilter, ids: Sequence[str]) -> list[str]:
+        """The subset of ``ids`` that satisfies ``f`` (the vector retriever's post-filter)."""
+        if not ids:
+            return []
+        where, params = where_clause(f)
+        keep: set[str] = set()
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.reader.execute(
+                f"SELECT r.id FROM records r WHERE r.id IN ({','.join('?' * len(part))}) AND {where}",
+                [*part, *params],
+            ).fetchall()
+            keep.update(r[0] for r in rows)
+        return [i for i in ids if i in keep]
+
+    def count(self, f: RecordFilter, group_by: str | None = None) -> dict[str, int] | int:
+        where, params = where_clause(f)
+        if group_by is None:
+            return self.reader.execute(
+                f"SELECT count(*) FROM records r WHERE {where}", params
+            ).fetchone()[0]
+        rows = self.reader.execute(
+            f"SELECT r.{group_by}, count(*) FROM records r WHERE {where} GROUP BY r.{group_by}",
+            params,
+        ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def embeddings(self, ids: Sequence[str], model_id: str) -> dict[str, np.ndarray]:
+        """Stored vectors (windows x dim) per record id for a model, where current."""
+        out: dict[str, list[np.ndarray]] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.reader.execute(
+                "SELECT r.id, e.vector FROM records r JOIN embeddings e ON e.record_rowid = r.rowid "
+                f"AND e.model_id = ? AND e.content_hash = r.content_hash "
+                f"WHERE r.id IN ({','.join('?' * len(part))}) ORDER BY r.id, e.window",
+                [model_id, *part],
+            ).fetchall()
+            for rid, blob in rows:
+                out.setdefault(rid, []).append(np.frombuffer(blob, dtype=np.float32))
+        return {k: np.stack(v) for k, v in out.items()}
+
+    # ------------------------------------------------------------------ outbox
+    def outbox(self, limit: int = 1000) -> list[sqlite3.Row]:
+        return self._writer.execute(
+            "SELECT seq, record_id, op, bucket FROM vector_outbox ORDER BY seq LIMIT ?", (limit,)
+        ).fetchall()
+
+    def clear_outbox(self, up_to_seq: int, record_ids: Sequence[str] | None = None) -> None:
+        with self.transaction() as conn:
+            if record_ids is None:
+                conn.execute("DELETE FROM vector_outbox WHERE seq <= ?", (up_to_seq,))
+            else:
+                conn.executemany(
+                    "DELETE FROM vector_outbox WHERE seq <= ? AND record_id = ?",
+                    [(up_to_seq, r) for r in record_ids],
+                )
+
+    def all_ids_by_bucket(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for rid, bucket in self.reader.execute("SELECT id, bucket FROM records ORDER BY rowid"):
+            out.setdefault(bucket, []).append(rid)
+        return out
+
+    def all_buckets(self) -> list[str]:
+        return [r[0] for r in self.reader.execute("SELECT DISTINCT bucket FROM records")]
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.reader.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return default if row is None else row[0]
+
+    def set_meta(self, conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)", (key, value))
+
+
+def list_ids(store: SQLiteStore, f: RecordFilter, limit: int) -> list[str]:
+    """Ids of the records satisfying ``f`` (at most ``limit``), newest first."""
+    where, params = where_clause(f)
+    rows = store.reader.execute(
+        f"SELECT r.id FROM records r WHERE {where} ORDER BY r.rowid DESC LIMIT ?", [*params, limit]
+    ).fetchall()
+    return [r[0] for r in rows]

@@ -1,0 +1,167 @@
+"""The Chroma vector index: derived from SQLite, one collection per (bucket, embedding model).
+
+A recall queries only the collections of the buckets its caller may see, so Chroma never
+evaluates a visibility filter (measured: 2-3 ms unfiltered vs 180 ms with an ``$or`` filter at
+100k vectors). Long records are embedded as several windows (ids ``<record>#<n>``); a record's
+similarity is the best of its windows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import StoreUnavailable
+
+_WORDS = re.compile(r"\S+")
+
+
+def windows(text: str, max_words: int, overlap: int = 0) -> list[str]:
+    """Split ``text`` into word windows of at most ``max_words`` (the model truncates beyond
+    its sequence length, so a long memory would otherwise be judged by its start only)."""
+    words = _WORDS.findall(text)
+    if len(words) <= max_words:
+        return [text]
+    step = max(1, max_words - overlap)
+    return [" ".join(words[i : i + max_words]) for i in range(0, len(words) - overlap, step)]
+
+
+@dataclass(frozen=True)
+class VectorItem:
+    record_id: str
+    window: int
+    vector: np.ndarray
+    metadata: dict
+
+    @property
+    def vector_id(self) -> str:
+        return self.record_id if self.window == 0 else f"{self.record_id}#{self.window}"
+
+
+def collection_name(bucket: str, model_id: str) -> str:
+    digest = hashlib.sha1(f"{bucket}|{model_id}".encode()).hexdigest()[:32]
+    return f"pm-{digest}"
+
+
+class VectorIndex:
+    """Embedded ``PersistentClient`` by default; ``HttpClient`` when a Chroma host is given."""
+
+    def __init__(self, path: str | None = None, *, host: str | None = None, port: int = 8000):
+        os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+        import chromadb
+        from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False, allow_reset=True)
+        try:
+            if host:
+                self.client = chromadb.HttpClient(host=host, port=port, settings=settings)
+            else:
+                if path is None:
+                    raise ValueError("a path or a host is required")
+                self.client = chromadb.PersistentClient(path=path, settings=settings)
+        except Exception as exc:  # chromadb raises many kinds
+            raise StoreUnavailable(
+                f"cannot open the vector index: {exc}", path=path, host=host
+            ) from exc
+        self._collections: dict[tuple[str, str], object] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chroma-q")
+
+    def _collection(self, bucket: str, model_id: str, create: bool = True):
+        key = (bucket, model_id)
+        col = self._collections.get(key)
+        if col is None:
+            name = collection_name(bucket, model_id)
+            if create:
+                col = self.client.get_or_create_collection(
+                    name=name,
+                    configuration={"hnsw": {"space": "cosine"}},
+                    metadata={"bucket": bucket, "model_id": model_id},
+                    embedding_function=None,
+                )
+            else:
+                try:
+                    col = self.client.get_collection(name=name, embedding_function=None)
+                except Exception:
+                    return None
+            self._collections[key] = col
+        return col
+
+    def upsert(self, bucket: str, model_id: str, items: Sequence[VectorItem]) -> None:
+        if not items:
+            return
+        col = self._collection(bucket, model_id)
+        for i in range(0, len(items), 4000):
+            part = items[i : i + 4000]
+            col.upsert(
+                ids=[it.vector_id for it in part],
+                embeddings=np.stack([it.vector for it in part]).astype(np.float32),
+                metadatas=[{**it.metadata, "record_id": it.record_id} for it in part],
+            )
+
+    def delete(self, bucket: str, model_id: str, record_ids: Sequence[str]) -> None:
+        col = self._collection(bucket, model_id, create=False)
+        if col is None or not record_ids:
+            return
+        for i in range(0, len(record_ids), 1000):
+            col.delete(where={"record_id": {"$in": list(record_ids[i : i + 1000])}})
+
+    def _query_one(self, bucket: str, model_id: str, qvec: np.ndarray, n: int, where):
+        col = self._collection(bucket, model_id, create=False)
+        if col is None:
+            return []
+        count = col.count()
+        if count == 0:
+            return []
+        res = col.query(
+            query_embeddings=qvec[None, :].astype(np.float32),
+            n_results=min(n, count),
+            where=where,
+            include=["metadatas", "distances"],
+        )
+        return [
+            (m["record_id"], 1.0 - float(d))
+            for m, d in zip(res["metadatas"][0], res["distances"][0], strict=True)
+        ]
+
+    def query(
+        self,
+        buckets: Iterable[str],
+        model_id: str,
+        qvec: np.ndarray,
+        n: int,
+        where: dict | None = None,
+    ) -> list[tuple[str, float]]:
+        """Best ``n`` (record id, cosine similarity) over the given buckets, best window per record."""
+        buckets = list(buckets)
+        if len(buckets) == 1:
+            results = [self._query_one(buckets[0], model_id, qvec, n, where)]
+        else:
+            results = list(
+                self._pool.map(lambda b: self._query_one(b, model_id, qvec, n, where), buckets)
+            )
+        best: dict[str, float] = {}
+        for part in results:
+            for rid, sim in part:
+                if sim > best.get(rid, -2.0):
+                    best[rid] = sim
+        return sorted(best.items(), key=lambda kv: -kv[1])[:n]
+
+    def count(self, bucket: str, model_id: str) -> int:
+        col = self._collection(bucket, model_id, create=False)
+        return 0 if col is None else col.count()
+
+    def drop_model(self, model_id: str) -> None:
+        for col in self.client.list_collections():
+            meta = getattr(col, "metadata", None) or {}
+            if meta.get("model_id") == model_id:
+                self.client.delete_collection(col.name)
+        self._collections = {k: v for k, v in self._collections.items() if k[1] != model_id}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)

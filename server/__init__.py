@@ -1,0 +1,1 @@
+"""pattern-memory MCP server and CLI."""
