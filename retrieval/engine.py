@@ -144,7 +144,7 @@ class Engine:
                 for r in rows:  # the last op per record wins
                     latest[r["record_id"]] = (r["op"], r["bucket"])
                 deletes: dict[str, list[str]] = defaultdict(list)
-                for rid, (op, bucket) in latest.items():
+                for rid, (_op, bucket) in latest.items():
                     deletes[bucket].append(rid)  # upserts first clear stale windows too
                 for bucket, rids in deletes.items():
                     self.vectors.delete(bucket, model, rids)
