@@ -51,21 +51,27 @@ class Engine:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
-        self.vectors = VectorIndex(str(self.home / "chroma"), host=chroma_host, port=chroma_port)
+        self._chroma = (str(self.home / "chroma"), chroma_host, chroma_port)
+        self.vectors: VectorIndex | None = None  # opened with the embedder (chromadb is slow to import)
         self.lexical = LexicalIndex(self.store)
         self.embedder: Embedder | None = None
         self.embed_text = embed_text
         self._window_words = window_words
         self.window_overlap = window_overlap
         self._sync_lock = threading.Lock()
-        self.ranker = HybridRanker(self.store, self.lexical, self.vectors, None, fusion)
+        self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self._buckets: set[str] = set(self.store.all_buckets())
         if embedder is not None:
             self.set_embedder(embedder)
 
     # ------------------------------------------------------------------ embedder
     def set_embedder(self, embedder: Embedder) -> None:
-        """Attach the (loaded) embedder; replays the outbox, embedding what is missing."""
+        """Attach the (loaded) embedder, opening the vector index; replays the outbox,
+        embedding what is missing. Until then the engine writes and ranks lexically."""
+        if self.vectors is None:
+            path, host, port = self._chroma
+            self.vectors = VectorIndex(path, host=host, port=port)
+            self.ranker.vectors = self.vectors
         self.embedder = embedder
         self.ranker.embedder = embedder
         self.sync()
@@ -210,7 +216,8 @@ class Engine:
         ]
 
     def close(self) -> None:
-        self.vectors.close()
+        if self.vectors is not None:
+            self.vectors.close()
         self.store.close()
 
 
