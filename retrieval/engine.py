@@ -135,6 +135,35 @@ class Engine:
         self.sync()
         return gone
 
+    def apply(
+        self,
+        add: Sequence[Record] = (),
+        replace: Sequence[Record] = (),
+        delete: Sequence[str] = (),
+        check=None,
+    ) -> list[Record]:
+        """One atomic unit of work: inserts, replacements and deletions commit together or not
+        at all. ``check(conn)`` runs inside the transaction first (limits, revisions) and may
+        raise to abort. Returns the deleted records."""
+        changed = [*add, *replace]
+        vecs = self._vectors_for(changed)
+        model = self.embedder.model_id if self.embedder else None
+        with self.store.transaction() as conn:
+            if check is not None:
+                check(conn)
+            gone = self.store.delete(conn, list(delete)) if delete else []
+            if add:
+                self.store.insert(conn, add)
+            for rec in replace:
+                self.store.replace(conn, rec)
+            if model and changed:
+                self.store.put_embeddings(
+                    conn, model, [(r.id, r.content_hash, vecs[r.id]) for r in changed]
+                )
+        self._buckets.update(r.bucket for r in changed)
+        self.sync()
+        return gone
+
     # ------------------------------------------------------------------ outbox -> Chroma
     def sync(self) -> int:
         """Apply pending outbox rows to Chroma (embedding records that have no vector yet).
