@@ -1,0 +1,47 @@
+"""The MCP server: built by :func:`create_server`; resources live in the lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+from .service.runtime import Runtime
+
+INSTRUCTIONS = """pattern-memory: long-term memory you can search by meaning.
+At the start of a session call `recall-context` (or `recall` with what you are about to work on).
+Store durable facts with `remember` (scope private|personal|team|public), quick notes with
+`remember-task` / `remember-learning` (24 h), identity with `core-memory`; promote a note with
+`commit-insight`; share with the project via `share-learning`. Never store credentials."""
+
+
+def create_server(
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    *,
+    runtime: Runtime | None = None,
+) -> MCPServer:
+    """An MCP server over one store. ``runtime`` injects a prepared one (tests)."""
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[Runtime]:
+        rt = runtime or Runtime.start(env, cwd)
+        try:
+            yield rt
+        finally:
+            if runtime is None:
+                rt.close()
+
+    server = MCPServer(
+        name="pattern-memory",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    from . import tools
+
+    tools.register(server)
+    return server

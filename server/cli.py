@@ -1,0 +1,190 @@
+"""The ``pattern-memory`` command. One place turns errors into messages and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from retrieval.errors import PatternError
+
+
+def _runtime(background: bool = False):
+    from .service.runtime import Runtime
+
+    return Runtime.start(background=background)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .app import create_server
+
+    create_server().run("stdio")
+    return 0
+
+
+def paragraphs(text: str, min_chars: int = 40) -> list[str]:
+    """Blank-line separated paragraphs (code fences kept whole), skipping tiny ones."""
+    out, buf, fence = [], [], False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fence = not fence
+        if not line.strip() and not fence:
+            if buf:
+                out.append("\n".join(buf).strip())
+                buf = []
+            continue
+        buf.append(line)
+    if buf:
+        out.append("\n".join(buf).strip())
+    return [p for p in out if len(p) >= min_chars]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Store the paragraphs of README.md and docs/ as team memories, then recall."""
+    from retrieval.records import Kind, Record, RecordFilter, Scope, content_hash
+
+    rt = _runtime()
+    root = Path(args.root).resolve()
+    files = [root / "README.md", *sorted((root / "docs").glob("**/*.md"))]
+    who = rt.identity
+    bucket = who.bucket("team")
+    have = {
+        r[0]
+        for r in rt.engine.store.reader.execute(
+            "SELECT content_hash FROM records WHERE bucket=?", (bucket,)
+        )
+    }
+    new = []
+    for path in files:
+        if not path.is_file():
+            continue
+        for para in paragraphs(path.read_text(encoding="utf-8", errors="replace")):
+            rec = Record(
+                project_id=who.project_id, agent_id=who.agent_id, scope=Scope.team,
+                category="architecture", content=para[:30000],
+                metadata={"source": str(path.relative_to(root)), "tags": ["docs"]},
+            )  # fmt: skip
+            if rec.content_hash not in have and content_hash(rec.content + "\x00") not in have:
+                have.add(rec.content_hash)
+                new.append(rec)
+    print(f"store: {rt.settings.home}  (project {who.project_id}, agent {who.agent_id})")
+    print("loading the embedding model …", flush=True)
+    rt.wait_ready()
+    if rt.model_error:
+        print(f"warning: {rt.model_error}; ranking is lexical", file=sys.stderr)
+    rt.engine.add(new)
+    print(f"stored {len(new)} new paragraphs from {len(files)} files")
+    f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.memory])
+    for query in args.query or ["where is the fusion of lexical and vector scores done",
+                                "how do I run the tests"]:  # fmt: skip
+        print(f"\nrecall: {query!r}")
+        for i, hit in enumerate(rt.engine.search(query, f, k=args.k), 1):
+            e = hit.explanation
+            text = " ".join(hit.record.content.split())[:110]
+            print(
+                f"{i:2}. {hit.score:.3f}  lex#{e.lexical_rank or '-'} vec={e.vector_similarity}"
+                f"  [{hit.record.metadata.get('source')}] {text}"
+            )
+    rt.close()
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from .service.models import RecallInput
+    from .service.recall import recall
+
+    rt = _runtime()
+    rt.wait_ready()
+    res = recall(rt.service, rt.identity, RecallInput(query=args.query, budget=args.budget))
+    if args.json:
+        print(res.model_dump_json(indent=2))
+    else:
+        print(res.text or "(nothing relevant)")
+    rt.close()
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .service.transfer import export_memories
+
+    rt = _runtime()
+    dirs = [*rt.settings.allowed_dirs, Path.cwd()]
+    res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
+    print(res.model_dump_json())
+    rt.close()
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .service.transfer import import_memories
+
+    rt = _runtime()
+    dirs = [*rt.settings.allowed_dirs, Path(args.file).resolve().parent]
+    rt.wait_ready()
+    res = import_memories(rt.service, rt.identity, dirs, args.file, args.overwrite)
+    print(res.model_dump_json())
+    rt.close()
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    rt = _runtime(background=False)
+    if rt.model_error:
+        raise PatternError(rt.model_error)
+    print(f"reindexed {rt.engine.reindex()} records")
+    rt.close()
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .service.maintenance import health
+
+    rt = _runtime()
+    print(health(rt.service, rt.identity, rt.model_error).model_dump_json(indent=2))
+    rt.close()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="MCP server over stdio").set_defaults(fn=cmd_serve)
+    d = sub.add_parser("demo", help="store README/docs paragraphs, then recall")
+    d.add_argument("query", nargs="*")
+    d.add_argument("--root", default=".")
+    d.add_argument("-k", type=int, default=5)
+    d.set_defaults(fn=cmd_demo)
+    r = sub.add_parser("recall", help="recall from the shell")
+    r.add_argument("query")
+    r.add_argument("--budget", type=int, default=1500)
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(fn=cmd_recall)
+    e = sub.add_parser("export", help="export visible memories to JSON")
+    e.add_argument("output", nargs="?")
+    e.add_argument("--scope")
+    e.add_argument("--category")
+    e.set_defaults(fn=cmd_export)
+    i = sub.add_parser("import", help="import an export file")
+    i.add_argument("file")
+    i.add_argument("--overwrite", action="store_true")
+    i.set_defaults(fn=cmd_import)
+    sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(fn=cmd_reindex)
+    sub.add_parser("stats", help="store and model status").set_defaults(fn=cmd_stats)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        return args.fn(args)
+    except PatternError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

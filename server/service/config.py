@@ -1,0 +1,69 @@
+"""Settings from the environment (every variable is documented in the README)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from retrieval.errors import InvalidInput
+
+from .identity import project_root
+
+
+def default_home() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("pattern-memory", appauthor=False))
+
+
+class Settings(BaseModel):
+    home: Path
+    embedder: str = "sentence-transformers"  # sentence-transformers | hash | none
+    embedding_model: str | None = None  # a local path or cached model name; None = packaged MiniLM
+    chroma_host: str | None = None
+    chroma_port: int = 8000
+    allowed_dirs: list[Path]
+    cwd: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
+        env = os.environ if env is None else env
+        cwd = (cwd or Path.cwd()).resolve()
+        home = Path(env.get("PATTERN_HOME") or default_home()).expanduser()
+        embedder = env.get("PATTERN_EMBEDDER", "sentence-transformers").strip().lower()
+        if embedder not in ("sentence-transformers", "hash", "none"):
+            raise InvalidInput(
+                f"PATTERN_EMBEDDER={embedder!r}: use sentence-transformers, hash or none"
+            )
+        allowed_raw = env.get("PATTERN_ALLOWED_DIRS", "").strip()
+        allowed = (
+            [Path(p).expanduser() for p in allowed_raw.split(os.pathsep) if p.strip()]
+            if allowed_raw
+            else [project_root(cwd), home / "exports"]
+        )
+        try:
+            port = int(env.get("PATTERN_CHROMA_PORT", "8000"))
+        except ValueError:
+            raise InvalidInput("PATTERN_CHROMA_PORT must be a number") from None
+        return cls(
+            home=home,
+            embedder=embedder,
+            embedding_model=env.get("PATTERN_EMBEDDING_MODEL") or None,
+            chroma_host=env.get("PATTERN_CHROMA_HOST") or None,
+            chroma_port=port,
+            allowed_dirs=allowed,
+            cwd=cwd,
+        )
+
+    def make_embedder(self):
+        """The configured embedder, loaded (this is the slow part of start-up)."""
+        from retrieval.embedder import HashEmbedder, SentenceTransformerEmbedder
+
+        if self.embedder == "none":
+            return None
+        if self.embedder == "hash":
+            return HashEmbedder()
+        return SentenceTransformerEmbedder(self.embedding_model).load()

@@ -1,0 +1,92 @@
+"""``recall-context``: the session-start view of memory, grouped by scope, with a 4 KB summary.
+
+Without ``search`` the order is Pattern's: category priority (core, decisions, architecture,
+learnings, longterm, tasks, recent), then metadata priority, then recency. With ``search`` the
+lists are ranked by hybrid relevance (the seed's substring match would miss paraphrases).
+"""
+
+from __future__ import annotations
+
+from retrieval.records import Kind, RecordFilter, Scope
+
+from . import scopes as rules
+from .identity import Identity
+from .memory import MemoryService
+from .models import Counts, Memory, RecallContextInput, RecallContextResult
+
+SUMMARY_BYTES = 4096
+_ORDER_SQL = (
+    "CASE r.category "
+    + " ".join(f"WHEN '{c}' THEN {i}" for c, i in rules.CATEGORY_ORDER.items())
+    + " ELSE 99 END, r.priority ASC, r.updated_at DESC"
+)
+
+
+def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter:
+    updated_after = args.updatedAfter
+    if args.since and (updated_after is None or args.since > updated_after):
+        updated_after = args.since
+    return RecordFilter(
+        buckets=who.visible_buckets(list(args.scopes) if args.scopes else None),
+        kinds=[Kind.memory],
+        categories=args.categories or None,
+        tags=args.tags or None,
+        min_priority=args.minPriority,
+        max_priority=args.maxPriority,
+        created_after=args.createdAfter,
+        created_before=args.createdBefore,
+        updated_after=updated_after,
+        updated_before=args.updatedBefore,
+        now=now,
+    )
+
+
+def build_summary(memories: list[Memory], limit: int = SUMMARY_BYTES) -> str:
+    """Key points, most important first (core, then priority 1, then category order), ≤ limit bytes."""
+    ranked = sorted(
+        memories,
+        key=lambda m: (
+            m.category != "core",
+            int(m.metadata.get("priority", 2) or 2),
+            rules.CATEGORY_ORDER.get(m.category, 99),
+        ),
+    )
+    lines: list[str] = []
+    size = 0
+    for m in ranked:
+        text = " ".join(m.content.split())
+        line = f"- [{m.scope}/{m.category}] {text}"
+        if len(line) > 300:
+            line = line[:297] + "…"
+        cost = len(line.encode("utf-8")) + 1
+        if size + cost > limit:
+            break
+        lines.append(line)
+        size += cost
+    return "\n".join(lines)
+
+
+def recall_context(svc: MemoryService, who: Identity, args: RecallContextInput) -> RecallContextResult:
+    now = svc.clock()
+    f = context_filter(who, args, now)
+    if args.search and args.search.strip():
+        hits = svc.engine.search(args.search, f, k=args.limit)
+        records = [h.record for h in hits]
+        ranking = hits[0].explanation.mode if hits else "hybrid"
+        ranking = f"relevance ({ranking})"
+    else:
+        records = svc.store.list(f, order=_ORDER_SQL, limit=args.limit)
+        ranking = "category priority, then priority, then recency"
+    groups: dict[str, list[Memory]] = {s.value: [] for s in Scope}
+    for rec in records:
+        groups[rec.scope.value].append(Memory.from_record(rec))
+    # counts: everything matching the filters (before the limit), per scope, plus expired ones
+    by_bucket = svc.store.count(f, group_by="bucket")
+    counts = Counts()
+    for bucket, n in by_bucket.items():
+        scope = bucket.split("/", 1)[0]
+        setattr(counts, scope, getattr(counts, scope) + n)
+    expired_f = f.model_copy(update={"include_expired": True})
+    counts.expired = svc.store.count(expired_f) - sum(by_bucket.values())
+    summary = build_summary([m for g in groups.values() for m in g])
+    return RecallContextResult(**groups, summary=summary, counts=counts, ranking=ranking)

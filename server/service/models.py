@@ -1,0 +1,235 @@
+"""Pydantic models of the service: tool inputs and outputs, export documents.
+
+Field names follow the Pattern seed (camelCase), so existing clients keep working.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from retrieval.records import Kind, Record, Scope
+
+ScopeName = Literal["private", "personal", "team", "public"]
+
+
+class MemoryMetadata(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    tags: list[str] = Field(default_factory=list, description="Up to 10 tags of ≤50 chars.")
+    priority: int | None = Field(default=None, description="1 = high, 2 = medium (default), 3 = low.")
+    source: str | None = None
+    relatedTo: list[str] | None = None
+
+
+class Memory(BaseModel):
+    """A memory as tools return it and as export files hold it."""
+
+    id: str
+    agentId: str
+    projectId: str
+    scope: ScopeName
+    category: str
+    content: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    createdAt: datetime
+    updatedAt: datetime
+    expiresAt: datetime | None = None
+    kind: str = "memory"
+    context: str = ""
+    revision: int = 1
+
+    @classmethod
+    def from_record(cls, r: Record) -> Memory:
+        return cls(
+            id=r.id, agentId=r.agent_id, projectId=r.project_id, scope=r.scope.value,
+            category=r.category, content=r.content, metadata=r.metadata, createdAt=r.created_at,
+            updatedAt=r.updated_at, expiresAt=r.expires_at, kind=r.kind.value, context=r.context,
+            revision=r.revision,
+        )  # fmt: skip
+
+    def to_record(self, project_id: str, agent_id: str) -> Record:
+        return Record(
+            id=self.id, kind=Kind(self.kind), project_id=project_id, agent_id=agent_id,
+            scope=Scope(self.scope), category=self.category, content=self.content,
+            context=self.context, metadata=self.metadata, created_at=self.createdAt,
+            updated_at=self.updatedAt, expires_at=self.expiresAt, revision=self.revision,
+        )  # fmt: skip
+
+
+class MemoryInput(BaseModel):
+    """One memory to store (the arguments of ``remember``; items of ``remember-bulk``)."""
+
+    content: str = Field(description="The text to remember (≤ 32 KB).")
+    scope: ScopeName = Field(default="private", description="Who can see it.")
+    category: str | None = Field(
+        default=None,
+        description="private: recent|tasks|longterm; personal: core|longterm|recent|tasks; "
+        "team/public: decisions|architecture|learnings. Default: longterm (private/personal), "
+        "learnings (team/public).",
+    )
+    metadata: MemoryMetadata | None = None
+
+
+class RememberResult(BaseModel):
+    memoryId: str
+    scope: ScopeName
+    category: str
+    expiresAt: datetime | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CommitInsightResult(BaseModel):
+    memoryId: str
+    previousCategory: str
+    category: str
+    scope: ScopeName
+
+
+class ForgetResult(BaseModel):
+    deleted: bool
+    memoryId: str
+
+
+class ShareLearningResult(BaseModel):
+    memoryId: str = Field(description="Id of the new team memory.")
+    originalId: str
+    originalKept: bool
+    category: str
+
+
+class Counts(BaseModel):
+    private: int = 0
+    personal: int = 0
+    team: int = 0
+    public: int = 0
+    expired: int = 0
+
+
+class RecallContextResult(BaseModel):
+    private: list[Memory] = Field(default_factory=list)
+    personal: list[Memory] = Field(default_factory=list)
+    team: list[Memory] = Field(default_factory=list)
+    public: list[Memory] = Field(default_factory=list)
+    chunks: list[dict[str, Any]] = Field(
+        default_factory=list, description="Workspace file chunks matching `search` (path:start-end)."
+    )
+    summary: str = Field(description="≤ 4 KB of key points, highest-priority memories first.")
+    counts: Counts
+    ranking: str = Field(description="How the lists are ordered (relevance or category/recency).")
+
+
+class CleanupResult(BaseModel):
+    expired: int
+    deleted: int
+    enforced: dict[str, int] = Field(default_factory=dict)
+    errors: list[str] = Field(default_factory=list)
+
+
+class ExportResult(BaseModel):
+    exported: int
+    filepath: str
+    bytes: int
+
+
+class ImportResult(BaseModel):
+    imported: int
+    skipped: int
+    errors: list[str] = Field(default_factory=list)
+
+
+class BulkRememberResult(BaseModel):
+    stored: int
+    failed: int
+    errors: list[str] = Field(default_factory=list)
+    memoryIds: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class BulkForgetResult(BaseModel):
+    deleted: int
+    failed: int
+    errors: list[str] = Field(default_factory=list)
+
+
+class HealthResult(BaseModel):
+    status: Literal["ok", "degraded"]
+    version: str
+    projectId: str
+    agentId: str
+    subagent: bool
+    store: str
+    embeddingModel: str | None
+    modelReady: bool
+    ranking: str
+    records: dict[str, int]
+    pendingVectorWrites: int
+    issues: list[str] = Field(default_factory=list)
+
+
+class RecallItem(BaseModel):
+    id: str
+    kind: str
+    scope: ScopeName
+    category: str
+    score: float
+    content: str
+    location: str | None = Field(default=None, description="path:start-end for workspace chunks.")
+    explanation: dict[str, Any]
+    truncated: bool = False
+
+
+class RecallResult(BaseModel):
+    items: list[RecallItem]
+    text: str = Field(description="Ready-to-inject context block.")
+    used: int = Field(description="Size of `text` in the budget's unit.")
+    budget: int
+    unit: Literal["chars", "tokens"]
+    mode: str = Field(description="hybrid, or lexical while the embedding model loads.")
+    dropped_duplicates: int = 0
+
+
+class RecallContextInput(BaseModel):
+    """Filters of ``recall-context`` (all AND-ed; empty filters are ignored)."""
+
+    scopes: list[ScopeName] | None = None
+    categories: list[str] | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+    since: datetime | None = Field(default=None, description="Only memories updated after this.")
+    tags: list[str] | None = Field(default=None, description="AND: every tag must be present.")
+    minPriority: int | None = Field(default=None, ge=1, le=3)
+    maxPriority: int | None = Field(default=None, ge=1, le=3)
+    createdAfter: datetime | None = None
+    createdBefore: datetime | None = None
+    updatedAfter: datetime | None = None
+    updatedBefore: datetime | None = None
+    search: str | None = Field(
+        default=None, description="Ranks by hybrid (meaning + keyword) relevance instead of substring."
+    )
+
+
+class RecallInput(BaseModel):
+    """Arguments of ``recall``: a query and optional filters; results packed into a budget."""
+
+    query: str = Field(min_length=1, description="What you need to know, in plain words.")
+    budget: int = Field(
+        default=1500, ge=50, le=200_000, description="Size of the context block (see unit)."
+    )
+    unit: Literal["tokens", "chars"] = Field(
+        default="tokens", description="Budget unit; tokens are estimated as characters / 4."
+    )
+    kinds: list[Literal["memory", "observation", "lesson", "chunk"]] | None = Field(
+        default=None, description="Record kinds to include (default: all)."
+    )
+    scopes: list[ScopeName] | None = None
+    categories: list[str] | None = None
+    tags: list[str] | None = None
+    minPriority: int | None = Field(default=None, ge=1, le=3)
+    maxPriority: int | None = Field(default=None, ge=1, le=3)
+    createdAfter: datetime | None = None
+    createdBefore: datetime | None = None
+    updatedAfter: datetime | None = None
+    updatedBefore: datetime | None = None
+    limit: int = Field(default=20, ge=1, le=100, description="Most items to return.")

@@ -1,0 +1,173 @@
+"""``export-memories`` / ``import-memories``: versioned JSON files, inside allowed directories.
+
+File format (``version`` 1)::
+
+    {"format": "pattern-memory", "version": 1, "exportedAt": "...", "projectId": "...",
+     "agentId": "...", "count": N, "memories": [Memory, ...]}
+
+Every field of a memory round-trips. Imported memories belong to the importing agent and
+project. Pattern's own export files (``"version": "1.0"``) are accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from retrieval.errors import AccessDenied, InvalidInput, PatternError
+from retrieval.records import Kind, RecordFilter, Scope
+
+from . import scopes as rules
+from .identity import Identity
+from .memory import MemoryService
+from .models import ExportResult, ImportResult, Memory
+
+FORMAT = "pattern-memory"
+VERSION = 1
+ACCEPTED_VERSIONS = {1, "1", "1.0"}
+
+
+def check_path(path: str | Path, allowed: Sequence[Path], *, must_exist: bool) -> Path:
+    """Resolve ``path`` (relative paths against the first allowed directory) and refuse
+    anything outside the allowed directories, symlinks included."""
+    if not allowed:
+        raise AccessDenied("no directory is allowed for import/export; set PATTERN_ALLOWED_DIRS")
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        p = allowed[0] / p
+    resolved = p.resolve()
+    roots = [Path(a).expanduser().resolve() for a in allowed]
+    if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        raise AccessDenied(
+            f"{resolved} is outside the allowed directories ({', '.join(map(str, roots))}); "
+            "set PATTERN_ALLOWED_DIRS to allow another one",
+            path=str(resolved),
+            allowed=[str(r) for r in roots],
+        )
+    if must_exist and not resolved.is_file():
+        raise InvalidInput(f"file not found: {resolved}", path=str(resolved))
+    return resolved
+
+
+def export_memories(
+    svc: MemoryService,
+    who: Identity,
+    allowed: Sequence[Path],
+    output_path: str | None = None,
+    scope: str | None = None,
+    category: str | None = None,
+    since: datetime | None = None,
+    include_expired: bool = False,
+) -> ExportResult:
+    now = svc.clock()
+    if scope is not None and scope not in {s.value for s in Scope}:
+        raise InvalidInput(f"invalid scope {scope!r}: use private, personal, team or public")
+    name = output_path or f"memories-backup-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    target = check_path(name, allowed, must_exist=False)
+    f = RecordFilter(
+        buckets=who.visible_buckets([scope] if scope else None),
+        kinds=[Kind.memory],
+        categories=[category] if category else None,
+        updated_after=since,
+        include_expired=include_expired,
+        now=now,
+    )
+    memories = [Memory.from_record(r) for r in svc.store.list(f, order="r.created_at ASC")]
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exportedAt": now.isoformat(),
+        "projectId": who.project_id,
+        "agentId": who.agent_id,
+        "count": len(memories),
+        "memories": [m.model_dump(mode="json") for m in memories],
+    }
+    data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)  # a crash never leaves a half-written backup
+    return ExportResult(exported=len(memories), filepath=str(target), bytes=len(data))
+
+
+def _load(path: Path) -> list:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{path} is not a valid JSON export: {exc}", path=str(path)) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("memories"), list):
+        raise InvalidInput(f"{path} is not a memory export (no 'memories' list)", path=str(path))
+    if doc.get("version") not in ACCEPTED_VERSIONS:
+        raise InvalidInput(
+            f"unsupported export version {doc.get('version')!r} (supported: 1)", path=str(path)
+        )
+    return doc["memories"]
+
+
+def import_memories(
+    svc: MemoryService,
+    who: Identity,
+    allowed: Sequence[Path],
+    input_path: str,
+    overwrite_existing: bool = False,
+    skip_invalid: bool = True,
+) -> ImportResult:
+    path = check_path(input_path, allowed, must_exist=True)
+    items = _load(path)
+    adds, replaces, errors = [], [], []
+    seen: set[str] = set()
+    for i, raw in enumerate(items):
+        label = raw.get("id", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+        try:
+            try:
+                mem = Memory.model_validate(raw)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise InvalidInput(
+                    f"Invalid memory structure: {label} ({'.'.join(map(str, first['loc']))}: {first['msg']})"
+                ) from None
+            if mem.kind != Kind.memory.value:
+                raise InvalidInput(f"Invalid memory structure: {label} (kind {mem.kind!r})")
+            rules.check_scope_category(mem.scope, mem.category)
+            rules.check_content(mem.content)
+            mem.metadata = rules.check_metadata(mem.metadata)
+            if mem.id in seen:
+                raise InvalidInput(f"Memory {mem.id} appears twice in the file")
+            seen.add(mem.id)
+            rec = mem.to_record(who.project_id, who.agent_id)
+            existing = svc.store.get([mem.id]).get(mem.id)
+            if existing is not None:
+                if not overwrite_existing:
+                    raise InvalidInput(
+                        f"Memory {mem.id} already exists (use overwriteExisting to replace)"
+                    )
+                if not svc.visible(who, existing) or existing.agent_id != who.agent_id:
+                    raise InvalidInput(f"Memory {mem.id} exists and belongs to another agent")
+                if existing.bucket != rec.bucket:  # moving buckets: delete + insert
+                    replaces.append(("move", rec))
+                else:
+                    replaces.append(("replace", rec))
+            else:
+                adds.append(rec)
+        except PatternError as exc:
+            if not skip_invalid:
+                raise InvalidInput(
+                    f"import stopped at entry {i}: {exc.message}; nothing was imported",
+                    index=i,
+                ) from None
+            errors.append(exc.message)
+    moved = [r for op, r in replaces if op == "move"]
+    with svc._lock:
+        svc.engine.apply(
+            add=[*adds, *moved],
+            replace=[r for op, r in replaces if op == "replace"],
+            delete=[r.id for r in moved],
+            check=svc._limits_check(who, adds),
+        )
+    imported = len(adds) + len(replaces)
+    return ImportResult(imported=imported, skipped=len(items) - imported, errors=errors)
