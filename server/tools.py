@@ -20,6 +20,7 @@ from pydantic import Field
 from retrieval.errors import PatternError
 
 from .service import bulk, context, maintenance, recall, transfer
+from .service.identity import Identity
 from .service.models import (
     BulkForgetResult,
     BulkRememberResult,
@@ -48,6 +49,23 @@ def runtime_of(ctx: Context) -> Runtime:
     return ctx.request_context.lifespan_context
 
 
+def identity_of(ctx: Context) -> Identity:
+    """The caller: from the authenticated HTTP connection (daemon), else the process
+    environment (stdio). Never from tool arguments."""
+    request = ctx.request_context.request
+    if request is not None:
+        state = request.scope.get("state") or {}
+        who = state.get("pattern_identity")
+        if who is None:  # the auth middleware always sets it; refuse rather than guess
+            raise ToolError("[access_denied] unauthenticated request")
+        return who
+    return runtime_of(ctx).identity
+
+
+def session_of(ctx: Context) -> tuple[Runtime, Identity]:
+    return runtime_of(ctx), identity_of(ctx)
+
+
 async def call(fn: Callable[[], T]) -> T:
     """Run a service call off the event loop; PatternError -> ToolError with code and data."""
     try:
@@ -68,9 +86,9 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> RememberResult:
         """Store a memory with a scope and category. Returns its id, expiry and any warnings
         (e.g. content that looks like a secret). Never store credentials."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         item = MemoryInput(content=content, scope=scope, category=category, metadata=metadata)
-        return await call(lambda: rt.service.remember(rt.identity, item))
+        return await call(lambda: rt.service.remember(who, item))
 
     @server.tool(name="remember-task")
     async def remember_task(
@@ -80,8 +98,8 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> RememberResult:
         """Quickly note a task for yourself (private, category tasks, expires in 24 h;
         use commit-insight to keep it)."""
-        rt = runtime_of(ctx)
-        return await call(lambda: rt.service.remember_task(rt.identity, content, metadata))
+        rt, who = session_of(ctx)
+        return await call(lambda: rt.service.remember_task(who, content, metadata))
 
     @server.tool(name="remember-learning")
     async def remember_learning(
@@ -91,8 +109,8 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> RememberResult:
         """Quickly note something you learned (private, category recent, expires in 24 h;
         use commit-insight to keep it or share-learning to give it to the team)."""
-        rt = runtime_of(ctx)
-        return await call(lambda: rt.service.remember_learning(rt.identity, content, metadata))
+        rt, who = session_of(ctx)
+        return await call(lambda: rt.service.remember_learning(who, content, metadata))
 
     @server.tool(name="commit-insight")
     async def commit_insight(
@@ -102,8 +120,8 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> CommitInsightResult:
         """Promote a temporary memory (recent/tasks) to permanent longterm storage, optionally
         rewriting it."""
-        rt = runtime_of(ctx)
-        return await call(lambda: rt.service.commit_insight(rt.identity, memoryId, newContent))
+        rt, who = session_of(ctx)
+        return await call(lambda: rt.service.commit_insight(who, memoryId, newContent))
 
     @server.tool(name="core-memory")
     async def core_memory(
@@ -113,8 +131,8 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> RememberResult:
         """Store an identity-defining memory (personal scope, category core; follows you into
         every project; max 100; sub-agents never see it)."""
-        rt = runtime_of(ctx)
-        return await call(lambda: rt.service.core_memory(rt.identity, content, metadata))
+        rt, who = session_of(ctx)
+        return await call(lambda: rt.service.core_memory(who, content, metadata))
 
     @server.tool(name="forget")
     async def forget(
@@ -124,8 +142,8 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> ForgetResult:
         """Delete a memory by id. Only its creator may delete a team/public memory; core
         memories need force=true."""
-        rt = runtime_of(ctx)
-        return await call(lambda: rt.service.forget(rt.identity, memoryId, force))
+        rt, who = session_of(ctx)
+        return await call(lambda: rt.service.forget(who, memoryId, force))
 
     @server.tool(name="recall-context")
     async def recall_context(
@@ -147,14 +165,14 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         team, public), a ≤4 KB summary of the most important ones, and counts (including
         expired). All filters are AND-ed. Without `search`, ordered by category (core first),
         priority, then recency."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         args = RecallContextInput(
             scopes=scopes, categories=categories, limit=limit, since=since, tags=tags,
             minPriority=minPriority, maxPriority=maxPriority, createdAfter=createdAfter,
             createdBefore=createdBefore, updatedAfter=updatedAfter, updatedBefore=updatedBefore,
             search=search,
         )  # fmt: skip
-        return await call(lambda: context.recall_context(rt.service, rt.identity, args))
+        return await call(lambda: context.recall_context(rt.service, who, args))
 
     @server.tool(name="share-learning")
     async def share_learning(
@@ -165,9 +183,9 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     ) -> ShareLearningResult:
         """Share one of your memories with every agent of this project (team scope). Review it
         for sensitive content first: it cannot be unshared, only deleted."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         return await call(
-            lambda: rt.service.share_learning(rt.identity, memoryId, category, keepOriginal)
+            lambda: rt.service.share_learning(who, memoryId, category, keepOriginal)
         )
 
     @server.tool(name="cleanup")
@@ -176,8 +194,8 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         expireOnly: Annotated[bool, Field(description="Only delete expired memories; skip limit enforcement.")] = False,
     ) -> CleanupResult:
         """Maintenance: delete your expired (24 h) memories and trim recent/tasks to their limits."""
-        rt = runtime_of(ctx)
-        return await call(lambda: maintenance.cleanup(rt.service, rt.identity, expireOnly))
+        rt, who = session_of(ctx)
+        return await call(lambda: maintenance.cleanup(rt.service, who, expireOnly))
 
     @server.tool(name="export-memories")
     async def export_memories(
@@ -189,10 +207,10 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         includeExpired: bool = False,
     ) -> ExportResult:
         """Export the memories you can see to a JSON file (unencrypted: keep it safe)."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         return await call(
             lambda: transfer.export_memories(
-                rt.service, rt.identity, rt.settings.allowed_dirs, outputPath, scope, category,
+                rt.service, who, rt.settings.allowed_dirs, outputPath, scope, category,
                 since, includeExpired,
             )  # fmt: skip
         )
@@ -205,10 +223,10 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         skipInvalid: Annotated[bool, Field(description="Skip invalid entries and report them (default); false = stop and import nothing.")] = True,
     ) -> ImportResult:
         """Import memories from an export file; they become yours, in this project."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         return await call(
             lambda: transfer.import_memories(
-                rt.service, rt.identity, rt.settings.allowed_dirs, inputPath, overwriteExisting,
+                rt.service, who, rt.settings.allowed_dirs, inputPath, overwriteExisting,
                 skipInvalid,
             )  # fmt: skip
         )
@@ -221,9 +239,9 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         validate: Annotated[bool, Field(description="Validate all first and store nothing if any is invalid (default).")] = True,
     ) -> BulkRememberResult:
         """Store many memories at once; errors are reported with their index."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         return await call(
-            lambda: bulk.remember_bulk(rt.service, rt.identity, memories, stopOnError, validate)
+            lambda: bulk.remember_bulk(rt.service, who, memories, stopOnError, validate)
         )
 
     @server.tool(name="forget-bulk")
@@ -234,16 +252,16 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         force: Annotated[bool, Field(description="Allow deleting core memories.")] = False,
     ) -> BulkForgetResult:
         """Delete many memories by id; the rules of `forget` apply to each."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         return await call(
-            lambda: bulk.forget_bulk(rt.service, rt.identity, memoryIds, stopOnError, force)
+            lambda: bulk.forget_bulk(rt.service, who, memoryIds, stopOnError, force)
         )
 
     @server.tool(name="pattern_health")
     async def pattern_health(ctx: Context) -> HealthResult:
         """Server health: store, embedding model readiness, ranking mode, your identity."""
-        rt = runtime_of(ctx)
-        return await call(lambda: maintenance.health(rt.service, rt.identity, rt.model_error))
+        rt, who = session_of(ctx)
+        return await call(lambda: maintenance.health(rt.service, who, rt.model_error))
 
     @server.tool(name="recall")
     async def recall_tool(
@@ -262,10 +280,10 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         """Find what you know about a topic: the most relevant memories, knowledge-graph
         observations, lessons and workspace file chunks you can see, ranked by meaning and
         keywords, near-duplicates removed, packed into `budget`. Use `text` as context."""
-        rt = runtime_of(ctx)
+        rt, who = session_of(ctx)
         args = RecallInput(
             query=query, budget=budget, unit=unit, kinds=kinds, scopes=scopes,
             categories=categories, tags=tags, minPriority=minPriority, maxPriority=maxPriority,
             limit=limit,
         )  # fmt: skip
-        return await call(lambda: recall.recall(rt.service, rt.identity, args))
+        return await call(lambda: recall.recall(rt.service, who, args))
