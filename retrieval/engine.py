@@ -176,13 +176,13 @@ class Engine:
             while rows := self.store.outbox(2000):
                 last = rows[-1]["seq"]
                 latest: dict[str, tuple[str, str]] = {}
+                deletes: dict[str, dict[str, None]] = defaultdict(dict)
                 for r in rows:  # the last op per record wins
                     latest[r["record_id"]] = (r["op"], r["bucket"])
-                deletes: dict[str, list[str]] = defaultdict(list)
-                for rid, (_op, bucket) in latest.items():
-                    deletes[bucket].append(rid)  # upserts first clear stale windows too
+                    # every bucket named (a moved record left one); upserts clear stale windows
+                    deletes[r["bucket"]][r["record_id"]] = None
                 for bucket, rids in deletes.items():
-                    self.vectors.delete(bucket, model, rids)
+                    self.vectors.delete(bucket, model, list(rids))
                 upserts = [rid for rid, (op, _) in latest.items() if op == "upsert"]
                 self._upsert(upserts, model)
                 self.store.clear_outbox(last)

@@ -95,9 +95,13 @@ class Record(BaseModel):
         except (TypeError, ValueError):
             return 2
 
+    def current_hash(self) -> str:
+        """The hash of what is indexed now (``content_hash`` goes stale after ``model_copy``)."""
+        return content_hash(self.content + "\x00" + self.context)
+
     def model_post_init(self, __context: Any) -> None:
         if not self.content_hash:
-            self.content_hash = content_hash(self.content + "\x00" + self.context)
+            self.content_hash = self.current_hash()
 
 
 class RecordFilter(BaseModel):

@@ -208,6 +208,7 @@ class SQLiteStore:
         )
 
     def _values(self, rec: Record) -> tuple:
+        rec.content_hash = rec.current_hash()  # never trust a hash copied from an older version
         return (
             rec.id, str(rec.kind), rec.project_id, rec.agent_id, str(rec.scope), rec.bucket,
             rec.category, rec.content, rec.context, json.dumps(rec.metadata, ensure_ascii=False),
@@ -231,7 +232,7 @@ class SQLiteStore:
     def replace(self, conn: sqlite3.Connection, rec: Record) -> int:
         """Overwrite an existing record (same id), re-indexing it; keeps its rowid."""
         row = conn.execute(
-            "SELECT rowid, content_hash FROM records WHERE id=?", (rec.id,)
+            "SELECT rowid, content_hash, bucket FROM records WHERE id=?", (rec.id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"record {rec.id} not found", id=rec.id)
@@ -243,6 +244,11 @@ class SQLiteStore:
         if row["content_hash"] != rec.content_hash:
             conn.execute("DELETE FROM embeddings WHERE record_rowid=?", (rowid,))
         self._index(conn, rowid, rec)
+        if row["bucket"] != rec.bucket:  # moved (scope change): leave the old collection too
+            conn.execute(
+                "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
+                (rec.id, "delete", row["bucket"]),
+            )
         self._log(conn, rec, "update")
         return rowid
 

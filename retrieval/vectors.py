@@ -28,6 +28,8 @@ def windows(text: str, max_words: int, overlap: int = 0) -> list[str]:
     words = _WORDS.findall(text)
     if len(words) <= max_words:
         return [text]
+    # an overlap >= max_words would leave no window at all, or drop the tail
+    overlap = max(0, min(overlap, max_words - 1))
     step = max(1, max_words - overlap)
     return [" ".join(words[i : i + max_words]) for i in range(0, len(words) - overlap, step)]
 
