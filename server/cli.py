@@ -17,9 +17,59 @@ def _runtime(background: bool = False):
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .app import create_server
+    if args.standalone:
+        from .app import create_server
 
-    create_server().run("stdio")
+        create_server().run("stdio")
+        return 0
+    from .bridge import run_bridge
+
+    return run_bridge()
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+
+    return run_daemon(Path(args.home) if args.home else None, args.http)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from .daemon import read_info
+    from .service.config import Settings
+
+    home = Path(args.home) if args.home else Settings.from_env().home
+    info = read_info(home)
+    if not info:
+        print(f"no daemon runs for {home}")
+        return 0
+    os.kill(info["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline and read_info(home):
+        time.sleep(0.05)
+    if read_info(home):
+        print(f"daemon {info['pid']} did not stop within {args.timeout}s", file=sys.stderr)
+        return 1
+    print(f"stopped daemon {info['pid']}")
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from .auth import TokenStore
+    from .service.config import Settings
+
+    tokens = TokenStore(Settings.from_env().home)
+    if args.action == "create":
+        print(tokens.create(args.agent or "", args.project, args.label or ""))
+        print("store this token now: it is not shown again", file=sys.stderr)
+    elif args.action == "revoke":
+        print(f"revoked {tokens.revoke(args.agent or args.prefix or '')} token(s)")
+    else:
+        for t in tokens.list():
+            state = "revoked" if t["revoked"] else "active"
+            print(f"{t['prefix']}…  agent={t['agent']}  project={t['project']}  {state}")
     return 0
 
 
@@ -149,7 +199,24 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="MCP server over stdio").set_defaults(fn=cmd_serve)
+    s = sub.add_parser("serve", help="MCP over stdio, bridged to the store's daemon")
+    s.add_argument("--standalone", action="store_true", help="serve in-process (one process per store)")
+    s.set_defaults(fn=cmd_serve)
+    dm = sub.add_parser("daemon", help="own the store and serve MCP over HTTP")
+    dm.add_argument("--http", metavar="HOST:PORT", help="listen here for remote agents (tokens)")
+    dm.add_argument("--home", help="store folder (default $PATTERN_HOME)")
+    dm.set_defaults(fn=cmd_daemon)
+    st = sub.add_parser("stop", help="stop the store's daemon (SIGTERM, graceful)")
+    st.add_argument("--home")
+    st.add_argument("--timeout", type=float, default=60)
+    st.set_defaults(fn=cmd_stop)
+    tk = sub.add_parser("token", help="bearer tokens for remote agents")
+    tk.add_argument("action", choices=["create", "revoke", "list"])
+    tk.add_argument("--agent")
+    tk.add_argument("--project")
+    tk.add_argument("--label")
+    tk.add_argument("--prefix")
+    tk.set_defaults(fn=cmd_token)
     d = sub.add_parser("demo", help="store README/docs paragraphs, then recall")
     d.add_argument("query", nargs="*")
     d.add_argument("--root", default=".")

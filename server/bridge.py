@@ -1,0 +1,200 @@
+"""``pattern-memory serve``: a thin stdio <-> daemon bridge.
+
+The bridge imports neither the model, nor chromadb, nor even the MCP SDK: it pumps the
+client's newline-delimited JSON-RPC messages to the store's daemon (stateless streamable HTTP
+with JSON responses) and writes the answers back. Each request carries the client's identity
+as a trusted envelope (headers authenticated by the daemon's local secret).
+
+- No daemon yet? It is started detached (``pattern-memory daemon``) and waited for.
+- Daemon restarted or killed? The request is retried against the new one (started if
+  needed). Retried ``tools/call`` requests carry an idempotency key when the tool accepts one,
+  so a write whose answer was lost is never applied twice.
+- Limitation: with stateless JSON responses the daemon cannot push notifications (progress,
+  resource updates) through the bridge; connect over HTTP directly for those.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .auth import envelope_headers
+from .daemon import read_info
+from .service.config import Settings
+from .service.identity import identity_from_env
+
+START_TIMEOUT = 60.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class DaemonLink:
+    """Finds (or starts) the daemon of a store and posts JSON-RPC messages to it."""
+
+    def __init__(self, home: Path, headers: dict[str, str], env: dict[str, str]) -> None:
+        self.home = home
+        self.env = env
+        self.identity_headers = headers
+        self.info: dict | None = None
+        self.protocol_version: str | None = None
+        self._lock = threading.Lock()
+
+    def _healthy(self, info: dict) -> bool:
+        try:
+            conn = http.client.HTTPConnection(info["host"], info["port"], timeout=2)
+            conn.request("GET", "/health")
+            ok = conn.getresponse().status == 200
+            conn.close()
+            return ok
+        except OSError:
+            return False
+
+    def _spawn(self) -> None:
+        log = open(self.home / "daemon.log", "ab")  # noqa: SIM115 - handed to the child
+        cmd = [sys.executable, "-m", "server.cli", "daemon", "--home", str(self.home)]
+        subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+
+    def connect(self, force_new: bool = False) -> dict:
+        with self._lock:
+            if self.info and not force_new:
+                return self.info
+            self.home.mkdir(parents=True, exist_ok=True)
+            deadline = time.monotonic() + START_TIMEOUT
+            spawned = False
+            while time.monotonic() < deadline:
+                info = read_info(self.home)
+                if info and _alive(info.get("pid", -1)) and self._healthy(info):
+                    self.info = info
+                    return info
+                lock_holder_alive = info and _alive(info.get("pid", -1))
+                if not spawned and not lock_holder_alive:
+                    self._spawn()  # a losing racer exits: the lock admits one owner
+                    spawned = True
+                time.sleep(0.05)
+            raise ConnectionError(f"no pattern-memory daemon answered for {self.home}")
+
+    def post(self, message: dict) -> dict | None:
+        body = json.dumps(message).encode()
+        for attempt in range(3):
+            info = self.connect(force_new=attempt > 0)
+            headers = {
+                **envelope_headers_from(self.identity_headers, info["secret"]),
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            }
+            if self.protocol_version:
+                headers["MCP-Protocol-Version"] = self.protocol_version
+            try:
+                conn = http.client.HTTPConnection(info["host"], info["port"], timeout=600)
+                conn.request("POST", "/mcp", body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+            except OSError:
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            if resp.status == 202 or not data:
+                return None
+            if resp.headers.get("content-type", "").startswith("text/event-stream"):
+                return _last_sse_message(data)
+            return json.loads(data)
+        raise ConnectionError("the pattern-memory daemon did not answer")
+
+
+def envelope_headers_from(identity_headers: dict[str, str], secret: str) -> dict[str, str]:
+    return {**identity_headers, "Authorization": f"Bearer {secret}"}
+
+
+def _last_sse_message(data: bytes) -> dict | None:
+    out = None
+    for line in data.decode().splitlines():
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            if payload:
+                out = json.loads(payload)
+    return out
+
+
+class Bridge:
+    def __init__(self, link: DaemonLink) -> None:
+        self.link = link
+        self.out_lock = threading.Lock()
+        self.idempotent_tools: set[str] = set()
+
+    def write(self, message: dict) -> None:
+        line = json.dumps(message, separators=(",", ":"))
+        with self.out_lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def handle(self, message: dict) -> None:
+        method = message.get("method")
+        if method == "tools/call":
+            params = message.setdefault("params", {})
+            args = params.setdefault("arguments", {}) or {}
+            if params.get("name") in self.idempotent_tools and "idempotencyKey" not in args:
+                args["idempotencyKey"] = f"bridge-{uuid.uuid4()}"
+                params["arguments"] = args
+        try:
+            answer = self.link.post(message)
+        except (ConnectionError, OSError, ValueError) as exc:
+            if "id" in message:
+                self.write({"jsonrpc": "2.0", "id": message["id"],
+                            "error": {"code": -32000, "message": f"pattern-memory daemon unavailable: {exc}"}})  # fmt: skip
+            return
+        if answer is None:
+            return
+        result = answer.get("result") or {}
+        if method == "initialize" and "protocolVersion" in result:
+            self.link.protocol_version = result["protocolVersion"]
+        if method == "tools/list":
+            for tool in result.get("tools", []):
+                if "idempotencyKey" in (tool.get("inputSchema") or {}).get("properties", {}):
+                    self.idempotent_tools.add(tool["name"])
+        self.write(answer)
+
+    def run(self) -> int:
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="bridge") as pool:
+            for line in sys.stdin:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError:
+                    self.write({"jsonrpc": "2.0", "id": None,
+                                "error": {"code": -32700, "message": "parse error"}})  # fmt: skip
+                    continue
+                if message.get("method") in ("initialize", "tools/list"):
+                    self.handle(message)  # in order: later calls depend on them
+                else:
+                    pool.submit(self.handle, message)
+        return 0
+
+
+def run_bridge(env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    settings = Settings.from_env(env)
+    who = identity_from_env(env, settings.cwd)
+    headers = {k: v for k, v in envelope_headers(who, "").items() if k != "Authorization"}
+    env["PATTERN_HOME"] = str(settings.home)
+    return Bridge(DaemonLink(settings.home, headers, env)).run()

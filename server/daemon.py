@@ -1,0 +1,156 @@
+"""``pattern-memory daemon``: the one process that owns a store.
+
+Lifecycle: take the exclusive lock (a second owner is refused with a message naming the
+holder) -> open the store, check its integrity, replay the vector outbox (in the background
+with the model) -> serve MCP over streamable HTTP on 127.0.0.1 (or ``--http HOST:PORT`` for
+remote agents with bearer tokens) -> on SIGTERM/SIGINT: stop accepting, drain in-flight calls,
+checkpoint the WAL, release the lock, remove ``daemon.json``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+
+from retrieval.errors import StoreUnavailable
+
+from .auth import TokenStore, make_authenticator, write_private
+
+LOCK_FILE = "daemon.lock"
+INFO_FILE = "daemon.json"
+
+
+class StoreLock:
+    """An exclusive ``flock`` on ``<home>/daemon.lock``; released by the kernel if we die."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = Path(home) / LOCK_FILE
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StoreUnavailable(
+                f"store {self.path.parent} is already owned by {holder}; "
+                "use that daemon (pattern-memory serve connects to it) or stop it first",
+                holder=holder,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} (pattern-memory daemon)".encode())
+        os.fsync(fd)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def read_info(home: Path) -> dict | None:
+    try:
+        return json.loads((Path(home) / INFO_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+class AuthMiddleware:
+    """Pure ASGI: /health is open; everything else needs a valid bearer token (else 401)."""
+
+    def __init__(self, app, authenticate, info: dict) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.info = info
+
+    async def _json(self, send, status: int, body: dict, extra: list | None = None) -> None:
+        data = json.dumps(body).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+        await send({"type": "http.response.body", "body": data})
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope["path"] == "/health":
+            return await self._json(send, 200, {"status": "ok", "pid": os.getpid(), **self.info})
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        who = self.authenticate(headers)
+        if who is None:
+            return await self._json(
+                send, 401, {"error": "unauthorized"}, [(b"www-authenticate", b'Bearer realm="pattern-memory"')]
+            )
+        scope = dict(scope)
+        scope["state"] = {**(scope.get("state") or {}), "pattern_identity": who}
+        await self.app(scope, receive, send)
+
+
+def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> int:
+    """Run the daemon in the foreground until SIGTERM/SIGINT."""
+    import anyio
+    import uvicorn
+
+    from .app import create_server
+    from .service.config import Settings
+    from .service.runtime import Runtime
+
+    env = dict(os.environ if env is None else env)
+    settings = Settings.from_env(env)
+    home = Path(home or settings.home)
+    env["PATTERN_HOME"] = str(home)
+    lock = StoreLock(home)
+    lock.acquire()
+    info_path = home / INFO_FILE
+    try:
+        rt = Runtime.start(env)
+        problems = rt.engine.store.integrity_check()
+        if problems:
+            raise StoreUnavailable(f"integrity check failed: {problems[:3]}", problems=problems)
+        host, port = ("127.0.0.1", 0)
+        if http:
+            host, _, p = http.rpartition(":")
+            host, port = host or "127.0.0.1", int(p)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        port = sock.getsockname()[1]
+        secret = secrets.token_urlsafe(32)
+        info = {"host": host, "port": port, "url": f"http://{host}:{port}/mcp"}
+        server = create_server(runtime=rt)
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if http else None
+        app = server.streamable_http_app(
+            transport_security=security, host=host, json_response=True, stateless_http=True
+        )
+        authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
+        wrapped = AuthMiddleware(app, authenticate, info)
+        config = uvicorn.Config(wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30)
+        uv = uvicorn.Server(config)
+        write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
+        print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']} (store {home})",
+              file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
+        finally:
+            rt.wait_ready(30)
+            rt.engine.sync()
+            rt.engine.store.checkpoint()  # WAL folded into the main file
+            rt.close()
+        return 0
+    finally:
+        try:
+            if (read_info(home) or {}).get("pid") == os.getpid():
+                info_path.unlink()
+        except FileNotFoundError:
+            pass
+        lock.release()
