@@ -94,6 +94,32 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
+def _graceful_server(config):
+    """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
+    re-raises the signal after draining, which would kill us before the WAL checkpoint)."""
+    import contextlib
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            def handler(signum, frame):
+                if self.should_exit:
+                    self.force_exit = True
+                self.should_exit = True
+
+            old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
+
+    return Server(config)
+
+
 def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT."""
     import anyio
@@ -135,7 +161,7 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         wrapped = AuthMiddleware(app, authenticate, info)
         config = uvicorn.Config(wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30)
-        uv = uvicorn.Server(config)
+        uv = _graceful_server(config)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
         print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']} (store {home})",
               file=sys.stderr, flush=True)  # fmt: skip
