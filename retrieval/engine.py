@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +97,10 @@ class Engine:
             out[rid].append(vec)
         return {rid: np.stack(v) for rid, v in out.items()}
 
+    def embed(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
+        """The vectors :meth:`apply` would make for ``records`` (for ``apply(vectors=)``)."""
+        return self._vectors_for(records)
+
     # ------------------------------------------------------------------ writes
     def add(self, records: Sequence[Record], *, batch: int = 512) -> list[Record]:
         """Insert records atomically per batch; returns them once committed and indexed."""
@@ -141,12 +145,16 @@ class Engine:
         replace: Sequence[Record] = (),
         delete: Sequence[str] = (),
         check=None,
+        vectors: Mapping[str, np.ndarray] | None = None,
     ) -> list[Record]:
         """One atomic unit of work: inserts, replacements and deletions commit together or not
         at all. ``check(conn)`` runs inside the transaction first (limits, revisions) and may
-        raise to abort. Returns the deleted records."""
+        raise to abort. ``vectors``: windows already made by :meth:`embed` with the current
+        embedder (a pipeline embeds the next batch while this one is written); records missing
+        from it are embedded here. Returns the deleted records."""
         changed = [*add, *replace]
-        vecs = self._vectors_for(changed)
+        vecs = dict(vectors or {}) if self.embedder is not None else {}
+        vecs.update(self._vectors_for([r for r in changed if r.id not in vecs]))
         model = self.embedder.model_id if self.embedder else None
         with self.store.transaction() as conn:
             if check is not None:
