@@ -19,8 +19,15 @@ def _runtime(background: bool = False):
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.standalone:
         from .app import create_server
+        from .daemon import StoreLock
+        from .service.config import Settings
 
-        create_server().run("stdio")
+        lock = StoreLock(Settings.from_env().home, "pattern-memory serve --standalone")
+        lock.acquire()  # one owner per store: a second standalone server is refused
+        try:
+            create_server().run("stdio")
+        finally:
+            lock.release()
         return 0
     from .bridge import run_bridge
 

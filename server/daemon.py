@@ -28,8 +28,9 @@ INFO_FILE = "daemon.json"
 class StoreLock:
     """An exclusive ``flock`` on ``<home>/daemon.lock``; released by the kernel if we die."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, role: str = "pattern-memory daemon") -> None:
         self.path = Path(home) / LOCK_FILE
+        self.role = role
         self.fd: int | None = None
 
     def acquire(self) -> None:
@@ -46,7 +47,7 @@ class StoreLock:
                 holder=holder,
             ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} (pattern-memory daemon)".encode())
+        os.write(fd, f"pid {os.getpid()} ({self.role})".encode())
         os.fsync(fd)
         self.fd = fd
 
