@@ -149,6 +149,7 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # connections queue from now on, before uvicorn accepts
         port = sock.getsockname()[1]
         secret = secrets.token_urlsafe(32)
         info = {"host": host, "port": port, "url": f"http://{host}:{port}/mcp"}

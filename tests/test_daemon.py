@@ -1,0 +1,186 @@
+"""The owning daemon: exclusive lock, HTTP bearer auth, identity isolation, crash safety."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from retrieval.errors import StoreUnavailable
+from server.auth import TokenStore
+from server.daemon import StoreLock, read_info
+
+
+def start_daemon(home: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "p1", "PATTERN_AGENT_ID": "owner", **(env or {})}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "daemon", "--home", str(home), *extra],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = read_info(home)
+        if info and info.get("pid") == proc.pid:
+            return proc
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode())
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("daemon did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def post(info: dict, message: dict, headers: dict) -> tuple[int, dict | None]:
+    conn = http.client.HTTPConnection(info["host"], info["port"], timeout=60)
+    conn.request("POST", "/mcp", json.dumps(message), {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **headers})  # fmt: skip
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, (json.loads(body) if body else None)
+
+
+def call(info: dict, headers: dict, tool: str, args: dict) -> tuple[int, dict | None]:
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": tool, "arguments": args}}  # fmt: skip
+    return post(info, msg, headers)
+
+
+def bearer(token: str, project: str = "p1") -> dict:
+    return {"Authorization": f"Bearer {token}", "X-Pattern-Project": project}
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    procs = []
+
+    def make(*extra, env=None):
+        p = start_daemon(tmp_path, *extra, env=env)
+        procs.append(p)
+        return p, read_info(tmp_path)
+
+    yield make
+    for p in procs:
+        stop(p)
+
+
+def test_second_owner_is_refused_with_the_holder_named(tmp_path):
+    first = StoreLock(tmp_path)
+    first.acquire()
+    try:
+        with pytest.raises(StoreUnavailable) as err:
+            StoreLock(tmp_path).acquire()
+        assert f"pid {os.getpid()}" in err.value.message
+    finally:
+        first.release()
+    again = StoreLock(tmp_path)
+    again.acquire()  # released locks can be taken again
+    again.release()
+
+
+def test_second_daemon_exits_with_a_clear_message(daemon, tmp_path):
+    proc, info = daemon()
+    second = subprocess.run(
+        [sys.executable, "-m", "server.cli", "daemon", "--home", str(tmp_path)],
+        env={**os.environ, "PATTERN_EMBEDDER": "hash"}, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 2
+    assert f"pid {proc.pid}" in second.stderr.decode()
+    assert read_info(tmp_path)["pid"] == proc.pid  # the owner is untouched
+
+
+def test_http_tokens(daemon, tmp_path):
+    tokens = TokenStore(tmp_path)
+    token_a = tokens.create("agent-a")
+    token_b = tokens.create("agent-b")
+    proc, info = daemon()
+    remember = {"content": "agent A private note about the billing service", "scope": "private"}
+
+    assert call(info, {}, "remember", remember)[0] == 401  # no token
+    assert call(info, bearer("pm_wrong"), "remember", remember)[0] == 401  # wrong token
+    status, body = call(info, bearer(token_a), "remember", remember)
+    assert status == 200 and not body["result"]["isError"]
+
+    status, body = call(info, bearer(token_b), "recall-context", {})
+    assert status == 200
+    seen = body["result"]["structuredContent"]
+    assert seen["private"] == [] and seen["counts"]["private"] == 0  # B never sees A's private
+    status, body = call(info, bearer(token_b), "recall", {"query": "billing service"})
+    assert body["result"]["structuredContent"]["items"] == []
+    # a token fixes the agent: headers cannot claim another one
+    hdr = {**bearer(token_b), "X-Pattern-Agent": "agent-a"}
+    status, body = call(info, hdr, "recall-context", {})
+    assert body["result"]["structuredContent"]["counts"]["private"] == 0
+
+    status, body = call(info, bearer(token_a), "recall-context", {})
+    assert body["result"]["structuredContent"]["counts"]["private"] == 1
+
+    tokens.revoke("agent-a")
+    assert call(info, bearer(token_a), "recall-context", {})[0] == 401  # revoked
+
+
+@pytest.mark.slow
+def test_sigkill_during_bulk_writes_loses_no_acknowledged_write(tmp_path):
+    """20 times: write continuously, SIGKILL the daemon, restart; every acknowledged write is
+    present afterwards and the store passes its integrity check."""
+    acked: list[str] = []
+    rng = random.Random(7)
+    for round_no in range(20):
+        proc = start_daemon(tmp_path)
+        info = read_info(tmp_path)
+        headers = {"Authorization": f"Bearer {info['secret']}", "X-Pattern-Agent": "w",
+                   "X-Pattern-Project": "p1"}  # fmt: skip
+        stop_at = time.monotonic() + rng.uniform(0.3, 1.2)
+        done = threading.Event()
+
+        def writer(n=round_no):
+            i = 0
+            while not done.is_set():
+                batch = [{"content": f"round {n} item {i} {j}", "scope": "team"} for j in range(5)]
+                try:
+                    status, body = call(info, headers, "remember-bulk", {"memories": batch})
+                except OSError:
+                    return
+                if status == 200 and not body["result"]["isError"]:
+                    acked.extend(body["result"]["structuredContent"]["memoryIds"])
+                i += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        while time.monotonic() < stop_at:
+            time.sleep(0.01)
+        proc.kill()  # SIGKILL mid-write
+        proc.wait()
+        done.set()
+        t.join(timeout=60)
+    proc = start_daemon(tmp_path)  # recovery: outbox replay + integrity check at start-up
+    try:
+        db = sqlite3.connect(tmp_path / "pattern.sqlite3")
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        present = {r[0] for r in db.execute("SELECT id FROM records")}
+        assert len(acked) > 20
+        missing = [i for i in acked if i not in present]
+        assert missing == []
+        assert db.execute(
+            "SELECT (SELECT count(*) FROM records) = (SELECT count(*) FROM records_fts)"
+        ).fetchone()[0] == 1
+        db.close()
+    finally:
+        stop(proc)
