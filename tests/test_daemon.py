@@ -150,7 +150,7 @@ def test_sigkill_during_bulk_writes_loses_no_acknowledged_write(tmp_path):
         stop_at = time.monotonic() + rng.uniform(0.3, 1.2)
         done = threading.Event()
 
-        def writer(n=round_no):
+        def writer(n=round_no, done=done, info=info, headers=headers):
             i = 0
             while not done.is_set():
                 batch = [{"content": f"round {n} item {i} {j}", "scope": "team"} for j in range(5)]
