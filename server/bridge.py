@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .auth import envelope_headers
 from .daemon import read_info
+from .routing import LOCAL, Router, load_routes
 from .service.config import Settings
 from .service.identity import identity_from_env
 
@@ -120,6 +121,48 @@ class DaemonLink:
         raise ConnectionError("the pattern-memory daemon did not answer")
 
 
+class RemoteLink:
+    """A remote daemon (``daemon --http``) reached with a bearer token."""
+
+    def __init__(self, url: str, token: str | None, headers: dict[str, str]) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname, parts.port or (443 if self.https else 80)
+        self.path = parts.path or "/mcp"
+        self.headers = {
+            "X-Pattern-Project": headers.get("X-Pattern-Project", ""),
+            "Authorization": f"Bearer {token or ''}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        self.protocol_version: str | None = None
+
+    def post(self, message: dict) -> dict | None:
+        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        last: Exception | None = None
+        for attempt in range(3):
+            try:
+                conn = cls(self.host, self.port, timeout=600)
+                conn.request("POST", self.path, body=json.dumps(message).encode(), headers=self.headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+            except OSError as exc:
+                last = exc
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            if resp.status == 401:
+                raise ConnectionError(f"{self.host}: 401 unauthorized (check the route's token)")
+            if resp.status == 202 or not data:
+                return None
+            if resp.headers.get("content-type", "").startswith("text/event-stream"):
+                return _last_sse_message(data)
+            return json.loads(data)
+        raise ConnectionError(f"remote store {self.host}:{self.port} did not answer: {last}")
+
+
 def envelope_headers_from(identity_headers: dict[str, str], secret: str) -> dict[str, str]:
     return {**identity_headers, "Authorization": f"Bearer {secret}"}
 
@@ -135,8 +178,9 @@ def _last_sse_message(data: bytes) -> dict | None:
 
 
 class Bridge:
-    def __init__(self, link: DaemonLink) -> None:
+    def __init__(self, link: DaemonLink, router: Router | None = None) -> None:
         self.link = link
+        self.router = router
         self.out_lock = threading.Lock()
         self.idempotent_tools: set[str] = set()
 
@@ -155,7 +199,10 @@ class Bridge:
                 args["idempotencyKey"] = f"bridge-{uuid.uuid4()}"
                 params["arguments"] = args
         try:
-            answer = self.link.post(message)
+            if method == "tools/call" and self.router is not None:
+                answer = self.router.call(message)
+            else:
+                answer = self.link.post(message)
         except (ConnectionError, OSError, ValueError) as exc:
             if "id" in message:
                 self.write({"jsonrpc": "2.0", "id": message["id"],
@@ -197,4 +244,13 @@ def run_bridge(env: dict[str, str] | None = None) -> int:
     who = identity_from_env(env, settings.cwd)
     headers = {k: v for k, v in envelope_headers(who, "").items() if k != "Authorization"}
     env["PATTERN_HOME"] = str(settings.home)
-    return Bridge(DaemonLink(settings.home, headers, env)).run()
+    local = DaemonLink(settings.home, headers, env)
+    table = load_routes(env)
+    router = None
+    if table is not None:
+        links: dict = {LOCAL: local}
+        for route in table.routes:
+            if route.name != LOCAL:
+                links[route.name] = RemoteLink(route.url, route.bearer(env), headers)
+        router = Router(table, links)
+    return Bridge(local, router).run()
