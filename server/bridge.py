@@ -15,6 +15,7 @@ as a trusted envelope (headers authenticated by the daemon's local secret).
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -43,6 +44,26 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def owner_alive(home: Path) -> bool:
+    """True while some process holds the store lock (the authoritative test: a dead owner's
+    lock is released by the kernel, even if it left daemon.json behind)."""
+    import fcntl
+
+    try:
+        fd = os.open(home / "daemon.lock", os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 class DaemonLink:
@@ -80,16 +101,15 @@ class DaemonLink:
                 return self.info
             self.home.mkdir(parents=True, exist_ok=True)
             deadline = time.monotonic() + START_TIMEOUT
-            spawned = False
+            last_spawn = -1e9
             while time.monotonic() < deadline:
                 info = read_info(self.home)
                 if info and _alive(info.get("pid", -1)) and self._healthy(info):
                     self.info = info
                     return info
-                lock_holder_alive = info and _alive(info.get("pid", -1))
-                if not spawned and not lock_holder_alive:
+                if time.monotonic() - last_spawn > 3.0 and not owner_alive(self.home):
                     self._spawn()  # a losing racer exits: the lock admits one owner
-                    spawned = True
+                    last_spawn = time.monotonic()
                 time.sleep(0.05)
             raise ConnectionError(f"no pattern-memory daemon answered for {self.home}")
 
@@ -177,12 +197,85 @@ def _last_sse_message(data: bytes) -> dict | None:
     return out
 
 
+CACHED_METHODS = ("initialize", "server/discover", "tools/list", "resources/list",
+                  "resources/templates/list", "prompts/list")  # fmt: skip
+
+
+def code_fingerprint() -> str:
+    """Changes whenever the server code changes (sizes + mtimes of its modules)."""
+    root = Path(__file__).resolve().parent.parent
+    parts = []
+    for pkg in ("server", "server/service", "graph", "ingest", "retrieval"):
+        try:
+            entries = sorted(os.scandir(root / pkg), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        parts += [f"{pkg}/{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}"
+                  for e in entries if e.name.endswith(".py")]  # fmt: skip
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+class HandshakeCache:
+    """The daemon's answers to the handshake and list calls, which depend only on the code:
+    replayed at once on the next start, so a client's handshake never waits for a daemon to
+    start (the daemon is started in the background meanwhile)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / f"handshake-{code_fingerprint()}.json"
+        try:
+            self.data = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            self.data = {}
+
+    @staticmethod
+    def key(message: dict) -> str | None:
+        method = message.get("method")
+        if method not in CACHED_METHODS:
+            return None
+        params = {k: v for k, v in (message.get("params") or {}).items()
+                  if k not in ("clientInfo", "_meta", "capabilities")}  # fmt: skip
+        return method + json.dumps(params, sort_keys=True)
+
+    def get(self, message: dict) -> dict | None:
+        key = self.key(message)
+        return self.data.get(key) if key else None
+
+    def put(self, message: dict, result: dict) -> None:
+        key = self.key(message)
+        if key and self.data.get(key) != result:
+            self.data[key] = result
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+                tmp.write_text(json.dumps(self.data))
+                os.replace(tmp, self.path)
+            except OSError:
+                pass  # a cache only
+
+
 class Bridge:
-    def __init__(self, link: DaemonLink, router: Router | None = None) -> None:
+    def __init__(
+        self, link: DaemonLink, router: Router | None = None, cache: HandshakeCache | None = None
+    ) -> None:
         self.link = link
         self.router = router
+        self.cache = cache
         self.out_lock = threading.Lock()
         self.idempotent_tools: set[str] = set()
+
+    def learn(self, method: str | None, result: dict) -> None:
+        if method == "initialize" and "protocolVersion" in result:
+            self.link.protocol_version = result["protocolVersion"]
+        if method == "tools/list":
+            for tool in result.get("tools", []):
+                if "idempotencyKey" in (tool.get("inputSchema") or {}).get("properties", {}):
+                    self.idempotent_tools.add(tool["name"])
+
+    def _warm(self) -> None:
+        try:
+            self.link.connect()
+        except (ConnectionError, OSError):
+            pass  # reported on the first call
 
     def write(self, message: dict) -> None:
         line = json.dumps(message, separators=(",", ":"))
@@ -198,6 +291,11 @@ class Bridge:
             if params.get("name") in self.idempotent_tools and "idempotencyKey" not in args:
                 args["idempotencyKey"] = f"bridge-{uuid.uuid4()}"
                 params["arguments"] = args
+        cached = self.cache.get(message) if self.cache and "id" in message else None
+        if cached is not None:
+            self.learn(method, cached)
+            self.write({"jsonrpc": "2.0", "id": message["id"], "result": cached})
+            return
         try:
             if method == "tools/call" and self.router is not None:
                 answer = self.router.call(message)
@@ -210,16 +308,16 @@ class Bridge:
             return
         if answer is None:
             return
-        result = answer.get("result") or {}
-        if method == "initialize" and "protocolVersion" in result:
-            self.link.protocol_version = result["protocolVersion"]
-        if method == "tools/list":
-            for tool in result.get("tools", []):
-                if "idempotencyKey" in (tool.get("inputSchema") or {}).get("properties", {}):
-                    self.idempotent_tools.add(tool["name"])
+        result = answer.get("result")
+        if result is not None:
+            self.learn(method, result)
+            if self.cache:
+                self.cache.put(message, result)
         self.write(answer)
 
     def run(self) -> int:
+        # warm the daemon up while the client handshakes (possibly from the cache)
+        threading.Thread(target=self._warm, daemon=True).start()
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="bridge") as pool:
             for line in sys.stdin:
                 line = line.strip()
@@ -239,6 +337,9 @@ class Bridge:
 
 
 def run_bridge(env: dict[str, str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # daemons we start are reaped, never zombies
     env = dict(os.environ if env is None else env)
     settings = Settings.from_env(env)
     who = identity_from_env(env, settings.cwd)
@@ -253,4 +354,5 @@ def run_bridge(env: dict[str, str] | None = None) -> int:
             if route.name != LOCAL:
                 links[route.name] = RemoteLink(route.url, route.bearer(env), headers)
         router = Router(table, links)
-    return Bridge(local, router).run()
+    cache_dir = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pattern-memory"
+    return Bridge(local, router, HandshakeCache(cache_dir)).run()

@@ -184,3 +184,36 @@ def test_sigkill_during_bulk_writes_loses_no_acknowledged_write(tmp_path):
         db.close()
     finally:
         stop(proc)
+
+
+def test_bridge_starts_the_daemon_and_survives_its_restart(tmp_path):
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "p1", "PATTERN_AGENT_ID": "a1",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+    params = StdioServerParameters(command=sys.executable, args=["-m", "server.cli", "serve"], env=env)
+
+    async def scenario():
+        async with Client(params) as c:
+            assert len((await c.list_tools()).tools) >= 15
+            r = await c.call_tool("remember", {"content": "before the restart"})
+            assert not r.is_error
+            first = read_info(tmp_path)["pid"]
+            os.kill(first, signal.SIGKILL)  # the daemon dies under the bridge
+            r = await c.call_tool("remember", {"content": "after the restart"})
+            assert not r.is_error, r.content
+            second = read_info(tmp_path)["pid"]
+            assert second != first
+            r = await c.call_tool("recall-context", {})
+            got = sorted(m["content"] for m in r.structured_content["private"])
+            assert got == ["after the restart", "before the restart"]
+            return second
+
+    pid = anyio.run(scenario)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while read_info(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert read_info(tmp_path) is None  # clean shutdown removed daemon.json
