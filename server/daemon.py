@@ -123,12 +123,7 @@ def _graceful_server(config):
 
 def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT."""
-    import anyio
-    import uvicorn
-
-    from .app import create_server
     from .service.config import Settings
-    from .service.runtime import Runtime
 
     env = dict(os.environ if env is None else env)
     settings = Settings.from_env(env)
@@ -138,6 +133,12 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
     lock.acquire()
     info_path = home / INFO_FILE
     try:
+        import anyio  # heavy imports after the lock: a losing racer exits at once
+        import uvicorn
+
+        from .app import create_server
+        from .service.runtime import Runtime
+
         rt = Runtime.start(env)
         problems = rt.engine.store.integrity_check()
         if problems:
