@@ -53,6 +53,13 @@ class MemoryService:
         found = self.store.get([memory_id]).get(memory_id)
         if found is None or not self.visible(who, found):
             raise NotFound(f"memory {memory_id} not found", memoryId=memory_id)
+        if found.expires_at is not None and found.expires_at <= self.clock():
+            # expired is gone: recall no longer shows it, so nothing may revive or share it
+            raise NotFound(
+                f"memory {memory_id} not found: it expired at {found.expires_at.isoformat()} "
+                "(cleanup removes it)",
+                memoryId=memory_id,
+            )
         return found
 
     def check_owner(self, who: Identity, rec: Record, action: str) -> None:

@@ -77,7 +77,10 @@ def export_memories(
         include_expired=include_expired,
         now=now,
     )
-    memories = [Memory.from_record(r) for r in svc.store.list(f, order="r.created_at ASC")]
+    # oldest first; ties in insertion order, so a re-export of an import is the same file
+    memories = [
+        Memory.from_record(r) for r in svc.store.list(f, order="r.created_at ASC, r.rowid ASC")
+    ]
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -102,9 +105,15 @@ def _load(path: Path) -> list:
         raise InvalidInput(f"{path} is not a valid JSON export: {exc}", path=str(path)) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("memories"), list):
         raise InvalidInput(f"{path} is not a memory export (no 'memories' list)", path=str(path))
-    if doc.get("version") not in ACCEPTED_VERSIONS:
+    version = doc.get("version")
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int | str)
+        or version not in ACCEPTED_VERSIONS
+    ):
         raise InvalidInput(
-            f"unsupported export version {doc.get('version')!r} (supported: 1)", path=str(path)
+            f"{path}: unsupported export version {doc.get('version')!r} (supported: 1)",
+            path=str(path),
         )
     return doc["memories"]
 
@@ -122,7 +131,7 @@ def import_memories(
     adds, replaces, errors = [], [], []
     seen: set[str] = set()
     for i, raw in enumerate(items):
-        label = raw.get("id", f"#{i}") if isinstance(raw, dict) else f"#{i}"
+        label = str(raw.get("id", f"#{i}")) if isinstance(raw, dict) else f"#{i}"
         try:
             try:
                 mem = Memory.model_validate(raw)
@@ -155,12 +164,14 @@ def import_memories(
             else:
                 adds.append(rec)
         except PatternError as exc:
+            # every error names its memory (the rule checks above do not know the id)
+            message = exc.message if label in exc.message else f"Memory {label}: {exc.message}"
             if not skip_invalid:
                 raise InvalidInput(
-                    f"import stopped at entry {i}: {exc.message}; nothing was imported",
+                    f"import stopped at entry {i}: {message}; nothing was imported",
                     index=i,
                 ) from None
-            errors.append(exc.message)
+            errors.append(message)
     moved = [r for op, r in replaces if op == "move"]
     with svc._lock:
         svc.engine.apply(
