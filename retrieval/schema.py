@@ -59,6 +59,21 @@ MIGRATIONS: list[list[str]] = [
             record_id TEXT NOT NULL, op TEXT NOT NULL, bucket TEXT NOT NULL)""",
         """CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
     ],
+    # v2: idempotency keys (a retried write returns its first result) and durable change-stream
+    # consumer cursors; changes by bucket, so a consumer pages only the buckets it may see
+    [
+        """CREATE TABLE idempotency_keys(
+            agent_id TEXT NOT NULL, key TEXT NOT NULL, tool TEXT NOT NULL,
+            request_hash TEXT NOT NULL, result TEXT NOT NULL,
+            created_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+            PRIMARY KEY(agent_id, key)) WITHOUT ROWID""",
+        "CREATE INDEX idempotency_keys_expires ON idempotency_keys(expires_at)",
+        """CREATE TABLE consumer_cursors(
+            agent_id TEXT NOT NULL, consumer_id TEXT NOT NULL, scope_key TEXT NOT NULL,
+            cursor INTEGER NOT NULL, updated_at TEXT NOT NULL,
+            PRIMARY KEY(agent_id, consumer_id, scope_key)) WITHOUT ROWID""",
+        "CREATE INDEX changes_bucket ON changes(bucket, seq)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -230,13 +230,18 @@ class SQLiteStore:
         return rowids
 
     def replace(self, conn: sqlite3.Connection, rec: Record) -> int:
-        """Overwrite an existing record (same id), re-indexing it; keeps its rowid."""
+        """Overwrite an existing record (same id), re-indexing it; keeps its rowid.
+
+        Every replacement bumps the revision to the stored one + 1, whatever ``rec`` carries
+        (an import or a stale copy can never move it back): expected-revision checks and
+        change-stream consumers see each version exactly once."""
         row = conn.execute(
-            "SELECT rowid, content_hash, bucket FROM records WHERE id=?", (rec.id,)
+            "SELECT rowid, content_hash, bucket, revision FROM records WHERE id=?", (rec.id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"record {rec.id} not found", id=rec.id)
         rowid = row["rowid"]
+        rec.revision = row["revision"] + 1
         sets = ", ".join(f"{c.strip()}=?" for c in COLUMNS.split(","))
         conn.execute(f"UPDATE records SET {sets} WHERE rowid=?", (*self._values(rec), rowid))
         conn.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from .service.runtime import Runtime
 
@@ -34,14 +35,17 @@ def create_server(
             if runtime is None:
                 rt.close()
 
+    bus = InMemorySubscriptionBus()  # pattern://changes notifications (server/stream.py)
     server = MCPServer(
         name="pattern-memory",
         instructions=INSTRUCTIONS,
         version="0.1.0",
         lifespan=lifespan,
         log_level="WARNING",
+        subscriptions=bus,
     )
-    from . import tools
+    from . import stream, tools
 
     tools.register(server)
+    stream.register(server, bus)
     return server

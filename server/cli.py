@@ -203,6 +203,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact_changes(args: argparse.Namespace) -> int:
+    """Delete old change-stream rows (consumers behind the new horizon get reset_required)."""
+    from datetime import timedelta
+
+    from retrieval.store import SQLiteStore
+
+    from .service.changes import compact_changes, compact_older_than
+    from .service.config import Settings
+
+    store = SQLiteStore(Settings.from_env().home / "pattern.sqlite3")  # no model, no Chroma
+    try:
+        if args.before_seq is not None:
+            res = compact_changes(store, args.before_seq)
+        else:
+            res = compact_older_than(store, timedelta(days=args.older_than_days))
+    finally:
+        store.close()
+    print(res.model_dump_json())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -245,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_import)
     sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(fn=cmd_reindex)
     sub.add_parser("stats", help="store and model status").set_defaults(fn=cmd_stats)
+    cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")
+    cc.add_argument("--before-seq", type=int, help="delete changes with a lower sequence number")
+    cc.add_argument("--older-than-days", type=float, default=30.0,
+                    help="delete changes older than this (default 30; ignored with --before-seq)")  # fmt: skip
+    cc.set_defaults(fn=cmd_compact_changes)
     return p
 
 

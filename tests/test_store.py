@@ -48,7 +48,7 @@ def add(store: SQLiteStore, *records) -> list[int]:
 
 # ---------------------------------------------------------------------- schema / migrations
 def test_new_store_is_created_at_current_schema_version(store):
-    assert schema.SCHEMA_VERSION == 1
+    assert schema.SCHEMA_VERSION == len(schema.MIGRATIONS)
     assert store.reader.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     names = {r[0] for r in store.reader.execute("SELECT name FROM sqlite_master")}
     assert set(TABLES) | {"meta"} <= names
@@ -73,10 +73,10 @@ def test_reopening_does_not_migrate_again(tmp_path, make_record, monkeypatch):
     again = SQLiteStore(path)
     again._writer.set_trace_callback(statements.append)
     try:
-        assert found == [1]  # the version found on disk: nothing left to apply
+        assert found == [schema.SCHEMA_VERSION]  # the version on disk: nothing left to apply
         assert again.get_one(rec.id).content == "survives a reopen"
-        assert again.reader.execute("PRAGMA user_version").fetchone()[0] == 1
-        assert schema.migrate(again._writer) == 1  # traced: must run no statement
+        assert again.reader.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert schema.migrate(again._writer) == schema.SCHEMA_VERSION  # must run no statement
         assert not [s for s in statements if s.lstrip().upper().startswith("CREATE")]
     finally:
         again.close()
@@ -91,7 +91,8 @@ def test_a_newer_schema_is_refused(tmp_path):
     with pytest.raises(StoreUnavailable) as info:
         SQLiteStore(path)
     assert info.value.code == "store_unavailable"
-    assert info.value.data == {"found": 2, "supported": 1}
+    v = schema.SCHEMA_VERSION
+    assert info.value.data == {"found": v + 1, "supported": v}
 
 
 def test_engine_refuses_a_newer_schema(tmp_path, open_engine):
@@ -205,7 +206,8 @@ def test_replace_keeps_rowid_reindexes_and_drops_stale_embeddings(store, make_re
     assert fts_ids(store, "apples") == []
     assert counts(store.path)["records_fts"] == 1
     ops = [tuple(r) for r in store.reader.execute("SELECT op, revision FROM changes ORDER BY seq")]
-    assert ops == [("insert", 1), ("update", 1), ("update", 2)]
+    # every replacement bumps the revision (the store's, whatever the copy carried)
+    assert ops == [("insert", 1), ("update", 2), ("update", 3)]
     assert store.integrity_check() == []
 
 

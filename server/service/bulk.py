@@ -2,6 +2,8 @@
 
 Better than the seed's "not atomic": the valid items of a call are written in one transaction,
 so a crash never leaves half a batch; per-item errors are reported with their index or id.
+When a limit stops some items, the ones that fit (in order) are still written together in one
+transaction. Both accept an ``idempotency_key`` (see :mod:`.idempotency`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pydantic import ValidationError
 from retrieval.errors import InvalidInput, LimitExceeded, PatternError
 from retrieval.records import Record
 
+from . import idempotency as idem
 from .identity import Identity
 from .memory import MemoryService
 from .models import BulkForgetResult, BulkRememberResult, MemoryInput
@@ -30,9 +33,31 @@ def remember_bulk(
     memories: list[dict | MemoryInput],
     stop_on_error: bool = False,
     validate: bool = True,
+    idempotency_key: str | None = None,
 ) -> BulkRememberResult:
     if len(memories) > MAX_BULK:
         raise InvalidInput(f"at most {MAX_BULK} memories per call, got {len(memories)}")
+    request = {
+        "memories": [
+            m.model_dump(mode="json") if isinstance(m, MemoryInput) else m for m in memories
+        ],
+        "stopOnError": stop_on_error,
+        "validate": validate,
+    }
+    return svc.once(
+        who, idempotency_key, "remember-bulk", request, BulkRememberResult,
+        lambda claim: _remember_bulk(svc, who, memories, stop_on_error, validate, claim),
+    )  # fmt: skip
+
+
+def _remember_bulk(
+    svc: MemoryService,
+    who: Identity,
+    memories: list[dict | MemoryInput],
+    stop_on_error: bool,
+    validate: bool,
+    claim: idem.Claim | None,
+) -> BulkRememberResult:
     prepared: list[Record] = []
     errors: list[str] = []
     warnings: list[str] = []
@@ -51,26 +76,25 @@ def remember_bulk(
             f"validation failed for {len(errors)} of {len(memories)} memories; nothing was stored",
             errors=errors,
         )
-    stored: list[str] = []
+
+    def result(stored: list[Record], errors: list[str]) -> BulkRememberResult:
+        return BulkRememberResult(
+            stored=len(stored),
+            failed=len(memories) - len(stored),
+            errors=errors,
+            memoryIds=[r.id for r in stored],
+            warnings=warnings,
+        )
+
     try:
-        svc.store_records(who, prepared)
-        stored = [r.id for r in prepared]
+        done = result(prepared, errors)
+        svc.store_records(who, prepared, check=svc.bind(claim, done))
     except LimitExceeded:
-        for rec in prepared:  # store what fits, report the rest
-            try:
-                svc.store_records(who, [rec])
-                stored.append(rec.id)
-            except LimitExceeded as exc:
-                errors.append(f"[{rec.id}] {exc.message}")
-                if stop_on_error:
-                    break
-    return BulkRememberResult(
-        stored=len(stored),
-        failed=len(memories) - len(stored),
-        errors=errors,
-        memoryIds=stored,
-        warnings=warnings,
-    )
+        with svc._lock:  # store what fits (in order, one transaction), report the rest
+            fit, over = svc.fitting(who, prepared, stop_on_error)
+            done = result(fit, errors + over)
+            svc.store_records(who, fit, check=svc.bind(claim, done))
+    return done
 
 
 def forget_bulk(
@@ -79,9 +103,25 @@ def forget_bulk(
     memory_ids: list[str],
     stop_on_error: bool = False,
     force: bool = False,
+    idempotency_key: str | None = None,
 ) -> BulkForgetResult:
     if len(memory_ids) > MAX_BULK:
         raise InvalidInput(f"at most {MAX_BULK} ids per call, got {len(memory_ids)}")
+    request = {"memoryIds": list(memory_ids), "stopOnError": stop_on_error, "force": force}
+    return svc.once(
+        who, idempotency_key, "forget-bulk", request, BulkForgetResult,
+        lambda claim: _forget_bulk(svc, who, memory_ids, stop_on_error, force, claim),
+    )  # fmt: skip
+
+
+def _forget_bulk(
+    svc: MemoryService,
+    who: Identity,
+    memory_ids: list[str],
+    stop_on_error: bool,
+    force: bool,
+    claim: idem.Claim | None,
+) -> BulkForgetResult:
     ok: list[str] = []
     errors: list[str] = []
     with svc._lock:
@@ -94,6 +134,10 @@ def forget_bulk(
                 errors.append(f"{mid}: {exc.message}")
                 if stop_on_error:
                     break
+        result = BulkForgetResult(deleted=len(ok), failed=len(errors), errors=errors)
         if ok:
-            svc.engine.apply(delete=ok)
-    return BulkForgetResult(deleted=len(ok), failed=len(errors), errors=errors)
+            svc.engine.apply(delete=ok, check=svc.checks(svc.bind(claim, result)))
+        elif claim is not None:  # nothing to delete: still remember the answer
+            with svc.store.transaction() as conn:
+                svc.bind(claim, result)(conn)
+    return result

@@ -11,23 +11,46 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from retrieval.engine import Engine
-from retrieval.errors import AccessDenied, CoreProtected, InvalidInput, LimitExceeded, NotFound
+from retrieval.errors import (
+    AccessDenied,
+    Conflict,
+    CoreProtected,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PatternError,
+)
 from retrieval.records import Kind, Record, Scope, content_hash, utcnow
 
+from . import idempotency as idem
 from . import scopes as rules
 from .identity import Identity
 from .models import (
     CommitInsightResult,
     ForgetResult,
     MemoryInput,
+    MemoryMetadata,
     RememberResult,
     ShareLearningResult,
+    UpdateMemoryResult,
 )
 from .secrets import SecretPolicy, apply_policy
 
 Clock = Callable[[], datetime]
+Check = Callable[[Any], None]
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+STALE_RETRIES = 5
+
+
+class _Stale(Exception):  # noqa: N818 - control flow
+    """The record changed between our read and our write transaction (another process wrote
+    it); without an expected revision the write is retried on a fresh read."""
 
 
 class MemoryService:
@@ -152,41 +175,272 @@ class MemoryService:
             params.append(category)
         return conn.execute(sql, params).fetchone()[0]
 
-    def store_records(self, who: Identity, records: list[Record]) -> None:
+    def store_records(
+        self, who: Identity, records: list[Record], check: Check | None = None
+    ) -> None:
+        """Insert records in one transaction; ``check`` (e.g. an idempotency claim) runs first."""
         with self._lock:
-            self.engine.apply(add=records, check=self._limits_check(who, records))
+            self.engine.apply(
+                add=records, check=self.checks(check, self._limits_check(who, records))
+            )
+
+    def fitting(
+        self, who: Identity, records: list[Record], stop_on_error: bool = False
+    ) -> tuple[list[Record], list[str]]:
+        """The records that fit the limits, in order (greedy: as if stored one by one), and an
+        error per record that does not. Call under ``self._lock``; the write re-checks."""
+        fit: list[Record] = []
+        errors: list[str] = []
+        for rec in records:
+            try:
+                self._limits_check(who, [*fit, rec])(self.store.reader)
+                fit.append(rec)
+            except LimitExceeded as exc:
+                errors.append(f"[{rec.id}] {exc.message}")
+                if stop_on_error:
+                    break
+        return fit, errors
+
+    # ------------------------------------------------------------------ idempotency, revisions
+    def once(
+        self,
+        who: Identity,
+        key: str | None,
+        tool: str,
+        request: Any,
+        model: type[M],
+        run: Callable[[idem.Claim | None], M],
+    ) -> M:
+        """Run a write at most once per (agent, idempotency key): a key seen before returns the
+        stored result; ``run(claim)`` must put ``self.bind(claim, result)`` into its write
+        transaction (see :mod:`.idempotency`)."""
+        if key is None:
+            return run(None)
+        claim = idem.Claim.new(who.agent_id, key, tool, request, self.clock())
+        prior = claim.lookup(self.store.reader)
+        if prior is not None:
+            return model.model_validate(prior)
+        try:
+            return run(claim)
+        except idem.Replay as replay:  # a concurrent call with this key committed first
+            return model.model_validate(replay.result)
+        except PatternError:
+            prior = claim.lookup(self.store.reader)  # e.g. NotFound: that call deleted it
+            if prior is not None:
+                return model.model_validate(prior)
+            raise
+
+    @staticmethod
+    def bind(claim: idem.Claim | None, result: BaseModel) -> Check | None:
+        """The transaction check that stores ``result`` under the claimed key (None: no key)."""
+        if claim is None:
+            return None
+        claim.result = result.model_dump(mode="json")
+        return claim.check
+
+    @staticmethod
+    def checks(*fns: Check | None) -> Check:
+        """Several transaction checks run in order (None entries skipped)."""
+        todo = [f for f in fns if f is not None]
+
+        def check(conn) -> None:
+            for fn in todo:
+                fn(conn)
+
+        return check
+
+    @staticmethod
+    def conflict(memory_id: str, current: int, expected: int) -> Conflict:
+        return Conflict(
+            f"memory {memory_id} is at revision {current}, not {expected}: it changed since you "
+            "read it; read it again and retry with its current revision",
+            memoryId=memory_id,
+            current_revision=current,
+            expected_revision=expected,
+        )
+
+    def revision_check(self, memory_id: str, read: int, expected: int | None) -> Check:
+        """Inside the write transaction: the record still exists, is at ``expected`` (Conflict
+        otherwise) and at the revision the new version was built from (else re-read)."""
+
+        def check(conn) -> None:
+            row = conn.execute("SELECT revision FROM records WHERE id=?", (memory_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"memory {memory_id} not found", memoryId=memory_id)
+            if expected is not None and row[0] != expected:
+                raise self.conflict(memory_id, row[0], expected)
+            if row[0] != read:
+                raise _Stale
+
+        return check
+
+    def retrying(self, fn: Callable[[], T]) -> T:
+        for _ in range(STALE_RETRIES):
+            try:
+                return fn()
+            except _Stale:
+                continue
+        raise Conflict("the memory kept changing while it was being written; retry")
 
     # ------------------------------------------------------------------ tools
-    def remember(self, who: Identity, item: MemoryInput) -> RememberResult:
-        rec, warnings = self.prepare(who, item)
-        self.store_records(who, [rec])
-        return RememberResult(
-            memoryId=rec.id, scope=rec.scope.value, category=rec.category,
-            expiresAt=rec.expires_at, warnings=warnings,
+    def remember(
+        self,
+        who: Identity,
+        item: MemoryInput,
+        idempotency_key: str | None = None,
+        *,
+        tool: str = "remember",
+    ) -> RememberResult:
+        def run(claim: idem.Claim | None) -> RememberResult:
+            rec, warnings = self.prepare(who, item)
+            result = RememberResult(
+                memoryId=rec.id, scope=rec.scope.value, category=rec.category,
+                expiresAt=rec.expires_at, warnings=warnings,
+            )  # fmt: skip
+            self.store_records(who, [rec], check=self.bind(claim, result))
+            return result
+
+        return self.once(
+            who, idempotency_key, tool, item.model_dump(mode="json"), RememberResult, run
+        )
+
+    def remember_task(
+        self, who: Identity, content: str, metadata=None, idempotency_key: str | None = None
+    ) -> RememberResult:
+        item = MemoryInput(content=content, scope="private", category="tasks", metadata=metadata)
+        return self.remember(who, item, idempotency_key, tool="remember-task")
+
+    def remember_learning(
+        self, who: Identity, content: str, metadata=None, idempotency_key: str | None = None
+    ) -> RememberResult:
+        item = MemoryInput(content=content, scope="private", category="recent", metadata=metadata)
+        return self.remember(who, item, idempotency_key, tool="remember-learning")
+
+    def core_memory(
+        self, who: Identity, content: str, metadata=None, idempotency_key: str | None = None
+    ) -> RememberResult:
+        item = MemoryInput(content=content, scope="personal", category="core", metadata=metadata)
+        return self.remember(who, item, idempotency_key, tool="core-memory")
+
+    def update_memory(
+        self,
+        who: Identity,
+        memory_id: str,
+        content: str | None = None,
+        metadata: MemoryMetadata | dict | None = None,
+        expected_revision: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> UpdateMemoryResult:
+        """Change the content and/or metadata of one of your memories; the revision goes up by
+        one. ``metadata`` keys given replace the stored ones (``null`` removes a key), others
+        are kept. With ``expected_revision``, a memory at another revision is not touched:
+        ``Conflict`` with ``current_revision`` (checked inside the write transaction)."""
+        if isinstance(metadata, BaseModel):
+            patch = metadata.model_dump(exclude_unset=True)
+        else:
+            patch = None if metadata is None else dict(metadata)
+        request = {"memoryId": memory_id, "content": content, "metadata": patch,
+                   "expectedRevision": expected_revision}  # fmt: skip
+        return self.once(
+            who, idempotency_key, "update-memory", request, UpdateMemoryResult,
+            lambda claim: self.retrying(
+                lambda: self._update_memory(who, memory_id, content, patch, expected_revision, claim)
+            ),
         )  # fmt: skip
 
-    def remember_task(self, who: Identity, content: str, metadata=None) -> RememberResult:
-        return self.remember(
-            who, MemoryInput(content=content, scope="private", category="tasks", metadata=metadata)
-        )
-
-    def remember_learning(self, who: Identity, content: str, metadata=None) -> RememberResult:
-        return self.remember(
-            who, MemoryInput(content=content, scope="private", category="recent", metadata=metadata)
-        )
-
-    def core_memory(self, who: Identity, content: str, metadata=None) -> RememberResult:
-        return self.remember(
-            who, MemoryInput(content=content, scope="personal", category="core", metadata=metadata)
-        )
+    def _update_memory(
+        self,
+        who: Identity,
+        memory_id: str,
+        content: str | None,
+        patch: dict | None,
+        expected: int | None,
+        claim: idem.Claim | None,
+    ) -> UpdateMemoryResult:
+        if content is None and not patch:
+            raise InvalidInput(
+                "nothing to update: give content and/or metadata", memoryId=memory_id
+            )
+        warnings: list[str] = []
+        if content is not None:
+            rules.check_content(content)
+            content, warnings = apply_policy(content, self.secret_policy)
+        with self._lock:
+            rec = self.get_visible(who, memory_id)
+            self.check_owner(who, rec, "update")
+            if rec.kind is not Kind.memory:
+                raise InvalidInput(
+                    f"{memory_id} is a {rec.kind.value}, not a memory; use the "
+                    f"{rec.kind.value} tools to change it",
+                    memoryId=memory_id,
+                    kind=rec.kind.value,
+                )
+            if expected is not None and rec.revision != expected:
+                raise self.conflict(memory_id, rec.revision, expected)
+            meta = dict(rec.metadata)
+            if patch:
+                for key, value in patch.items():
+                    if value is None:
+                        meta.pop(key, None)
+                    else:
+                        meta[key] = value
+                meta = rules.check_metadata(meta)
+                if not meta.get("tags"):
+                    meta.pop("tags", None)
+            text = rec.content if content is None else content
+            updated = rec.model_copy(
+                update={
+                    "content": text,
+                    "metadata": meta,
+                    "updated_at": self.clock(),
+                    "revision": rec.revision + 1,
+                    "content_hash": content_hash(text + "\x00" + rec.context),
+                }
+            )
+            result = UpdateMemoryResult(
+                memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
+                scope=rec.scope.value, category=rec.category, warnings=warnings,
+            )  # fmt: skip
+            self.engine.apply(
+                replace=[updated],
+                check=self.checks(
+                    self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
+                ),
+            )
+        return result
 
     def commit_insight(
-        self, who: Identity, memory_id: str, new_content: str | None = None
+        self,
+        who: Identity,
+        memory_id: str,
+        new_content: str | None = None,
+        expected_revision: int | None = None,
+        idempotency_key: str | None = None,
     ) -> CommitInsightResult:
-        """Promote a temporary memory (recent/tasks) to longterm, in the same scope, no TTL."""
+        """Promote a temporary memory (recent/tasks) to longterm, in the same scope, no TTL.
+        With ``expected_revision``, a memory at another revision is not touched (Conflict)."""
+        request = {"memoryId": memory_id, "newContent": new_content,
+                   "expectedRevision": expected_revision}  # fmt: skip
+        return self.once(
+            who, idempotency_key, "commit-insight", request, CommitInsightResult,
+            lambda claim: self.retrying(
+                lambda: self._commit_insight(who, memory_id, new_content, expected_revision, claim)
+            ),
+        )  # fmt: skip
+
+    def _commit_insight(
+        self,
+        who: Identity,
+        memory_id: str,
+        new_content: str | None,
+        expected: int | None,
+        claim: idem.Claim | None,
+    ) -> CommitInsightResult:
         with self._lock:
             rec = self.get_visible(who, memory_id)
             self.check_owner(who, rec, "commit")
+            if expected is not None and rec.revision != expected:
+                raise self.conflict(memory_id, rec.revision, expected)
             if rec.category not in rules.TTL:
                 raise InvalidInput(
                     f"memory {memory_id} is already permanent ({rec.category}); only recent "
@@ -209,10 +463,17 @@ class MemoryService:
                     "content_hash": content_hash(content + "\x00" + rec.context),
                 }
             )
-            self.engine.apply(replace=[updated])
-        return CommitInsightResult(
-            memoryId=rec.id, previousCategory=previous, category="longterm", scope=rec.scope.value
-        )
+            result = CommitInsightResult(
+                memoryId=rec.id, previousCategory=previous, category="longterm",
+                scope=rec.scope.value, revision=rec.revision + 1,
+            )  # fmt: skip
+            self.engine.apply(
+                replace=[updated],
+                check=self.checks(
+                    self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
+                ),
+            )
+        return result
 
     def check_forget(self, who: Identity, rec: Record, force: bool) -> None:
         self.check_owner(who, rec, "delete")
@@ -221,17 +482,47 @@ class MemoryService:
                 f"memory {rec.id} is a core memory; pass force=true to delete it", memoryId=rec.id
             )
 
-    def forget(self, who: Identity, memory_id: str, force: bool = False) -> ForgetResult:
-        with self._lock:
-            rec = self.get_visible(who, memory_id)
-            self.check_forget(who, rec, force)
-            self.engine.apply(delete=[rec.id])
-        return ForgetResult(deleted=True, memoryId=rec.id)
+    def forget(
+        self,
+        who: Identity,
+        memory_id: str,
+        force: bool = False,
+        idempotency_key: str | None = None,
+    ) -> ForgetResult:
+        def run(claim: idem.Claim | None) -> ForgetResult:
+            with self._lock:
+                rec = self.get_visible(who, memory_id)
+                self.check_forget(who, rec, force)
+                result = ForgetResult(deleted=True, memoryId=rec.id)
+                self.engine.apply(delete=[rec.id], check=self.checks(self.bind(claim, result)))
+            return result
+
+        request = {"memoryId": memory_id, "force": force}
+        return self.once(who, idempotency_key, "forget", request, ForgetResult, run)
 
     def share_learning(
-        self, who: Identity, memory_id: str, category: str = "learnings", keep_original: bool = False
+        self,
+        who: Identity,
+        memory_id: str,
+        category: str = "learnings",
+        keep_original: bool = False,
+        idempotency_key: str | None = None,
     ) -> ShareLearningResult:
         """Copy a private/personal memory into the team scope (moving it unless kept)."""
+        request = {"memoryId": memory_id, "category": category, "keepOriginal": keep_original}
+        return self.once(
+            who, idempotency_key, "share-learning", request, ShareLearningResult,
+            lambda claim: self._share_learning(who, memory_id, category, keep_original, claim),
+        )  # fmt: skip
+
+    def _share_learning(
+        self,
+        who: Identity,
+        memory_id: str,
+        category: str,
+        keep_original: bool,
+        claim: idem.Claim | None,
+    ) -> ShareLearningResult:
         with self._lock:
             rec = self.get_visible(who, memory_id)
             self.check_owner(who, rec, "share")
@@ -246,11 +537,12 @@ class MemoryService:
                 scope=Scope.team, category=category, content=rec.content, context=rec.context,
                 metadata={**rec.metadata, "sharedFrom": rec.id}, created_at=now, updated_at=now,
             )  # fmt: skip
+            result = ShareLearningResult(
+                memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
+            )
             self.engine.apply(
                 add=[shared],
                 delete=[] if keep_original else [rec.id],
-                check=self._limits_check(who, [shared]),
+                check=self.checks(self.bind(claim, result), self._limits_check(who, [shared])),
             )
-        return ShareLearningResult(
-            memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
-        )
+        return result

@@ -86,6 +86,16 @@ class CommitInsightResult(BaseModel):
     previousCategory: str
     category: str
     scope: ScopeName
+    revision: int | None = Field(default=None, description="The memory's new revision.")
+
+
+class UpdateMemoryResult(BaseModel):
+    memoryId: str
+    revision: int = Field(description="The new revision (pass it as expectedRevision next time).")
+    previousRevision: int
+    scope: ScopeName
+    category: str
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ForgetResult(BaseModel):
