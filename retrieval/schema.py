@@ -74,6 +74,14 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY(agent_id, consumer_id, scope_key)) WITHOUT ROWID""",
         "CREATE INDEX changes_bucket ON changes(bucket, seq)",
     ],
+    # workspace ingestion: one row per file under an ingested root (ingest/filetable.py)
+    [
+        """CREATE TABLE IF NOT EXISTS files(
+            bucket TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT NOT NULL,
+            size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, chunks INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL, reason TEXT, chunker TEXT NOT NULL, checked_ns INTEGER NOT NULL,
+            PRIMARY KEY(bucket, path)) WITHOUT ROWID""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

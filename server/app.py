@@ -47,5 +47,6 @@ def create_server(
     from . import stream, tools
 
     tools.register(server)
+    __import__("server.ingest_tools").ingest_tools.register(server)  # ingest_workspace
     stream.register(server, bus)
     return server

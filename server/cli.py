@@ -194,6 +194,50 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest a folder's files as searchable chunks; the model loads only if something changed."""
+    import threading
+
+    from ingest.progress import ProgressPrinter, summary
+    from retrieval.engine import Engine
+
+    from .service.config import Settings
+    from .service.identity import identity_from_env
+    from .service.workspace import check_root, make_ingestor
+
+    settings = Settings.from_env()
+    who = identity_from_env(None, settings.cwd)
+    if args.project:
+        who = who.model_copy(update={"project_id": args.project})
+    root = check_root(args.path, settings.allowed_dirs, settings.cwd)
+    engine = Engine(settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port)
+    loaded = threading.Lock()
+
+    def load_model() -> None:
+        with loaded:
+            if engine.embedder is None and (emb := settings.make_embedder()) is not None:
+                engine.set_embedder(emb)
+
+    def show(report) -> None:
+        print(report.model_dump_json(indent=2) if args.json else summary(report), flush=True)
+
+    ingestor = make_ingestor(engine, who, args.max_file_kb, load_model)
+    progress = None if args.quiet else ProgressPrinter(sys.stderr)
+    try:
+        if args.watch:
+            from ingest.watch import watch
+
+            print(f"watching {root} (Ctrl-C to stop)", file=sys.stderr)
+            watch(ingestor, root, show, progress=progress)
+        else:
+            report = ingestor.run(root, progress)
+            show(report)
+            return 130 if report.interrupted else 0
+    finally:
+        engine.close()
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from .service.maintenance import health
 
@@ -255,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--budget", type=int, default=1500)
     r.add_argument("--json", action="store_true")
     r.set_defaults(fn=cmd_recall)
+    g = sub.add_parser("ingest", help="index a folder's files (incremental; .gitignore respected)")
+    g.add_argument("path")
+    g.add_argument("--project", help="project id (default: from the environment / cwd)")
+    g.add_argument("--watch", action="store_true", help="keep re-indexing as files change")
+    g.add_argument("--max-file-kb", type=int, default=None, help="skip larger files (default 512)")
+    g.add_argument("--json", action="store_true", help="print the full report as JSON")
+    g.add_argument("--quiet", action="store_true", help="no progress output")
+    g.set_defaults(fn=cmd_ingest)
     e = sub.add_parser("export", help="export visible memories to JSON")
     e.add_argument("output", nargs="?")
     e.add_argument("--scope")

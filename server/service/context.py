@@ -13,8 +13,10 @@ from . import scopes as rules
 from .identity import Identity
 from .memory import MemoryService
 from .models import Counts, Memory, RecallContextInput, RecallContextResult
+from .recall import location
 
 SUMMARY_BYTES = 4096
+CHUNK_LIMIT = 10  # workspace chunks listed with `search`
 _ORDER_SQL = (
     "CASE r.category "
     + " ".join(f"WHEN '{c}' THEN {i}" for c, i in rules.CATEGORY_ORDER.items())
@@ -66,6 +68,27 @@ def build_summary(memories: list[Memory], limit: int = SUMMARY_BYTES) -> str:
     return "\n".join(lines)
 
 
+def search_chunks(svc: MemoryService, who: Identity, args: RecallContextInput, now) -> list[dict]:
+    """Workspace chunks relevant to ``search`` (kind=chunk, visible buckets), best first, each
+    as ``path:start-end`` with its text. None when categories or tags exclude chunks."""
+    if args.tags or (args.categories and "chunk" not in args.categories):
+        return []
+    f = RecordFilter(
+        buckets=who.visible_buckets(list(args.scopes) if args.scopes else None),
+        kinds=[Kind.chunk],
+        now=now,
+    )
+    out = []
+    for h in svc.engine.search(args.search, f, k=min(args.limit, CHUNK_LIMIT)):
+        m = h.record.metadata
+        out.append(
+            {"location": location(h.record), "path": m.get("path"),
+             "start_line": m.get("start_line"), "end_line": m.get("end_line"),
+             "score": round(h.score, 4), "content": h.record.content, "id": h.record.id}
+        )  # fmt: skip
+    return out
+
+
 def recall_context(svc: MemoryService, who: Identity, args: RecallContextInput) -> RecallContextResult:
     now = svc.clock()
     f = context_filter(who, args, now)
@@ -89,4 +112,7 @@ def recall_context(svc: MemoryService, who: Identity, args: RecallContextInput) 
     expired_f = f.model_copy(update={"include_expired": True})
     counts.expired = svc.store.count(expired_f) - sum(by_bucket.values())
     summary = build_summary([m for g in groups.values() for m in g])
-    return RecallContextResult(**groups, summary=summary, counts=counts, ranking=ranking)
+    chunks = search_chunks(svc, who, args, now) if args.search and args.search.strip() else []
+    return RecallContextResult(
+        **groups, chunks=chunks, summary=summary, counts=counts, ranking=ranking
+    )
