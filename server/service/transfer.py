@@ -158,6 +158,7 @@ def import_memories(
                 if not svc.visible(who, existing) or existing.agent_id != who.agent_id:
                     raise InvalidInput(f"Memory {mem.id} exists and belongs to another agent")
                 if existing.bucket != rec.bucket:  # moving buckets: delete + insert
+                    rec.revision = max(rec.revision, existing.revision + 1)  # never goes back
                     replaces.append(("move", rec))
                 else:
                     replaces.append(("replace", rec))
