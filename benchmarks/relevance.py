@@ -1,0 +1,400 @@
+"""Relevance benchmarks of the retrieval engine on labelled sets, through the public store API.
+
+    python benchmarks/relevance.py beir DIR [--split train|test] [--ranker lexical|vector|hybrid|all] [--json OUT]
+    python benchmarks/relevance.py locomo FILE.json [--ranker ...] [--json OUT]
+
+Every run builds a fresh store in a temporary folder (``Engine(home, embedder)``), adds every
+document with ``Engine.add`` and asks every labelled query with ``Engine.search``. Embeddings
+are cached in ``.bench-cache/`` (keyed by model and text), so a rerun only pays for indexing.
+Metrics (``benchmarks/metrics.py``): recall@5, recall@10, nDCG@10 (binary gains), MRR@10.
+
+beir    BEIR layout: corpus.jsonl (_id, title, text), queries.jsonl, qrels/<split>.tsv.
+        A document is stored as one record; its title goes in front of the text (``--title``).
+locomo  LoCoMo evidence retrieval: one project (bucket) per conversation, one memory per turn
+        ("Speaker: text"); each question with evidence is asked against its conversation only;
+        recall@k = fraction of the evidence turns in the top k. Rows per category 1-5 and
+        "all (1-4)" (peers report 1-4). The conversational context a client has when it stores
+        a turn (session date, neighbouring turns, shared image caption) goes in the record's
+        ``context`` field (``--context``).
+
+The parser uses subcommands so more sets (e.g. ``errors``: lessons / similar-error search) can
+be added as further subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.metrics import METRICS, mean_metrics, query_metrics  # noqa: E402
+from retrieval.engine import Engine, FusionConfig  # noqa: E402
+from retrieval.records import Record, RecordFilter, Scope  # noqa: E402
+
+RANKERS = ("lexical", "vector", "hybrid")
+AGENT = "bench-agent"
+
+
+# ---------------------------------------------------------------------------- shared
+@dataclass
+class Query:
+    qid: str
+    text: str
+    relevant: set[str]
+    bucket: str
+    group: str = ""  # e.g. the LoCoMo category
+
+
+@dataclass
+class Run:
+    """Per ranker: per query (qid, group, metrics)."""
+
+    rows: dict[str, list[tuple[str, str, dict]]] = field(default_factory=lambda: defaultdict(list))
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def make_embedder(cache: bool = True):
+    from retrieval.embedder import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder()
+    if cache:
+        from benchmarks.embed_cache import CachingEmbedder
+
+        emb = CachingEmbedder(emb)
+    return emb
+
+
+def parse_fusion(spec: str | None) -> FusionConfig:
+    """``method=convex,alpha=0.6,norm=minmax,...`` -> FusionConfig (unknown keys are errors)."""
+    cfg = FusionConfig()
+    if not spec:
+        return cfg
+    types = {f.name: type(getattr(cfg, f.name)) for f in fields(cfg)}
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key not in types:
+            raise SystemExit(f"unknown fusion setting {key!r}; known: {', '.join(types)}")
+        typ = types[key]
+        if typ is bool:
+            setattr(cfg, key, value.strip().lower() in ("1", "true", "yes", "on"))
+        else:
+            setattr(cfg, key, typ(value.strip()))
+    return cfg
+
+
+def open_engine(args, embedder, home: Path) -> Engine:
+    kwargs = {}
+    if getattr(args, "window_words", None):
+        kwargs["window_words"] = args.window_words
+    return Engine(home, embedder, fusion=parse_fusion(args.fusion), **kwargs)
+
+
+def run_queries(engine: Engine, queries: list[Query], rankers: Iterable[str], k: int = 10) -> Run:
+    run = Run()
+    for ranker in rankers:
+        t0 = time.perf_counter()
+        for q in queries:
+            hits = engine.search(q.text, RecordFilter(buckets=[q.bucket]), k, mode=ranker)
+            ranked = [h.record.metadata.get("doc_id", h.record.id) for h in hits]
+            run.rows[ranker].append((q.qid, q.group, query_metrics(ranked, q.relevant)))
+        run.seconds[ranker] = time.perf_counter() - t0
+    return run
+
+
+def summarize(rows: list[tuple[str, str, dict]], groups: Iterable[str] | None = None) -> dict:
+    keep = [m for _, g, m in rows if groups is None or g in groups]
+    return mean_metrics(keep)
+
+
+def format_table(title: str, table: list[tuple[str, dict]]) -> str:
+    head = f"{'':<22}" + "".join(f"{m:>11}" for m in METRICS) + f"{'queries':>9}"
+    lines = [title, head, "-" * len(head)]
+    for name, res in table:
+        vals = "".join(f"{res[m]:>11.4f}" for m in METRICS)
+        lines.append(f"{name:<22}{vals}{res['queries']:>9}")
+    return "\n".join(lines)
+
+
+def write_json(path: str | None, payload: dict) -> None:
+    if not path:
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    print(f"wrote {out}")
+
+
+def rankers_of(choice: str) -> list[str]:
+    return list(RANKERS) if choice == "all" else [choice]
+
+
+def index(engine: Engine, records: list[Record], label: str) -> None:
+    t0 = time.perf_counter()
+    engine.add(records)
+    emb = engine.embedder
+    cache = f", cache hits {emb.hits} misses {emb.misses}" if hasattr(emb, "hits") else ""
+    print(f"indexed {len(records)} {label} in {time.perf_counter() - t0:.1f}s{cache}", flush=True)
+
+
+# ---------------------------------------------------------------------------- BEIR
+def load_beir(folder: Path, split: str | None):
+    corpus = [json.loads(line) for line in open(folder / "corpus.jsonl", encoding="utf-8")]
+    queries = {}
+    for line in open(folder / "queries.jsonl", encoding="utf-8"):
+        q = json.loads(line)
+        queries[str(q["_id"])] = q["text"]
+    if split is None:
+        split = "test" if (folder / "qrels" / "test.tsv").exists() else "train"
+    qrels: dict[str, set[str]] = defaultdict(set)
+    with open(folder / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        next(reader)  # header: query-id corpus-id score
+        for row in reader:
+            if len(row) >= 3 and float(row[2]) > 0:
+                qrels[str(row[0])].add(str(row[1]))
+    return corpus, queries, dict(qrels), split
+
+
+def beir_record(doc: dict, project: str, title_mode: str) -> Record:
+    title = (doc.get("title") or "").strip()
+    text = (doc.get("text") or "").strip()
+    content, context = text, ""
+    if title and title_mode == "content":
+        content = f"{title}\n{text}" if text else title
+    elif title and title_mode == "context":
+        context = title
+    return Record(
+        project_id=project,
+        agent_id=AGENT,
+        scope=Scope.team,
+        category="learnings",
+        content=content or title,
+        context=context,
+        metadata={"doc_id": str(doc["_id"])},
+    )
+
+
+def cmd_beir(args) -> dict:
+    folder = Path(args.dir)
+    corpus, queries, qrels, split = load_beir(folder, args.split)
+    project = f"beir-{folder.name}"
+    records = [beir_record(d, project, args.title) for d in corpus]
+    bucket = records[0].bucket
+    qs = [Query(qid, queries[qid], rel, bucket) for qid, rel in qrels.items() if qid in queries]
+    if args.limit:
+        qs = qs[: args.limit]
+    print(f"{folder.name}: {len(records)} docs, {len(qs)} queries with qrels ({split} split)")
+    embedder = make_embedder(not args.no_cache)
+    with tempfile.TemporaryDirectory(prefix="pm-bench-") as home:
+        engine = open_engine(args, embedder, Path(home))
+        try:
+            index(engine, records, "docs")
+            run = run_queries(engine, qs, rankers_of(args.ranker))
+        finally:
+            engine.close()
+    results = {r: summarize(rows) for r, rows in run.rows.items()}
+    print(
+        format_table(
+            f"{folder.name} ({split}), fusion {engine.ranker.config}", list(results.items())
+        )
+    )
+    for r, s in run.seconds.items():
+        print(f"  {r}: {1000 * s / max(1, len(qs)):.1f} ms/query")
+    write_json(args.json, results)
+    return results
+
+
+# ---------------------------------------------------------------------------- LoCoMo
+LOCOMO_CATEGORIES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+_DIA = re.compile(r"D\d+:\d+")
+DEFAULT_LOCOMO_CONTEXT = "date,caption,prev1,next1"
+
+
+def locomo_date(text: str) -> datetime | None:
+    """'1:56 pm on 8 May, 2023' -> datetime (None when unparseable)."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except (ValueError, AttributeError):
+        return None
+
+
+def locomo_sessions(conv: dict) -> list[tuple[int, str, list[dict]]]:
+    out = []
+    for key, turns in conv.items():
+        m = re.fullmatch(r"session_(\d+)", key)
+        if m and isinstance(turns, list) and turns:
+            out.append((int(m.group(1)), conv.get(f"{key}_date_time", ""), turns))
+    return sorted(out)
+
+
+def turn_text(turn: dict) -> str:
+    return f"{turn['speaker']}: {turn['text']}"
+
+
+def turn_context(turns: list[dict], i: int, date: str, spec: set[str]) -> str:
+    """What a client knows around a turn when it stores it: the session date, the image the
+    speaker shared (its caption), and the neighbouring turns (``prevN`` / ``nextN``)."""
+    parts = []
+    if "date" in spec and date:
+        parts.append(f"[{date}]")
+    n_prev = max([int(s[4:]) for s in spec if re.fullmatch(r"prev\d+", s)] or [0])
+    n_next = max([int(s[4:]) for s in spec if re.fullmatch(r"next\d+", s)] or [0])
+    for j in range(max(0, i - n_prev), i):
+        parts.append(turn_text(turns[j]))
+    if "caption" in spec and turns[i].get("blip_caption"):
+        parts.append(f"{turns[i]['speaker']} shared {turns[i]['blip_caption']}")
+    for j in range(i + 1, min(len(turns), i + 1 + n_next)):
+        parts.append(turn_text(turns[j]))
+    return "\n".join(parts)
+
+
+def locomo_records(sample: dict, context_spec: str) -> list[Record]:
+    spec = {s.strip() for s in context_spec.split(",") if s.strip()}
+    project = f"locomo-{sample['sample_id']}"
+    recs = []
+    for _n, date, turns in locomo_sessions(sample["conversation"]):
+        when = locomo_date(date)
+        for i, turn in enumerate(turns):
+            extra = {"created_at": when, "updated_at": when} if when else {}
+            recs.append(
+                Record(
+                    project_id=project,
+                    agent_id=AGENT,
+                    scope=Scope.team,
+                    category="learnings",
+                    content=turn_text(turn),
+                    context=turn_context(turns, i, date, spec),
+                    metadata={"doc_id": turn["dia_id"], "session_date": date},
+                    **extra,
+                )
+            )
+    return recs
+
+
+def evidence_ids(evidence: Iterable[str], known: set[str]) -> set[str]:
+    """Evidence turn ids, with malformed entries ("D8:6; D9:17") split and unknown ids dropped."""
+    out = set()
+    for ev in evidence or []:
+        for part in _DIA.findall(str(ev)):
+            if part in known:
+                out.add(part)
+    return out
+
+
+def cmd_locomo(args) -> dict:
+    data = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    records: list[Record] = []
+    qs: list[Query] = []
+    for sample in data:
+        recs = locomo_records(sample, args.context)
+        records.extend(recs)
+        known = {r.metadata["doc_id"] for r in recs}
+        bucket = recs[0].bucket
+        for i, qa in enumerate(sample.get("qa", [])):
+            rel = evidence_ids(qa.get("evidence", []), known)
+            if rel and qa.get("question"):
+                qid = f"{sample['sample_id']}#{i}"
+                qs.append(Query(qid, qa["question"], rel, bucket, str(qa.get("category"))))
+    if args.limit:
+        qs = qs[: args.limit]
+    print(
+        f"locomo: {len(data)} conversations, {len(records)} turns, {len(qs)} questions with evidence"
+    )
+    print(f"context: {args.context or '(none)'}")
+    embedder = make_embedder(not args.no_cache)
+    with tempfile.TemporaryDirectory(prefix="pm-bench-") as home:
+        engine = open_engine(args, embedder, Path(home))
+        try:
+            index(engine, records, "turns")
+            run = run_queries(engine, qs, rankers_of(args.ranker))
+        finally:
+            engine.close()
+    payload = {}
+    for ranker, rows in run.rows.items():
+        table = []
+        cats = {}
+        for c in sorted({g for _, g, _ in rows}):
+            res = summarize(rows, {c})
+            cats[c] = res
+            table.append((f"{c} {LOCOMO_CATEGORIES.get(int(c), '')}" if c.isdigit() else c, res))
+        headline = summarize(rows, {"1", "2", "3", "4"})
+        table.append(("all (1-4)", headline))
+        print(format_table(f"LoCoMo, {ranker}", table))
+        print(f"  {1000 * run.seconds[ranker] / max(1, len(qs)):.1f} ms/query")
+        payload[ranker] = {**headline, "categories": cats}
+    print(f"fusion {engine.ranker.config}")
+    write_json(args.json, payload)
+    return payload
+
+
+# ---------------------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--ranker", choices=[*RANKERS, "all"], default="all")
+        sp.add_argument("--json", metavar="OUT", help="write {ranker: {metric: value}} here")
+        sp.add_argument("--fusion", metavar="K=V,...", help="override FusionConfig fields")
+        sp.add_argument(
+            "--window-words",
+            type=int,
+            default=0,
+            help="words per embedded window (default: the model's)",
+        )
+        sp.add_argument("--limit", type=int, default=0, help="only the first N queries")
+        sp.add_argument("--no-cache", action="store_true", help="do not cache embeddings")
+
+    b = sub.add_parser("beir", help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/)")
+    b.add_argument("dir")
+    b.add_argument("--split", choices=["train", "test", "dev"], default=None)
+    b.add_argument(
+        "--title",
+        choices=["content", "context", "none"],
+        default="content",
+        help="where the document title goes",
+    )
+    common(b)
+    b.set_defaults(func=cmd_beir)
+
+    lo = sub.add_parser("locomo", help="LoCoMo evidence retrieval (locomo10.json format)")
+    lo.add_argument("file")
+    lo.add_argument(
+        "--context",
+        default=DEFAULT_LOCOMO_CONTEXT,
+        help="what goes in each turn's context: comma list of date, caption, "
+        "prevN, nextN ('' = nothing)",
+    )
+    common(lo)
+    lo.set_defaults(func=cmd_locomo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
