@@ -35,6 +35,7 @@ class ProgressPrinter:
         self.interval = interval
         self._last = 0.0
         self._width = 0
+        self._text = ""
 
     def line(self, p: Progress) -> str:
         eta = ""
@@ -58,9 +59,11 @@ class ProgressPrinter:
             self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
             self._width = len(text)
         else:
-            if not final and now - self._last < self.interval:
+            text = f"ingest: {self.line(p)}"
+            if (not final and now - self._last < self.interval) or text == self._text:
                 return
-            self.stream.write(f"ingest: {self.line(p)}\n")
+            self.stream.write(text + "\n")
+            self._text = text
         self.stream.flush()
         self._last = now
 

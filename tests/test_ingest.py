@@ -294,7 +294,8 @@ def snapshot(engine) -> tuple[set, dict]:
     return recs, {p: (r.sha256, r.chunks, r.state) for p, r in rows.items()}
 
 
-def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, open_engine):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, open_engine, sig):
     root = tmp_path / "ws"
     for i in range(60):
         write(root, f"pkg/mod{i:02}.py", f"def f{i}():\n    '''Doc {i}.'''\n    return {i}\n")
@@ -307,13 +308,13 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, open_engine
     try:
         for line in proc.stdout:
             if line.startswith("done") and 12 <= int(line.split()[1]) < 60:
-                proc.send_signal(signal.SIGKILL)
+                proc.send_signal(sig)
                 break
             assert not line.startswith("finished"), "the run ended before it could be killed"
     finally:
         proc.kill()
         proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    assert proc.returncode != 0
 
     killed = open_engine(HashEmbedder(), path=home)
     partial, _ = snapshot(killed)
@@ -437,3 +438,35 @@ def test_mcp_tool_reports_progress(tree, tmp_path):
         res = client.ok("recall", {"query": "pelicans harbour", "kinds": ["chunk"]})
         assert res["items"][0]["location"].startswith(("src/app.py:", "README.md:"))
     rt.engine.close()
+
+
+def test_watch_reindexes_changed_files(tree, engine, ingestor):
+    import threading
+
+    from ingest.watch import watch
+
+    reports = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=watch,
+        args=(ingestor, tree, reports.append),
+        kwargs={"stop": stop, "debounce_ms": 200},
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not reports and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reports and reports[0].files_indexed == 4
+        time.sleep(0.5)  # let the watcher start
+        write(tree, "src/new.py", "def narwhal():\n    return 'tusk'\n")
+        (tree / "notes.txt").unlink()
+        while time.monotonic() < deadline and (
+            "src/new.py" not in paths(engine) or "notes.txt" in paths(engine)
+        ):
+            time.sleep(0.1)
+        assert "src/new.py" in paths(engine) and "notes.txt" not in paths(engine)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
