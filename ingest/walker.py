@@ -82,14 +82,17 @@ class WalkResult:
 
 @dataclass
 class _Rules:
-    """The ignore specs in force in one directory, shallowest first: (base rel dir, spec)."""
+    """The ignore specs in force in one directory, shallowest first: (base, prefix, spec).
+    ``base`` is the spec's folder relative to the root; for a spec above the root (the
+    enclosing git repository's), ``prefix`` is the root relative to that spec's folder."""
 
-    specs: tuple[tuple[str, pathspec.PathSpec], ...] = ()
+    specs: tuple[tuple[str, str, pathspec.PathSpec], ...] = ()
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         # deepest level first: the first level with a matching pattern decides
-        for base, spec in reversed(self.specs):
+        for base, prefix, spec in reversed(self.specs):
             sub = rel[len(base) + 1 :] if base else rel
+            sub = f"{prefix}/{sub}" if prefix else sub
             res = spec.check_file(sub + "/" if is_dir else sub)
             if res.include is not None:
                 return bool(res.include)
@@ -145,18 +148,42 @@ class Walker:
 
     def walk(self) -> WalkResult:
         out = WalkResult()
-        root_rules = _Rules()
-        top = _read_spec([self.root / ".git" / "info" / "exclude"])
-        if top is not None:
-            root_rules = _Rules((("", top),))
-        self._walk_dir(self.root, "", root_rules, out)
+        self._walk_dir(self.root, "", self._outer_rules(), out)
         out.files.sort(key=lambda c: c.rel)
         return out
+
+    def _outer_rules(self) -> _Rules:
+        """When the root lies inside a git repository, the ignore files of its ancestors up to
+        the repository root apply too (as git applies them), and ``.git/info/exclude``."""
+        top = next((d for d in [self.root, *self.root.parents] if (d / ".git").exists()), None)
+        if top is None:
+            return _Rules()
+        specs = []
+        exclude = _read_spec([top / ".git" / "info" / "exclude"])
+        prefix = self.root.relative_to(top).as_posix()
+        prefix = "" if prefix == "." else prefix
+        if exclude is not None:
+            specs.append(("", prefix, exclude))
+        folder = top
+        for part in [None, *Path(prefix).parts] if prefix else [None]:
+            folder = folder / part if part else folder
+            if folder == self.root:
+                break
+            spec = _read_spec([folder / ".gitignore", folder / ".patternignore"])
+            if spec is not None:
+                specs.append(("", self.root.relative_to(folder).as_posix(), spec))
+        for _, pfx, spec in specs:  # the root itself is ignored (e.g. inside .venv): the user
+            parts = pfx.split("/")  # asked for it explicitly, so only its own rules apply
+            if any(
+                spec.check_file("/".join(parts[: i + 1]) + "/").include for i in range(len(parts))
+            ):
+                return _Rules()
+        return _Rules(tuple(specs))
 
     def _walk_dir(self, directory: Path, rel_dir: str, rules: _Rules, out: WalkResult) -> None:
         spec = _read_spec([directory / ".gitignore", directory / ".patternignore"])
         if spec is not None:
-            rules = _Rules((*rules.specs, (rel_dir, spec)))
+            rules = _Rules((*rules.specs, (rel_dir, "", spec)))
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as exc:

@@ -104,6 +104,26 @@ def test_gitignore_at_every_level_and_patternignore(tmp_path):
     assert "generated" in reasons["app.min.js"]
 
 
+def test_ignore_files_above_a_sub_root_apply_inside_a_git_repository(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git" / "info").mkdir(parents=True)
+    write(repo, ".git/info/exclude", "*.tmp\n")
+    write(repo, ".gitignore", "*.gen.py\npkg/secret.txt\n")
+    write(repo, "pkg/.gitignore", "local/\n")
+    write(repo, "pkg/a.py", "a = 1")
+    write(repo, "pkg/b.gen.py", "generated")
+    write(repo, "pkg/secret.txt", "anchored rule of the repository root")
+    write(repo, "pkg/x.tmp", "excluded by .git/info/exclude")
+    write(repo, "pkg/local/l.txt", "ignored by pkg/.gitignore")
+    assert {c.rel for c in Walker(repo / "pkg").walk().files} == {"a.py"}
+    write(repo, ".gitignore", "*.gen.py\npkg/secret.txt\nvendor/\n")
+    write(repo, "vendor/lib/v.py", "an ignored folder asked for explicitly is ingested")
+    assert {c.rel for c in Walker(repo / "vendor" / "lib").walk().files} == {"v.py"}
+    outside = tmp_path / "plain"  # no repository: only its own ignore files count
+    write(outside, "x.tmp", "kept")
+    assert {c.rel for c in Walker(outside).walk().files} == {"x.tmp"}
+
+
 def test_symlink_outside_the_root_is_not_followed(tmp_path, engine, ingestor):
     outside = tmp_path / "outside"
     write(outside, "private.txt", "zebracorn password material")
