@@ -82,6 +82,37 @@ MIGRATIONS: list[list[str]] = [
             state TEXT NOT NULL, reason TEXT, chunker TEXT NOT NULL, checked_ns INTEGER NOT NULL,
             PRIMARY KEY(bucket, path)) WITHOUT ROWID""",
     ],
+    # knowledge graph (graph/): entities and relations per bucket (a graph per scope: team of
+    # the project by default), lessons (structured error + fix, with its embedded `lesson`
+    # record), an FTS5 index of entity names and types; observations are `observation` records
+    [
+        """CREATE TABLE entities(
+            id INTEGER PRIMARY KEY,
+            bucket TEXT NOT NULL, project_id TEXT NOT NULL, name TEXT NOT NULL,
+            entity_type TEXT NOT NULL, created_by TEXT NOT NULL,
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+            UNIQUE(bucket, name))""",
+        """CREATE TABLE relations(
+            id INTEGER PRIMARY KEY,
+            bucket TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL,
+            relation_type TEXT NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
+            UNIQUE(bucket, from_name, to_name, relation_type))""",
+        "CREATE INDEX relations_to ON relations(bucket, to_name)",
+        """CREATE TABLE lessons(
+            id INTEGER PRIMARY KEY,
+            bucket TEXT NOT NULL, name TEXT NOT NULL,
+            error_type TEXT NOT NULL, message TEXT NOT NULL, context TEXT NOT NULL,
+            stack_trace TEXT, severity TEXT NOT NULL, environment TEXT NOT NULL DEFAULT '{}',
+            frequency INTEGER NOT NULL DEFAULT 1, success_rate REAL NOT NULL DEFAULT 1.0,
+            observations TEXT NOT NULL DEFAULT '[]', verification_steps TEXT NOT NULL DEFAULT '[]',
+            extra TEXT NOT NULL DEFAULT '{}', record_id TEXT NOT NULL,
+            created_by TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+            UNIQUE(bucket, name))""",
+        f"""CREATE VIRTUAL TABLE entities_fts USING fts5(
+            name, entity_type, terms, tokenize='{FTS_TOKENIZER}')""",
+        "CREATE INDEX records_bucket_entity ON records(bucket, entity_name) "
+        "WHERE entity_name IS NOT NULL",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
