@@ -146,12 +146,15 @@ class Engine:
         delete: Sequence[str] = (),
         check=None,
         vectors: Mapping[str, np.ndarray] | None = None,
+        extra=None,
     ) -> list[Record]:
         """One atomic unit of work: inserts, replacements and deletions commit together or not
         at all. ``check(conn)`` runs inside the transaction first (limits, revisions) and may
         raise to abort. ``vectors``: windows already made by :meth:`embed` with the current
         embedder (a pipeline embeds the next batch while this one is written); records missing
-        from it are embedded here. Returns the deleted records."""
+        from it are embedded here. ``extra(conn)`` runs last inside the transaction, after the
+        records are written (graph rows, extra FTS terms); it may raise to abort too.
+        Returns the deleted records."""
         changed = [*add, *replace]
         vecs = dict(vectors or {}) if self.embedder is not None else {}
         vecs.update(self._vectors_for([r for r in changed if r.id not in vecs]))
@@ -168,6 +171,8 @@ class Engine:
                 self.store.put_embeddings(
                     conn, model, [(r.id, r.content_hash, vecs[r.id]) for r in changed]
                 )
+            if extra is not None:
+                extra(conn)
         self._buckets.update(r.bucket for r in changed)
         self.sync()
         return gone
