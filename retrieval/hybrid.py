@@ -118,16 +118,19 @@ class HybridRanker:
             if missing_vec:
                 vec_s.update(self._exact(qvec, missing_vec))
         L = np.array([lex_s.get(r, np.nan) for r in ids], dtype=np.float64)
+        # completion gives a record without any query term bm25 0.0: a score, but no lexical
+        # rank (and no RRF vote); a matching record always scores > 0
+        L_ranked = np.where(L > 0, L, np.nan)
         V = np.array([vec_s.get(r, np.nan) for r in ids], dtype=np.float64)
         if use_lex and use_vec:
             if cfg.method == "rrf":
-                fused = fusion.rrf(L, V, k=cfg.rrf_k)
+                fused = fusion.rrf(L_ranked, V, k=cfg.rrf_k)
             else:
                 norm = fusion.zscore if cfg.norm == "zscore" else fusion.minmax
                 fused = fusion.convex(L, V, cfg.alpha, norm)
         else:
             fused = np.nan_to_num(V if use_vec else L, nan=0.0)
-        lrank, vrank = fusion.ranks(L), fusion.ranks(V)
+        lrank, vrank = fusion.ranks(L_ranked), fusion.ranks(V)
         order = np.argsort(-fused, kind="stable")[:k]
         out = []
         for i in order:

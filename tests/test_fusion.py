@@ -129,7 +129,12 @@ def test_hybrid_hits_explain_their_fused_score(fused_engine):
     L = np.array([e.lexical_score for e in ex])
     V = np.array([e.vector_similarity for e in ex])
     if cfg.method == "rrf":
-        expected = [1 / (60 + e.lexical_rank) + 1 / (60 + e.vector_rank) for e in ex]
+        expected = [
+            (1 / (60 + e.lexical_rank) if e.lexical_rank else 0.0) + 1 / (60 + e.vector_rank)
+            for e in ex
+        ]
+        # a record without any query term has a lexical score (0) but no lexical rank
+        assert all((e.lexical_rank is None) == (e.lexical_score == 0) for e in ex)
     else:
         norm = fusion.zscore if cfg.norm == "zscore" else fusion.minmax
         expected = fusion.convex(L, V, cfg.alpha, norm)
@@ -152,3 +157,42 @@ def test_single_retriever_scores_are_the_raw_scores(fused_engine, mode):
             assert h.score == pytest.approx(e.vector_similarity, abs=1e-4)
     if mode == "lexical":  # only records sharing a term
         assert {h.record.content for h in hits} == set(CORPUS[:3] + [CORPUS[4]])
+
+
+class FixedEmbedder:
+    """Vectors chosen by hand: text -> 2-d unit vector at the given cosine to the query."""
+
+    model_id = "fixed-2"
+    dimension = 2
+
+    def __init__(self, cosines: dict[str, float]) -> None:
+        self.cosines = cosines
+
+    def _vec(self, text: str) -> np.ndarray:
+        c = self.cosines.get(text, 1.0)
+        return np.array([c, math.sqrt(max(0.0, 1 - c * c))], dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.array([1.0, 0.0], dtype=np.float32)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._vec(t) for t in texts])
+
+
+def test_rrf_gives_no_lexical_vote_to_records_without_a_query_term(open_engine, make_record):
+    # A is the only lexical match and third by vector; B and C match no query term
+    a, b, c = "zebra crossing", "pedestrian lights", "traffic island"
+    eng = open_engine(
+        FixedEmbedder({a: 0.1, b: 0.9, c: 0.8}), fusion=FusionConfig(method="rrf", rrf_k=60)
+    )
+    eng.add([make_record(t) for t in (a, b, c)])
+    hits = eng.search("zebra", RecordFilter(), k=3, mode="hybrid")
+    got = {h.record.content: h for h in hits}
+    assert [e.explanation.vector_rank for e in (got[a], got[b], got[c])] == [3, 1, 2]
+    assert got[a].explanation.lexical_rank == 1
+    # completion scored B and C lexically (0.0: no term), which is no rank and no vote
+    assert got[b].explanation.lexical_score == 0.0 and got[b].explanation.lexical_rank is None
+    assert got[b].score == pytest.approx(1 / 61)
+    assert got[c].score == pytest.approx(1 / 62)
+    assert got[a].score == pytest.approx(1 / 61 + 1 / 63)
+    assert [h.record.content for h in hits] == [a, b, c]
