@@ -210,6 +210,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.project:
         who = who.model_copy(update={"project_id": args.project})
     root = check_root(args.path, settings.allowed_dirs, settings.cwd)
+    from .daemon import StoreLock
+
+    # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
+    lock = StoreLock(settings.home, "pattern-memory ingest")
+    lock.acquire()
     engine = Engine(settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port)
     loaded = threading.Lock()
 
@@ -235,6 +240,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             return 130 if report.interrupted else 0
     finally:
         engine.close()
+        lock.release()
     return 0
 
 
