@@ -96,13 +96,21 @@ class HybridRanker:
         use_vec = mode in ("hybrid", "vector") and self.vector_ready()
         use_lex = mode in ("hybrid", "lexical") or not use_vec
         label = mode if (use_vec or mode == "lexical") else "lexical (embedding model not ready)"
-        lex_future = self._pool.submit(self.lexical.search, query, f, depth) if use_lex else None
+        # With score completion the FTS5 pass returns the bm25 of every matching visible record
+        # (LexicalIndex.search_all): the vector-only candidates' lexical scores are then dict
+        # lookups instead of a second MATCH per id.
+        complete = cfg.complete and use_lex and use_vec
+        lex_fn = self.lexical.search_all if complete else self.lexical.search
+        lex_future = self._pool.submit(lex_fn, query, f, depth) if use_lex else None
         vec: list[tuple[str, float]] = []
         qvec = None
         if use_vec:
             qvec = self.embedder.embed_query(query)
             vec = self._vector_candidates(qvec, f, depth, buckets)
         lex = lex_future.result() if lex_future else []
+        lex_all = None
+        if complete:
+            lex, lex_all = lex
 
         lex_s = dict(lex)
         vec_s = dict(vec)
@@ -112,7 +120,7 @@ class HybridRanker:
         if cfg.complete and use_lex and use_vec:
             missing_lex = [r for r in ids if r not in lex_s]
             if missing_lex:
-                got = self.lexical.score_ids(query, missing_lex)
+                got = lex_all if lex_all is not None else self.lexical.score_ids(query, missing_lex)
                 lex_s.update({r: got.get(r, 0.0) for r in missing_lex})
             missing_vec = [r for r in ids if r not in vec_s]
             if missing_vec:

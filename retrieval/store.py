@@ -8,6 +8,7 @@ connection per thread (WAL lets them run beside the writer).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,6 +24,10 @@ from .records import Kind, Record, RecordFilter, Scope, utcnow
 from .schema import migrate
 
 _TS = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+# per-connection page cache and mmap window, in MiB (0 = SQLite's default / no mmap)
+SQLITE_CACHE_MB = int(os.environ.get("PATTERN_SQLITE_CACHE_MB", "64"))
+SQLITE_MMAP_MB = int(os.environ.get("PATTERN_SQLITE_MMAP_MB", "1024"))
 
 COLUMNS = (
     "id, kind, project_id, agent_id, scope, bucket, category, content, context, metadata, "
@@ -133,6 +138,12 @@ class SQLiteStore:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
+        # Page cache per connection (SQLite's default is 2 MB) and memory-mapped reads: a recall
+        # touches FTS doclists and ~100-300 record/embedding rows by id; with the defaults each
+        # page is a read() syscall into a small cache (see docs/benchmarks.md, "Scale").
+        if SQLITE_CACHE_MB > 0:
+            conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_MB * 1024}")
+        conn.execute(f"PRAGMA mmap_size={max(0, SQLITE_MMAP_MB) * 2**20}")
         self._all.append(conn)
         return conn
 
@@ -342,9 +353,14 @@ class SQLiteStore:
         ids = list(ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
+            # CROSS JOIN pins the loop order: look each id up by its unique index. Without it,
+            # and without ANALYZE statistics, SQLite preferred the records_bucket index for
+            # "bucket IN (4 buckets)" and scanned every visible record (74 ms at 100k records
+            # instead of < 1 ms; docs/benchmarks.md "Scale").
             rows = self.reader.execute(
-                f"SELECT r.id FROM records r WHERE r.id IN ({','.join('?' * len(part))}) AND {where}",
-                [*part, *params],
+                f"SELECT r.id FROM json_each(?) AS v CROSS JOIN records r ON r.id = v.value "
+                f"WHERE {where}",
+                [json.dumps(part), *params],
             ).fetchall()
             keep.update(r[0] for r in rows)
         return [i for i in ids if i in keep]

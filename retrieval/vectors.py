@@ -117,18 +117,18 @@ class VectorIndex:
         col = self._collection(bucket, model_id, create=False)
         if col is None:
             return []
-        count = col.count()
-        if count == 0:
-            return []
+        # No count() round trip (2-3 ms each): Chroma returns fewer hits when the collection is
+        # smaller than n, and none when it is empty. Only distances are fetched: the record id
+        # is the vector id without its "#<window>" suffix, so no metadata read is needed.
         res = col.query(
             query_embeddings=qvec[None, :].astype(np.float32),
-            n_results=min(n, count),
+            n_results=n,
             where=where,
-            include=["metadatas", "distances"],
+            include=["distances"],
         )
         return [
-            (m["record_id"], 1.0 - float(d))
-            for m, d in zip(res["metadatas"][0], res["distances"][0], strict=True)
+            (vid.split("#", 1)[0], 1.0 - float(d))
+            for vid, d in zip(res["ids"][0], res["distances"][0], strict=True)
         ]
 
     def query(

@@ -1,0 +1,393 @@
+"""Scale benchmark: write throughput, recall latency and memory of the engine at N memories.
+
+    python benchmarks/scale.py --memories 100000 [--store DIR] [--json OUT] [--queries 300]
+
+Fills a store with N memories of realistic length (sentences of the SciFact abstracts, combined
+into pairs/triples when more distinct texts are needed), spread over 20 agents, 3 projects and
+the 4 scopes, through ``Engine.add`` in batches with the real sentence-transformers embedder
+(embedding included in the write rate). Then times ``Engine.search(query, k=10)`` over SciFact
+queries (query embedding included): unfiltered, and with the visibility filter of one agent
+(its private bucket in its project, its personal bucket, its project's team bucket, public).
+Baselines in the same run: lexical-only and vector-only search with the same filter, and the
+bare components (query embedding, FTS5 query, Chroma query).
+
+``--store DIR`` keeps the filled store: a later run with the same DIR and N skips the fill and
+reports the write rate measured when it was filled (saved in DIR/scale-fill.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from retrieval.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
+from retrieval.engine import Engine  # noqa: E402
+from retrieval.records import Record, RecordFilter, Scope, bucket_of, utcnow  # noqa: E402
+
+DATA = Path("/work/shared/data/scifact")
+N_AGENTS = 20
+PROJECTS = ["proj-alpha", "proj-beta", "proj-gamma"]
+# share of memories per scope, and the categories each scope allows (DESIGN.md)
+SCOPES = [(Scope.private, 0.40), (Scope.personal, 0.15), (Scope.team, 0.35), (Scope.public, 0.10)]
+CATEGORIES = {
+    Scope.private: ["longterm", "recent", "tasks"],
+    Scope.personal: ["longterm", "core", "recent", "tasks"],
+    Scope.team: ["decisions", "architecture", "learnings"],
+    Scope.public: ["decisions", "architecture", "learnings"],
+}
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+class ProxyEmbedder(HashEmbedder):
+    """Latency proxy (``--embedder hash``): documents get HashEmbedder vectors (a 100k fill in
+    minutes instead of hours on a loaded machine), queries are embedded by the real model, so a
+    recall pays the real query-embedding cost and searches 100k 384-d vectors. Rankings are
+    meaningless in this mode, and its write rate is not the real one."""
+
+    def __init__(self, real: SentenceTransformerEmbedder) -> None:
+        super().__init__(384)
+        self.real = real
+        self.query_threads = real.query_threads
+        self.bulk_threads = 0
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.real.embed_query(text)
+
+
+def agent_name(i: int) -> str:
+    return f"agent-{i:02d}"
+
+
+def agent_project(i: int) -> str:
+    return PROJECTS[i % len(PROJECTS)]
+
+
+def visible_buckets(i: int) -> list[str]:
+    a, p = agent_name(i), agent_project(i)
+    return [
+        bucket_of(Scope.private, p, a),
+        bucket_of(Scope.personal, p, a),
+        bucket_of(Scope.team, p, a),
+        bucket_of(Scope.public, p, a),
+    ]
+
+
+def corpus_texts(n: int, data: Path) -> list[str]:
+    """n distinct memory texts: sentences first, then titles, adjacent pairs, triples."""
+    abstracts: list[list[str]] = []
+    titles: list[str] = []
+    with open(data / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            sents = [s.strip() for s in _SENT.split(doc.get("text", "")) if len(s.strip()) >= 25]
+            if sents:
+                abstracts.append(sents)
+            if doc.get("title"):
+                titles.append(doc["title"].strip())
+    seen: dict[str, None] = {}
+
+    def take(items):
+        for t in items:
+            if len(seen) >= n:
+                return
+            seen.setdefault(t, None)
+
+    take(s for a in abstracts for s in a)
+    take(titles)
+    for width in (2, 3, 4, 5):
+        take(" ".join(a[i : i + width]) for a in abstracts for i in range(0, len(a) - width + 1))
+    if len(seen) < n:
+        raise SystemExit(f"only {len(seen)} distinct texts available, asked for {n}")
+    texts = list(seen)
+    random.Random(7).shuffle(texts)
+    return texts
+
+
+def make_records(texts: list[str], seed: int = 11) -> list[Record]:
+    rng = random.Random(seed)
+    scopes, weights = zip(*SCOPES, strict=True)
+    now = utcnow()
+    out = []
+    for i, text in enumerate(texts):
+        a = rng.randrange(N_AGENTS)
+        scope = rng.choices(scopes, weights)[0]
+        category = rng.choice(CATEGORIES[scope])
+        created = now - timedelta(minutes=len(texts) - i)
+        out.append(
+            Record(
+                project_id=agent_project(a),
+                agent_id=agent_name(a),
+                scope=scope,
+                category=category,
+                content=text,
+                metadata={"priority": rng.choice([1, 2, 2, 3]), "tags": [f"t{rng.randrange(50)}"]},
+                created_at=created,
+                updated_at=created,
+                # recent/tasks would expire after 24 h; keep them alive for the benchmark
+                expires_at=now + timedelta(days=30) if category in ("recent", "tasks") else None,
+            )
+        )
+    return out
+
+
+def load_queries(data: Path, n: int) -> list[str]:
+    qs = []
+    with open(data / "queries.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            qs.append(json.loads(line)["text"])
+    random.Random(3).shuffle(qs)
+    return qs[:n]
+
+
+def pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(xs), p)) if xs else float("nan")
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def fill(engine: Engine, records: list[Record], batch: int) -> dict:
+    n = len(records)
+    load0 = os.getloadavg()[0]
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    last = t0
+    for i in range(0, n, batch):
+        engine.add(records[i : i + batch], batch=batch)
+        now = time.perf_counter()
+        if now - last > 15 or i + batch >= n:
+            done = min(i + batch, n)
+            print(
+                f"  filled {done:>7}/{n}  {done / (now - t0):6.0f}/s  rss {rss_mb():.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
+            last = now
+    secs = time.perf_counter() - t0
+    return {
+        "memories": n,
+        "fill_seconds": round(secs, 1),
+        "write_per_s": round(n / secs, 1),
+        # CPU seconds this process used per memory, and the machine load while filling: on a
+        # shared machine the wall-clock rate depends on what else runs
+        "write_cpu_ms_per_memory": round(1000 * (time.process_time() - cpu0) / n, 2),
+        "fill_loadavg": round((load0 + os.getloadavg()[0]) / 2, 2),
+    }
+
+
+CPU_MS: dict[str, float] = {}
+
+
+def time_calls(fn, args_list) -> list[float]:
+    out = []
+    cpu = time.process_time()
+    for args in args_list:
+        t = time.perf_counter()
+        fn(*args)
+        out.append((time.perf_counter() - t) * 1000)
+    CPU_MS["last"] = 1000 * (time.process_time() - cpu) / max(1, len(args_list))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--memories", type=int, default=10_000)
+    ap.add_argument("--store", help="store folder to fill once and reuse (default: a temp folder)")
+    ap.add_argument("--json", help="write the results as JSON to this file")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=1000, help="records per Engine.add call")
+    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--profile", help="cProfile the filtered hybrid queries into this .prof file")
+    ap.add_argument("--skip-baselines", action="store_true")
+    ap.add_argument(
+        "--embedder",
+        choices=["minilm", "hash"],
+        default="minilm",
+        help="hash = latency proxy: HashEmbedder document vectors, real query embedding (see ProxyEmbedder)",
+    )
+    args = ap.parse_args(argv)
+
+    data = Path(args.data)
+    tmp = None
+    if args.store:
+        home = Path(args.store)
+    else:
+        tmp = tempfile.mkdtemp(prefix="pm-scale-")
+        home = Path(tmp)
+    if args.embedder == "hash":
+        embedder = ProxyEmbedder(SentenceTransformerEmbedder().load())
+    else:
+        embedder = SentenceTransformerEmbedder().load()
+    print(
+        f"store {home}  model {embedder.model_id}  threads query={embedder.query_threads} "
+        f"bulk={embedder.bulk_threads}  cpus={os.cpu_count()}  load {os.getloadavg()[0]:.1f}",
+        file=sys.stderr,
+    )
+    engine = Engine(home, embedder)
+    meta_path = home / "scale-fill.json"
+    have = engine.store.count(RecordFilter(include_expired=True))
+    results: dict = {"memories": args.memories}
+    if have == 0:
+        texts = corpus_texts(args.memories, data)
+        records = make_records(texts)
+        del texts
+        print(f"filling {len(records)} memories in batches of {args.batch}", file=sys.stderr)
+        fill_stats = fill(engine, records, args.batch)
+        del records
+        fill_stats["fill_peak_rss_mb"] = round(peak_rss_mb(), 1)
+        meta_path.write_text(json.dumps(fill_stats))
+        results.update(fill_stats)
+        results["fill_reused"] = False
+    elif have == args.memories and meta_path.exists():
+        results.update(json.loads(meta_path.read_text()))
+        results["fill_reused"] = True
+        print(f"reusing the filled store ({have} memories)", file=sys.stderr)
+    else:
+        raise SystemExit(f"{home} holds {have} records, not {args.memories}; use another --store")
+
+    queries = load_queries(data, args.queries)
+    filters = [RecordFilter(buckets=visible_buckets(i % N_AGENTS)) for i in range(len(queries))]
+    everything = RecordFilter()
+    # visible share for one agent, for the report
+    seen = [engine.store.count(RecordFilter(buckets=visible_buckets(i))) for i in range(N_AGENTS)]
+    results["visible_per_agent_mean"] = round(statistics.mean(seen))
+
+    # warm-up: caches, threads, lazy imports
+    for q, f in zip(queries[:20], filters[:20], strict=True):
+        engine.search(q, f, k=10)
+        engine.search(q, k=10)
+
+    rows: list[tuple[str, list[float]]] = []
+    cpu_ms: dict[str, float] = {}
+    load_q0 = os.getloadavg()[0]
+
+    def run(name: str, fn, arglist):
+        ms = time_calls(fn, arglist)
+        rows.append((name, ms))
+        cpu_ms[name] = CPU_MS["last"]
+        return ms
+
+    qf = list(zip(queries, filters, strict=True))
+    run("hybrid, no filter", lambda q: engine.search(q, everything, k=10), [(q,) for q in queries])
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    run("hybrid, agent filter", lambda q, f: engine.search(q, f, k=10), qf)
+    if args.profile:
+        prof.disable()
+        prof.dump_stats(args.profile)
+    if not args.skip_baselines:
+        run(
+            "lexical only, agent filter",
+            lambda q, f: engine.search(q, f, k=10, mode="lexical"),
+            qf,
+        )
+        run(
+            "vector only, agent filter",
+            lambda q, f: engine.search(q, f, k=10, mode="vector"),
+            qf,
+        )
+        depth = engine.ranker.config.depth
+        run("  component: embed query", lambda q: embedder.embed_query(q), [(q,) for q in queries])
+        run(
+            "  component: FTS5 top-depth, filter",
+            lambda q, f: engine.lexical.search(q, f, depth),
+            qf,
+        )
+        qvecs = [embedder.embed_query(q) for q in queries]
+        run(
+            "  component: Chroma top-depth, 4 buckets",
+            lambda v, f: engine.vectors.query(f.buckets, embedder.model_id, v, depth + 20),
+            list(zip(qvecs, filters, strict=True)),
+        )
+
+    by = dict(rows)
+    results.update(
+        {
+            "recall_p50_ms": round(pct(by["hybrid, no filter"], 50), 2),
+            "recall_p95_ms": round(pct(by["hybrid, no filter"], 95), 2),
+            "recall_filtered_p50_ms": round(pct(by["hybrid, agent filter"], 50), 2),
+            "recall_filtered_p95_ms": round(pct(by["hybrid, agent filter"], 95), 2),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "rss_after_queries_mb": round(rss_mb(), 1),
+            "queries": len(queries),
+            "query_threads": embedder.query_threads,
+            "bulk_threads": embedder.bulk_threads,
+            "depth": engine.ranker.config.depth,
+            "embedder": embedder.model_id
+            if args.embedder == "minilm"
+            else "hash-384 documents + MiniLM queries (latency proxy)",
+            "query_loadavg": round((load_q0 + os.getloadavg()[0]) / 2, 2),
+            "baselines": {
+                name.strip(): {
+                    "p50_ms": round(pct(ms, 50), 2),
+                    "p95_ms": round(pct(ms, 95), 2),
+                    "cpu_ms_per_query": round(cpu_ms[name], 2),
+                }
+                for name, ms in rows
+            },
+        }
+    )
+    if "write_per_s" not in results:
+        results["write_per_s"] = None
+
+    w = max(len(n) for n, _ in rows) + 2
+    print(f"\n{args.memories} memories, {len(queries)} queries, k=10")
+    print(f"{'':{w}} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'cpu ms':>8}")
+    for name, ms in rows:
+        print(
+            f"{name:{w}} {pct(ms, 50):8.1f} {pct(ms, 95):8.1f} {statistics.mean(ms):8.1f}"
+            f" {cpu_ms[name]:8.1f}"
+        )
+    print(
+        f"\nwrite {results['write_per_s']} memories/s (embedding included"
+        f"{', from the earlier fill' if results.get('fill_reused') else ''})"
+        f"   peak RSS {results['peak_rss_mb']:.0f} MB"
+        f"   visible to one agent ~{results['visible_per_agent_mean']}"
+        f"   load avg during queries {results['query_loadavg']}"
+    )
+    print(json.dumps({k: results[k] for k in KEYS}))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    engine.close()
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+KEYS = (
+    "write_per_s",
+    "recall_p50_ms",
+    "recall_p95_ms",
+    "recall_filtered_p50_ms",
+    "recall_filtered_p95_ms",
+    "peak_rss_mb",
+)
+
+if __name__ == "__main__":
+    raise SystemExit(main())
