@@ -395,7 +395,9 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ outbox
     def outbox(self, limit: int = 1000) -> list[sqlite3.Row]:
-        return self._writer.execute(
+        # Read committed rows only: the shared writer connection would also show another
+        # thread's open transaction, whose records sync cannot read yet but would then clear.
+        return self.reader.execute(
             "SELECT seq, record_id, op, bucket FROM vector_outbox ORDER BY seq LIMIT ?", (limit,)
         ).fetchall()
 

@@ -1,0 +1,159 @@
+"""The engine's write paths end to end: atomic units of work, many threads on one store,
+deletions made while the model is not loaded."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from retrieval.embedder import HashEmbedder
+from retrieval.errors import Conflict
+from retrieval.records import RecordFilter, Scope
+
+MODEL = HashEmbedder().model_id
+
+
+def chroma_ids(eng, bucket) -> list[str]:
+    col = eng.vectors._collection(bucket, MODEL, create=False)
+    return [] if col is None else sorted(col.get()["ids"])
+
+
+def test_apply_commits_adds_replacements_and_deletions_together(engine, make_record):
+    keep, edit, drop = make_record("keep"), make_record("edit me"), make_record("drop me")
+    engine.add([keep, edit, drop])
+    new = make_record("brand new entry")
+    gone = engine.apply(
+        add=[new],
+        replace=[edit.model_copy(update={"content": "edited entry"})],
+        delete=[drop.id],
+    )
+    assert [r.id for r in gone] == [drop.id]
+    assert {r.id for r in engine.store.list(RecordFilter())} == {keep.id, edit.id, new.id}
+    assert engine.get(edit.id).content == "edited entry"
+    assert engine.store.outbox() == []
+    assert chroma_ids(engine, keep.bucket) == sorted([keep.id, edit.id, new.id])
+    top = engine.search("edited entry", k=1, mode="vector")[0]
+    assert top.record.id == edit.id and top.explanation.vector_similarity == pytest.approx(1.0)
+    ops = engine.store.reader.execute("SELECT op FROM changes ORDER BY seq").fetchall()
+    assert [r[0] for r in ops][-3:] == ["delete", "insert", "update"]
+
+
+@pytest.mark.parametrize("where", ["check", "extra"])
+def test_apply_aborted_by_its_hook_leaves_nothing(engine, make_record, where):
+    keep, edit = make_record("keep this"), make_record("do not edit")
+    engine.add([keep, edit])
+    changes = engine.store.reader.execute("SELECT count(*) FROM changes").fetchone()[0]
+
+    def refuse(conn):
+        raise Conflict("revision moved", current_revision=7)
+
+    with pytest.raises(Conflict):
+        engine.apply(
+            add=[make_record("never stored")],
+            replace=[edit.model_copy(update={"content": "never edited"})],
+            delete=[keep.id],
+            **{where: refuse},
+        )
+    assert {r.content for r in engine.store.list(RecordFilter())} == {"keep this", "do not edit"}
+    assert engine.store.reader.execute("SELECT count(*) FROM changes").fetchone()[0] == changes
+    assert engine.store.outbox() == []
+    assert chroma_ids(engine, keep.bucket) == sorted([keep.id, edit.id])
+    assert engine.search("never stored", mode="lexical") == []
+    assert engine.store.integrity_check() == []
+
+
+def test_many_threads_write_and_search_one_engine(engine, make_record):
+    n_writers, per_writer, batch = 4, 24, 4
+    recs = [
+        [make_record(f"writer {w} item {i} topic{w}x{i}") for i in range(per_writer)]
+        for w in range(n_writers)
+    ]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def write(mine):
+        try:
+            for i in range(0, len(mine), batch):
+                engine.add(mine[i : i + batch])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def search():
+        try:
+            while not done.is_set():
+                for mode in ("lexical", "vector", "hybrid"):
+                    engine.search("writer item topic", k=5, mode=mode)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(r,)) for r in recs]
+    readers = [threading.Thread(target=search) for _ in range(2)]
+    for t in writers + readers:
+        t.start()
+    for t in writers:
+        t.join(timeout=120)
+    done.set()
+    for t in readers:
+        t.join(timeout=60)
+    assert errors == []
+    assert not any(t.is_alive() for t in writers + readers)
+
+    total = n_writers * per_writer
+    assert engine.store.count(RecordFilter()) == total
+    assert engine.store.outbox() == []
+    assert engine.store.integrity_check() == []
+    assert len(chroma_ids(engine, recs[0][0].bucket)) == total
+    for w, i in ((0, 0), (1, 7), (3, per_writer - 1)):
+        rec = recs[w][i]
+        assert engine.search(rec.content, k=1, mode="vector")[0].record.id == rec.id
+        assert engine.search(f"topic{w}x{i}", k=1, mode="lexical")[0].record.id == rec.id
+
+
+def test_sync_never_clears_the_outbox_rows_of_an_open_transaction(engine, make_record):
+    """sync on one thread while another thread's write transaction is still open: the rows of
+    that transaction are not committed, so sync must neither apply nor clear them."""
+    rec = make_record("written by a slow transaction")
+    inserted, release = threading.Event(), threading.Event()
+
+    def slow_writer():
+        with engine.store.transaction() as conn:
+            engine.store.insert(conn, [rec])
+            inserted.set()
+            release.wait(30)
+
+    writer = threading.Thread(target=slow_writer)
+    writer.start()
+    assert inserted.wait(30)
+    syncer = threading.Thread(target=engine.sync)
+    syncer.start()
+    syncer.join(timeout=2)  # it may finish, or wait for the writer's lock to clear rows
+    release.set()
+    writer.join(30)
+    syncer.join(30)
+    assert not writer.is_alive() and not syncer.is_alive()
+    # the committed row is still owed to Chroma (or was applied): never silently dropped
+    engine.sync()
+    assert engine.store.outbox() == []
+    assert chroma_ids(engine, rec.bucket) == [rec.id]
+
+
+def test_a_deletion_made_while_the_model_loads_reaches_chroma_later(open_engine, make_record):
+    gone, stays = make_record("obsolete runbook"), make_record("current runbook", scope=Scope.team)
+    open_engine(HashEmbedder()).add([gone, stays])
+    eng = open_engine()  # same folder, no model yet
+    assert [r.id for r in eng.delete([gone.id])] == [gone.id]
+    assert [h.record.id for h in eng.search("runbook")] == [stays.id]  # lexical meanwhile
+    eng.set_embedder(HashEmbedder())
+    assert chroma_ids(eng, gone.bucket) == []
+    assert chroma_ids(eng, stays.bucket) == [stays.id]
+    assert [h.record.id for h in eng.search("obsolete runbook", mode="vector")] == [stays.id]
+
+
+def test_content_without_words_is_stored_and_searchable(engine, make_record):
+    rec = make_record("!!! ??? ...")
+    engine.add([rec])
+    assert engine.get(rec.id).content == "!!! ??? ..."
+    for mode in ("lexical", "vector", "hybrid"):
+        engine.search("!!!", mode=mode)  # must not raise
+    assert engine.store.outbox() == []
