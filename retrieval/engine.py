@@ -74,7 +74,18 @@ class Engine:
             self.ranker.vectors = self.vectors
         self.embedder = embedder
         self.ranker.embedder = embedder
+        self._queue_other_models(embedder.model_id)
         self.sync()
+
+    def _queue_other_models(self, model_id: str) -> None:
+        """Records last embedded by another model (or never) are queued for re-embedding:
+        the model changed, so their vectors must be remade (sync embeds what is missing)."""
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO vector_outbox(record_id, op, bucket) SELECT id, 'upsert', bucket "
+                "FROM records WHERE embedding_model IS NOT ? AND embedding_model IS NOT NULL",
+                (model_id,),
+            )
 
     @property
     def window_words(self) -> int:

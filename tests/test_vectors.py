@@ -323,3 +323,22 @@ def test_a_reopened_engine_searches_every_bucket_it_holds(open_engine, make_reco
     open_engine(HashEmbedder()).add(recs)
     again = open_engine(HashEmbedder())
     assert set(vector_ids(again, "shared wiki page")) == {r.id for r in recs}
+
+
+def test_changing_the_embedding_model_re_embeds_existing_records(tmp_path):
+    from retrieval.embedder import HashEmbedder
+    from retrieval.engine import Engine
+    from retrieval.records import Record
+
+    eng = Engine(tmp_path, HashEmbedder(32))
+    rec = Record(project_id="p", agent_id="a", content="blue whales sing long songs")
+    eng.add([rec])
+    eng.close()
+    eng = Engine(tmp_path, HashEmbedder(48))  # another model id: hash-48
+    try:
+        assert eng.store.get_one(rec.id).embedding_model == "hash-48"
+        assert eng.store.embeddings([rec.id], "hash-48")[rec.id].shape[1] == 48
+        hits = eng.search("blue whales songs", k=1, mode="vector")
+        assert [h.record.id for h in hits] == [rec.id]
+    finally:
+        eng.close()
