@@ -28,19 +28,8 @@ def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter
     updated_after = args.updatedAfter
     if args.since and (updated_after is None or args.since > updated_after):
         updated_after = args.since
-    return RecordFilter(
-        buckets=who.visible_buckets(list(args.scopes) if args.scopes else None),
-        kinds=[Kind.memory],
-        categories=args.categories or None,
-        tags=args.tags or None,
-        min_priority=args.minPriority,
-        max_priority=args.maxPriority,
-        created_after=args.createdAfter,
-        created_before=args.createdBefore,
-        updated_after=updated_after,
-        updated_before=args.updatedBefore,
-        now=now,
-    )
+    return rules.tool_filter(who, args, now, [Kind.memory], updated_after)
+
 
 
 def build_summary(memories: list[Memory], limit: int = SUMMARY_BYTES) -> str:

@@ -18,8 +18,9 @@ import re
 
 import numpy as np
 
-from retrieval.records import Hit, Kind, Record, RecordFilter
+from retrieval.records import Hit, Kind, Record
 
+from . import scopes as rules
 from .identity import Identity
 from .memory import MemoryService
 from .models import RecallInput, RecallItem, RecallResult
@@ -105,19 +106,7 @@ def render(rec: Record) -> str:
 
 def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult:
     now = svc.clock()
-    f = RecordFilter(
-        buckets=who.visible_buckets(list(args.scopes) if args.scopes else None),
-        kinds=[Kind(k) for k in args.kinds] if args.kinds else None,
-        categories=args.categories or None,
-        tags=args.tags or None,
-        min_priority=args.minPriority,
-        max_priority=args.maxPriority,
-        created_after=args.createdAfter,
-        created_before=args.createdBefore,
-        updated_after=args.updatedAfter,
-        updated_before=args.updatedBefore,
-        now=now,
-    )
+    f = rules.tool_filter(who, args, now, [Kind(k) for k in args.kinds] if args.kinds else None)
     hits = svc.engine.search(args.query, f, k=max(args.limit * 2, 20))
     mode = hits[0].explanation.mode if hits else ("hybrid" if svc.engine.embedder else "lexical")
     scores: dict[str, float] = {}

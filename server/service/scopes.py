@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from retrieval.errors import InvalidInput
-from retrieval.records import Scope
+from retrieval.records import RecordFilter, Scope
 
 CATEGORIES: dict[Scope, tuple[str, ...]] = {
     Scope.private: ("recent", "tasks", "longterm"),
@@ -87,3 +87,21 @@ def check_metadata(metadata: dict) -> dict:
         if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 3:
             raise InvalidInput(f"metadata.priority must be 1, 2 or 3 (1 = high), got {p!r}")
     return meta
+
+
+def tool_filter(who, args, now, kinds, updated_after=None) -> RecordFilter:
+    """The RecordFilter of a tool's filter arguments (scopes, categories, tags, priority and
+    date ranges, shared by recall-context and recall) for the caller's visible buckets."""
+    return RecordFilter(
+        buckets=who.visible_buckets(list(args.scopes) if args.scopes else None),
+        kinds=kinds,
+        categories=args.categories or None,
+        tags=args.tags or None,
+        min_priority=args.minPriority,
+        max_priority=args.maxPriority,
+        created_after=args.createdAfter,
+        created_before=args.createdBefore,
+        updated_after=updated_after if updated_after is not None else args.updatedAfter,
+        updated_before=args.updatedBefore,
+        now=now,
+    )
