@@ -13,6 +13,8 @@ bare components (query embedding, FTS5 query, Chroma query).
 
 ``--store DIR`` keeps the filled store: a later run with the same DIR and N skips the fill and
 reports the write rate measured when it was filled (saved in DIR/scale-fill.json).
+``--embedder hash`` is a latency proxy for loaded machines (see :class:`ProxyEmbedder`): its
+write rate and rankings are not the real ones. Results and findings: docs/benchmarks.md, "Scale".
 """
 
 from __future__ import annotations

@@ -121,9 +121,13 @@ class LexicalIndex:
         where, params = where_clause(f)
         bm25 = _bm25_expr(self.weights)
         sql = (
-            f"SELECT r.id, {bm25} AS s FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+            f"SELECT r.id, {bm25} AS s FROM records_fts CROSS JOIN records r "
+            f"ON r.rowid = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY s LIMIT ?"
         )
+        # CROSS JOIN keeps FTS5 as the outer loop. With a plain JOIN and a one-bucket filter,
+        # SQLite walked the bucket's records and ran the MATCH once per record (the score_ids
+        # pattern), e.g. 5183 MATCHes per query on SciFact (docs/benchmarks.md "Scale").
         conn = conn or self.store.reader
         try:
             rows = conn.execute(sql, [expr, *params, limit]).fetchall()
@@ -146,8 +150,8 @@ class LexicalIndex:
         where, params = where_clause(f)
         bm25 = _bm25_expr(self.weights)
         sql = (
-            f"SELECT r.id, {bm25} FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where}"
+            f"SELECT r.id, {bm25} FROM records_fts CROSS JOIN records r "
+            f"ON r.rowid = records_fts.rowid WHERE records_fts MATCH ? AND {where}"
         )
         conn = conn or self.store.reader
         try:
