@@ -2,6 +2,7 @@
 
     python benchmarks/relevance.py beir DIR [--split train|test] [--ranker lexical|vector|hybrid|all] [--json OUT]
     python benchmarks/relevance.py locomo FILE.json [--ranker ...] [--json OUT]
+    python benchmarks/relevance.py errors DIR [--split test] [--ranker ...] [--json OUT]
 
 Every run builds a fresh store in a temporary folder (``Engine(home, embedder)``), adds every
 document with ``Engine.add`` and asks every labelled query with ``Engine.search``. Embeddings
@@ -17,8 +18,15 @@ locomo  LoCoMo evidence retrieval: one project (bucket) per conversation, one me
         a turn (session date, neighbouring turns, shared image caption) goes in the record's
         ``context`` field (``--context``).
 
-The parser uses subcommands so more sets (e.g. ``errors``: lessons / similar-error search) can
-be added as further subcommands.
+errors  Similar-error search over lessons (``graph.lessons``), BEIR layout where each corpus doc
+        is a lesson (title = the failing test, text = its stack trace) and each query another
+        failure's trace. Every doc is stored with ``create_lesson`` (errorPattern parsed from the
+        trace: type and message from its header, context = the test, stackTrace = the frames),
+        every query asked with ``find_similar_errors``: ``hybrid`` is the tool itself,
+        ``lexical`` / ``vector`` its two halves, and ``bm25 (engine)`` the engine's default
+        lexical search over the same lesson records (no stack-trace features) for scale.
+
+The parser uses subcommands so more sets can be added as further subcommands.
 """
 
 from __future__ import annotations
@@ -347,6 +355,113 @@ def cmd_locomo(args) -> dict:
     return payload
 
 
+# ---------------------------------------------------------------------------- errors (lessons)
+class BenchCaller:
+    """The identity the lessons are stored under (one team graph)."""
+
+    def __init__(self, project_id: str, agent_id: str = AGENT) -> None:
+        self.project_id, self.agent_id = project_id, agent_id
+
+    def bucket(self, scope: str) -> str:
+        from retrieval.records import bucket_of
+
+        return bucket_of(scope, self.project_id, self.agent_id)
+
+
+def error_pattern(trace: str, context: str = "") -> dict:
+    """A raw failure trace -> the seed's errorPattern {type, message, context, stackTrace}."""
+    from graph.traces import split_trace
+
+    typ, msg, frames = split_trace(trace)
+    return {"type": typ or "error", "message": msg or typ or trace.strip()[:200] or "(none)",
+            "context": context, "stackTrace": frames or None}  # fmt: skip
+
+
+def lesson_of(doc: dict) -> dict:
+    meta = doc.get("metadata") or {}
+    return {
+        "name": str(doc["_id"]),
+        "entityType": "lesson",
+        "observations": [],
+        "errorPattern": error_pattern(doc.get("text") or "", (doc.get("title") or "").strip()),
+        "metadata": {
+            "severity": "medium",
+            "frequency": 1,
+            "successRate": 1.0,
+            "environment": {k: v for k, v in meta.items() if k == "project"},
+        },
+        "verificationSteps": [],
+    }
+
+
+def cmd_errors(args) -> dict:
+    from graph.entities import GraphService
+    from graph.lessons import LessonService, error_text
+    from retrieval.records import Kind
+
+    folder = Path(args.dir)
+    corpus, queries, qrels, split = load_beir(folder, args.split)
+    qmeta = {}
+    for line in open(folder / "queries.jsonl", encoding="utf-8"):
+        q = json.loads(line)
+        qmeta[str(q["_id"])] = q.get("metadata") or {}
+    qs = [(qid, queries[qid], rel) for qid, rel in qrels.items() if qid in queries]
+    if args.limit:
+        qs = qs[: args.limit]
+    print(f"{folder.name}: {len(corpus)} lessons, {len(qs)} queries with qrels ({split} split)")
+    who = BenchCaller(f"errors-{folder.name}")
+    bucket = who.bucket("team")
+    embedder = make_embedder(not args.no_cache)
+    rankers = rankers_of(args.ranker)
+    run = Run()
+    with tempfile.TemporaryDirectory(prefix="pm-bench-") as home:
+        engine = open_engine(args, embedder, Path(home))
+        try:
+            fusion = parse_fusion(args.fusion) if args.fusion else None  # the lessons' own fusion
+            lessons = LessonService(GraphService(engine), fusion=fusion)
+            t0 = time.perf_counter()
+            docs = [lesson_of(d) for d in corpus]
+            for i in range(0, len(docs), 500):
+                lessons.create_lessons(who, docs[i : i + 500])
+            hits = getattr(embedder, "hits", None)
+            cache = f", cache hits {hits} misses {embedder.misses}" if hits is not None else ""
+            took = time.perf_counter() - t0
+            print(f"created {len(docs)} lessons in {took:.1f}s{cache}", flush=True)
+            with_test = args.query_context == "test"
+            patterns = {
+                qid: error_pattern(text, qmeta.get(qid, {}).get("test", "") if with_test else "")
+                for qid, text, _ in qs
+            }
+            for ranker in [*rankers, "bm25 (engine)"]:
+                t0 = time.perf_counter()
+                for qid, _text, rel in qs:
+                    if ranker == "bm25 (engine)":
+                        p = patterns[qid]
+                        f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson])
+                        text = error_text(p["type"], p["message"], p["context"], p["stackTrace"])
+                        hits = engine.search(text, f, 10, mode="lexical")
+                        ranked = [h.record.entity_name for h in hits]
+                    else:
+                        res = lessons.find_similar_errors(who, patterns[qid], limit=10, mode=ranker)
+                        ranked = [m.name for m in res.lessons]
+                    run.rows[ranker].append((qid, "", query_metrics(ranked, rel)))
+                run.seconds[ranker] = time.perf_counter() - t0
+        finally:
+            engine.close()
+    results = {r: summarize(rows) for r, rows in run.rows.items()}
+    label = {
+        "hybrid": "find_similar_errors",
+        "lexical": "  its lexical half",
+        "vector": "  its vector half",
+    }
+    table = [(label.get(r, r), res) for r, res in results.items()]
+    print(format_table(f"{folder.name} ({split}), lessons fusion {lessons.ranker.config}", table))
+    for r, sec in run.seconds.items():
+        print(f"  {r}: {1000 * sec / max(1, len(qs)):.1f} ms/query")
+    write_json(args.json, results)
+    return results
+
+
 # ---------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -387,6 +502,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(lo)
     lo.set_defaults(func=cmd_locomo)
+
+    er = sub.add_parser("errors", help="similar-error search over lessons (BEIR layout of traces)")
+    er.add_argument("dir")
+    er.add_argument("--split", choices=["train", "test", "dev"], default=None)
+    er.add_argument("--query-context", choices=["none", "test"], default="none",
+                    help="errorPattern.context of a query: nothing (default) or its failing test")  # fmt: skip
+    common(er)
+    er.set_defaults(func=cmd_errors)
     return p
 
 

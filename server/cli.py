@@ -185,6 +185,34 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_graph(args: argparse.Namespace) -> int:
+    """memory.jsonl of the official memory server and/or the lessons fork's lesson.json."""
+    from graph.compat import import_files
+
+    from .service.graphs import graph_services
+
+    rt = _runtime()
+    rt.wait_ready()
+    g = graph_services(rt.service)
+    res = import_files(g.graph, g.lessons, rt.identity, args.files, args.scope)
+    print(res.model_dump_json(indent=2 if res.skipped else None))
+    rt.close()
+    return 0
+
+
+def cmd_export_graph(args: argparse.Namespace) -> int:
+    from graph.compat import export_files
+
+    from .service.graphs import graph_services
+
+    rt = _runtime()
+    g = graph_services(rt.service)
+    res = export_files(g.graph, g.lessons, rt.identity, args.file, args.lessons, args.scope)
+    print(res.model_dump_json())
+    rt.close()
+    return 0
+
+
 def cmd_reindex(args: argparse.Namespace) -> int:
     rt = _runtime(background=False)
     if rt.model_error:
@@ -322,6 +350,21 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("file")
     i.add_argument("--overwrite", action="store_true")
     i.set_defaults(fn=cmd_import)
+    ig = sub.add_parser(
+        "import-graph", help="import a knowledge graph (official memory.jsonl, lesson.json)"
+    )
+    ig.add_argument("files", nargs="+", metavar="FILE", help="JSON lines or a JSON array")
+    ig.add_argument("--scope", default="team", help="graph to import into (default team)")
+    ig.set_defaults(fn=cmd_import_graph)
+    eg = sub.add_parser(
+        "export-graph", help="export the knowledge graph as the official memory.jsonl"
+    )
+    eg.add_argument("file", metavar="FILE")
+    eg.add_argument(
+        "--lessons", metavar="FILE", help="write lessons here (lesson.json) instead of FILE"
+    )
+    eg.add_argument("--scope", default="team", help="graph to export (default team)")
+    eg.set_defaults(fn=cmd_export_graph)
     sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(fn=cmd_reindex)
     sub.add_parser("stats", help="store and model status").set_defaults(fn=cmd_stats)
     cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")

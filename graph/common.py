@@ -1,0 +1,221 @@
+"""What every graph service shares: the caller protocol, scope -> bucket, text checks, SQL helpers.
+
+The graph layer never imports ``server``: the caller is any object with ``project_id``,
+``agent_id`` and ``bucket(scope)`` (``server.service.identity.Identity`` is one), and secret
+screening is injected as a ``screen(text) -> (text, warnings)`` callable.
+
+One graph per bucket: the team scope of the project by default (every agent of the project
+reads and edits it, like the official single-file graph), or the caller's private / personal
+graph, or the public one. Entity names are unique per graph.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from retrieval.analyzer import identifier_parts
+from retrieval.engine import Engine
+from retrieval.errors import InvalidInput
+from retrieval.records import Scope, utcnow
+from retrieval.store import parse_ts, ts
+
+MAX_TEXT_BYTES = 32 * 1024  # one observation / one lesson field, like a memory's content
+MAX_BATCH = 1000  # items per call
+DEFAULT_SCOPE = "team"
+
+Screen = Callable[[str], tuple[str, list[str]]]
+
+
+class Caller(Protocol):
+    project_id: str
+    agent_id: str
+
+    def bucket(self, scope: str) -> str: ...
+
+
+def parse_scope(scope: str | None) -> Scope:
+    try:
+        return Scope(scope or DEFAULT_SCOPE)
+    except ValueError:
+        raise InvalidInput(
+            f"invalid scope {scope!r}: use team (default), private, personal or public", scope=scope
+        ) from None
+
+
+def check_text(text: object, what: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput(f"{what} must be a non-empty string")
+    size = len(text.encode("utf-8"))
+    if size > MAX_TEXT_BYTES:
+        raise InvalidInput(
+            f"{what} is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes (32 KB)",
+            size=size,
+            limit=MAX_TEXT_BYTES,
+        )
+    return text
+
+
+def check_batch(items: Sequence, what: str) -> None:
+    if len(items) > MAX_BATCH:
+        raise InvalidInput(f"at most {MAX_BATCH} {what} per call, got {len(items)}")
+
+
+def entity_context(name: str, entity_type: str) -> str:
+    """The indexed context of an observation: its entity's name and type (plus the parts of a
+    camelCase name), so search covers name, type and observations together."""
+    parts = identifier_parts(name)
+    return f"{name} ({entity_type})" + (f" [{parts}]" if parts else "")
+
+
+def placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def chunks(seq: Sequence, size: int = 500) -> Iterable[Sequence]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+class GraphBase:
+    """Engine, clock, screening and one lock serialising graph writes in this process (the
+    SQLite transaction makes each write atomic; the lock makes read-check-write sequences
+    consistent between threads)."""
+
+    def __init__(self, engine: Engine, *, clock=utcnow, screen: Screen | None = None) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.clock = clock
+        self.screen = screen
+        self.lock = threading.RLock()
+
+    # ---------------------------------------------------------------- text
+    def clean(self, text: str, what: str, warnings: list[str]) -> str:
+        check_text(text, what)
+        if self.screen is None:
+            return text
+        out, found = self.screen(text)
+        warnings.extend(f"{what}: {w}" for w in found)
+        return out
+
+    # ---------------------------------------------------------------- reads
+    @property
+    def reader(self) -> sqlite3.Connection:
+        return self.store.reader
+
+    def entity_rows(
+        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
+    ) -> dict[str, sqlite3.Row]:
+        conn = conn or self.reader
+        out: dict[str, sqlite3.Row] = {}
+        for part in chunks(list(dict.fromkeys(names))):
+            rows = conn.execute(
+                f"SELECT * FROM entities WHERE bucket=? AND name IN ({placeholders(len(part))})",
+                [bucket, *part],
+            ).fetchall()
+            out.update((r["name"], r) for r in rows)
+        return out
+
+    def observation_rows(
+        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
+    ) -> dict[str, list[tuple[str, str]]]:
+        """{entity name: [(record id, content), …]} of plain observations, in insertion order."""
+        conn = conn or self.reader
+        out: dict[str, list[tuple[str, str]]] = {}
+        for part in chunks(list(dict.fromkeys(names))):
+            rows = conn.execute(
+                "SELECT id, entity_name, content FROM records WHERE bucket=? AND kind='observation' "
+                f"AND entity_name IN ({placeholders(len(part))}) ORDER BY rowid",
+                [bucket, *part],
+            ).fetchall()
+            for r in rows:
+                out.setdefault(r["entity_name"], []).append((r["id"], r["content"]))
+        return out
+
+    def lesson_rows(
+        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
+    ) -> dict[str, sqlite3.Row]:
+        conn = conn or self.reader
+        out: dict[str, sqlite3.Row] = {}
+        for part in chunks(list(dict.fromkeys(names))):
+            rows = conn.execute(
+                f"SELECT * FROM lessons WHERE bucket=? AND name IN ({placeholders(len(part))})",
+                [bucket, *part],
+            ).fetchall()
+            out.update((r["name"], r) for r in rows)
+        return out
+
+    def observations_of(self, bucket: str, rows: Iterable[sqlite3.Row]) -> dict[str, list[str]]:
+        """Observations per entity: records for plain entities, the lesson row for lessons."""
+        rows = list(rows)
+        plain = [r["name"] for r in rows if r["entity_type"] != "lesson"]
+        lessons = [r["name"] for r in rows if r["entity_type"] == "lesson"]
+        out = {n: [c for _, c in obs] for n, obs in self.observation_rows(bucket, plain).items()}
+        for name, row in self.lesson_rows(bucket, lessons).items():
+            out[name] = json.loads(row["observations"])
+        return out
+
+    # ---------------------------------------------------------------- writes (inside a transaction)
+    @staticmethod
+    def insert_entity(
+        conn: sqlite3.Connection,
+        bucket: str,
+        who: Caller,
+        name: str,
+        entity_type: str,
+        now: datetime,
+    ) -> int:
+        cur = conn.execute(
+            "INSERT INTO entities(bucket, project_id, name, entity_type, created_by, created_at, "
+            "updated_at) VALUES (?,?,?,?,?,?,?)",
+            (bucket, who.project_id, name, entity_type, who.agent_id, ts(now), ts(now)),
+        )
+        rowid = int(cur.lastrowid)
+        conn.execute(
+            "INSERT INTO entities_fts(rowid, name, entity_type, terms) VALUES (?,?,?,?)",
+            (rowid, name, entity_type, identifier_parts(f"{name} {entity_type}")),
+        )
+        return rowid
+
+    @staticmethod
+    def delete_entity_rows(conn: sqlite3.Connection, bucket: str, names: Sequence[str]) -> int:
+        deleted = 0
+        for part in chunks(list(names)):
+            marks = placeholders(len(part))
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT id FROM entities WHERE bucket=? AND name IN ({marks})", [bucket, *part]
+                )
+            ]
+            for eid in ids:
+                conn.execute("DELETE FROM entities_fts WHERE rowid=?", (eid,))
+            conn.execute(
+                f"DELETE FROM entities WHERE bucket=? AND name IN ({marks})", [bucket, *part]
+            )
+            conn.execute(
+                f"DELETE FROM relations WHERE bucket=? AND (from_name IN ({marks}) OR to_name IN ({marks}))",
+                [bucket, *part, *part],
+            )
+            conn.execute(
+                f"DELETE FROM lessons WHERE bucket=? AND name IN ({marks})", [bucket, *part]
+            )
+            deleted += len(ids)
+        return deleted
+
+    @staticmethod
+    def touch(conn: sqlite3.Connection, bucket: str, names: Iterable[str], now: datetime) -> None:
+        conn.executemany(
+            "UPDATE entities SET updated_at=? WHERE bucket=? AND name=?",
+            [(ts(now), bucket, n) for n in names],
+        )
+
+
+__all__ = [
+    "Caller", "GraphBase", "MAX_BATCH", "MAX_TEXT_BYTES", "Screen", "check_batch", "check_text",
+    "chunks", "entity_context", "parse_scope", "parse_ts", "placeholders", "ts",
+]  # fmt: skip

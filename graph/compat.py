@@ -1,0 +1,256 @@
+"""Files of the official memory server and of the lessons fork, both directions.
+
+``memory.jsonl`` (official ``@modelcontextprotocol/server-memory``): one JSON object per line,
+``{"type": "entity", "name", "entityType", "observations": [...]}`` or
+``{"type": "relation", "from", "to", "relationType"}``.
+
+``lesson.json`` (the lessons fork): lesson entities ``{name, entityType: "lesson",
+observations, errorPattern, metadata, verificationSteps}``, one per line or as a JSON array.
+
+Reading accepts both layouts (JSON lines or one JSON array) and any mix of rows: a row with
+``errorPattern`` (or ``entityType: "lesson"``) is a lesson, ``type: "relation"`` (or
+``from``/``to``/``relationType``) a relation, anything else with ``name``/``entityType`` an
+entity. Import merges: new entities are created, existing ones get the observations they lack,
+lessons that already exist are skipped, and relations whose endpoint is in neither the graph
+nor the file are skipped (the official server tolerates such dangling relations; this graph
+does not) — every skip is reported.
+
+Writing produces the official layout: entities (creation order), then relations. Lessons are
+written as entity rows with all their lesson fields (the official server reads them as
+``lesson`` entities with their observations), or into their own ``lesson.json`` when asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from datetime import UTC
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from retrieval.errors import InvalidInput
+
+from .common import MAX_BATCH, Caller, parse_scope
+from .entities import GraphService
+from .lessons import LessonService
+from .models import EntityInput, ExportGraphResult, ImportGraphResult, Relation
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The JSON objects of a file: JSON lines, or a single JSON array (or object)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read {p}: {exc}", path=str(p)) from exc
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{p} is not valid JSON: {exc}", path=str(p)) from exc
+        rows = doc
+    else:
+        rows = []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                if i == 1 and stripped.startswith("{"):  # one pretty-printed object
+                    try:
+                        rows = [json.loads(text)]
+                        break
+                    except json.JSONDecodeError:
+                        pass
+                raise InvalidInput(
+                    f"{p} line {i} is not valid JSON: {exc.msg}", path=str(p), line=i
+                ) from None
+    bad = [i for i, r in enumerate(rows) if not isinstance(r, dict)]
+    if bad:
+        raise InvalidInput(f"{p}: item {bad[0]} is not a JSON object", path=str(p))
+    return rows
+
+
+def classify(row: dict) -> str:
+    if "errorPattern" in row or row.get("entityType") == "lesson":
+        return "lesson"
+    if row.get("type") == "relation" or {"from", "to", "relationType"} <= row.keys():
+        return "relation"
+    return "entity"
+
+
+def _batches(items: list, size: int = MAX_BATCH) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def import_rows(
+    graph: GraphService,
+    lessons: LessonService,
+    who: Caller,
+    rows: list[dict],
+    scope: str | None = None,
+) -> ImportGraphResult:
+    sc = parse_scope(scope).value
+    bucket = who.bucket(sc)
+    res = ImportGraphResult()
+    entities: dict[str, EntityInput] = {}
+    lesson_rows: dict[str, dict] = {}
+    relations: list[Relation] = []
+    for i, row in enumerate(rows):
+        kind = classify(row)
+        label = row.get("name") or f"#{i}"
+        try:
+            if kind == "relation":
+                relations.append(Relation.model_validate(row))
+            elif kind == "lesson":
+                if "errorPattern" not in row:
+                    raise InvalidInput("entityType 'lesson' without errorPattern")
+                lesson_rows.setdefault(
+                    row.get("name", f"#{i}"), {k: v for k, v in row.items() if k != "type"}
+                )
+            else:
+                e = EntityInput.model_validate(
+                    {k: row.get(k) for k in ("name", "entityType", "observations") if k in row}
+                )
+                if e.name in entities:  # the same entity twice: merge its observations
+                    entities[e.name].observations += e.observations
+                else:
+                    entities[e.name] = e
+        except (ValidationError, InvalidInput) as exc:
+            msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else exc.message
+            res.skipped.append(f"{kind} {label}: {msg}")
+    # entities: create the new ones, give the existing ones the observations they lack
+    existing = graph.entity_rows(bucket, list(entities))
+    new = [e for n, e in entities.items() if n not in existing]
+    for part in _batches(new):
+        out = graph.create_entities(who, part, sc)
+        res.entities += len(out.created)
+        res.observations += sum(len(e.observations) for e in out.created)
+    lesson_named = [n for n, r in existing.items() if r["entity_type"] == "lesson"]
+    more = [
+        {"entityName": n, "contents": entities[n].observations}
+        for n in existing
+        if n not in lesson_named and entities[n].observations
+    ]
+    for part in _batches(more):
+        out = graph.add_observations(who, part, sc)
+        res.observations += sum(len(r.addedObservations) for r in out.results)
+    # lessons: one transaction per batch; existing names are skipped
+    taken = graph.entity_rows(bucket, list(lesson_rows))
+    todo = []
+    for name, row in lesson_rows.items():
+        if name in taken:
+            res.skipped.append(f"lesson {name}: already exists")
+            continue
+        try:
+            todo.append(lessons._validate(row))
+        except InvalidInput as exc:
+            res.skipped.append(f"lesson {name}: {exc.message}")
+    for part in _batches(todo):
+        lessons.create_lessons(who, part, sc, keep_timestamps=True)
+        res.lessons += len(part)
+    # relations: only between entities that exist now
+    known = set(graph.entity_rows(bucket, [n for r in relations for n in (r.from_, r.to)]))
+    ok = []
+    for r in relations:
+        missing = [n for n in (r.from_, r.to) if n not in known]
+        if missing:
+            res.skipped.append(
+                f"relation {r.from_} -{r.relationType}-> {r.to}: no entity {', '.join(missing)}"
+            )
+        else:
+            ok.append(r)
+    for part in _batches(ok):
+        res.relations += len(graph.create_relations(who, part, sc).created)
+    return res
+
+
+def import_files(
+    graph: GraphService,
+    lessons: LessonService,
+    who: Caller,
+    paths: Iterable[str | Path],
+    scope: str | None = None,
+) -> ImportGraphResult:
+    rows: list[dict] = []
+    for p in paths:
+        rows += read_rows(p)
+    return import_rows(graph, lessons, who, rows, scope)
+
+
+def js_time(dt) -> str | None:
+    """Timestamps as JavaScript's ``Date.toISOString()`` writes them (milliseconds, ``Z``)."""
+    if dt is None:
+        return None
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def lesson_row(lesson) -> dict:
+    doc = lesson.model_dump(mode="json", exclude={"scope"})
+    if doc["errorPattern"].get("stackTrace") is None:
+        doc["errorPattern"].pop("stackTrace", None)
+    for key in ("createdAt", "updatedAt"):
+        doc["metadata"][key] = js_time(getattr(lesson.metadata, key))
+    return doc
+
+
+def export_rows(
+    graph: GraphService,
+    lessons: LessonService,
+    who: Caller,
+    scope: str | None = None,
+    *,
+    with_lessons: bool = True,
+) -> tuple[list[dict], list[dict]]:
+    """(memory.jsonl rows, lesson rows). Lessons are inside the first list when ``with_lessons``."""
+    bucket = who.bucket(parse_scope(scope).value)
+    by_name = {lesson.name: lesson for lesson in lessons.all_lessons(bucket)}
+    rows: list[dict] = []
+    for e in graph.all_entities(bucket):
+        if e.entityType == "lesson" and e.name in by_name:
+            if with_lessons:
+                rows.append({"type": "entity", **lesson_row(by_name[e.name])})
+            continue
+        rows.append(
+            {
+                "type": "entity",
+                "name": e.name,
+                "entityType": e.entityType,
+                "observations": e.observations,
+            }
+        )
+    rows += [{"type": "relation", **r.dump()} for r in graph.all_relations(bucket)]
+    return rows, [lesson_row(x) for x in by_name.values()]
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
+    """Atomically write JSON lines (a crash never leaves half a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+    os.replace(tmp, target)
+
+
+def export_files(
+    graph: GraphService, lessons: LessonService, who: Caller, path: str | Path,
+    lessons_path: str | Path | None = None, scope: str | None = None,
+) -> ExportGraphResult:  # fmt: skip
+    rows, lesson_docs = export_rows(graph, lessons, who, scope, with_lessons=lessons_path is None)
+    write_jsonl(path, rows)
+    if lessons_path is not None:
+        write_jsonl(lessons_path, lesson_docs)
+    return ExportGraphResult(
+        path=str(Path(path).resolve()),
+        entities=sum(r["type"] == "entity" for r in rows)
+        + (len(lesson_docs) if lessons_path else 0),
+        relations=sum(r["type"] == "relation" for r in rows),
+        lessons=len(lesson_docs),
+    )

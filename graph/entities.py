@@ -1,0 +1,395 @@
+"""Entities, relations and observations: the official memory server's tools, transactional.
+
+Semantics (the seed's, made precise):
+
+- ``create_entities``: names that already exist in the graph are ignored (reported in
+  ``skipped``); a name repeated inside one call counts once (the first wins).
+- ``create_relations``: a relation whose triple already exists is skipped. **Both endpoints
+  must exist**: if any relation names a missing entity the call fails with ``not_found``
+  listing the missing names and writes nothing (the official server stores such dangling
+  relations silently; an agent that mistyped a name should hear about it). The call is
+  idempotent, so retrying the whole batch after creating the entities is safe.
+- ``add_observations``: fails with ``not_found`` and writes nothing if any entity is missing;
+  returns what was added per entity; an observation the entity already has is not re-added.
+- ``delete_entities``: cascades to the entities' relations (either direction), observations
+  and lessons; missing names are ignored.
+- ``delete_observations`` / ``delete_relations``: missing items are ignored.
+- ``read_graph``: paginated (entities in creation order; each relation on the page of its
+  source entity), so a large graph never floods the context.
+- ``open_nodes``: missing names are skipped silently; returns the relations among the
+  requested entities.
+
+Observations are embedded ``observation`` records (``entity_name`` set, context = entity name
+and type) in the graph's bucket; entity rows, relation rows and records change in one
+transaction. A lesson is an entity of type ``lesson`` whose observations live in its lesson
+(see ``graph.lessons``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from retrieval.errors import InvalidInput, NotFound
+from retrieval.records import Kind, Record
+
+from .common import (
+    Caller,
+    GraphBase,
+    check_batch,
+    chunks,
+    entity_context,
+    parse_scope,
+    placeholders,
+    ts,
+)
+from .models import (
+    AddedObservations,
+    AddObservationsResult,
+    CreateEntitiesResult,
+    CreateRelationsResult,
+    DeleteResult,
+    Entity,
+    EntityInput,
+    Graph,
+    GraphPage,
+    ObservationDeletion,
+    ObservationInput,
+    Relation,
+)
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
+
+class GraphService(GraphBase):
+    """Every method takes the caller and a ``scope`` (default team) selecting the graph."""
+
+    lessons = None  # set by graph.lessons.LessonService (lesson observations live there)
+
+    # ------------------------------------------------------------------ helpers
+    def _observation(
+        self, who: Caller, scope, name: str, entity_type: str, text: str, now
+    ) -> Record:
+        return Record(
+            kind=Kind.observation, project_id=who.project_id, agent_id=who.agent_id, scope=scope,
+            category="observation", content=text, context=entity_context(name, entity_type),
+            entity_name=name, created_at=now, updated_at=now,
+        )  # fmt: skip
+
+    def _missing(self, bucket: str, names: Sequence[str], conn=None) -> list[str]:
+        found = self.entity_rows(bucket, names, conn)
+        return [n for n in dict.fromkeys(names) if n not in found]
+
+    # ------------------------------------------------------------------ entities
+    def create_entities(
+        self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None = None
+    ) -> CreateEntitiesResult:
+        sc = parse_scope(scope)
+        bucket = who.bucket(sc.value)
+        items = [
+            e if isinstance(e, EntityInput) else EntityInput.model_validate(e) for e in entities
+        ]
+        check_batch(items, "entities")
+        warnings: list[str] = []
+        wanted: dict[str, tuple[str, list[str]]] = {}
+        for e in items:
+            if e.entityType == "lesson":
+                raise InvalidInput(
+                    f"entity {e.name!r}: entityType 'lesson' is reserved; use create_lesson",
+                    name=e.name,
+                )
+            if e.name in wanted:
+                continue
+            obs = [self.clean(o, f"observation of {e.name!r}", warnings) for o in e.observations]
+            wanted[e.name] = (e.entityType, list(dict.fromkeys(obs)))
+        with self.lock:
+            existing = set(self.entity_rows(bucket, list(wanted)))
+            new = {n: v for n, v in wanted.items() if n not in existing}
+            now = self.clock()
+            records = [
+                self._observation(who, sc, name, etype, text, now)
+                for name, (etype, obs) in new.items()
+                for text in obs
+            ]
+
+            def extra(conn) -> None:
+                for name, (etype, _obs) in new.items():
+                    self.insert_entity(conn, bucket, who, name, etype, now)
+
+            self.engine.apply(add=records, extra=extra)
+        return CreateEntitiesResult(
+            created=[Entity(name=n, entityType=t, observations=o) for n, (t, o) in new.items()],
+            skipped=[n for n in wanted if n in existing],
+            warnings=warnings,
+        )
+
+    def delete_entities(
+        self, who: Caller, names: Sequence[str], scope: str | None = None
+    ) -> DeleteResult:
+        bucket = who.bucket(parse_scope(scope).value)
+        check_batch(names, "names")
+        with self.lock:
+            rows = self.entity_rows(bucket, names)
+            if not rows:
+                return DeleteResult(deleted=0, message="no such entities")
+            present = list(rows)
+            ids = [rid for obs in self.observation_rows(bucket, present).values() for rid, _ in obs]
+            ids += [r["record_id"] for r in self.lesson_rows(bucket, present).values()]
+
+            def extra(conn) -> None:
+                self.delete_entity_rows(conn, bucket, present)
+
+            self.engine.apply(delete=ids, extra=extra)
+        return DeleteResult(
+            deleted=len(present),
+            message=f"deleted {len(present)} entities with their relations and observations",
+        )
+
+    # ------------------------------------------------------------------ relations
+    def create_relations(
+        self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
+    ) -> CreateRelationsResult:
+        bucket = who.bucket(parse_scope(scope).value)
+        items = [r if isinstance(r, Relation) else Relation.model_validate(r) for r in relations]
+        check_batch(items, "relations")
+        unique = list({r.key(): r for r in reversed(items)}.values())[::-1]
+        with self.lock, self.store.transaction() as conn:
+            names = [n for r in unique for n in (r.from_, r.to)]
+            missing = self._missing(bucket, names, conn)
+            if missing:
+                raise NotFound(
+                    f"create_relations: no entity named {', '.join(map(repr, missing[:20]))} in the "
+                    f"{bucket.split('/', 1)[0]} graph; create it with create_entities first "
+                    "(nothing was written)",
+                    missing=missing,
+                )
+            now = ts(self.clock())
+            created = []
+            for r in unique:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO relations(bucket, from_name, to_name, relation_type, "
+                    "created_by, created_at) VALUES (?,?,?,?,?,?)",
+                    (bucket, r.from_, r.to, r.relationType, who.agent_id, now),
+                )
+                if cur.rowcount:
+                    created.append(r)
+        return CreateRelationsResult(created=created, skipped=len(items) - len(created))
+
+    def delete_relations(
+        self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
+    ) -> DeleteResult:
+        bucket = who.bucket(parse_scope(scope).value)
+        items = [r if isinstance(r, Relation) else Relation.model_validate(r) for r in relations]
+        check_batch(items, "relations")
+        deleted = 0
+        with self.lock, self.store.transaction() as conn:
+            for r in items:
+                deleted += conn.execute(
+                    "DELETE FROM relations WHERE bucket=? AND from_name=? AND to_name=? "
+                    "AND relation_type=?",
+                    (bucket, r.from_, r.to, r.relationType),
+                ).rowcount
+        return DeleteResult(deleted=deleted, message=f"deleted {deleted} relations")
+
+    # ------------------------------------------------------------------ observations
+    def add_observations(
+        self, who: Caller, observations: Sequence[ObservationInput | dict], scope: str | None = None
+    ) -> AddObservationsResult:
+        sc = parse_scope(scope)
+        bucket = who.bucket(sc.value)
+        items = [
+            o if isinstance(o, ObservationInput) else ObservationInput.model_validate(o)
+            for o in observations
+        ]
+        check_batch(items, "observation groups")
+        warnings: list[str] = []
+        wanted: dict[str, list[str]] = {}
+        for o in items:
+            texts = [
+                self.clean(c, f"observation of {o.entityName!r}", warnings) for c in o.contents
+            ]
+            wanted.setdefault(o.entityName, []).extend(texts)
+        with self.lock:
+            rows = self.entity_rows(bucket, list(wanted))
+            missing = [n for n in wanted if n not in rows]
+            if missing:
+                raise NotFound(
+                    f"add_observations: no entity named {', '.join(map(repr, missing[:20]))} in the "
+                    f"{sc.value} graph; create it with create_entities first (nothing was written)",
+                    missing=missing,
+                )
+            plain = [n for n in wanted if rows[n]["entity_type"] != "lesson"]
+            have = {
+                n: {c for _, c in obs} for n, obs in self.observation_rows(bucket, plain).items()
+            }
+            now = self.clock()
+            records: list[Record] = []
+            results: list[AddedObservations] = []
+            replace: list[Record] = []
+            extras = []
+            for name, texts in wanted.items():
+                if rows[name]["entity_type"] == "lesson":
+                    rec, added, fn = self.lessons.edit_observations(who, bucket, name, add=texts)
+                    if added:
+                        replace.append(rec)
+                        extras.append(fn)
+                else:
+                    seen = have.get(name, set())
+                    added = [t for t in dict.fromkeys(texts) if t not in seen]
+                    etype = rows[name]["entity_type"]
+                    records += [self._observation(who, sc, name, etype, t, now) for t in added]
+                results.append(AddedObservations(entityName=name, addedObservations=added))
+
+            def extra(conn) -> None:
+                self.touch(
+                    conn, bucket, [r.entityName for r in results if r.addedObservations], now
+                )
+                for fn in extras:
+                    fn(conn)
+
+            def check(conn) -> None:  # another process may have deleted an entity meanwhile
+                gone = self._missing(bucket, list(wanted), conn)
+                if gone:
+                    raise NotFound(
+                        f"add_observations: entity {gone[0]!r} was just deleted", missing=gone
+                    )
+
+            self.engine.apply(add=records, replace=replace, check=check, extra=extra)
+        return AddObservationsResult(results=results, warnings=warnings)
+
+    def delete_observations(
+        self, who: Caller, deletions: Sequence[ObservationDeletion | dict], scope: str | None = None
+    ) -> DeleteResult:
+        bucket = who.bucket(parse_scope(scope).value)
+        items = [
+            d if isinstance(d, ObservationDeletion) else ObservationDeletion.model_validate(d)
+            for d in deletions
+        ]
+        check_batch(items, "deletion groups")
+        with self.lock:
+            rows = self.entity_rows(bucket, [d.entityName for d in items])
+            plain = [n for n, r in rows.items() if r["entity_type"] != "lesson"]
+            obs = self.observation_rows(bucket, plain)
+            ids: list[str] = []
+            replace, extras, deleted = [], [], 0
+            for d in items:
+                row = rows.get(d.entityName)
+                if row is None:
+                    continue
+                drop = set(d.observations)
+                if row["entity_type"] == "lesson":
+                    rec, removed, fn = self.lessons.edit_observations(
+                        who, bucket, d.entityName, remove=drop
+                    )
+                    if removed:
+                        replace.append(rec)
+                        extras.append(fn)
+                        deleted += len(removed)
+                    continue
+                gone = [rid for rid, c in obs.get(d.entityName, []) if c in drop and rid not in ids]
+                ids += gone
+                deleted += len(gone)
+            if ids or replace:
+                self.engine.apply(
+                    replace=replace, delete=ids, extra=lambda conn: [fn(conn) for fn in extras]
+                )
+        return DeleteResult(deleted=deleted, message=f"deleted {deleted} observations")
+
+    # ------------------------------------------------------------------ reads
+    def _entities(self, bucket: str, rows: Sequence) -> list[Entity]:
+        obs = self.observations_of(bucket, rows)
+        return [
+            Entity(name=r["name"], entityType=r["entity_type"], observations=obs.get(r["name"], []))
+            for r in rows
+        ]
+
+    def relations_among(
+        self, bucket: str, names: Sequence[str], *, both: bool = True
+    ) -> list[Relation]:
+        """Relations whose source (and, with ``both``, target) is in ``names``."""
+        names = list(dict.fromkeys(names))
+        keep = set(names)
+        out: list[Relation] = []
+        for part in chunks(names):
+            rows = self.reader.execute(
+                "SELECT from_name, to_name, relation_type FROM relations WHERE bucket=? "
+                f"AND from_name IN ({placeholders(len(part))}) ORDER BY id",
+                [bucket, *part],
+            ).fetchall()
+            out += [
+                Relation.model_validate({"from": f, "to": t, "relationType": rt})
+                for f, t, rt in rows
+                if not both or t in keep
+            ]
+        return out
+
+    def read_graph(
+        self,
+        who: Caller,
+        scope: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> GraphPage:
+        bucket = who.bucket(parse_scope(scope).value)
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+        after = 0
+        if cursor:
+            try:
+                after = int(cursor)
+            except ValueError:
+                raise InvalidInput(
+                    f"invalid cursor {cursor!r}: pass the nextCursor of the previous page"
+                ) from None
+        rows = self.reader.execute(
+            "SELECT * FROM entities WHERE bucket=? AND id>? ORDER BY id LIMIT ?",
+            (bucket, after, limit + 1),
+        ).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        n_ent, n_rel = self.reader.execute(
+            "SELECT (SELECT count(*) FROM entities WHERE bucket=?), "
+            "(SELECT count(*) FROM relations WHERE bucket=?)",
+            (bucket, bucket),
+        ).fetchone()
+        return GraphPage(
+            entities=self._entities(bucket, rows),
+            relations=self.relations_among(bucket, [r["name"] for r in rows], both=False),
+            nextCursor=str(rows[-1]["id"]) if more else None,
+            totalEntities=n_ent,
+            totalRelations=n_rel,
+        )
+
+    def open_nodes(self, who: Caller, names: Sequence[str], scope: str | None = None) -> Graph:
+        bucket = who.bucket(parse_scope(scope).value)
+        check_batch(names, "names")
+        found = self.entity_rows(bucket, names)
+        rows = [found[n] for n in dict.fromkeys(names) if n in found]
+        return Graph(
+            entities=self._entities(bucket, rows),
+            relations=self.relations_among(bucket, list(found)),
+        )
+
+    def all_entities(self, bucket: str) -> list[Entity]:
+        """Every entity of a graph with its observations (export)."""
+        rows = self.reader.execute(
+            "SELECT * FROM entities WHERE bucket=? ORDER BY id", (bucket,)
+        ).fetchall()
+        return self._entities(bucket, rows)
+
+    def all_relations(self, bucket: str) -> list[Relation]:
+        rows = self.reader.execute(
+            "SELECT from_name, to_name, relation_type FROM relations WHERE bucket=? ORDER BY id",
+            (bucket,),
+        ).fetchall()
+        return [
+            Relation.model_validate({"from": f, "to": t, "relationType": rt}) for f, t, rt in rows
+        ]
+
+    def entity_types(self, bucket: str, names: Sequence[str]) -> dict[str, str]:
+        return {n: r["entity_type"] for n, r in self.entity_rows(bucket, names).items()}
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False)

@@ -1,0 +1,107 @@
+"""Pydantic models of lessons, exactly the seed's schema (``lesson.json``), validated strictly.
+
+A lesson is a special entity (``entityType`` must be ``"lesson"``) recording an error pattern,
+its resolution (observations + verification steps) and how often the fix worked.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .models import NAME_MAX
+
+Severity = Literal["low", "medium", "high", "critical"]
+
+
+class ErrorPattern(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(
+        min_length=1, description="Category of the error, e.g. dependency, NullPointerException."
+    )
+    message: str = Field(min_length=1, description="The error message.")
+    context: str = Field(description="Where the error happened (command, file, test, component).")
+    stackTrace: str | None = Field(None, description="Optional stack trace.")
+
+
+class ErrorQuery(BaseModel):
+    """What ``find_similar_errors`` searches for: any of the fields may be empty, not all."""
+
+    type: str = Field("", description="Category / exception class of the error.")
+    message: str = Field("", description="The error message (fuzzy: meaning and keywords).")
+    context: str = Field("", description="Where it happened.")
+    stackTrace: str | None = Field(
+        None, description="Optional stack trace (frames and exception classes are matched)."
+    )
+
+
+class LessonMetadata(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    severity: Severity
+    environment: dict[str, Any] = Field(description="System details, e.g. {os, nodeVersion}.")
+    frequency: int = Field(ge=0, description="How many times the error was met.")
+    successRate: float = Field(
+        ge=0.0, le=1.0, description="Fraction of times the fix worked (0-1)."
+    )
+    createdAt: datetime | None = Field(None, description="Set by the server.")
+    updatedAt: datetime | None = Field(None, description="Set by the server.")
+
+
+class VerificationStep(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    command: str = Field(min_length=1, description="Action to run.")
+    expectedOutput: str = Field(description="What it should print.")
+    successIndicators: list[str] = Field(description="Markers that show success.")
+
+
+class LessonInput(BaseModel):
+    """The ``lesson`` argument of ``create_lesson`` (every field required but stackTrace)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(
+        min_length=1,
+        max_length=NAME_MAX,
+        description="Unique identifier, e.g. NPM_VERSION_MISMATCH_01.",
+    )
+    entityType: Literal["lesson"] = Field(description='Must be "lesson".')
+    observations: list[str] = Field(description="Notes on the error and its resolution.")
+    errorPattern: ErrorPattern
+    metadata: LessonMetadata
+    verificationSteps: list[VerificationStep] = Field(description="How to verify the fix.")
+
+
+class Lesson(LessonInput):
+    """A stored lesson as tools return it and ``lesson.json`` holds it."""
+
+    scope: str = Field("team", description="The graph (scope) it lives in.")
+
+
+class LessonMatch(Lesson):
+    relevance: float = Field(description="Hybrid relevance to the query, 0-1.")
+    score: float = Field(description="Ranking score: relevance × (0.7 + 0.3 × successRate).")
+    matchedFrames: list[str] = Field(
+        default_factory=list, description="Stack-trace features shared with the query."
+    )
+
+
+class LessonSearchResult(BaseModel):
+    lessons: list[LessonMatch]
+    ranking: str = ""
+
+
+class LessonSuccessResult(BaseModel):
+    name: str
+    successRate: float
+    frequency: int
+    updatedAt: datetime
+
+
+class CreateLessonResult(BaseModel):
+    lesson: Lesson
+    warnings: list[str] = Field(default_factory=list)

@@ -1,0 +1,436 @@
+"""Lessons: error patterns with their fix, verification steps and a success rate that ranks them.
+
+Storage, in one transaction: an entity row (type ``lesson``, so lessons are graph nodes that
+relations can point at), a ``lessons`` row (every structured field), and one embedded
+``lesson`` record whose content is the lesson's searchable text (see :func:`lesson_text`) and
+whose FTS5 ``terms`` column also gets the stack-trace fingerprints of ``graph.traces``.
+
+Ranking (``find_similar_errors``, ``get_lesson_recommendations``):
+
+1. hybrid retrieval over the lesson records of the graph: bm25 over the error type, message,
+   context, stack trace, observations and fix, with the query's exception classes and frames
+   added as fingerprint terms (the term cap is raised to ``LESSON_MAX_TERMS``: a trace has
+   hundreds of tokens), fused with the cosine similarity of the embeddings by
+   :data:`LESSON_FUSION` into a relevance in [0, 1];
+2. success rate: ``score = relevance × (1 − β + β × successRate)`` with β = 0.3, so a lesson
+   whose fix never worked keeps 70 % of its relevance and a fix that always works keeps all
+   of it. Between two equally relevant lessons the one that works more often ranks first; a
+   much more relevant lesson is not buried by a popular one.
+
+``update_lesson_success`` keeps the rate as the running mean of the outcomes:
+``rate' = (rate × frequency + success) / (frequency + 1)``, ``frequency' = frequency + 1``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from retrieval.analyzer import fts_or_query, query_terms
+from retrieval.errors import Conflict, InvalidInput, NotFound
+from retrieval.hybrid import FusionConfig, HybridRanker
+from retrieval.lexical import LexicalIndex
+from retrieval.records import Kind, Record, RecordFilter, Scope
+
+from . import traces
+from .common import Caller, check_batch, parse_scope, parse_ts, ts
+from .entities import GraphService
+from .lesson_models import (
+    CreateLessonResult,
+    ErrorQuery,
+    Lesson,
+    LessonInput,
+    LessonMatch,
+    LessonSearchResult,
+    LessonSuccessResult,
+)
+
+SUCCESS_WEIGHT = 0.3  # β in score = relevance × (1 − β + β × successRate)
+LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
+LESSON_FUSION = FusionConfig(method="convex", alpha=0.5, norm="minmax", depth=100)
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+
+
+class LessonLexical(LexicalIndex):
+    """bm25 over lesson records with the query's stack-trace fingerprints added."""
+
+    def match_expr(self, query: str, conn=None) -> str | None:  # noqa: ARG002 - same signature
+        prints = traces.fingerprint_terms(query)
+        extra = [t for t in prints if t.startswith("dd")] * (traces.DIFF_WEIGHT - 1)
+        terms = query_terms(query, self.max_terms) + prints + extra
+        return fts_or_query(terms) if terms else None
+
+
+def error_text(type_: str, message: str, context: str, stack_trace: str | None) -> str:
+    """An error as one text, the same way for a lesson and for a query (so they look alike)."""
+    head = f"{type_}: {message}" if type_ and message else (type_ or message or "")
+    parts = [
+        head.strip(),
+        f"Context: {context}" if context and context.strip() else "",
+        stack_trace or "",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def lesson_text(lesson: LessonInput) -> str:
+    """The searchable text of a lesson: error, where, trace, notes, fix."""
+    ep = lesson.errorPattern
+    parts = [error_text(ep.type, ep.message, ep.context, ep.stackTrace)]
+    parts += [f"- {o}" for o in lesson.observations]
+    steps = [s.command for s in lesson.verificationSteps]
+    if steps:
+        parts.append("Verify: " + "; ".join(steps))
+    return "\n".join(p for p in parts if p)
+
+
+def lesson_terms(lesson: LessonInput) -> str:
+    ep = lesson.errorPattern
+    return " ".join(traces.fingerprint_terms(f"{ep.type}: {ep.message}", ep.stackTrace or ""))
+
+
+def success_factor(rate: float) -> float:
+    return 1.0 - SUCCESS_WEIGHT + SUCCESS_WEIGHT * rate
+
+
+class LessonService:
+    def __init__(
+        self,
+        graph: GraphService,
+        *,
+        fusion: FusionConfig | None = None,
+        max_terms: int = LESSON_MAX_TERMS,
+    ) -> None:
+        self.graph = graph
+        graph.lessons = self
+        self.lexical = LessonLexical(graph.store, max_terms=max_terms)
+        self.ranker = HybridRanker(graph.store, self.lexical, None, None, fusion or LESSON_FUSION)
+
+    @property
+    def engine(self):
+        return self.graph.engine
+
+    # ------------------------------------------------------------------ conversion
+    @staticmethod
+    def from_row(row, scope: str = "team") -> Lesson:
+        extra = json.loads(row["extra"])
+        meta = {
+            "severity": row["severity"], "environment": json.loads(row["environment"]),
+            "frequency": row["frequency"], "successRate": row["success_rate"],
+            "createdAt": parse_ts(row["created_at"]), "updatedAt": parse_ts(row["updated_at"]),
+            **extra.get("metadata", {}),
+        }  # fmt: skip
+        ep = {
+            "type": row["error_type"], "message": row["message"], "context": row["context"],
+            **({"stackTrace": row["stack_trace"]} if row["stack_trace"] is not None else {}),
+            **extra.get("errorPattern", {}),
+        }  # fmt: skip
+        return Lesson.model_validate(
+            {
+                **extra.get("lesson", {}),
+                "name": row["name"],
+                "entityType": "lesson",
+                "observations": json.loads(row["observations"]),
+                "errorPattern": ep,
+                "metadata": meta,
+                "verificationSteps": json.loads(row["verification_steps"]),
+                "scope": scope,
+            }  # fmt: skip
+        )
+
+    def _record(
+        self, who: Caller, scope: Scope, lesson: LessonInput, rec_id: str | None, now
+    ) -> Record:
+        kw = {"id": rec_id} if rec_id else {}
+        ep = lesson.errorPattern
+        return Record(
+            **kw, kind=Kind.lesson, project_id=who.project_id, agent_id=who.agent_id, scope=scope,
+            category="lesson", content=lesson_text(lesson),
+            context=traces.summarize_trace(ep.stackTrace or ""),
+            entity_name=lesson.name, created_at=lesson.metadata.createdAt or now, updated_at=now,
+            metadata={
+                "successRate": lesson.metadata.successRate, "frequency": lesson.metadata.frequency,
+                "severity": lesson.metadata.severity, "errorType": ep.type,
+            },
+        )  # fmt: skip
+
+    @staticmethod
+    def _add_terms(conn, rec_id: str, terms: str) -> None:
+        if terms:
+            conn.execute(
+                "UPDATE records_fts SET terms = terms || ' ' || ? "
+                "WHERE rowid = (SELECT rowid FROM records WHERE id = ?)",
+                (terms, rec_id),
+            )
+
+    def _validate(self, lesson: LessonInput | dict) -> LessonInput:
+        from pydantic import ValidationError
+
+        if isinstance(lesson, LessonInput):
+            return lesson
+        try:
+            return LessonInput.model_validate(lesson)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10]
+            )
+            name = lesson.get("name") if isinstance(lesson, dict) else None
+            raise InvalidInput(f"invalid lesson {name!r}: {problems}", name=name) from None
+
+    # ------------------------------------------------------------------ writes
+    def create_lesson(
+        self,
+        who: Caller,
+        lesson: LessonInput | dict,
+        scope: str | None = None,
+        *,
+        keep_timestamps: bool = False,
+    ) -> CreateLessonResult:
+        return self.create_lessons(who, [lesson], scope, keep_timestamps=keep_timestamps)[0]
+
+    def create_lessons(
+        self, who: Caller, lessons: Sequence[LessonInput | dict], scope: str | None = None,
+        *, keep_timestamps: bool = False,
+    ) -> list[CreateLessonResult]:  # fmt: skip
+        """Create several lessons in one transaction (all or nothing)."""
+        sc = parse_scope(scope)
+        bucket = who.bucket(sc.value)
+        check_batch(lessons, "lessons")
+        g = self.graph
+        now = self.graph.clock()
+        items, results, names = [], [], set()
+        for raw in lessons:
+            lesson = self._validate(raw)
+            warnings: list[str] = []
+            ep = lesson.errorPattern
+            ep.message = g.clean(
+                ep.message, f"lesson {lesson.name!r} errorPattern.message", warnings
+            )
+            if ep.stackTrace:
+                ep.stackTrace = g.clean(
+                    ep.stackTrace, f"lesson {lesson.name!r} stackTrace", warnings
+                )
+            lesson.observations = [
+                g.clean(o, f"lesson {lesson.name!r} observation", warnings)
+                for o in lesson.observations
+            ]
+            if lesson.name in names:
+                raise Conflict(f"lesson {lesson.name!r} appears twice", name=lesson.name)
+            names.add(lesson.name)
+            if not keep_timestamps or lesson.metadata.createdAt is None:
+                lesson.metadata.createdAt = now
+            if not keep_timestamps or lesson.metadata.updatedAt is None:
+                lesson.metadata.updatedAt = now
+            rec = self._record(who, sc, lesson, None, now)
+            items.append((lesson, rec))
+            results.append(
+                CreateLessonResult(
+                    lesson=Lesson(**lesson.model_dump(), scope=sc.value), warnings=warnings
+                )
+            )
+
+        def check(conn) -> None:
+            taken = g.entity_rows(bucket, list(names), conn)
+            if taken:
+                name, row = next(iter(taken.items()))
+                what = (
+                    "lesson" if row["entity_type"] == "lesson" else f"{row['entity_type']} entity"
+                )
+                raise Conflict(
+                    f"a {what} named {name!r} already exists in the {sc.value} graph; "
+                    "choose another name (update_lesson_success records outcomes)",
+                    name=name,
+                )
+
+        def extra(conn) -> None:
+            for lesson, rec in items:
+                g.insert_entity(conn, bucket, who, lesson.name, "lesson", now)
+                self._insert_row(conn, bucket, who, lesson, rec.id)
+                self._add_terms(conn, rec.id, lesson_terms(lesson))
+
+        with g.lock:
+            self.engine.apply(add=[r for _, r in items], check=check, extra=extra)
+        return results
+
+    @staticmethod
+    def _insert_row(conn, bucket: str, who: Caller, lesson: LessonInput, rec_id: str) -> None:
+        ep, md = lesson.errorPattern, lesson.metadata
+        extra = {
+            "lesson": {k: v for k, v in (lesson.model_extra or {}).items() if k != "scope"},
+            "errorPattern": ep.model_extra or {},
+            "metadata": md.model_extra or {},
+        }
+        conn.execute(
+            "INSERT INTO lessons(bucket, name, error_type, message, context, stack_trace, severity, "
+            "environment, frequency, success_rate, observations, verification_steps, extra, "
+            "record_id, created_by, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                bucket, lesson.name, ep.type, ep.message, ep.context, ep.stackTrace, md.severity,
+                json.dumps(md.environment, ensure_ascii=False), md.frequency, md.successRate,
+                json.dumps(lesson.observations, ensure_ascii=False),
+                json.dumps([s.model_dump() for s in lesson.verificationSteps], ensure_ascii=False),
+                json.dumps(extra, ensure_ascii=False, default=str), rec_id, who.agent_id,
+                ts(md.createdAt), ts(md.updatedAt),
+            ),
+        )  # fmt: skip
+
+    def _row(self, bucket: str, name: str):
+        row = self.graph.lesson_rows(bucket, [name]).get(name)
+        if row is None:
+            raise NotFound(
+                f"no lesson named {name!r} in the {bucket.split('/', 1)[0]} graph", name=name
+            )
+        return row
+
+    def _rewrite(
+        self, who: Caller, bucket: str, row, lesson: Lesson, now: datetime, *, same_text: bool
+    ):
+        """(replacement record, extra(conn)) that store ``lesson`` over ``row``."""
+        rec = self._record(who, Scope(lesson.scope), lesson, row["record_id"], now)
+        old = self.engine.store.get([row["record_id"]]).get(row["record_id"])
+        if old is not None:  # keep the creator and creation time of the record
+            rec = rec.model_copy(update={"agent_id": old.agent_id, "project_id": old.project_id,
+                                         "created_at": old.created_at, "revision": old.revision + 1})  # fmt: skip
+        vectors = None
+        if same_text and self.engine.embedder is not None:  # metadata only: no re-embedding
+            vectors = self.engine.store.embeddings([rec.id], self.engine.embedder.model_id) or None
+        md = lesson.metadata
+
+        def extra(conn) -> None:
+            conn.execute(
+                "UPDATE lessons SET frequency=?, success_rate=?, observations=?, updated_at=? "
+                "WHERE bucket=? AND name=?",
+                (md.frequency, md.successRate, json.dumps(lesson.observations, ensure_ascii=False),
+                 ts(now), bucket, lesson.name),
+            )  # fmt: skip
+            self.graph.touch(conn, bucket, [lesson.name], now)
+            self._add_terms(conn, rec.id, lesson_terms(lesson))
+
+        return rec, extra, vectors
+
+    def edit_observations(
+        self,
+        who: Caller,
+        bucket: str,
+        name: str,
+        add: Iterable[str] = (),
+        remove: Iterable[str] = (),
+    ):
+        """(new record, changed observations, extra) for add/delete_observations on a lesson."""
+        row = self._row(bucket, name)
+        lesson = self.from_row(row, bucket.split("/", 1)[0])
+        drop = set(remove)
+        kept = [o for o in lesson.observations if o not in drop]
+        removed = [o for o in lesson.observations if o in drop]
+        added = [o for o in dict.fromkeys(add) if o not in kept]
+        lesson.observations = kept + added
+        now = self.graph.clock()
+        lesson.metadata.updatedAt = now
+        rec, extra, _ = self._rewrite(who, bucket, row, lesson, now, same_text=False)
+        return rec, (added or removed), extra
+
+    def update_lesson_success(
+        self, who: Caller, name: str, success: bool, scope: str | None = None
+    ) -> LessonSuccessResult:
+        sc = parse_scope(scope)
+        bucket = who.bucket(sc.value)
+        with self.graph.lock:
+            row = self._row(bucket, name)
+            lesson = self.from_row(row, sc.value)
+            md = lesson.metadata
+            md.successRate = (md.successRate * md.frequency + (1.0 if success else 0.0)) / (
+                md.frequency + 1
+            )
+            md.frequency += 1
+            now = self.graph.clock()
+            md.updatedAt = now
+            rec, extra, vectors = self._rewrite(who, bucket, row, lesson, now, same_text=True)
+            self.engine.apply(replace=[rec], extra=extra, vectors=vectors)
+        return LessonSuccessResult(
+            name=name, successRate=round(md.successRate, 6), frequency=md.frequency, updatedAt=now
+        )
+
+    # ------------------------------------------------------------------ reads
+    def get(self, who: Caller, name: str, scope: str | None = None) -> Lesson:
+        sc = parse_scope(scope)
+        return self.from_row(self._row(who.bucket(sc.value), name), sc.value)
+
+    def all_lessons(self, bucket: str) -> list[Lesson]:
+        rows = self.graph.reader.execute(
+            "SELECT * FROM lessons WHERE bucket=? ORDER BY id", (bucket,)
+        )
+        return [self.from_row(r, bucket.split("/", 1)[0]) for r in rows.fetchall()]
+
+    def _rank(
+        self,
+        who: Caller,
+        text: str,
+        scope: str | None,
+        limit: int,
+        label: str,
+        mode: str = "hybrid",
+    ) -> LessonSearchResult:
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+        sc = parse_scope(scope)
+        bucket = who.bucket(sc.value)
+        self.ranker.vectors, self.ranker.embedder = self.engine.vectors, self.engine.embedder
+        f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson])
+        depth = max(limit, self.ranker.config.depth)
+        scored = self.ranker.search(text, f, depth, mode=mode, buckets=[bucket])
+        if not scored:
+            return LessonSearchResult(lessons=[], ranking=label)
+        by_rec = {
+            r["record_id"]: r
+            for r in self.graph.reader.execute(
+                "SELECT * FROM lessons WHERE bucket=? AND record_id IN "
+                f"({','.join('?' * len(scored))})",
+                [bucket, *[s.record_id for s in scored]],
+            ).fetchall()
+        }
+        q_frames = set(traces.app_frames(text, 50)) | set(traces.exception_types(text))
+        out = []
+        for s in scored:
+            row = by_rec.get(s.record_id)
+            if row is None:
+                continue
+            lesson = self.from_row(row, sc.value)
+            own = traces.app_frames(row["stack_trace"] or "", 50) + traces.exception_types(
+                f"{row['error_type']}: {row['message']}\n{row['stack_trace'] or ''}"
+            )
+            score = s.score * success_factor(lesson.metadata.successRate)
+            out.append(
+                LessonMatch(
+                    **lesson.model_dump(),
+                    relevance=round(s.score, 4),
+                    score=round(score, 4),
+                    matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
+                )  # fmt: skip
+            )
+        out.sort(key=lambda m: (-m.score, -m.relevance, m.name))
+        mode = scored[0].explanation.mode
+        return LessonSearchResult(
+            lessons=out[:limit],
+            ranking=f"{label} ({mode}); score = relevance × (0.7 + 0.3 × successRate)",
+        )
+
+    def find_similar_errors(
+        self, who: Caller, pattern: ErrorQuery | dict, scope: str | None = None,
+        limit: int = DEFAULT_LIMIT, *, mode: str = "hybrid",
+    ) -> LessonSearchResult:  # fmt: skip
+        """``mode`` (hybrid | lexical | vector) is for benchmarks; tools always use hybrid."""
+        p = pattern if isinstance(pattern, ErrorQuery) else ErrorQuery.model_validate(pattern)
+        text = error_text(p.type.strip(), p.message.strip(), p.context, p.stackTrace)
+        if not text.strip():
+            raise InvalidInput(
+                "errorPattern needs at least one of type, message, context, stackTrace"
+            )
+        return self._rank(who, text, scope, limit, "error similarity", mode)
+
+    def get_lesson_recommendations(
+        self, who: Caller, context: str, scope: str | None = None, limit: int = DEFAULT_LIMIT
+    ) -> LessonSearchResult:
+        if not isinstance(context, str) or not context.strip():
+            raise InvalidInput("context must be a non-empty string")
+        return self._rank(who, context, scope, limit, "relevance to the context")

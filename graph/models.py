@@ -1,0 +1,124 @@
+"""Pydantic models of the knowledge graph: tool inputs and outputs, and the memory.jsonl rows.
+
+Field names follow the official memory server (``entityType``, ``relationType``,
+``entityName``, ``contents``), so existing clients and files keep working.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_MAX = 512
+
+
+class EntityInput(BaseModel):
+    name: str = Field(min_length=1, max_length=NAME_MAX, description="Unique name (identifier).")
+    entityType: str = Field(
+        min_length=1, max_length=200, description="e.g. person, project, service."
+    )
+    observations: list[str] = Field(
+        default_factory=list, description="Atomic facts, one per string."
+    )
+
+
+class Entity(BaseModel):
+    name: str
+    entityType: str
+    observations: list[str] = Field(default_factory=list)
+
+
+class ScoredEntity(Entity):
+    score: float = Field(description="Relevance to the query (higher is better).")
+    matched: list[str] = Field(
+        default_factory=list, description="The observations that matched best, best first."
+    )
+
+
+class Relation(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    from_: str = Field(
+        alias="from", min_length=1, max_length=NAME_MAX, description="Source entity name."
+    )
+    to: str = Field(min_length=1, max_length=NAME_MAX, description="Target entity name.")
+    relationType: str = Field(
+        min_length=1, max_length=200, description="Active voice, e.g. works_at."
+    )
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.from_, self.to, self.relationType)
+
+    def dump(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+
+class ObservationInput(BaseModel):
+    entityName: str = Field(min_length=1, max_length=NAME_MAX)
+    contents: list[str] = Field(description="New observations for this entity.")
+
+
+class ObservationDeletion(BaseModel):
+    entityName: str = Field(min_length=1, max_length=NAME_MAX)
+    observations: list[str] = Field(description="Exact observation strings to delete.")
+
+
+class AddedObservations(BaseModel):
+    entityName: str
+    addedObservations: list[str] = Field(description="What was new (duplicates are not re-added).")
+
+
+class CreateEntitiesResult(BaseModel):
+    created: list[Entity] = Field(description="The entities that were new.")
+    skipped: list[str] = Field(
+        default_factory=list, description="Names that already existed (ignored)."
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CreateRelationsResult(BaseModel):
+    created: list[Relation]
+    skipped: int = Field(0, description="Relations that already existed.")
+
+
+class AddObservationsResult(BaseModel):
+    results: list[AddedObservations]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DeleteResult(BaseModel):
+    deleted: int = Field(description="How many items existed and were deleted.")
+    message: str = ""
+
+
+class Graph(BaseModel):
+    entities: list[Entity]
+    relations: list[Relation]
+
+
+class GraphPage(Graph):
+    nextCursor: str | None = Field(
+        None, description="Pass as `cursor` to read the next page; null on the last page."
+    )
+    totalEntities: int
+    totalRelations: int
+
+
+class SearchNodesResult(BaseModel):
+    entities: list[ScoredEntity]
+    relations: list[Relation] = Field(description="Relations among the returned entities.")
+    ranking: str = Field("", description="How the entities were ranked.")
+
+
+class ImportGraphResult(BaseModel):
+    entities: int = 0
+    relations: int = 0
+    observations: int = 0
+    lessons: int = 0
+    skipped: list[str] = Field(default_factory=list, description="What was not imported, and why.")
+
+
+class ExportGraphResult(BaseModel):
+    path: str
+    entities: int
+    relations: int
+    lessons: int

@@ -1,0 +1,285 @@
+"""Stack-trace analysis for lessons: frames, exception classes, and lexical fingerprints.
+
+A stack trace is mostly noise to a bag-of-words ranker (``at``, ``java``, ``invoke``) and its
+most telling parts are compound: *which* method at *which* line, *which* exception class.
+:func:`fingerprint_terms` turns those into single opaque tokens that are added to the FTS5
+``terms`` column of a lesson record and to the query of ``find_similar_errors``:
+
+- ``xc<class>``  — every exception class named in the text (``NullPointerException``,
+  ``junit.framework.ComparisonFailure``, ``Caused by: …``), simple and qualified name;
+- ``fl<frame><line>`` — every frame with its line number (``CategoryPlot.java:2166``). Two
+  traces of the same defect pass through the same lines of the same version of the code, so
+  shared frame-line tokens are strong evidence; frames of test runners and reflection included
+  (their lines tell library versions and assertion kinds apart, and bm25's IDF makes the
+  ubiquitous ones cheap);
+- ``fm<class><method>`` — the first application frames without their line (the code that
+  failed, robust to line shifts between versions);
+- ``dd<word>`` — the words that differ between the expected and the actual value of a failed
+  assertion (``expected:<…> but was:<…>``, ``Expected: … Result: …``, ``assert a == b``,
+  ``a != b``; JUnit's ``[…]`` difference markers are used when present, else a token diff).
+  Failing tests of one defect often disagree with the expectation in the same way
+  (``@return {undefined}`` missing, an ``inline`` name numbered differently) even when
+  their tests, messages and frames differ; :data:`DIFF_WEIGHT` counts them twice in a query;
+- ``dx<op><shape>`` — the shape of each edit between expected and actual, identifiers masked:
+  ``function(a){}`` expected, ``function(){}`` found gives ``dxdellpwxrp`` (a word deleted
+  between parentheses); ``b$$inline_1`` vs ``b$$inline_3`` gives ``dxrepnum`` (names that
+  differ only in a number).
+
+Recognised frame syntaxes: Java/Kotlin/Scala/C# (``at pkg.Class.method(File.java:12)``),
+Python (``File "x.py", line 12, in func``), JavaScript/Node (``at fn (file.js:10:5)``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+# Frames of test runners, reflection and the runtime: not the application's code.
+FRAMEWORK_PREFIXES = (
+    "junit.", "org.junit.", "sun.", "java.lang.reflect.", "java.lang.Thread", "jdk.internal.",
+    "org.apache.tools.ant.", "org.testng.", "org.gradle.", "org.apache.maven.", "kotlin.",
+    "scala.", "_pytest", "pytest", "pluggy", "unittest", "node:internal", "internal/",
+    "System.RuntimeMethodHandle", "System.Reflection",
+)  # fmt: skip
+
+_JAVA = re.compile(
+    r"^\s*at\s+([\w$.<>-]+)\.([\w$<>-]+)\(([\w$.-]*\.\w+(?::\d+)?|Native Method|Unknown Source)\)",
+    re.M,
+)
+_PY = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in ([\w<>.]+))?', re.M)
+_JS = re.compile(r"^\s*at\s+(?:([\w$.<>\[\] ]+?)\s+\()?([^()\s]+?):(\d+)(?::\d+)?\)?\s*$", re.M)
+_EXC = re.compile(
+    r"\b((?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Exception|Error|Failure|Fault|Panic|Interrupt))\b"
+)
+_ALNUM = re.compile(r"[^0-9A-Za-z]+")
+_FRAME_LINE = re.compile(r'^\s*(?:at\s|File\s")')
+
+
+@dataclass(frozen=True)
+class Frame:
+    module: str  # package.Class / file path
+    function: str
+    line: str  # "" when unknown
+    framework: bool
+
+    @property
+    def simple(self) -> str:
+        """Simple class (or file) name + function: ``CategoryPlot.removeDomainMarker``."""
+        mod = self.module.replace("\\", "/").rsplit("/", 1)[-1]
+        mod = mod.rsplit(".", 1)[0] if mod.endswith((".py", ".js", ".ts", ".mjs")) else mod
+        return f"{mod.rsplit('.', 1)[-1].split('$')[0]}.{self.function}"
+
+
+def _is_framework(module: str) -> bool:
+    return (
+        module.startswith(FRAMEWORK_PREFIXES)
+        or "site-packages" in module
+        or "node_modules" in module
+    )
+
+
+def parse_frames(text: str) -> list[Frame]:
+    """Frames in order of appearance (innermost first for Java/JS, outermost first for Python)."""
+    found: list[tuple[int, Frame]] = []
+    for m in _JAVA.finditer(text):
+        loc = m.group(3)
+        line = loc.rsplit(":", 1)[-1] if ":" in loc else ""
+        module = m.group(1)
+        found.append(
+            (
+                m.start(),
+                Frame(module, m.group(2), line if line.isdigit() else "", _is_framework(module)),
+            )
+        )
+    for m in _PY.finditer(text):
+        module = m.group(1)
+        found.append(
+            (m.start(), Frame(module, m.group(3) or "<module>", m.group(2), _is_framework(module)))
+        )
+    taken = {pos for pos, _ in found}
+    for m in _JS.finditer(text):
+        if m.start() not in taken:
+            module, fn = m.group(2), (m.group(1) or "<anonymous>").strip()
+            frame = Frame(module, fn.rsplit(".", 1)[-1], m.group(3), _is_framework(module))
+            found.append((m.start(), frame))
+    return [f for _, f in sorted(found, key=lambda p: p[0])]
+
+
+def exception_types(text: str) -> list[str]:
+    """Exception class names in order of appearance, qualified as written, de-duplicated."""
+    return list(dict.fromkeys(m.group(1) for m in _EXC.finditer(text)))
+
+
+def split_trace(text: str) -> tuple[str, str, str]:
+    """A raw trace -> (type, message, frames): the header ``pkg.SomeError: message`` (which may
+    span several lines, up to the first frame line) and the rest."""
+    lines = text.strip("\n").splitlines()
+    head: list[str] = []
+    i = 0
+    while (
+        i < len(lines) and not _FRAME_LINE.match(lines[i]) and not lines[i].startswith("Traceback")
+    ):
+        head.append(lines[i])
+        i += 1
+    rest = "\n".join(lines[i:])
+    header = "\n".join(head).strip()
+    if not header:  # Python: the exception is the last line
+        last = lines[-1] if lines else ""
+        m = re.match(r"^([\w.$]+):\s*(.*)$", last.strip())
+        if m:
+            return m.group(1), m.group(2), "\n".join(lines[:-1])
+        return "", "", rest
+    m = re.match(r"^([\w.$]+)(?::\s*(.*))?$", header, re.S)
+    if m and (":" in header or _EXC.fullmatch(m.group(1))):
+        return m.group(1), (m.group(2) or "").strip(), rest
+    return "", header, rest
+
+
+def _tok(text: str) -> str:
+    return _ALNUM.sub("", text).lower()
+
+
+_PAIRS = (
+    re.compile(r"expected:\s*<(.*?)>\s*but was:\s*<(.*)>", re.S),
+    re.compile(r"Expected:\s*(.*?)\n\s*(?:Result|Actual|Received|but was):\s*(.*?)(?:\n|$)", re.S),
+    re.compile(r"expected \[(.*?)\] but found \[(.*?)\]", re.S),
+    re.compile(r"expected:?\s*(.*?),?\s+but (?:was|got|found)\s*:?\s*(.*?)(?:\n|$)", re.S | re.I),
+    re.compile(r"\bassert\s+(.*?)\s*==\s*(.*?)(?:\n|$)"),
+    re.compile(r"^(.*?)\s+!=\s+(.*?)$", re.M),
+)
+_DIFF_TOKEN = re.compile(r"[A-Za-z0-9_$]+|[^\sA-Za-z0-9_$]")
+_ALPHA = re.compile(r"[A-Za-z]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+DIFF_WEIGHT = 2  # how many times a query counts each assertion-difference term
+MAX_DIFF_TERMS = 40
+
+
+def assertion_pair(text: str) -> tuple[str, str] | None:
+    """(expected, actual) of the first failed assertion found in ``text``."""
+    for rx in _PAIRS:
+        m = rx.search(text)
+        if m:
+            return m.group(1), m.group(2)
+    return None
+
+
+def _changed(expected: str, actual: str) -> tuple[str, str]:
+    marked_e = re.findall(r"\[(.*?)\]", expected, re.S)
+    marked_a = re.findall(r"\[(.*?)\]", actual, re.S)
+    if ("..." in expected or "..." in actual) and (marked_e or marked_a):  # JUnit ComparisonFailure
+        return " ".join(marked_e), " ".join(marked_a)
+    te, ta = _DIFF_TOKEN.findall(expected), _DIFF_TOKEN.findall(actual)
+    ce: list[str] = []
+    ca: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, te, ta, autojunk=False).get_opcodes():
+        if op != "equal":
+            ce += te[i1:i2]
+            ca += ta[j1:j2]
+    return " ".join(ce), " ".join(ca)
+
+
+def diff_words(text: str) -> list[str]:
+    """The words (and camelCase parts, lower-cased, letters only) that differ between the
+    expected and the actual value of the first failed assertion in ``text``."""
+    pair = assertion_pair(text[:20_000])
+    if pair is None:
+        return []
+    out: dict[str, None] = {}
+    for side in _changed(*pair):
+        for word in _ALPHA.findall(side):
+            parts = _CAMEL.findall(word)
+            for part in [word, *(parts if len(parts) > 1 else [])]:
+                if len(part) > 1:
+                    out.setdefault(part.lower(), None)
+    return list(out)[:MAX_DIFF_TERMS]
+
+
+_PUNCT = {
+    "(": "lp", ")": "rp", "{": "lb", "}": "rb", "[": "ls", "]": "rs", ",": "cm", ".": "dt",
+    ";": "sc", "=": "eq", ":": "cl", '"': "qt", "'": "qt", "<": "lt", ">": "gt", "+": "pl",
+    "-": "mi", "*": "st", "/": "sl", "!": "ex", "?": "qm", "&": "am", "|": "br", "@": "at",
+}  # fmt: skip
+
+
+def _mask(tok: str) -> str:
+    if re.fullmatch(r"\d+(?:\.\d+)?", tok):
+        return "n"
+    if re.match(r"[A-Za-z0-9_$]", tok):
+        return "w"
+    return _PUNCT.get(tok, "p")
+
+
+def edit_shapes(text: str, limit: int = 20) -> list[str]:
+    """``dx`` tokens: the masked shape of each edit from expected to actual (see module doc)."""
+    pair = assertion_pair(text[:20_000])
+    if pair is None:
+        return []
+    te, ta = _DIFF_TOKEN.findall(pair[0]), _DIFF_TOKEN.findall(pair[1])
+    if len(te) * len(ta) > 4_000_000:  # quadratic diff: skip pathological sizes
+        return []
+    out: dict[str, None] = {}
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, te, ta, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        ce, ca = te[i1:i2], ta[j1:j2]
+        if len(ce) > 4 or len(ca) > 4:
+            out.setdefault(f"dx{op[:3]}long", None)
+            continue
+        if (
+            op == "replace"
+            and len(ce) == len(ca)
+            and all(
+                re.sub(r"\d+", "0", x) == re.sub(r"\d+", "0", y)
+                for x, y in zip(ce, ca, strict=True)
+            )
+        ):
+            sig = "num"
+        else:
+            sig = "".join(map(_mask, ce)) + "x" + "".join(map(_mask, ca))
+        left = _mask(te[i1 - 1]) if i1 > 0 else "bos"
+        right = _mask(te[i2]) if i2 < len(te) else "eos"
+        out.setdefault(f"dx{op[:3]}{left}{sig}{right}", None)
+        out.setdefault(f"dx{op[:3]}{sig}", None)
+    return list(out)[:limit]
+
+
+def fingerprint_terms(*texts: str, app_frames: int = 8) -> list[str]:
+    """Opaque FTS tokens for the exception classes and frames found in ``texts`` (de-duplicated,
+    in order of appearance). See the module docstring."""
+    out: dict[str, None] = {}
+    for text in texts:
+        if not text:
+            continue
+        for exc in exception_types(text):
+            out.setdefault("xc" + _tok(exc.rsplit(".", 1)[-1]), None)
+            if "." in exc:
+                out.setdefault("xc" + _tok(exc), None)
+        out.update(("dd" + w, None) for w in diff_words(text))
+        out.update((t, None) for t in edit_shapes(text))
+        n_app = 0
+        for fr in parse_frames(text):
+            key = _tok(fr.simple)
+            if fr.line:
+                out.setdefault(f"fl{key}{fr.line}", None)
+            if not fr.framework and n_app < app_frames:
+                out.setdefault(f"fm{key}", None)
+                n_app += 1
+    return list(out)
+
+
+def app_frames(text: str, limit: int = 12) -> list[str]:
+    """The distinct application frames (``Class.method``), innermost first."""
+    seen: dict[str, None] = {}
+    for fr in parse_frames(text):
+        if not fr.framework:
+            seen.setdefault(fr.simple, None)
+    return list(seen)[:limit]
+
+
+def summarize_trace(trace: str, limit: int = 12) -> str:
+    """A compact, readable rendering of a trace for embedding and for context injection:
+    ``at Class.method, Class.method, …`` over the application frames (runner and
+    reflection frames dropped)."""
+    frames = app_frames(trace, limit)
+    return "at " + ", ".join(frames) if frames else ""

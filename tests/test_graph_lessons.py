@@ -1,0 +1,242 @@
+"""Lessons (graph/lessons.py): validation, storage, similar-error ranking, success-rate feedback.
+
+Real SQLite + Chroma in tmp_path, the deterministic hashing embedder (ranking logic only).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from graph.entities import GraphService
+from graph.lessons import SUCCESS_WEIGHT, LessonService
+from graph.search import search_nodes
+from retrieval.embedder import HashEmbedder
+from retrieval.errors import Conflict, InvalidInput, NotFound
+from retrieval.records import Kind, RecordFilter, bucket_of
+
+
+class Who:
+    def __init__(self, project: str = "proj", agent: str = "agent") -> None:
+        self.project_id, self.agent_id = project, agent
+
+    def bucket(self, scope: str) -> str:
+        return bucket_of(scope, self.project_id, self.agent_id)
+
+
+SEED = {  # the seed's example lesson, verbatim
+    "name": "NPM_VERSION_MISMATCH_01",
+    "entityType": "lesson",
+    "observations": [
+        "Error occurs when using incompatible package versions",
+        "Affects Windows environments specifically",
+        "Resolution requires version pinning",
+    ],
+    "errorPattern": {"type": "dependency", "message": "Cannot find package @shadcn/ui", "context": "package installation"},
+    "metadata": {
+        "severity": "high", "environment": {"os": "windows", "nodeVersion": "18.x"},
+        "createdAt": "2025-02-13T13:21:58.523Z", "updatedAt": "2025-02-13T13:22:21.336Z",
+        "frequency": 1, "successRate": 1.0,
+    },
+    "verificationSteps": [
+        {"command": "pnpm add shadcn@latest", "expectedOutput": "Successfully installed shadcn", "successIndicators": ["added shadcn"]}
+    ],
+}  # fmt: skip
+
+NPE = """java.lang.NullPointerException
+\tat org.jfree.chart.plot.CategoryPlot.removeDomainMarker(CategoryPlot.java:2166)
+\tat org.jfree.chart.plot.CategoryPlot.removeDomainMarker(CategoryPlot.java:2139)
+\tat org.jfree.chart.plot.junit.CategoryPlotTests.testRemoveDomainMarker(CategoryPlotTests.java:771)
+\tat sun.reflect.NativeMethodAccessorImpl.invoke0(Native Method)"""
+
+
+def lesson(name: str, *, type_="NullPointerException", message="null marker", context="CategoryPlot",
+           trace: str | None = None, rate: float = 1.0, observations=("check markers for null",)) -> dict:  # fmt: skip
+    doc = copy.deepcopy(SEED)
+    doc.update(name=name, observations=list(observations))
+    doc["errorPattern"] = {"type": type_, "message": message, "context": context}
+    if trace:
+        doc["errorPattern"]["stackTrace"] = trace
+    doc["metadata"]["successRate"] = rate
+    return doc
+
+
+@pytest.fixture
+def services(open_engine):
+    graph = GraphService(open_engine(HashEmbedder()))
+    return graph, LessonService(graph)
+
+
+def test_create_lesson_validates_every_required_field(services):
+    _, lessons = services
+    who = Who()
+    bad = [
+        ("entityType", lambda d: d.update(entityType="person")),
+        ("severity", lambda d: d["metadata"].update(severity="extreme")),
+        ("successRate", lambda d: d["metadata"].update(successRate=1.5)),
+        ("errorPattern.message", lambda d: d["errorPattern"].pop("message")),
+        ("errorPattern.context", lambda d: d["errorPattern"].pop("context")),
+        ("metadata.environment", lambda d: d["metadata"].pop("environment")),
+        ("metadata.frequency", lambda d: d["metadata"].pop("frequency")),
+        ("verificationSteps", lambda d: d.pop("verificationSteps")),
+        ("successIndicators", lambda d: d["verificationSteps"][0].pop("successIndicators")),
+        ("observations", lambda d: d.pop("observations")),
+    ]
+    for field, breaker in bad:
+        doc = copy.deepcopy(SEED)
+        breaker(doc)
+        with pytest.raises(InvalidInput) as err:
+            lessons.create_lesson(who, doc)
+        assert field.split(".")[-1] in err.value.message, (field, err.value.message)
+    assert lessons.graph.read_graph(who).totalEntities == 0  # nothing half-written
+
+
+def test_create_lesson_initialises_timestamps_and_round_trips(services):
+    graph, lessons = services
+    who = Who()
+    made = lessons.create_lesson(who, SEED).lesson
+    assert made.metadata.createdAt == made.metadata.updatedAt
+    assert made.metadata.createdAt.year >= 2026  # set by the server, not copied from the input
+    got = lessons.get(who, SEED["name"])
+    assert got.model_dump(exclude={"metadata"}) == made.model_dump(exclude={"metadata"})
+    assert got.errorPattern.stackTrace is None
+    # a lesson is a graph node too, with its observations
+    node = graph.open_nodes(who, [SEED["name"]]).entities[0]
+    assert node.entityType == "lesson" and node.observations == SEED["observations"]
+    with pytest.raises(Conflict):
+        lessons.create_lesson(who, SEED)
+    graph.create_entities(who, [{"name": "Plain", "entityType": "thing", "observations": []}])
+    with pytest.raises(Conflict):  # an entity already holds the name
+        lessons.create_lesson(who, {**SEED, "name": "Plain"})
+
+
+def test_find_similar_errors_uses_the_stack_trace(services):
+    _, lessons = services
+    who = Who()
+    other = NPE.replace("CategoryPlot", "XYPlot").replace("removeDomainMarker", "removeRangeMarker")
+    lessons.create_lessons(who, [
+        lesson("CATEGORY_NPE", trace=NPE, context="tests"),
+        lesson("XY_NPE", trace=other.replace("2166", "2529"), context="tests"),
+        lesson("NPM", type_="dependency", message="Cannot find package", context="pnpm install", trace=None),
+    ])  # fmt: skip
+    query = {"type": "java.lang.NullPointerException", "message": "", "context": "",
+             "stackTrace": NPE.replace("testRemoveDomainMarker(CategoryPlotTests.java:771)", "testOther(CategoryPlotTests.java:900)")}  # fmt: skip
+    res = lessons.find_similar_errors(who, query)
+    assert [m.name for m in res.lessons][:2] == ["CATEGORY_NPE", "XY_NPE"]
+    top = res.lessons[0]
+    assert "CategoryPlot.removeDomainMarker" in top.matchedFrames
+    assert top.verificationSteps and top.observations  # full resolution details
+    assert "successRate" in res.ranking
+    with pytest.raises(InvalidInput):
+        lessons.find_similar_errors(who, {"type": "", "message": " ", "context": ""})
+
+
+def test_long_traces_are_not_cut_at_32_query_terms(services):
+    _, lessons = services
+    who = Who()
+    frames = "\n".join(
+        f"\tat com.acme.pkg{i}.Service{i}.call{i}(Service{i}.java:{i})" for i in range(60)
+    )
+    lessons.create_lessons(who, [
+        lesson("DEEP", trace=frames + "\n\tat com.acme.Deep.bottom(Deep.java:1)", message="m"),
+        lesson("SHALLOW", trace="\tat com.acme.pkg0.Service0.call0(Service0.java:0)", message="m"),
+    ])  # fmt: skip
+    q = {"type": "IllegalStateException", "message": "m", "context": "",
+         "stackTrace": frames + "\n\tat com.acme.Deep.bottom(Deep.java:1)"}  # fmt: skip
+    assert lessons.find_similar_errors(who, q, mode="lexical").lessons[0].name == "DEEP"
+    assert len(lessons.lexical.match_expr(q["stackTrace"]).split(" OR ")) > 100
+
+
+def test_update_lesson_success_is_a_running_average(services):
+    _, lessons = services
+    who = Who()
+    lessons.create_lesson(who, lesson("L", rate=1.0))  # frequency 1, rate 1.0
+    r = lessons.update_lesson_success(who, "L", False)
+    assert (r.frequency, r.successRate) == (2, 0.5)
+    r = lessons.update_lesson_success(who, "L", True)
+    assert (r.frequency, round(r.successRate, 4)) == (3, round(2 / 3, 4))
+    got = lessons.get(who, "L")
+    assert got.metadata.updatedAt == r.updatedAt and got.metadata.updatedAt > got.metadata.createdAt
+    # the embedded record carries the rate too (recall boosts lessons by it)
+    rec = lessons.engine.store.list(RecordFilter(kinds=[Kind.lesson]))[0]
+    assert (
+        round(rec.metadata["successRate"], 4) == round(2 / 3, 4) and rec.metadata["frequency"] == 3
+    )
+    with pytest.raises(NotFound):
+        lessons.update_lesson_success(who, "missing", True)
+
+
+def test_two_equally_relevant_lessons_are_reordered_by_reported_outcomes(services):
+    """The success-rate feedback loop: identical error patterns, different track records."""
+    _, lessons = services
+    who = Who()
+    same = {"type_": "TimeoutError", "message": "connection to postgres timed out after 30s",
+            "context": "docker compose up", "observations": ("restart the database container",)}  # fmt: skip
+    lessons.create_lessons(
+        who, [lesson("FIX_A", rate=0.9, **same), lesson("FIX_B", rate=0.8, **same)]
+    )
+    query = {
+        "type": "TimeoutError",
+        "message": "postgres connection timed out",
+        "context": "docker compose",
+    }
+    before = lessons.find_similar_errors(who, query).lessons
+    assert [m.name for m in before] == ["FIX_A", "FIX_B"]
+    assert before[0].relevance == pytest.approx(before[1].relevance, abs=0.02)  # equally relevant
+    for _ in range(3):
+        lessons.update_lesson_success(who, "FIX_A", False)
+        lessons.update_lesson_success(who, "FIX_B", True)
+    after = lessons.find_similar_errors(who, query).lessons
+    assert [m.name for m in after] == ["FIX_B", "FIX_A"]
+    for m in after:
+        assert m.score == pytest.approx(
+            m.relevance * (1 - SUCCESS_WEIGHT + SUCCESS_WEIGHT * m.metadata.successRate), abs=1e-3
+        )
+    recs = lessons.get_lesson_recommendations(
+        who, "docker compose postgres keeps timing out"
+    ).lessons
+    assert [m.name for m in recs] == ["FIX_B", "FIX_A"]
+
+
+def test_lesson_observations_are_graph_observations(services):
+    graph, lessons = services
+    who = Who()
+    lessons.create_lesson(who, lesson("L", observations=["first note"]))
+    out = graph.add_observations(
+        who, [{"entityName": "L", "contents": ["first note", "pin the version"]}]
+    )
+    assert out.results[0].addedObservations == ["pin the version"]
+    assert lessons.get(who, "L").observations == ["first note", "pin the version"]
+    hits = lessons.get_lesson_recommendations(who, "pin the version").lessons
+    assert hits and hits[0].name == "L"  # the lesson record was re-indexed
+    assert (
+        graph.delete_observations(
+            who, [{"entityName": "L", "observations": ["first note"]}]
+        ).deleted
+        == 1
+    )
+    assert lessons.get(who, "L").observations == ["pin the version"]
+    assert search_nodes(graph, who, "pin version").entities[0].name == "L"
+    graph.delete_entities(who, ["L"])
+    assert lessons.all_lessons(who.bucket("team")) == []
+    assert lessons.engine.store.count(RecordFilter(kinds=[Kind.lesson])) == 0
+
+
+def test_lessons_live_in_the_team_graph_unless_a_scope_is_given(services):
+    _, lessons = services
+    alice, bob, stranger = Who("proj", "alice"), Who("proj", "bob"), Who("other", "carol")
+    lessons.create_lesson(alice, lesson("TEAM"))
+    lessons.create_lesson(alice, lesson("MINE"), scope="private")
+    q = {"type": "NullPointerException", "message": "null marker", "context": ""}
+    assert [m.name for m in lessons.find_similar_errors(bob, q).lessons] == ["TEAM"]
+    assert lessons.find_similar_errors(stranger, q).lessons == []
+    assert [m.name for m in lessons.find_similar_errors(alice, q, scope="private").lessons] == [
+        "MINE"
+    ]
+    assert lessons.find_similar_errors(bob, q, scope="private").lessons == []
+    assert (
+        json.loads(lessons.get(alice, "MINE", scope="private").model_dump_json())["scope"]
+        == "private"
+    )

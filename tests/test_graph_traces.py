@@ -1,0 +1,101 @@
+"""Stack-trace features of lessons (graph/traces.py): frames, exception classes, fingerprints."""
+
+from __future__ import annotations
+
+from graph.traces import (
+    app_frames,
+    diff_words,
+    edit_shapes,
+    exception_types,
+    fingerprint_terms,
+    parse_frames,
+    split_trace,
+    summarize_trace,
+)
+
+JAVA = """java.lang.NullPointerException: boom
+\tat org.jfree.chart.plot.CategoryPlot.removeDomainMarker(CategoryPlot.java:2166)
+\tat org.jfree.chart.plot.junit.CategoryPlotTests.testRemoveDomainMarker(CategoryPlotTests.java:771)
+\tat sun.reflect.NativeMethodAccessorImpl.invoke0(Native Method)
+\tat junit.framework.TestCase.runTest(TestCase.java:176)
+Caused by: java.io.IOException: disk
+\tat a.b.C$Inner.run(C.java:3)"""
+
+PYTHON = """Traceback (most recent call last):
+  File "/app/main.py", line 10, in <module>
+    run()
+  File "/app/lib/db.py", line 42, in run
+    conn.execute(q)
+  File "/usr/lib/python3.11/site-packages/sqlalchemy/engine.py", line 7, in execute
+    raise
+sqlite3.OperationalError: no such table: users"""
+
+NODE = """TypeError: Cannot read properties of undefined (reading 'map')
+    at renderList (/app/src/List.js:12:20)
+    at Object.<anonymous> (/app/src/index.js:5:1)
+    at Module._compile (node:internal/modules/cjs/loader:1105:14)"""
+
+
+def test_java_frames_and_framework_detection():
+    frames = parse_frames(JAVA)
+    assert [f.simple for f in frames][:2] == [
+        "CategoryPlot.removeDomainMarker",
+        "CategoryPlotTests.testRemoveDomainMarker",
+    ]
+    assert frames[0].line == "2166" and not frames[0].framework
+    assert frames[2].framework and frames[3].framework  # reflection, junit
+    assert frames[-1].simple == "C.run"  # inner class folded into its outer class
+    assert app_frames(JAVA) == [
+        "CategoryPlot.removeDomainMarker",
+        "CategoryPlotTests.testRemoveDomainMarker",
+        "C.run",
+    ]
+    assert summarize_trace(JAVA).startswith("at CategoryPlot.removeDomainMarker, ")
+
+
+def test_python_and_node_frames():
+    py = parse_frames(PYTHON)
+    assert [(f.simple, f.line, f.framework) for f in py] == [
+        ("main.<module>", "10", False), ("db.run", "42", False), ("engine.execute", "7", True),
+    ]  # fmt: skip
+    js = parse_frames(NODE)
+    assert [f.simple for f in js if not f.framework] == ["List.renderList", "index.<anonymous>"]
+    assert js[-1].framework  # node:internal
+
+
+def test_exception_types_and_split():
+    assert exception_types(JAVA) == ["java.lang.NullPointerException", "java.io.IOException"]
+    assert split_trace(JAVA)[:2] == ("java.lang.NullPointerException", "boom")
+    assert split_trace(PYTHON)[:2] == ("sqlite3.OperationalError", "no such table: users")
+    typ, msg, rest = split_trace(NODE)
+    assert (typ, msg) == ("TypeError", "Cannot read properties of undefined (reading 'map')")
+    assert rest.lstrip().startswith("at renderList")
+
+
+def test_fingerprints_name_exceptions_frames_and_lines():
+    terms = fingerprint_terms(JAVA)
+    assert "xcnullpointerexception" in terms and "xcjavalangnullpointerexception" in terms
+    assert "xcioexception" in terms
+    assert "flcategoryplotremovedomainmarker2166" in terms  # frame + line
+    assert "fmcategoryplotremovedomainmarker" in terms  # application frame without line
+    assert "fmtestcaseruntest" not in terms  # runner frames only get frame+line tokens
+    assert "fltestcaseruntest176" in terms
+    assert all(t.isalnum() and t == t.lower() for t in terms)  # one FTS5 token each
+
+
+def test_assertion_differences():
+    junit = "junit.framework.ComparisonFailure: expected:<... (this:f): [undefined]\nreq> but was:<... (this:f): [?]\nreq>"
+    assert diff_words(junit) == ["undefined"]  # JUnit's [ ] markers
+    closure = "AssertionFailedError: \nExpected: var y=function(x){}\nResult: var y=function(){}\nNode tree"
+    assert edit_shapes(closure) == ["dxdellpwxrp", "dxdelwx"]  # a name deleted between ( )
+    renamed = "Expected: var b$$inline_1=y\nResult: var b$$inline_3=y\n"
+    assert "dxrepnum" in edit_shapes(renamed)  # names that differ only by a number
+    assert diff_words(renamed) == ["inline"]
+    assert diff_words("assert parse_host(url) == 'example.org'") == [
+        "parse",
+        "host",
+        "url",
+        "example",
+        "org",
+    ]
+    assert diff_words("no assertion here") == [] and edit_shapes("plain text") == []
