@@ -292,9 +292,9 @@ class Bridge:
                 args["idempotencyKey"] = f"bridge-{uuid.uuid4()}"
                 params["arguments"] = args
         cached = self.cache.get(message) if self.cache and "id" in message else None
-        if cached is not None:
-            self.learn(method, cached)
-            self.write({"jsonrpc": "2.0", "id": message["id"], "result": cached})
+        if cached is not None:  # {"result": …} or {"error": …} (e.g. discover on a legacy server)
+            self.learn(method, cached.get("result") or {})
+            self.write({"jsonrpc": "2.0", "id": message["id"], **cached})
             return
         try:
             if method == "tools/call" and self.router is not None:
@@ -311,8 +311,8 @@ class Bridge:
         result = answer.get("result")
         if result is not None:
             self.learn(method, result)
-            if self.cache:
-                self.cache.put(message, result)
+        if self.cache and ("result" in answer or "error" in answer):
+            self.cache.put(message, {k: answer[k] for k in ("result", "error") if k in answer})
         self.write(answer)
 
     def run(self) -> int:
