@@ -77,7 +77,8 @@ def main() -> int:
         "target_s": 1.5,
     }
     print(f"\n{'measure':<32}{'seconds':>10}")
-    print(f"{'handshake (median of %d)' % args.runs:<32}{result['handshake_s']:>10.3f}")
+    label = f"handshake (median of {args.runs})"
+    print(f"{label:<32}{result['handshake_s']:>10.3f}")
     print(f"{'bare python start (baseline)':<32}{result['python_start_s']:>10.3f}")
     print(f"{'target':<32}{1.5:>10.3f}")
     if args.json_out:
