@@ -27,10 +27,9 @@ transaction. A lesson is an entity of type ``lesson`` whose observations live in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from retrieval.errors import InvalidInput, NotFound
+from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.records import Kind, Record
 
 from .common import (
@@ -113,11 +112,20 @@ class GraphService(GraphBase):
                 for text in obs
             ]
 
+            def check(conn) -> None:  # another process may have created one of them meanwhile
+                taken = self.entity_rows(bucket, list(new), conn)
+                if taken:
+                    raise Conflict(
+                        f"entity {next(iter(taken))!r} was just created by another writer; retry "
+                        "(existing names are ignored)",
+                        names=list(taken),
+                    )
+
             def extra(conn) -> None:
                 for name, (etype, _obs) in new.items():
                     self.insert_entity(conn, bucket, who, name, etype, now)
 
-            self.engine.apply(add=records, extra=extra)
+            self.engine.apply(add=records, check=check, extra=extra)
         return CreateEntitiesResult(
             created=[Entity(name=n, entityType=t, observations=o) for n, (t, o) in new.items()],
             skipped=[n for n in wanted if n in existing],
@@ -389,7 +397,3 @@ class GraphService(GraphBase):
 
     def entity_types(self, bucket: str, names: Sequence[str]) -> dict[str, str]:
         return {n: r["entity_type"] for n, r in self.entity_rows(bucket, names).items()}
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False)

@@ -2,16 +2,20 @@
 
 Storage, in one transaction: an entity row (type ``lesson``, so lessons are graph nodes that
 relations can point at), a ``lessons`` row (every structured field), and one embedded
-``lesson`` record whose content is the lesson's searchable text (see :func:`lesson_text`) and
-whose FTS5 ``terms`` column also gets the stack-trace fingerprints of ``graph.traces``.
+``lesson`` record: content = the lesson's text (see :func:`lesson_text`), context = its
+application frames (``at Class.method, …``: what the embedder should see of a long trace),
+and its FTS5 ``terms`` column also gets the stack-trace fingerprints of ``graph.traces``
+(exception classes, frame+line, application frames, assertion differences).
 
 Ranking (``find_similar_errors``, ``get_lesson_recommendations``):
 
 1. hybrid retrieval over the lesson records of the graph: bm25 over the error type, message,
-   context, stack trace, observations and fix, with the query's exception classes and frames
-   added as fingerprint terms (the term cap is raised to ``LESSON_MAX_TERMS``: a trace has
-   hundreds of tokens), fused with the cosine similarity of the embeddings by
-   :data:`LESSON_FUSION` into a relevance in [0, 1];
+   context, stack trace, observations and verification commands, with the query's own
+   fingerprints added to the query (assertion-difference words count twice; the term cap is
+   raised to ``LESSON_MAX_TERMS``: a trace has hundreds of tokens), fused with the cosine
+   similarity of the embeddings into a relevance in [0, 1] — by :data:`LESSON_FUSION`
+   (vector weight 0.1) for errors, by the engine's fusion settings for a plain-language
+   context;
 2. success rate: ``score = relevance × (1 − β + β × successRate)`` with β = 0.3, so a lesson
    whose fix never worked keeps 70 % of its relevance and a fix that always works keeps all
    of it. Between two equally relevant lessons the one that works more often ranks first; a
@@ -48,8 +52,11 @@ from .lesson_models import (
 
 SUCCESS_WEIGHT = 0.3  # β in score = relevance × (1 − β + β × successRate)
 LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
-LESSON_FUSION = FusionConfig(method="convex", alpha=0.5, norm="minmax", depth=100)
+# find_similar_errors: stack traces are read far better by bm25 + fingerprints than by a
+# sentence embedder (benchmarks/relevance.py errors), so the vector side weighs 0.1, not 0.5.
+LESSON_FUSION = FusionConfig(method="convex", alpha=0.1, norm="minmax", depth=100)
 DEFAULT_LIMIT = 10
+ERRORS = "error similarity"
 MAX_LIMIT = 50
 
 
@@ -106,6 +113,10 @@ class LessonService:
         graph.lessons = self
         self.lexical = LessonLexical(graph.store, max_terms=max_terms)
         self.ranker = HybridRanker(graph.store, self.lexical, None, None, fusion or LESSON_FUSION)
+        # get_lesson_recommendations reads plain language: the engine's own fusion settings
+        self.context_ranker = HybridRanker(
+            graph.store, self.lexical, None, None, graph.engine.ranker.config
+        )
 
     @property
     def engine(self):
@@ -375,10 +386,11 @@ class LessonService:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
-        self.ranker.vectors, self.ranker.embedder = self.engine.vectors, self.engine.embedder
+        ranker = self.ranker if label == ERRORS else self.context_ranker
+        ranker.vectors, ranker.embedder = self.engine.vectors, self.engine.embedder
         f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson])
-        depth = max(limit, self.ranker.config.depth)
-        scored = self.ranker.search(text, f, depth, mode=mode, buckets=[bucket])
+        depth = max(limit, ranker.config.depth)
+        scored = ranker.search(text, f, depth, mode=mode, buckets=[bucket])
         if not scored:
             return LessonSearchResult(lessons=[], ranking=label)
         by_rec = {
@@ -426,7 +438,7 @@ class LessonService:
             raise InvalidInput(
                 "errorPattern needs at least one of type, message, context, stackTrace"
             )
-        return self._rank(who, text, scope, limit, "error similarity", mode)
+        return self._rank(who, text, scope, limit, ERRORS, mode)
 
     def get_lesson_recommendations(
         self, who: Caller, context: str, scope: str | None = None, limit: int = DEFAULT_LIMIT
