@@ -235,7 +235,7 @@ LOCOMO_CATEGORIES = {
     5: "adversarial",
 }
 _DIA = re.compile(r"D\d+:\d+")
-DEFAULT_LOCOMO_CONTEXT = "date,caption,prev1,next1"
+DEFAULT_LOCOMO_CONTEXT = "date,caption,prev2,next1"
 
 
 def locomo_date(text: str) -> datetime | None:

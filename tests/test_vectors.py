@@ -3,9 +3,11 @@ that starts without an embedding model."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from retrieval.embedder import HashEmbedder
+from retrieval.engine import BARE_VIEW_WEIGHT, embed_views
 from retrieval.errors import NotFound
 from retrieval.records import RecordFilter, Scope
 from retrieval.vectors import VectorIndex, VectorItem, collection_name, windows
@@ -342,3 +344,43 @@ def test_changing_the_embedding_model_re_embeds_existing_records(tmp_path):
         assert [h.record.id for h in hits] == [rec.id]
     finally:
         eng.close()
+
+
+# ---------------------------------------------------------------------- views
+def test_embed_views_without_context_are_the_content_windows(make_record):
+    rec = make_record(words(50))
+    assert embed_views(rec, 20, 4) == [[(w, 1.0)] for w in windows(rec.content, 20, 4)]
+
+
+def test_a_short_turn_with_a_long_context_gets_a_bare_view_too(make_record):
+    turn = make_record("Caroline: I went to the pride parade", context=words(30, "ctx"))
+    views = embed_views(turn, 40, 4)
+    assert len(views) == 1
+    (led, w1), (bare, w2) = views[0]
+    assert led.endswith("\n" + turn.content) and led.startswith("ctx0 ctx1")
+    assert bare == turn.content
+    assert w1 == pytest.approx(1 - BARE_VIEW_WEIGHT) and w2 == pytest.approx(BARE_VIEW_WEIGHT)
+
+
+def test_a_long_chunk_repeats_its_short_context_in_every_window(make_record):
+    chunk = make_record(words(100), context="docs/guide.md > Install")
+    views = embed_views(chunk, 40, 4)
+    assert len(views) > 2
+    assert all(len(v) == 1 and v[0][0].startswith("docs/guide.md > Install\n") for v in views)
+    covered = " ".join(v[0][0].split("\n", 1)[1] for v in views).split()
+    assert set(covered) == set(chunk.content.split())
+
+
+def test_the_stored_vector_of_a_two_view_window_is_their_normalised_weighted_sum(
+    open_engine, make_record
+):
+    emb = HashEmbedder()
+    eng = open_engine(emb, window_words=40)
+    turn = make_record("Melanie: we painted a sunrise", context=words(30, "ctx"))
+    eng.add([turn])
+    stored = eng.store.embeddings([turn.id], MODEL)[turn.id]
+    (led, w1), (bare, w2) = embed_views(turn, 40, 16)[0]
+    want = w1 * emb.embed_query(led) + w2 * emb.embed_query(bare)
+    want /= np.linalg.norm(want)
+    assert stored.shape == (1, 64)
+    assert np.allclose(stored[0], want, atol=1e-5)
