@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import lru_cache
 
 from retrieval.analyzer import fts_or_query, query_terms
 from retrieval.errors import Conflict, InvalidInput, NotFound
@@ -57,6 +58,12 @@ LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
 LESSON_FUSION = FusionConfig(method="convex", alpha=0.1, norm="minmax", depth=100)
 DEFAULT_LIMIT = 10
 ERRORS = "error similarity"
+# find_similar_errors reranks the hybrid candidates by trace affinity (graph.traces):
+#   relevance = (fused + PACKAGE_WEIGHT × package affinity + UNIT_WEIGHT × unit Jaccard)
+#               / (1 + PACKAGE_WEIGHT + UNIT_WEIGHT)
+# measured on Defects4J same-bug (docs/benchmarks.md "Errors (Defects4J)").
+PACKAGE_WEIGHT = 0.2
+UNIT_WEIGHT = 0.1
 MAX_LIMIT = 50
 
 
@@ -95,6 +102,20 @@ def lesson_text(lesson: LessonInput) -> str:
 def lesson_terms(lesson: LessonInput) -> str:
     ep = lesson.errorPattern
     return " ".join(traces.fingerprint_terms(f"{ep.type}: {ep.message}", ep.stackTrace or ""))
+
+
+@lru_cache(maxsize=4096)
+def _lesson_profile(trace: str, context: str) -> traces.TraceProfile:
+    return traces.trace_profile(trace, context)
+
+
+def trace_affinity(query: traces.TraceProfile, row) -> tuple[float, float]:
+    """(package affinity, code-unit Jaccard) of a query and a lesson row (see graph.traces)."""
+    own = _lesson_profile(f"{row['message']}\n{row['stack_trace'] or ''}", row["context"] or "")
+    return (
+        traces.package_affinity(query.packages, own.packages),
+        traces.jaccard(query.units, own.units),
+    )
 
 
 def success_factor(rate: float) -> float:
@@ -381,7 +402,10 @@ class LessonService:
         limit: int,
         label: str,
         mode: str = "hybrid",
+        profile: traces.TraceProfile | None = None,
     ) -> LessonSearchResult:
+        """``profile``: the query's trace profile; when given (find_similar_errors, hybrid
+        mode), each candidate's fused relevance is blended with its trace affinity."""
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         sc = parse_scope(scope)
@@ -411,11 +435,17 @@ class LessonService:
             own = traces.app_frames(row["stack_trace"] or "", 50) + traces.exception_types(
                 f"{row['error_type']}: {row['message']}\n{row['stack_trace'] or ''}"
             )
-            score = s.score * success_factor(lesson.metadata.successRate)
+            relevance = s.score
+            if profile is not None:
+                pkg, unit = trace_affinity(profile, row)
+                relevance = (relevance + PACKAGE_WEIGHT * pkg + UNIT_WEIGHT * unit) / (
+                    1.0 + PACKAGE_WEIGHT + UNIT_WEIGHT
+                )
+            score = relevance * success_factor(lesson.metadata.successRate)
             out.append(
                 LessonMatch(
                     **lesson.model_dump(),
-                    relevance=round(s.score, 4),
+                    relevance=round(relevance, 4),
                     score=round(score, 4),
                     matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
                 )  # fmt: skip
@@ -438,7 +468,10 @@ class LessonService:
             raise InvalidInput(
                 "errorPattern needs at least one of type, message, context, stackTrace"
             )
-        return self._rank(who, text, scope, limit, ERRORS, mode)
+        profile = None
+        if mode == "hybrid":
+            profile = traces.trace_profile(f"{p.message}\n{p.stackTrace or ''}", p.context)
+        return self._rank(who, text, scope, limit, ERRORS, mode, profile)
 
     def get_lesson_recommendations(
         self, who: Caller, context: str, scope: str | None = None, limit: int = DEFAULT_LIMIT

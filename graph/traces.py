@@ -283,3 +283,75 @@ def summarize_trace(trace: str, limit: int = 12) -> str:
     reflection frames dropped)."""
     frames = app_frames(trace, limit)
     return "at " + ", ".join(frames) if frames else ""
+
+
+# ---------------------------------------------------------------- trace affinity (reranking)
+# Two failures in the same code are related even when they share no frame, line or message
+# word: a failing ``InvocationMatcherTest`` and an exception thrown inside ``InvocationMatcher``,
+# two tests of ``org.apache.commons.cli``. These features compare a query's and a lesson's
+# *code units* (classes / modules, a test mapped to the unit it tests) and *packages*.
+_QUALIFIED = re.compile(r"\b((?:[a-z_][\w]*\.)+)([A-Z][\w$]*)")
+_TEST_AFFIX = re.compile(r"(?:Tests?|TestCase|IT|_tests?)$|^(?:Test(?=[A-Z])|test_)")
+
+
+def code_unit(name: str) -> str:
+    """The unit a class or module name is about: ``InvocationMatcherTest`` -> ``InvocationMatcher``,
+    ``TestHelpFormatter`` -> ``HelpFormatter``, ``test_db`` -> ``db``, ``C$Inner`` -> ``C``."""
+    base = name.split("$")[0]
+    return _TEST_AFFIX.sub("", base) or base
+
+
+def _package(fr: Frame) -> str:
+    mod = fr.module.replace("\\", "/")
+    if "/" in mod:  # a file path: its directories
+        return ".".join(p for p in mod.split("/")[:-1] if p and p != ".")
+    return ".".join(p for p in mod.split(".") if p[:1].islower() or p[:1] == "_")
+
+
+@dataclass(frozen=True)
+class TraceProfile:
+    units: frozenset[str]
+    packages: frozenset[str]
+
+
+def trace_profile(trace: str, context: str = "") -> TraceProfile:
+    """Code units and packages of the application frames of ``trace``, plus the qualified class
+    names written in ``context`` (``org.mockito.internal.InvocationMatcherTest::should_…``);
+    runner, reflection and runtime frames left out."""
+    units: set[str] = set()
+    pkgs: set[str] = set()
+    for fr in parse_frames(trace):
+        if fr.framework:
+            continue
+        units.add(code_unit(fr.simple.rsplit(".", 1)[0]))
+        if pkg := _package(fr):
+            pkgs.add(pkg)
+    for m in _QUALIFIED.finditer(context or ""):
+        pkg = m.group(1).rstrip(".")
+        if not pkg.startswith(FRAMEWORK_PREFIXES) and not pkg.startswith(("java.", "javax.")):
+            units.add(code_unit(m.group(2)))
+            pkgs.add(pkg)
+    units.discard("")
+    return TraceProfile(frozenset(units), frozenset(pkgs))
+
+
+def jaccard(a: frozenset | set, b: frozenset | set) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def package_affinity(query: frozenset | set, lesson: frozenset | set) -> float:
+    """How deep the query's packages go into the lesson's, in [0, 1]: the longest common prefix
+    (in segments) of a query package and a lesson package over the query package's length,
+    best pair. ``org.apache.commons.cli`` vs ``org.apache.commons.cli.help`` -> 1.0, vs
+    ``org.apache.commons.codec`` -> 0.75."""
+    best = 0.0
+    for q in query:
+        qs = q.split(".")
+        for le in lesson:
+            n = 0
+            for x, y in zip(qs, le.split("."), strict=False):
+                if x != y:
+                    break
+                n += 1
+            best = max(best, n / len(qs))
+    return best

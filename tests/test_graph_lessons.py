@@ -240,3 +240,50 @@ def test_lessons_live_in_the_team_graph_unless_a_scope_is_given(services):
         json.loads(lessons.get(alice, "MINE", scope="private").model_dump_json())["scope"]
         == "private"
     )
+
+
+def test_find_similar_errors_ranks_the_same_exception_and_frames_first(services):
+    _, lessons = services
+    who = Who()
+    frames = NPE.split("\n", 1)[1]
+    ise = "java.lang.IllegalStateException\n" + frames
+    elsewhere = NPE.replace("org.jfree.chart.plot", "org.apache.commons.cli")
+    lessons.create_lessons(who, [
+        lesson("OTHER_EXCEPTION_SAME_FRAMES", type_="IllegalStateException", message="bad state", trace=ise, context="tests"),
+        lesson("SAME_EXCEPTION_OTHER_CODE", trace=elsewhere.replace("CategoryPlot", "Parser"), context="tests"),
+        lesson("SAME", trace=NPE, context="org.jfree.chart.plot.junit.CategoryPlotTests::testRemoveDomainMarker"),
+        lesson("NPM", type_="dependency", message="Cannot find package", context="pnpm install"),
+    ])  # fmt: skip
+    query = {"type": "java.lang.NullPointerException", "message": "", "context": "",
+             "stackTrace": NPE.replace("2139", "2140")}  # fmt: skip
+    names = [m.name for m in lessons.find_similar_errors(who, query).lessons]
+    assert names[0] == "SAME" and names.index("OTHER_EXCEPTION_SAME_FRAMES") < names.index("NPM")
+
+
+def test_trace_affinity_blends_into_the_relevance(services):
+    """A lesson about the failing test of the unit the query's error comes from (same package)
+    gains over an otherwise equally relevant lesson from other code."""
+    from graph import lessons as lessons_mod
+    from graph.traces import trace_profile
+
+    _, lessons = services
+    who = Who()
+    lessons.create_lessons(who, [
+        lesson("LEDGER", type_="AssertionError", message="totals differ", context="io.acme.core.LedgerTest::posts"),
+        lesson("QUOTA", type_="AssertionError", message="totals differ", context="io.other.QuotaTest::limits"),
+    ])  # fmt: skip
+    trace = "\tat io.acme.core.Ledger.post(Ledger.java:7)\n\tat io.acme.core.Ledger.close(Ledger.java:9)"
+    query = {
+        "type": "AssertionError",
+        "message": "totals differ",
+        "context": "",
+        "stackTrace": trace,
+    }
+    res = lessons.find_similar_errors(who, query).lessons
+    assert [m.name for m in res] == ["LEDGER", "QUOTA"]
+    q = trace_profile(f"totals differ\n{trace}")
+    row = lessons.graph.lesson_rows(who.bucket("team"), ["LEDGER"])["LEDGER"]
+    assert lessons_mod.trace_affinity(q, row) == (1.0, 1.0)  # package io.acme.core, unit Ledger
+    row = lessons.graph.lesson_rows(who.bucket("team"), ["QUOTA"])["QUOTA"]
+    assert lessons_mod.trace_affinity(q, row) == (1 / 3, 0.0)  # only "io" in common
+    assert all(0.0 <= m.relevance <= 1.0 for m in res) and res[0].relevance > res[1].relevance

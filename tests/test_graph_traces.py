@@ -99,3 +99,40 @@ def test_assertion_differences():
         "org",
     ]
     assert diff_words("no assertion here") == [] and edit_shapes("plain text") == []
+
+
+def test_code_units_map_tests_to_the_unit_they_test():
+    from graph.traces import code_unit
+
+    assert code_unit("InvocationMatcherTest") == "InvocationMatcher"
+    assert code_unit("CategoryPlotTests") == "CategoryPlot"
+    assert code_unit("TestHelpFormatter") == "HelpFormatter"
+    assert code_unit("ZipTestCase") == "Zip"
+    assert code_unit("test_db") == "db" and code_unit("db_test") == "db"
+    assert code_unit("C$Inner") == "C"
+    assert code_unit("Testament") == "Testament"  # "Test" only as a word of its own
+    assert code_unit("Test") == "Test"
+
+
+def test_trace_profile_units_and_packages():
+    from graph.traces import trace_profile
+
+    prof = trace_profile(JAVA, "org.jfree.chart.plot.junit.XYPlotTests::testX")
+    # runner and reflection frames are left out; the context's test names its unit too
+    assert prof.units == {"CategoryPlot", "C", "XYPlot"}
+    assert prof.packages == {"org.jfree.chart.plot", "org.jfree.chart.plot.junit", "a.b"}
+    py = trace_profile(PYTHON)
+    assert py.units == {"main", "db"} and py.packages == {"app", "app.lib"}
+    assert trace_profile("no frames at all", "java.lang.String").units == set()
+
+
+def test_jaccard_and_package_affinity():
+    from graph.traces import jaccard, package_affinity
+
+    assert jaccard({"A", "B"}, {"B", "C"}) == 1 / 3
+    assert jaccard(set(), {"A"}) == 0.0
+    cli = {"org.apache.commons.cli"}
+    assert package_affinity(cli, {"org.apache.commons.cli.help"}) == 1.0
+    assert package_affinity(cli, {"org.apache.commons.codec"}) == 0.75
+    assert package_affinity(cli, {"com.google.javascript.jscomp"}) == 0.0
+    assert package_affinity(set(), cli) == 0.0
