@@ -16,7 +16,13 @@ Ranking (``find_similar_errors``, ``get_lesson_recommendations``):
    similarity of the embeddings into a relevance in [0, 1] — by :data:`LESSON_FUSION`
    (vector weight 0.1) for errors, by the engine's fusion settings for a plain-language
    context;
-2. success rate: ``score = relevance × (1 − β + β × successRate)`` with β = 0.3, so a lesson
+2. ``find_similar_errors`` only: trace affinity. The candidates' fused relevance is blended
+   with how close their code is to the query's (``graph.traces.trace_profile``): the package
+   affinity (longest common package prefix, 0–1) and the Jaccard overlap of the code units
+   (classes / modules of the application frames and of the test named in ``context``, a test
+   mapped to the unit it tests), ``(fused + PACKAGE_WEIGHT × pkg + UNIT_WEIGHT × units) /
+   (1 + PACKAGE_WEIGHT + UNIT_WEIGHT)``, still in [0, 1];
+3. success rate: ``score = relevance × (1 − β + β × successRate)`` with β = 0.3, so a lesson
    whose fix never worked keeps 70 % of its relevance and a fix that always works keeps all
    of it. Between two equally relevant lessons the one that works more often ranks first; a
    much more relevant lesson is not buried by a popular one.
