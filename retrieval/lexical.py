@@ -8,23 +8,79 @@ Queries are OR-ed content terms (stopwords removed, identifiers split, see ``ana
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .analyzer import fts_or_query, query_terms
-from .records import RecordFilter
-from .store import SQLiteStore, where_clause
+from .records import RecordFilter, utcnow
+from .schema import bucket_token
+from .store import SQLiteStore, ts, where_clause
 
 COLUMN_WEIGHTS = (1.0, 0.6, 0.8)
+# A filter on at most this many buckets is ANDed into the MATCH as ``bucket : (...)`` (FTS5
+# intersects the doclists, so only visible rows are scored); more buckets are filtered by the
+# records join alone.
+MAX_MATCH_BUCKETS = 16
+# The FTS5-only path (no records join) leaves out expired records by rowid; with more expired
+# records than this (maintenance normally purges them) the records join filters instead.
+MAX_EXPIRED_SET = 5000
 
 
 def _bm25_expr(weights: Sequence[float]) -> str:
-    return "bm25(records_fts, " + ", ".join(f"{w:g}" for w in weights) + ")"
+    # the bucket column (schema v5) weighs 0: its token never changes a score
+    return "bm25(records_fts, " + ", ".join(f"{w:g}" for w in (*weights, 0.0)) + ")"
+
+
+def _ids_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    """{rowid: record id} for the rowids whose record exists."""
+    out: dict[int, str] = {}
+    for i in range(0, len(rowids), 500):
+        part = json.dumps(list(rowids[i : i + 500]))
+        out.update(
+            conn.execute(
+                "SELECT r.rowid, r.id FROM json_each(?) AS v CROSS JOIN records r "
+                "ON r.rowid = v.value",
+                [part],
+            ).fetchall()
+        )
+    return out
+
+
+class RowidScores(Mapping[str, float]):
+    """{record id: bm25} as the FTS5-only path produces it: keyed by rowid, a record id is
+    resolved when it is looked up (one read of the unique id index), instead of a records read
+    for every matching row (~1.6 us each: 4.7k rows per filtered query at 100k records)."""
+
+    def __init__(self, store: SQLiteStore, scores: dict[int, float], known: dict[str, int]):
+        self._store = store
+        self._scores = scores
+        self._known = dict(known)
+
+    def _rowid(self, rid: str) -> int | None:
+        if rid not in self._known:
+            row = self._store.reader.execute(
+                "SELECT rowid FROM records WHERE id = ?", (rid,)
+            ).fetchone()
+            self._known[rid] = None if row is None else row[0]
+        return self._known[rid]
+
+    def __getitem__(self, rid: str) -> float:
+        rowid = self._rowid(rid)
+        if rowid is None or rowid not in self._scores:
+            raise KeyError(rid)
+        return self._scores[rowid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ids_of(self._store.reader, list(self._scores)).values())
+
+    def __len__(self) -> int:
+        return len(self._scores)
 
 
 class LexicalIndex:
@@ -111,64 +167,125 @@ class LexicalIndex:
             terms = self.prune_terms(query_terms(query, 10_000), conn)
         return fts_or_query(terms) if terms else None
 
+    def _match(self, expr: str, f: RecordFilter | None = None) -> str:
+        """The MATCH for a term expression, AND the caller's buckets when they are few
+        (``MAX_MATCH_BUCKETS``). The terms are not restricted to the text columns: a bucket
+        token typed as a query term would only match a record's bucket column, whose weight
+        is 0 (score 0.0 = no lexical match), and a column filter costs FTS5 time."""
+        if f is not None and f.buckets and len(f.buckets) <= MAX_MATCH_BUCKETS:
+            toks = " OR ".join(f'"{bucket_token(b)}"' for b in dict.fromkeys(f.buckets))
+            return f"({expr}) AND (bucket : ({toks}))"
+        return expr
+
+    def _fts_only(
+        self, expr: str, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
+    ) -> np.ndarray | None:
+        """[rowid, bm25] rows (FTS5's lower-is-better bm25) of the matching records satisfying
+        ``f``, best first when ``limit`` is given, from FTS5 alone: the buckets are in the MATCH
+        and expiry is a set of expired rowids. None when ``f`` needs the records table (other
+        conditions, many buckets, many expired records)."""
+        if not f.is_visibility_only():
+            return None
+        if f.buckets is not None and len(f.buckets) > MAX_MATCH_BUCKETS:
+            return None
+        expired: list[int] = []
+        if not f.include_expired:
+            expired = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT rowid FROM records WHERE expires_at IS NOT NULL AND expires_at <= ? "
+                    "LIMIT ?",
+                    [ts(f.now or utcnow()), MAX_EXPIRED_SET + 1],
+                )
+            ]
+            if len(expired) > MAX_EXPIRED_SET:
+                return None
+        sql = f"SELECT rowid, {_bm25_expr(self.weights)} AS s FROM records_fts WHERE records_fts MATCH ?"
+        params: list = [self._match(expr, f)]
+        if limit is not None:
+            sql += " ORDER BY s LIMIT ?"
+            params.append(limit + len(expired))
+        cur = conn.cursor()
+        cur.row_factory = None  # plain tuples: thousands of rows, no per-row Python work
+        rows = np.array(cur.execute(sql, params).fetchall(), dtype=np.float64).reshape(-1, 2)
+        if expired:
+            rows = rows[~np.isin(rows[:, 0], np.asarray(expired, dtype=np.float64))]
+        return rows
+
     def search(
         self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None
     ) -> list[tuple[str, float]]:
         """Top ``limit`` (record id, bm25) pairs among the records that satisfy ``f``."""
         expr = self.match_expr(query)
-        if expr is None or limit <= 0:
+        if expr is None or limit <= 0 or f.buckets == []:
             return []
-        where, params = where_clause(f)
-        bm25 = _bm25_expr(self.weights)
-        sql = (
-            f"SELECT r.id, {bm25} AS s FROM records_fts CROSS JOIN records r "
-            f"ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY s LIMIT ?"
-        )
-        # CROSS JOIN keeps FTS5 as the outer loop. With a plain JOIN and a one-bucket filter,
-        # SQLite walked the bucket's records and ran the MATCH once per record (the score_ids
-        # pattern), e.g. 5183 MATCHes per query on SciFact (docs/benchmarks.md "Scale").
         conn = conn or self.store.reader
         try:
-            rows = conn.execute(sql, [expr, *params, limit]).fetchall()
+            fast = self._fts_only(expr, f, limit, conn)
+            if fast is not None:
+                top = [(int(r), -float(s)) for r, s in fast[:limit]]
+                ids = _ids_of(conn, [r for r, _ in top])
+                return [(ids[r], s) for r, s in top if r in ids]
+            where, params = where_clause(f)
+            bm25 = _bm25_expr(self.weights)
+            sql = (
+                f"SELECT r.id, {bm25} AS s FROM records_fts CROSS JOIN records r "
+                f"ON r.rowid = records_fts.rowid "
+                f"WHERE records_fts MATCH ? AND {where} ORDER BY s LIMIT ?"
+            )
+            # CROSS JOIN keeps FTS5 as the outer loop. With a plain JOIN and a one-bucket
+            # filter, SQLite walked the bucket's records and ran the MATCH once per record (the
+            # score_ids pattern), e.g. 5183 MATCHes per query on SciFact (docs/benchmarks.md).
+            rows = conn.execute(sql, [self._match(expr, f), *params, limit]).fetchall()
         except sqlite3.OperationalError:
             return []
         return [(r[0], -float(r[1])) for r in rows]
 
     def search_all(
         self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None
-    ) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    ) -> tuple[list[tuple[str, float]], Mapping[str, float]]:
         """(top ``limit`` pairs as :meth:`search` gives them, {id: bm25} of *every* record that
         satisfies ``f`` and contains a query term). FTS5 computes bm25 for every matching row
         anyway; returning them all costs a few ms more than ``ORDER BY ... LIMIT`` and makes the
-        lexical score of any other candidate a dict lookup (0.0 when absent, as in
+        lexical score of any other candidate a lookup (0.0 when absent, as in
         :meth:`score_ids`), where ``score_ids`` re-runs the MATCH once per id (measured at 100k
-        records: ~24 ms CPU per 100 ids, docs/benchmarks.md "Scale")."""
+        records: ~24 ms CPU per 100 ids, docs/benchmarks.md "Scale"). With a visibility-only
+        filter the mapping is a :class:`RowidScores` (no records read per matching row)."""
         expr = self.match_expr(query)
-        if expr is None or limit <= 0:
+        if expr is None or limit <= 0 or f.buckets == []:
             return [], {}
-        where, params = where_clause(f)
-        bm25 = _bm25_expr(self.weights)
-        sql = (
-            f"SELECT r.id, {bm25} FROM records_fts CROSS JOIN records r "
-            f"ON r.rowid = records_fts.rowid WHERE records_fts MATCH ? AND {where}"
-        )
         conn = conn or self.store.reader
         try:
-            rows = conn.execute(sql, [expr, *params]).fetchall()
+            fast = self._fts_only(expr, f, None, conn)
+            if fast is None:
+                where, params = where_clause(f)
+                bm25 = _bm25_expr(self.weights)
+                sql = (
+                    f"SELECT r.id, {bm25} FROM records_fts CROSS JOIN records r "
+                    f"ON r.rowid = records_fts.rowid WHERE records_fts MATCH ? AND {where}"
+                )
+                rows = conn.execute(sql, [self._match(expr, f), *params]).fetchall()
+                keys = [r[0] for r in rows]
+                scores = -np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+            else:
+                keys = fast[:, 0].astype(np.int64).tolist()
+                scores = -fast[:, 1]
         except sqlite3.OperationalError:
             return [], {}
-        if not rows:
+        if not keys:
             return [], {}
-        ids = [r[0] for r in rows]
-        scores = -np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
-        if len(rows) > limit:
+        if len(keys) > limit:
             top = np.argpartition(-scores, limit - 1)[:limit]
         else:
-            top = np.arange(len(rows))
+            top = np.arange(len(keys))
         top = top[np.argsort(-scores[top], kind="stable")]
-        every = dict(zip(ids, scores.tolist(), strict=True))
-        return [(ids[i], float(scores[i])) for i in top], every
+        values = scores.tolist()
+        if fast is None:
+            return [(keys[i], values[i]) for i in top], dict(zip(keys, values, strict=True))
+        ids = _ids_of(conn, [keys[i] for i in top])
+        pairs = [(ids[keys[i]], values[i]) for i in top if keys[i] in ids]
+        by_rowid = dict(zip(keys, values, strict=True))
+        return pairs, RowidScores(self.store, by_rowid, {v: k for k, v in ids.items()})
 
     def score_ids(
         self, query: str, ids: Sequence[str], conn: sqlite3.Connection | None = None
@@ -182,6 +299,7 @@ class LexicalIndex:
         conn = conn or self.store.reader
         out: dict[str, float] = {}
         ids = list(ids)
+        match = self._match(expr)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             sql = (
@@ -189,7 +307,7 @@ class LexicalIndex:
                 f"WHERE records_fts MATCH ? AND r.id IN ({','.join('?' * len(part))})"
             )
             try:
-                out.update((r[0], -float(r[1])) for r in conn.execute(sql, [expr, *part]))
+                out.update((r[0], -float(r[1])) for r in conn.execute(sql, [match, *part]))
             except sqlite3.OperationalError:
                 return out
         return out

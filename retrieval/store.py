@@ -21,7 +21,7 @@ import numpy as np
 from .analyzer import identifier_parts
 from .errors import NotFound, StoreUnavailable
 from .records import Kind, Record, RecordFilter, Scope, utcnow
-from .schema import migrate
+from .schema import bucket_token, migrate
 
 _TS = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -210,8 +210,8 @@ class SQLiteStore:
             filter(None, [identifier_parts(rec.content), " ".join(rec.tags), rec.entity_name or ""])
         )
         conn.execute(
-            "INSERT INTO records_fts(rowid, content, context, terms) VALUES (?,?,?,?)",
-            (rowid, rec.content, rec.context, terms),
+            "INSERT INTO records_fts(rowid, content, context, terms, bucket) VALUES (?,?,?,?,?)",
+            (rowid, rec.content, rec.context, terms, bucket_token(rec.bucket)),
         )
         conn.executemany(
             "INSERT OR IGNORE INTO record_tags(tag, record_rowid) VALUES (?,?)",
