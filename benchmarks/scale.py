@@ -238,10 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tmp = tempfile.mkdtemp(prefix="pm-scale-")
         home = Path(tmp)
-    if args.embedder == "hash":
-        embedder = ProxyEmbedder(SentenceTransformerEmbedder().load())
-    else:
-        embedder = SentenceTransformerEmbedder().load()
+    real = SentenceTransformerEmbedder().load()
+    # every query is timed several times (unfiltered, filtered, baselines): the query-vector
+    # cache would turn all but the first into cache hits
+    real.query_cache = 0
+    embedder = ProxyEmbedder(real) if args.embedder == "hash" else real
     print(
         f"store {home}  model {embedder.model_id}  threads query={embedder.query_threads} "
         f"bulk={embedder.bulk_threads}  cpus={os.cpu_count()}  load {os.getloadavg()[0]:.1f}",

@@ -16,6 +16,7 @@ import hashlib
 import os
 import re
 import threading
+from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -99,6 +100,10 @@ class SentenceTransformerEmbedder:
             os.environ.get("PATTERN_BULK_THREADS", str(os.cpu_count() or 1))
         )
         self.bulk_mode = os.environ.get("PATTERN_BULK_MODE", "workers")
+        # LRU of query vectors (0 = off; benchmarks of distinct queries turn it off)
+        self.query_cache = int(os.environ.get("PATTERN_QUERY_CACHE", "256"))
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self.dimension = 384 if self.model_name == DEFAULT_MODEL else 0
         self._model = None
         self._lock = threading.Lock()
@@ -179,7 +184,22 @@ class SentenceTransformerEmbedder:
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._encode([text], self.query_threads)[0]
+        """The query's vector; the last ``query_cache`` distinct queries are kept (an agent
+        repeats its queries; a hit saves the 12-20 ms of a MiniLM forward pass). Read-only."""
+        if self.query_cache <= 0:
+            return self._encode([text], self.query_threads)[0]
+        with self._cache_lock:
+            vec = self._query_cache.get(text)
+            if vec is not None:
+                self._query_cache.move_to_end(text)
+                return vec
+        vec = self._encode([text], self.query_threads)[0]
+        vec.setflags(write=False)
+        with self._cache_lock:
+            self._query_cache[text] = vec
+            while len(self._query_cache) > self.query_cache:
+                self._query_cache.popitem(last=False)
+        return vec
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -83,9 +83,35 @@ class HybridRanker:
         sims = self._exact(qvec, ids)
         return sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
 
-    def _exact(self, qvec: np.ndarray, ids: list[str]) -> dict[str, float]:
-        embs = self.store.embeddings(ids, self.embedder.model_id)
-        return {rid: float(np.max(m @ qvec)) for rid, m in embs.items()}
+    def _exact(
+        self, qvec: np.ndarray, ids: list[str], stored: dict[str, np.ndarray] | None = None
+    ) -> dict[str, float]:
+        """Cosine of ``ids`` (best window) from their stored vectors; ``stored``: vectors
+        already read (the lexical worker's prefetch), the others are read here."""
+        stored = stored or {}
+        embs = {r: stored[r] for r in ids if r in stored}
+        rest = [r for r in ids if r not in embs]
+        if rest:
+            embs.update(self.store.embeddings(rest, self.embedder.model_id))
+        if not embs:
+            return {}
+        keys = list(embs)
+        mats = [embs[r] for r in keys]
+        sims = np.concatenate(mats) @ qvec  # one product for all windows of all records
+        starts = np.cumsum([0] + [len(m) for m in mats[:-1]])
+        return dict(
+            zip(keys, np.maximum.reduceat(sims, starts).astype(float).tolist(), strict=True)
+        )
+
+    def _lexical_side(self, fn, query: str, f: RecordFilter, depth: int, model: str | None):
+        """The lexical worker thread: the FTS5 ranking and, for a hybrid search with score
+        completion (``model``), the stored vectors of its top records, read while the main
+        thread embeds the query: a lexical-only candidate's cosine is then a matrix product."""
+        out = fn(query, f, depth)
+        if model is None:
+            return out, None
+        top = out[0] if isinstance(out, tuple) else out
+        return out, self.store.embeddings([r for r, _ in top], model)
 
     # ---------------------------------------------------------------- search
     def search(
@@ -101,13 +127,18 @@ class HybridRanker:
         # lookups instead of a second MATCH per id.
         complete = cfg.complete and use_lex and use_vec
         lex_fn = self.lexical.search_all if complete else self.lexical.search
-        lex_future = self._pool.submit(lex_fn, query, f, depth) if use_lex else None
+        model = self.embedder.model_id if complete else None
+        lex_future = (
+            self._pool.submit(self._lexical_side, lex_fn, query, f, depth, model)
+            if use_lex
+            else None
+        )
         vec: list[tuple[str, float]] = []
         qvec = None
         if use_vec:
             qvec = self.embedder.embed_query(query)
             vec = self._vector_candidates(qvec, f, depth, buckets)
-        lex = lex_future.result() if lex_future else []
+        lex, prefetched = lex_future.result() if lex_future else ([], None)
         lex_all = None
         if complete:
             lex, lex_all = lex
@@ -124,7 +155,7 @@ class HybridRanker:
                 lex_s.update({r: got.get(r, 0.0) for r in missing_lex})
             missing_vec = [r for r in ids if r not in vec_s]
             if missing_vec:
-                vec_s.update(self._exact(qvec, missing_vec))
+                vec_s.update(self._exact(qvec, missing_vec, prefetched))
         L = np.array([lex_s.get(r, np.nan) for r in ids], dtype=np.float64)
         # completion gives a record without any query term bm25 0.0: a score, but no lexical
         # rank (and no RRF vote); a matching record always scores > 0

@@ -116,3 +116,44 @@ def test_bulk_workers_match_single_call(real_embedder):
         real_embedder.bulk_mode, real_embedder.bulk_threads = mode, threads
     assert a.shape == b.shape
     assert float((a * b).sum(1).min()) > 0.99999
+
+
+def test_query_vector_cache_is_a_small_lru(monkeypatch):
+    from retrieval.embedder import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder()
+    calls = []
+
+    def fake_encode(texts, threads):
+        calls.append(texts[0])
+        return np.full((1, 4), float(len(calls)), dtype=np.float32)
+
+    monkeypatch.setattr(emb, "_encode", fake_encode)
+    emb.query_cache = 2
+    a = emb.embed_query("a")
+    assert emb.embed_query("a") is a and not a.flags.writeable
+    emb.embed_query("b")
+    emb.embed_query("a")  # a is now the most recent
+    emb.embed_query("c")  # evicts b
+    emb.embed_query("a")
+    emb.embed_query("b")
+    assert calls == ["a", "b", "c", "b"]
+    emb.query_cache = 0
+    emb.embed_query("a")
+    assert calls[-1] == "a"
+
+
+def test_prefetched_completion_equals_reading_the_vectors(engine):
+    recs = engine.add(_corpus(30))
+    ranker = engine.ranker
+    q = engine.embedder.embed_query("alpha gamma")
+    ids = [r.id for r in recs[:12]] + ["missing-id"]
+    direct = ranker._exact(q, ids)
+    stored = engine.store.embeddings(ids[:5], engine.embedder.model_id)
+    assert ranker._exact(q, ids, stored) == direct
+    slow = {
+        rid: float(np.max(m @ q))
+        for rid, m in engine.store.embeddings(ids, engine.embedder.model_id).items()
+    }
+    assert direct.keys() == slow.keys()
+    assert all(direct[r] == pytest.approx(slow[r], abs=1e-6) for r in slow)
