@@ -152,6 +152,8 @@ class HybridRanker:
             missing_lex = [r for r in ids if r not in lex_s]
             if missing_lex:
                 got = lex_all if lex_all is not None else self.lexical.score_ids(query, missing_lex)
+                if hasattr(got, "resolve"):  # RowidScores: map the ids in one query
+                    got.resolve(missing_lex)
                 lex_s.update({r: got.get(r, 0.0) for r in missing_lex})
             missing_vec = [r for r in ids if r not in vec_s]
             if missing_vec:

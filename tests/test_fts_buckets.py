@@ -252,3 +252,19 @@ def test_rowid_scores_mapping(engine, make_record):
     assert len(every) == 3 and set(every) == {r.id for r in recs}
     assert top[0][0] == recs[1].id and every[recs[1].id] == pytest.approx(top[0][1])
     assert every.get("no-such-id", 0.0) == 0.0 and "no-such-id" not in every
+
+
+def test_rowid_scores_resolve_in_one_query(engine, make_record):
+    recs = engine.add([make_record(f"alpha {w}") for w in ("one", "two", "three", "four")])
+    f = RecordFilter(buckets=[recs[0].bucket])
+    _, every = engine.lexical.search_all("alpha", f, 1)
+    every.resolve([r.id for r in recs] + ["no-such-id"])
+    conn = engine.store.reader
+    seen = []
+    conn.set_trace_callback(seen.append)
+    try:
+        got = {r.id: every.get(r.id) for r in recs}
+        assert every.get("no-such-id", 0.0) == 0.0
+    finally:
+        conn.set_trace_callback(None)
+    assert seen == [] and all(v is not None for v in got.values())
