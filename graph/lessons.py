@@ -21,7 +21,11 @@ Ranking (``find_similar_errors``, ``get_lesson_recommendations``):
    affinity (longest common package prefix, 0–1) and the Jaccard overlap of the code units
    (classes / modules of the application frames and of the test named in ``context``, a test
    mapped to the unit it tests), ``(fused + PACKAGE_WEIGHT × pkg + UNIT_WEIGHT × units) /
-   (1 + PACKAGE_WEIGHT + UNIT_WEIGHT)``, still in [0, 1];
+   (1 + PACKAGE_WEIGHT + UNIT_WEIGHT)``, still in [0, 1]. When the query's ``context`` names a
+   qualified class (the failing test, ``pkg.FooTest::testBar``), a lesson recorded for that
+   same class gets ``TEST_CLASS_WEIGHT / n`` more (``n``: how many candidates share it, so a
+   test class with one lesson says much and one with twenty says little; the weight is then
+   added to the divisor too);
 3. success rate: ``score = relevance × (1 − β + β × successRate)`` with β = 0.3, so a lesson
    whose fix never worked keeps 70 % of its relevance and a fix that always works keeps all
    of it. Between two equally relevant lessons the one that works more often ranks first; a
@@ -70,6 +74,10 @@ ERRORS = "error similarity"
 # measured on Defects4J same-bug (docs/benchmarks.md "Errors (Defects4J)").
 PACKAGE_WEIGHT = 0.2
 UNIT_WEIGHT = 0.1
+# A query whose context names its failing test class: lessons of the same class gain
+# TEST_CLASS_WEIGHT / (candidates of that class) (Defects4J with the test as context:
+# recall@10 0.8904 -> 0.8930, flat for 0.05-0.5).
+TEST_CLASS_WEIGHT = 0.1
 MAX_LIMIT = 50
 
 
@@ -122,6 +130,14 @@ def trace_affinity(query: traces.TraceProfile, row) -> tuple[float, float]:
         traces.package_affinity(query.packages, own.packages),
         traces.jaccard(query.units, own.units),
     )
+
+
+def same_test_class(query: traces.TraceProfile, row) -> bool:
+    """Whether the lesson's context names one of the classes the query's context names."""
+    if not query.classes:
+        return False
+    own = _lesson_profile(f"{row['message']}\n{row['stack_trace'] or ''}", row["context"] or "")
+    return bool(query.classes & own.classes)
 
 
 def success_factor(rate: float) -> float:
@@ -411,7 +427,8 @@ class LessonService:
         profile: traces.TraceProfile | None = None,
     ) -> LessonSearchResult:
         """``profile``: the query's trace profile; when given (find_similar_errors, hybrid
-        mode), each candidate's fused relevance is blended with its trace affinity."""
+        mode), each candidate's fused relevance is blended with its trace affinity and, when
+        the query's context names a test class, with whether the lesson shares it."""
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         sc = parse_scope(scope)
@@ -432,6 +449,9 @@ class LessonService:
             ).fetchall()
         }
         q_frames = set(traces.app_frames(text, 50)) | set(traces.exception_types(text))
+        same_class: set[str] = set()
+        if profile is not None and profile.classes:
+            same_class = {r for r, row in by_rec.items() if same_test_class(profile, row)}
         out = []
         for s in scored:
             row = by_rec.get(s.record_id)
@@ -444,9 +464,13 @@ class LessonService:
             relevance = s.score
             if profile is not None:
                 pkg, unit = trace_affinity(profile, row)
-                relevance = (relevance + PACKAGE_WEIGHT * pkg + UNIT_WEIGHT * unit) / (
-                    1.0 + PACKAGE_WEIGHT + UNIT_WEIGHT
-                )
+                weight = 1.0 + PACKAGE_WEIGHT + UNIT_WEIGHT
+                relevance += PACKAGE_WEIGHT * pkg + UNIT_WEIGHT * unit
+                if profile.classes:  # the query names its test class
+                    weight += TEST_CLASS_WEIGHT
+                    if s.record_id in same_class:
+                        relevance += TEST_CLASS_WEIGHT / len(same_class)
+                relevance /= weight
             score = relevance * success_factor(lesson.metadata.successRate)
             out.append(
                 LessonMatch(

@@ -312,14 +312,18 @@ def _package(fr: Frame) -> str:
 class TraceProfile:
     units: frozenset[str]
     packages: frozenset[str]
+    # qualified classes named in the context (the failing test's class): ``pkg.FooTest``
+    classes: frozenset[str] = frozenset()
 
 
 def trace_profile(trace: str, context: str = "") -> TraceProfile:
     """Code units and packages of the application frames of ``trace``, plus the qualified class
     names written in ``context`` (``org.mockito.internal.InvocationMatcherTest::should_…``);
-    runner, reflection and runtime frames left out."""
+    runner, reflection and runtime frames left out. ``classes``: the qualified classes named in
+    ``context`` only (``org.mockito.internal.InvocationMatcherTest``)."""
     units: set[str] = set()
     pkgs: set[str] = set()
+    classes: set[str] = set()
     for fr in parse_frames(trace):
         if fr.framework:
             continue
@@ -331,8 +335,9 @@ def trace_profile(trace: str, context: str = "") -> TraceProfile:
         if not pkg.startswith(FRAMEWORK_PREFIXES) and not pkg.startswith(("java.", "javax.")):
             units.add(code_unit(m.group(2)))
             pkgs.add(pkg)
+            classes.add(f"{pkg}.{m.group(2).split('$')[0]}")
     units.discard("")
-    return TraceProfile(frozenset(units), frozenset(pkgs))
+    return TraceProfile(frozenset(units), frozenset(pkgs), frozenset(classes))
 
 
 def jaccard(a: frozenset | set, b: frozenset | set) -> float:

@@ -287,3 +287,52 @@ def test_trace_affinity_blends_into_the_relevance(services):
     row = lessons.graph.lesson_rows(who.bucket("team"), ["QUOTA"])["QUOTA"]
     assert lessons_mod.trace_affinity(q, row) == (1 / 3, 0.0)  # only "io" in common
     assert all(0.0 <= m.relevance <= 1.0 for m in res) and res[0].relevance > res[1].relevance
+
+
+def test_a_context_naming_the_failing_test_class_ranks_that_class_first(services, monkeypatch):
+    """find_similar_errors with the failing test as context: a lesson recorded for the same
+    test class gains TEST_CLASS_WEIGHT / (candidates of that class); without a class in the
+    query's context nothing changes."""
+    from graph import lessons as lessons_mod
+
+    _, lessons = services
+    who = Who()
+    msg = "expected:<3> but was:<4>"
+    lessons.create_lessons(who, [
+        lesson("LEDGER", type_="AssertionError", message=msg, context="io.acme.core.LedgerTest::posts"),
+        lesson("JOURNAL", type_="AssertionError", message=msg, context="io.acme.core.JournalTest::posts"),
+        lesson("JOURNAL_2", type_="AssertionError", message=msg, context="io.acme.core.JournalTest::books"),
+    ])  # fmt: skip
+
+    def ask(context: str) -> dict[str, float]:
+        q = {"type": "AssertionError", "message": msg, "context": context}
+        return {m.name: m.relevance for m in lessons.find_similar_errors(who, q).lessons}
+
+    got = ask("io.acme.core.LedgerTest::closes")
+    assert max(got, key=got.get) == "LEDGER"
+    got = ask("io.acme.core.JournalTest::closes")
+    assert max(got, key=got.get) in ("JOURNAL", "JOURNAL_2")
+    assert all(0.0 <= r <= 1.0 for r in got.values())
+    # the bonus is what puts the class first: zero weight, smaller margin
+    with_bonus = ask("io.acme.core.LedgerTest::closes")
+    monkeypatch.setattr(lessons_mod, "TEST_CLASS_WEIGHT", 0.0)
+    without = ask("io.acme.core.LedgerTest::closes")
+    assert with_bonus["LEDGER"] - with_bonus["JOURNAL"] > without["LEDGER"] - without["JOURNAL"]
+    # no class named in the context (or none at all): the weight plays no part
+    plain = ask("posting a ledger")
+    monkeypatch.setattr(lessons_mod, "TEST_CLASS_WEIGHT", 5.0)
+    assert ask("posting a ledger") == plain
+
+
+def test_same_test_class_compares_the_qualified_classes_of_the_contexts(services):
+    from graph import lessons as lessons_mod
+    from graph.traces import trace_profile
+
+    _, lessons = services
+    who = Who()
+    lessons.create_lesson(who, lesson("L", context="io.acme.core.LedgerTest::posts"))
+    row = lessons.graph.lesson_rows(who.bucket("team"), ["L"])["L"]
+    assert lessons_mod.same_test_class(trace_profile("", "io.acme.core.LedgerTest::x"), row)
+    assert not lessons_mod.same_test_class(trace_profile("", "io.other.LedgerTest::x"), row)
+    assert not lessons_mod.same_test_class(trace_profile("", "LedgerTest"), row)  # unqualified
+    assert not lessons_mod.same_test_class(trace_profile(NPE), row)  # frames are not the context

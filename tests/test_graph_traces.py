@@ -121,9 +121,14 @@ def test_trace_profile_units_and_packages():
     # runner and reflection frames are left out; the context's test names its unit too
     assert prof.units == {"CategoryPlot", "C", "XYPlot"}
     assert prof.packages == {"org.jfree.chart.plot", "org.jfree.chart.plot.junit", "a.b"}
+    assert prof.classes == {"org.jfree.chart.plot.junit.XYPlotTests"}  # the context's only
     py = trace_profile(PYTHON)
     assert py.units == {"main", "db"} and py.packages == {"app", "app.lib"}
     assert trace_profile("no frames at all", "java.lang.String").units == set()
+    assert trace_profile("", "java.lang.String").classes == set()  # the runtime's, not a test
+    assert trace_profile("", "a.b.Outer$InnerTest::t junit.framework.TestCase").classes == {
+        "a.b.Outer"
+    }
 
 
 def test_jaccard_and_package_affinity():
