@@ -22,7 +22,9 @@ errors  Similar-error search over lessons (``graph.lessons``), BEIR layout where
         is a lesson (title = the failing test, text = its stack trace) and each query another
         failure's trace. Every doc is stored with ``create_lesson`` (errorPattern parsed from the
         trace: type and message from its header, context = the test, stackTrace = the frames),
-        every query asked with ``find_similar_errors``: ``hybrid`` is the tool itself,
+        every query asked with ``find_similar_errors`` — its context is the query's failing test
+        (``metadata.test``) when it has one, as an agent that ran the test knows it
+        (``--query-context none``: the trace only): ``hybrid`` is the tool itself,
         ``lexical`` / ``vector`` its two halves, and ``bm25 (engine)`` the engine's default
         lexical search over the same lesson records (no stack-trace features) for scale.
 
@@ -506,8 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     er = sub.add_parser("errors", help="similar-error search over lessons (BEIR layout of traces)")
     er.add_argument("dir")
     er.add_argument("--split", choices=["train", "test", "dev"], default=None)
-    er.add_argument("--query-context", choices=["none", "test"], default="none",
-                    help="errorPattern.context of a query: nothing (default) or its failing test")  # fmt: skip
+    er.add_argument("--query-context", choices=["none", "test"], default="test",
+                    help="errorPattern.context of a query: its failing test (default, when the "
+                         "query has one) or nothing")  # fmt: skip
     common(er)
     er.set_defaults(func=cmd_errors)
     return p
