@@ -10,7 +10,8 @@ are cached in ``.bench-cache/`` (keyed by model and text), so a rerun only pays 
 Metrics (``benchmarks/metrics.py``): recall@5, recall@10, nDCG@10 (binary gains), MRR@10.
 
 beir    BEIR layout: corpus.jsonl (_id, title, text), queries.jsonl, qrels/<split>.tsv.
-        A document is stored as one record; its title goes in front of the text (``--title``).
+        A document is stored as one record; its title is the record's context (``--title``):
+        indexed in the context column and put in front of every embedding window.
 locomo  LoCoMo evidence retrieval: one project (bucket) per conversation, one memory per turn
         ("Speaker: text"); each question with evidence is asked against its conversation only;
         recall@k = fraction of the evidence turns in the top k. Rows per category 1-5 and
@@ -488,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--title",
         choices=["content", "context", "none"],
-        default="content",
+        default="context",
         help="where the document title goes",
     )
     common(b)

@@ -8,6 +8,7 @@ leaves outbox rows that :meth:`sync` replays at the next start.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import defaultdict
@@ -36,6 +37,12 @@ def default_embed_text(rec: Record) -> str:
 
 _WORD_RE = re.compile(r"\S+")
 
+
+# Words per embedding window. all-MiniLM-L6-v2 reads 256 tokens but was trained on 128: a
+# vector per ~60 words (plus the record's context in front) keeps each vector about one thing,
+# and a record scores by its best window. Measured on SciFact train (docs/benchmarks.md,
+# "Relevance"), vector nDCG@10 by window: 153 words 0.682, 80 0.696, 60 0.706.
+DEFAULT_WINDOW_WORDS = 60
 
 # weight of the bare window beside the context-led one (the context-led view weighs 1 - this)
 BARE_VIEW_WEIGHT = 1 / 3
@@ -138,9 +145,12 @@ class Engine:
 
     @property
     def window_words(self) -> int:
+        """Words per embedding window: the constructor's value, else ``PATTERN_WINDOW_WORDS``,
+        else :data:`DEFAULT_WINDOW_WORDS`; never more than the model's own budget."""
         if self._window_words:
             return self._window_words
-        return int(getattr(self.embedder, "max_words", 150))
+        cap = int(getattr(self.embedder, "max_words", 150))
+        return min(cap, int(os.environ.get("PATTERN_WINDOW_WORDS") or DEFAULT_WINDOW_WORDS))
 
     def _vectors_for(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
         """Embed records (all windows in one batch); {record id: windows x dim}."""

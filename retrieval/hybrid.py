@@ -32,7 +32,7 @@ class FusionConfig:
     """How lexical and vector scores are combined (defaults chosen by benchmark, see README)."""
 
     method: str = "convex"  # convex | rrf
-    alpha: float = 0.5  # weight of the vector side in convex fusion
+    alpha: float = 0.6  # weight of the vector side in convex fusion
     norm: str = "minmax"  # minmax | zscore
     depth: int = 100  # candidates taken from each retriever
     complete: bool = True  # fetch the missing side's real score

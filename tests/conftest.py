@@ -37,6 +37,7 @@ class CountingEmbedder:
         self.dimension = self.inner.dimension
         self.document_calls = 0
         self.documents = 0
+        self.texts: list[str] = []  # every document text asked for, in order
         self.query_calls = 0
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -46,10 +47,12 @@ class CountingEmbedder:
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         self.document_calls += 1
         self.documents += len(texts)
+        self.texts.extend(texts)
         return self.inner.embed_documents(texts)
 
     def reset(self) -> None:
         self.document_calls = self.documents = self.query_calls = 0
+        self.texts = []
 
 
 @pytest.fixture

@@ -231,7 +231,14 @@ def test_changed_file_reuses_vectors_of_unchanged_chunks(tmp_path, open_engine, 
     write(root, "m.py", "\n\n".join(parts))
     counting_embedder.reset()
     report = ing.run(root)
-    assert report.chunks_embedded == 1 and counting_embedder.documents == 1
+    assert report.chunks_embedded == 1
+    # only the windows of the one changed chunk (its path and title in front) reach the model
+    (changed,) = [c for c in chunks(engine) if "rewritten" in c.content]
+    texts = counting_embedder.texts
+    assert texts and all(t.startswith(changed.context + "\n") for t in texts)
+    assert len(texts) == len(
+        engine.store.embeddings([changed.id], engine.embedder.model_id)[changed.id]
+    )
 
 
 def test_deleted_file_loses_its_chunks(tree, engine, ingestor):

@@ -93,6 +93,24 @@ def test_vector_index_query_takes_the_best_window_per_record(tmp_path):
         index.close()
 
 
+def test_n_results_means_n_records_even_when_each_has_many_windows(tmp_path):
+    index = VectorIndex(str(tmp_path / "chroma"))
+    try:
+        emb = HashEmbedder()
+        items = []
+        for r in range(12):  # 12 records x 10 windows: the best 5 windows may be one record's
+            vecs = emb.embed_documents([f"topic {r} part {w} shared words" for w in range(10)])
+            items += [VectorItem(f"r{r}", w, v, {"kind": "memory"}) for w, v in enumerate(vecs)]
+        index.upsert("b1", "m", items)
+        q = emb.embed_query("topic 3 part 4 shared words")
+        got = index.query(["b1"], "m", q, 5)
+        assert len(got) == 5 and len({rid for rid, _ in got}) == 5
+        assert got[0][0] == "r3"
+        assert len(index.query(["b1"], "m", q, 50)) == 12  # fewer records than asked: all
+    finally:
+        index.close()
+
+
 # ---------------------------------------------------------------------- windows
 def words(n: int, prefix: str = "w") -> str:
     return " ".join(f"{prefix}{i}" for i in range(n))
