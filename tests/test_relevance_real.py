@@ -3,6 +3,7 @@ for paraphrases, keywords beat meaning for identifiers, and hybrid gets both rig
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from retrieval.engine import Engine
@@ -130,3 +131,15 @@ def test_paraphrase_similarity_is_meaningful(real_embedder):
     sims = docs @ q
     assert sims[0] > 0.3
     assert sims[0] > sims[1] + 0.15 and sims[0] > sims[2] + 0.15
+
+
+def test_the_query_fast_path_gives_the_vectors_of_sentence_transformers_encode(real_embedder):
+    texts = ["why does the daemon refuse a second owner?", "NullPointerException in parser"]
+    for text in texts:
+        fast = real_embedder._encode_query(text)
+        reference = real_embedder._model.encode([text], normalize_embeddings=True)[0]
+        assert fast.shape == reference.shape
+        assert np.allclose(fast, reference, atol=1e-6)
+    # documents (data-parallel workers) and queries share that forward pass
+    docs = real_embedder.embed_documents(texts * 20)
+    assert np.allclose(docs[0], real_embedder._encode_query(texts[0]), atol=1e-5)

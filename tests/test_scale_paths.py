@@ -124,11 +124,11 @@ def test_query_vector_cache_is_a_small_lru(monkeypatch):
     emb = SentenceTransformerEmbedder()
     calls = []
 
-    def fake_encode(texts, threads):
-        calls.append(texts[0])
-        return np.full((1, 4), float(len(calls)), dtype=np.float32)
+    def fake_encode(text):
+        calls.append(text)
+        return np.full(4, float(len(calls)), dtype=np.float32)
 
-    monkeypatch.setattr(emb, "_encode", fake_encode)
+    monkeypatch.setattr(emb, "_encode_query", fake_encode)
     emb.query_cache = 2
     a = emb.embed_query("a")
     assert emb.embed_query("a") is a and not a.flags.writeable
