@@ -71,7 +71,9 @@ def worker_main(args) -> int:
 
 def count_store(home: str, agents: int, writes: int) -> dict:
     db = sqlite3.connect(f"file:{home}/pattern.sqlite3?mode=ro", uri=True)
-    rows = db.execute("SELECT content, count(*) FROM records WHERE kind='memory' GROUP BY content").fetchall()
+    rows = db.execute(
+        "SELECT content, count(*) FROM records WHERE kind='memory' GROUP BY content"
+    ).fetchall()
     expected = {f"a{a} note {i}:" for a in range(agents) for i in range(writes)}
     present = {c.split(" the build", 1)[0] for c, _ in rows} & expected
     duplicated = sum(n - 1 for _, n in rows if n > 1)
@@ -82,7 +84,9 @@ def count_store(home: str, agents: int, writes: int) -> dict:
 
 
 def pct(values: list[float], q: float) -> float:
-    return round(statistics.quantiles(values, n=100)[int(q) - 1] * 1000, 1) if len(values) > 1 else 0.0
+    return (
+        round(statistics.quantiles(values, n=100)[int(q) - 1] * 1000, 1) if len(values) > 1 else 0.0
+    )
 
 
 def standalone_scenario(embedder: str) -> dict:
@@ -103,7 +107,11 @@ def standalone_scenario(embedder: str) -> dict:
     integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
     db.close()
     shutil.rmtree(home, ignore_errors=True)
-    return {"second_exit_code": second.returncode, "second_message": message, "integrity": integrity}
+    return {
+        "second_exit_code": second.returncode,
+        "second_message": message,
+        "integrity": integrity,
+    }
 
 
 def main() -> int:
@@ -124,9 +132,23 @@ def main() -> int:
     outs = [Path(home) / f"agent{a}.json" for a in range(args.agents)]
     t0 = time.perf_counter()
     procs = [
-        subprocess.Popen([sys.executable, __file__, "--worker", "--home", home, "--name", f"a{a}",
-                          "--writes", str(args.writes), "--embedder", args.embedder,
-                          "--out", str(outs[a])])  # fmt: skip
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--home",
+                home,
+                "--name",
+                f"a{a}",
+                "--writes",
+                str(args.writes),
+                "--embedder",
+                args.embedder,
+                "--out",
+                str(outs[a]),
+            ]
+        )  # fmt: skip
         for a in range(args.agents)
     ]
     codes = [p.wait() for p in procs]

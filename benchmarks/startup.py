@@ -51,15 +51,23 @@ def bare_python() -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--embedder", default="sentence-transformers",
-                    help="PATTERN_EMBEDDER for the server (default: the real model)")
+    ap.add_argument(
+        "--embedder",
+        default="sentence-transformers",
+        help="PATTERN_EMBEDDER for the server (default: the real model)",
+    )
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     times, ntools = [], 0
     for i in range(args.runs):
         home = tempfile.mkdtemp(prefix="pm-startup-")
-        env = {**os.environ, "PATTERN_HOME": home, "PATTERN_EMBEDDER": args.embedder,
-               "PATTERN_PROJECT_ID": "bench", "PATTERN_AGENT_ID": "bench"}
+        env = {
+            **os.environ,
+            "PATTERN_HOME": home,
+            "PATTERN_EMBEDDER": args.embedder,
+            "PATTERN_PROJECT_ID": "bench",
+            "PATTERN_AGENT_ID": "bench",
+        }
         try:
             t, ntools = anyio.run(one_start, env)
         finally:  # the bridge started a daemon for this store: stop it

@@ -85,7 +85,10 @@ class TokenStore:
             data = dict(self._load())
             n = 0
             for entry in data.values():
-                if entry["revoked"] is None and prefix_or_agent in (entry["prefix"], entry["agent"]):
+                if entry["revoked"] is None and prefix_or_agent in (
+                    entry["prefix"],
+                    entry["agent"],
+                ):
                     entry["revoked"] = datetime.now(UTC).isoformat()
                     n += 1
             if not n:
@@ -114,7 +117,9 @@ def make_authenticator(
         if not auth.lower().startswith("bearer "):
             return None
         token = auth[7:].strip()
-        env = {k[len(HEADER_PREFIX) :]: v for k, v in headers.items() if k.startswith(HEADER_PREFIX)}
+        env = {
+            k[len(HEADER_PREFIX) :]: v for k, v in headers.items() if k.startswith(HEADER_PREFIX)
+        }
         project = env.get("project") or default_project
         if local_secret and hmac.compare_digest(token, local_secret):
             agent = env.get("agent")

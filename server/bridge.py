@@ -165,7 +165,9 @@ class RemoteLink:
         for attempt in range(3):
             try:
                 conn = cls(self.host, self.port, timeout=600)
-                conn.request("POST", self.path, body=json.dumps(message).encode(), headers=self.headers)
+                conn.request(
+                    "POST", self.path, body=json.dumps(message).encode(), headers=self.headers
+                )
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()

@@ -243,7 +243,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
     lock = StoreLock(settings.home, "pattern-memory ingest")
     lock.acquire()
-    engine = Engine(settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port)
+    engine = Engine(
+        settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
+    )
     loaded = threading.Lock()
 
     def load_model() -> None:
@@ -306,7 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="MCP over stdio, bridged to the store's daemon")
-    s.add_argument("--standalone", action="store_true", help="serve in-process (one process per store)")
+    s.add_argument(
+        "--standalone", action="store_true", help="serve in-process (one process per store)"
+    )
     s.set_defaults(fn=cmd_serve)
     dm = sub.add_parser("daemon", help="own the store and serve MCP over HTTP")
     dm.add_argument("--http", metavar="HOST:PORT", help="listen here for remote agents (tokens)")
@@ -365,7 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eg.add_argument("--scope", default="team", help="graph to export (default team)")
     eg.set_defaults(fn=cmd_export_graph)
-    sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(fn=cmd_reindex)
+    sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(
+        fn=cmd_reindex
+    )
     sub.add_parser("stats", help="store and model status").set_defaults(fn=cmd_stats)
     cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")
     cc.add_argument("--before-seq", type=int, help="delete changes with a lower sequence number")

@@ -75,8 +75,13 @@ class AuthMiddleware:
 
     async def _json(self, send, status: int, body: dict, extra: list | None = None) -> None:
         data = json.dumps(body).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+        ]
+        await send(
+            {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+        )
         await send({"type": "http.response.body", "body": data})
 
     async def __call__(self, scope, receive, send) -> None:
@@ -88,7 +93,10 @@ class AuthMiddleware:
         who = self.authenticate(headers)
         if who is None:
             return await self._json(
-                send, 401, {"error": "unauthorized"}, [(b"www-authenticate", b'Bearer realm="pattern-memory"')]
+                send,
+                401,
+                {"error": "unauthorized"},
+                [(b"www-authenticate", b'Bearer realm="pattern-memory"')],
             )
         scope = dict(scope)
         scope["state"] = {**(scope.get("state") or {}), "pattern_identity": who}
@@ -157,13 +165,17 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         server = create_server(runtime=rt)
         from mcp.server.transport_security import TransportSecuritySettings
 
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if http else None
+        security = (
+            TransportSecuritySettings(enable_dns_rebinding_protection=False) if http else None
+        )
         app = server.streamable_http_app(
             transport_security=security, host=host, json_response=True, stateless_http=True
         )
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         wrapped = AuthMiddleware(app, authenticate, info)
-        config = uvicorn.Config(wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30)
+        config = uvicorn.Config(
+            wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
+        )
         uv = _graceful_server(config)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
         print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']} (store {home})",

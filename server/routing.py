@@ -29,7 +29,11 @@ SCOPES = ("private", "personal", "team", "public")
 LOCAL = "local"
 
 # tool -> the scope(s) a call writes to, from its arguments
-FIXED_SCOPE = {"remember-task": "private", "remember-learning": "private", "core-memory": "personal"}
+FIXED_SCOPE = {
+    "remember-task": "private",
+    "remember-learning": "private",
+    "core-memory": "personal",
+}
 BY_ID = {"forget", "commit-insight", "update-memory"}
 FAN_OUT = {"recall-context", "recall"}
 
@@ -144,12 +148,16 @@ def _merge_recall_context(table: RoutingTable, parts: dict[str, dict], limit: in
             summaries.append(res["summary"])
         merged["ranking"] = merged["ranking"] or res.get("ranking", "")
     summary = "\n".join(summaries).encode()[:4096].decode(errors="ignore")
-    merged["summary"] = summary.rsplit("\n", 1)[0] if len("\n".join(summaries)) > len(summary) else summary
+    merged["summary"] = (
+        summary.rsplit("\n", 1)[0] if len("\n".join(summaries)) > len(summary) else summary
+    )
     return merged
 
 
 def _merge_recall(parts: dict[str, dict], args: dict) -> dict:
-    items = sorted((i for r in parts.values() for i in r.get("items", [])), key=lambda i: -i["score"])
+    items = sorted(
+        (i for r in parts.values() for i in r.get("items", [])), key=lambda i: -i["score"]
+    )
     items = items[: int(args.get("limit") or 20)]
     scale = 4 if (args.get("unit") or "tokens") == "tokens" else 1
     capacity = int(args.get("budget") or 1500) * scale

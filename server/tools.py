@@ -89,9 +89,22 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     async def remember(
         content: Annotated[str, Field(description="The text to remember (≤ 32 KB).")],
         ctx: Context,
-        scope: Annotated[ScopeArg, Field(description="private (you, this project), personal (you, all projects), team (all agents of this project), public (everyone).")] = "private",
-        category: Annotated[str | None, Field(description="private: recent|tasks|longterm; personal: core|longterm|recent|tasks; team/public: decisions|architecture|learnings. recent and tasks expire after 24 h.")] = None,
-        metadata: Annotated[MemoryMetadata | None, Field(description="tags (≤10 × 50 chars), priority 1-3 (1 = high), source, relatedTo.")] = None,
+        scope: Annotated[
+            ScopeArg,
+            Field(
+                description="private (you, this project), personal (you, all projects), team (all agents of this project), public (everyone)."
+            ),
+        ] = "private",
+        category: Annotated[
+            str | None,
+            Field(
+                description="private: recent|tasks|longterm; personal: core|longterm|recent|tasks; team/public: decisions|architecture|learnings. recent and tasks expire after 24 h."
+            ),
+        ] = None,
+        metadata: Annotated[
+            MemoryMetadata | None,
+            Field(description="tags (≤10 × 50 chars), priority 1-3 (1 = high), source, relatedTo."),
+        ] = None,
         idempotencyKey: IdempotencyKey = None,
     ) -> RememberResult:
         """Store a memory with a scope and category. Returns its id, expiry and any warnings
@@ -102,7 +115,9 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
 
     @server.tool(name="remember-task")
     async def remember_task(
-        content: Annotated[str, Field(description="The task, e.g. 'Fix the auth bug in login.ts'.")],
+        content: Annotated[
+            str, Field(description="The task, e.g. 'Fix the auth bug in login.ts'.")
+        ],
         ctx: Context,
         metadata: MemoryMetadata | None = None,
         idempotencyKey: IdempotencyKey = None,
@@ -131,7 +146,13 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         memoryId: Annotated[str, Field(description="Id of a recent or tasks memory of yours.")],
         ctx: Context,
         newContent: Annotated[str | None, Field(description="Optional improved text.")] = None,
-        expectedRevision: Annotated[int | None, Field(ge=1, description="Only if the memory is still at this revision (else a [conflict] error with current_revision).")] = None,
+        expectedRevision: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="Only if the memory is still at this revision (else a [conflict] error with current_revision).",
+            ),
+        ] = None,
         idempotencyKey: IdempotencyKey = None,
     ) -> CommitInsightResult:
         """Promote a temporary memory (recent/tasks) to permanent longterm storage, optionally
@@ -147,9 +168,22 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     async def update_memory(
         memoryId: Annotated[str, Field(description="Id of a memory you created.")],
         ctx: Context,
-        content: Annotated[str | None, Field(description="New text (≤ 32 KB); omit to keep it.")] = None,
-        metadata: Annotated[MemoryMetadata | None, Field(description="Metadata fields to change (given keys replace the stored ones, null removes one; others are kept).")] = None,
-        expectedRevision: Annotated[int | None, Field(ge=1, description="The revision you read: if the memory changed since, nothing is written and a [conflict] error carries current_revision.")] = None,
+        content: Annotated[
+            str | None, Field(description="New text (≤ 32 KB); omit to keep it.")
+        ] = None,
+        metadata: Annotated[
+            MemoryMetadata | None,
+            Field(
+                description="Metadata fields to change (given keys replace the stored ones, null removes one; others are kept)."
+            ),
+        ] = None,
+        expectedRevision: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                description="The revision you read: if the memory changed since, nothing is written and a [conflict] error carries current_revision.",
+            ),
+        ] = None,
         idempotencyKey: IdempotencyKey = None,
     ) -> UpdateMemoryResult:
         """Change the content and/or metadata of one of your memories (only its creator may).
@@ -172,9 +206,7 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         """Store an identity-defining memory (personal scope, category core; follows you into
         every project; max 100; sub-agents never see it)."""
         rt, who = session_of(ctx)
-        return await call(
-            lambda: rt.service.core_memory(who, content, metadata, idempotencyKey)
-        )
+        return await call(lambda: rt.service.core_memory(who, content, metadata, idempotencyKey))
 
     @server.tool(name="forget")
     async def forget(
@@ -193,16 +225,27 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         ctx: Context,
         scopes: list[ScopeArg] | None = None,
         categories: list[str] | None = None,
-        limit: Annotated[int, Field(ge=1, le=200, description="Max memories (default 50, max 200).")] = 50,
-        since: Annotated[datetime | None, Field(description="Only memories updated after this (ISO 8601).")] = None,
-        tags: Annotated[list[str] | None, Field(description="AND: memories must have every tag.")] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=200, description="Max memories (default 50, max 200).")
+        ] = 50,
+        since: Annotated[
+            datetime | None, Field(description="Only memories updated after this (ISO 8601).")
+        ] = None,
+        tags: Annotated[
+            list[str] | None, Field(description="AND: memories must have every tag.")
+        ] = None,
         minPriority: Annotated[int | None, Field(ge=1, le=3)] = None,
         maxPriority: Annotated[int | None, Field(ge=1, le=3)] = None,
         createdAfter: datetime | None = None,
         createdBefore: datetime | None = None,
         updatedAfter: datetime | None = None,
         updatedBefore: datetime | None = None,
-        search: Annotated[str | None, Field(description="Rank by relevance to this text (meaning and keywords), not substring.")] = None,
+        search: Annotated[
+            str | None,
+            Field(
+                description="Rank by relevance to this text (meaning and keywords), not substring."
+            ),
+        ] = None,
     ) -> RecallContextResult:
         """Load your memory at session start: memories grouped by scope (private, personal,
         team, public), a ≤4 KB summary of the most important ones, and counts (including
@@ -221,23 +264,27 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     async def share_learning(
         memoryId: Annotated[str, Field(description="Id of your private or personal memory.")],
         ctx: Context,
-        category: Annotated[Literal["decisions", "architecture", "learnings"], Field(description="Team category.")] = "learnings",
-        keepOriginal: Annotated[bool, Field(description="Keep the private copy (default: move it).")] = False,
+        category: Annotated[
+            Literal["decisions", "architecture", "learnings"], Field(description="Team category.")
+        ] = "learnings",
+        keepOriginal: Annotated[
+            bool, Field(description="Keep the private copy (default: move it).")
+        ] = False,
         idempotencyKey: IdempotencyKey = None,
     ) -> ShareLearningResult:
         """Share one of your memories with every agent of this project (team scope). Review it
         for sensitive content first: it cannot be unshared, only deleted."""
         rt, who = session_of(ctx)
         return await call(
-            lambda: rt.service.share_learning(
-                who, memoryId, category, keepOriginal, idempotencyKey
-            )
+            lambda: rt.service.share_learning(who, memoryId, category, keepOriginal, idempotencyKey)
         )
 
     @server.tool(name="cleanup")
     async def cleanup(
         ctx: Context,
-        expireOnly: Annotated[bool, Field(description="Only delete expired memories; skip limit enforcement.")] = False,
+        expireOnly: Annotated[
+            bool, Field(description="Only delete expired memories; skip limit enforcement.")
+        ] = False,
     ) -> CleanupResult:
         """Maintenance: delete your expired (24 h) memories and trim recent/tasks to their limits."""
         rt, who = session_of(ctx)
@@ -246,7 +293,12 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
     @server.tool(name="export-memories")
     async def export_memories(
         ctx: Context,
-        outputPath: Annotated[str | None, Field(description="File to write (inside the allowed directories); default memories-backup-TIMESTAMP.json.")] = None,
+        outputPath: Annotated[
+            str | None,
+            Field(
+                description="File to write (inside the allowed directories); default memories-backup-TIMESTAMP.json."
+            ),
+        ] = None,
         scope: ScopeArg | None = None,
         category: str | None = None,
         since: datetime | None = None,
@@ -256,8 +308,14 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         rt, who = session_of(ctx)
         return await call(
             lambda: transfer.export_memories(
-                rt.service, who, rt.settings.allowed_dirs, outputPath, scope, category,
-                since, includeExpired,
+                rt.service,
+                who,
+                rt.settings.allowed_dirs,
+                outputPath,
+                scope,
+                category,
+                since,
+                includeExpired,
             )  # fmt: skip
         )
 
@@ -266,23 +324,38 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         inputPath: Annotated[str, Field(description="A file written by export-memories.")],
         ctx: Context,
         overwriteExisting: bool = False,
-        skipInvalid: Annotated[bool, Field(description="Skip invalid entries and report them (default); false = stop and import nothing.")] = True,
+        skipInvalid: Annotated[
+            bool,
+            Field(
+                description="Skip invalid entries and report them (default); false = stop and import nothing."
+            ),
+        ] = True,
     ) -> ImportResult:
         """Import memories from an export file; they become yours, in this project."""
         rt, who = session_of(ctx)
         return await call(
             lambda: transfer.import_memories(
-                rt.service, who, rt.settings.allowed_dirs, inputPath, overwriteExisting,
+                rt.service,
+                who,
+                rt.settings.allowed_dirs,
+                inputPath,
+                overwriteExisting,
                 skipInvalid,
             )  # fmt: skip
         )
 
     @server.tool(name="remember-bulk")
     async def remember_bulk(
-        memories: Annotated[list[MemoryInput], Field(description="Up to 1000 memories, each like `remember`'s arguments.")],
+        memories: Annotated[
+            list[MemoryInput],
+            Field(description="Up to 1000 memories, each like `remember`'s arguments."),
+        ],
         ctx: Context,
         stopOnError: bool = False,
-        validate: Annotated[bool, Field(description="Validate all first and store nothing if any is invalid (default).")] = True,
+        validate: Annotated[
+            bool,
+            Field(description="Validate all first and store nothing if any is invalid (default)."),
+        ] = True,
         idempotencyKey: IdempotencyKey = None,
     ) -> BulkRememberResult:
         """Store many memories at once; errors are reported with their index."""
@@ -304,9 +377,7 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         """Delete many memories by id; the rules of `forget` apply to each."""
         rt, who = session_of(ctx)
         return await call(
-            lambda: bulk.forget_bulk(
-                rt.service, who, memoryIds, stopOnError, force, idempotencyKey
-            )
+            lambda: bulk.forget_bulk(rt.service, who, memoryIds, stopOnError, force, idempotencyKey)
         )
 
     @server.tool(name="pattern_health")
@@ -317,11 +388,18 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
 
     @server.tool(name="recall")
     async def recall_tool(
-        query: Annotated[str, Field(min_length=1, description="What you need to know, in plain words.")],
+        query: Annotated[
+            str, Field(min_length=1, description="What you need to know, in plain words.")
+        ],
         ctx: Context,
-        budget: Annotated[int, Field(ge=50, le=200_000, description="Size of the returned context block.")] = 1500,
+        budget: Annotated[
+            int, Field(ge=50, le=200_000, description="Size of the returned context block.")
+        ] = 1500,
         unit: Literal["tokens", "chars"] = "tokens",
-        kinds: Annotated[list[Literal["memory", "observation", "lesson", "chunk"]] | None, Field(description="Default: all kinds.")] = None,
+        kinds: Annotated[
+            list[Literal["memory", "observation", "lesson", "chunk"]] | None,
+            Field(description="Default: all kinds."),
+        ] = None,
         scopes: list[ScopeArg] | None = None,
         categories: list[str] | None = None,
         tags: list[str] | None = None,

@@ -100,7 +100,9 @@ def mixed(svc):
     """A's own private, team and core memories; B's team and private memories."""
 
     def put(who, content, scope="private", category=None):
-        return svc.remember(who, MemoryInput(content=content, scope=scope, category=category)).memoryId
+        return svc.remember(
+            who, MemoryInput(content=content, scope=scope, category=category)
+        ).memoryId
 
     return {
         "own": put(A, "A private note"),
@@ -113,18 +115,30 @@ def mixed(svc):
 
 
 def test_forget_bulk_with_own_foreign_core_and_missing_ids(mcp, svc, mixed):
-    ids = [mixed[k] for k in ("own", "foreign_team", "core", "missing", "own_team", "foreign_private")]
+    ids = [
+        mixed[k] for k in ("own", "foreign_team", "core", "missing", "own_team", "foreign_private")
+    ]
     res = mcp.ok("forget-bulk", {"memoryIds": [*ids, mixed["own"]]})  # a repeated id counts once
     assert (res["deleted"], res["failed"]) == (2, 4)
     errors = dict(e.split(": ", 1) for e in res["errors"])
-    assert list(errors) == [mixed["foreign_team"], mixed["core"], mixed["missing"], mixed["foreign_private"]]
-    assert "only the agent that created" in errors[mixed["foreign_team"]] and "agent-b" in errors[mixed["foreign_team"]]
+    assert list(errors) == [
+        mixed["foreign_team"],
+        mixed["core"],
+        mixed["missing"],
+        mixed["foreign_private"],
+    ]
+    assert (
+        "only the agent that created" in errors[mixed["foreign_team"]]
+        and "agent-b" in errors[mixed["foreign_team"]]
+    )
     assert "core memory" in errors[mixed["core"]] and "force=true" in errors[mixed["core"]]
     assert "not found" in errors[mixed["missing"]]
     assert "not found" in errors[mixed["foreign_private"]]  # invisible looks missing
     assert contents(svc) == {"A is careful", "B team decision", "B private note"}
     # with force the core memory goes; B's memory still cannot
-    res = mcp.ok("forget-bulk", {"memoryIds": [mixed["core"], mixed["foreign_team"]], "force": True})
+    res = mcp.ok(
+        "forget-bulk", {"memoryIds": [mixed["core"], mixed["foreign_team"]], "force": True}
+    )
     assert (res["deleted"], res["failed"]) == (1, 1)
     assert contents(svc) == {"B team decision", "B private note"}
 
@@ -140,6 +154,8 @@ def test_forget_bulk_stop_on_error(mcp, svc, mixed):
 
 def test_forget_bulk_of_nothing_but_errors_deletes_nothing(mcp, svc, mixed):
     before = contents(svc)
-    res = mcp.ok("forget-bulk", {"memoryIds": [mixed["foreign_team"], mixed["missing"], mixed["core"]]})
+    res = mcp.ok(
+        "forget-bulk", {"memoryIds": [mixed["foreign_team"], mixed["missing"], mixed["core"]]}
+    )
     assert (res["deleted"], res["failed"]) == (0, 3)
     assert contents(svc) == before

@@ -178,9 +178,12 @@ def test_sigkill_during_bulk_writes_loses_no_acknowledged_write(tmp_path):
         assert len(acked) > 20
         missing = [i for i in acked if i not in present]
         assert missing == []
-        assert db.execute(
-            "SELECT (SELECT count(*) FROM records) = (SELECT count(*) FROM records_fts)"
-        ).fetchone()[0] == 1
+        assert (
+            db.execute(
+                "SELECT (SELECT count(*) FROM records) = (SELECT count(*) FROM records_fts)"
+            ).fetchone()[0]
+            == 1
+        )
         db.close()
     finally:
         stop(proc)
@@ -193,7 +196,9 @@ def test_bridge_starts_the_daemon_and_survives_its_restart(tmp_path):
     env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_EMBEDDER": "hash",
            "PATTERN_PROJECT_ID": "p1", "PATTERN_AGENT_ID": "a1",
            "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
-    params = StdioServerParameters(command=sys.executable, args=["-m", "server.cli", "serve"], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "server.cli", "serve"], env=env
+    )
 
     async def scenario():
         async with Client(params) as c:

@@ -116,14 +116,20 @@ def test_remember_task_and_learning_expire_in_24_hours(mcp):
     assert (learn["scope"], learn["category"]) == ("private", "recent")
     for r in (task, learn):
         expires = datetime.fromisoformat(r["expiresAt"])
-        assert before + timedelta(hours=23, minutes=59) < expires < before + timedelta(hours=24, minutes=5)
+        assert (
+            before + timedelta(hours=23, minutes=59)
+            < expires
+            < before + timedelta(hours=24, minutes=5)
+        )
     mems = visible_memories(mcp, categories=["tasks", "recent"])
     assert {task["memoryId"], learn["memoryId"]} <= set(mems)
 
 
 def test_commit_insight_makes_a_task_permanent_with_new_content(mcp):
     mid = mcp.ok("remember-task", {"content": "try the sharded cache layout"})["memoryId"]
-    res = mcp.ok("commit-insight", {"memoryId": mid, "newContent": "The sharded cache layout halves p95"})
+    res = mcp.ok(
+        "commit-insight", {"memoryId": mid, "newContent": "The sharded cache layout halves p95"}
+    )
     assert (res["memoryId"], res["previousCategory"], res["category"]) == (mid, "tasks", "longterm")
     mem = visible_memories(mcp)[mid]
     assert mem["category"] == "longterm" and mem["expiresAt"] is None and mem["revision"] == 2
@@ -133,7 +139,9 @@ def test_commit_insight_makes_a_task_permanent_with_new_content(mcp):
 
 
 def test_core_memory_needs_force_to_forget(mcp):
-    mid = mcp.ok("core-memory", {"content": "I am a coding assistant that prioritizes test coverage"})["memoryId"]
+    mid = mcp.ok(
+        "core-memory", {"content": "I am a coding assistant that prioritizes test coverage"}
+    )["memoryId"]
     assert visible_memories(mcp)[mid]["scope"] == "personal"
     before = state(mcp)
     text = mcp.error("forget", {"memoryId": mid})
@@ -145,7 +153,9 @@ def test_core_memory_needs_force_to_forget(mcp):
 
 
 def test_share_learning_moves_a_private_memory_to_the_team(mcp):
-    mid = mcp.ok("remember-learning", {"content": "Flaky test: the port 8080 is taken on CI"})["memoryId"]
+    mid = mcp.ok("remember-learning", {"content": "Flaky test: the port 8080 is taken on CI"})[
+        "memoryId"
+    ]
     res = mcp.ok("share-learning", {"memoryId": mid, "category": "learnings"})
     assert res["originalId"] == mid and res["originalKept"] is False
     mems = visible_memories(mcp)
@@ -153,8 +163,12 @@ def test_share_learning_moves_a_private_memory_to_the_team(mcp):
     shared = mems[res["memoryId"]]
     assert (shared["scope"], shared["category"]) == ("team", "learnings")
     assert shared["content"] == "Flaky test: the port 8080 is taken on CI"
-    kept = mcp.ok("remember", {"content": "keep me too: staging uses blue-green deploys"})["memoryId"]
-    res2 = mcp.ok("share-learning", {"memoryId": kept, "category": "decisions", "keepOriginal": True})
+    kept = mcp.ok("remember", {"content": "keep me too: staging uses blue-green deploys"})[
+        "memoryId"
+    ]
+    res2 = mcp.ok(
+        "share-learning", {"memoryId": kept, "category": "decisions", "keepOriginal": True}
+    )
     mems = visible_memories(mcp)
     assert kept in mems and mems[res2["memoryId"]]["category"] == "decisions"
 
@@ -234,7 +248,9 @@ def test_cleanup_removes_an_imported_expired_memory(mcp, srv):
     assert (res["expired"], res["deleted"]) == (1, 1)
     assert mcp.ok("recall-context", {"limit": 1})["counts"]["expired"] == 0
     exp = mcp.ok("export-memories", {"outputPath": "after-cleanup.json", "includeExpired": True})
-    assert stale["id"] not in {m["id"] for m in json.loads(Path(exp["filepath"]).read_text())["memories"]}
+    assert stale["id"] not in {
+        m["id"] for m in json.loads(Path(exp["filepath"]).read_text())["memories"]
+    }
     assert mcp.ok("cleanup")["deleted"] == 0
 
 

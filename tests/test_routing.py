@@ -24,9 +24,13 @@ TABLE = {"routes": [{"name": "shared", "scopes": ["public"], "url": "http://127.
 
 def test_first_match_and_explicit_default():
     t = RoutingTable.model_validate(
-        {"routes": [{"name": "a", "scopes": ["public", "team"], "url": "http://x/mcp"},
-                    {"name": "b", "scopes": ["team"], "url": "http://y/mcp"}],
-         "default": "local"}  # fmt: skip
+        {
+            "routes": [
+                {"name": "a", "scopes": ["public", "team"], "url": "http://x/mcp"},
+                {"name": "b", "scopes": ["team"], "url": "http://y/mcp"},
+            ],
+            "default": "local",
+        }  # fmt: skip
     )
     assert t.route_of_scope("team") == "a"  # first match wins
     assert t.route_of_scope("private") == "local"
@@ -34,7 +38,9 @@ def test_first_match_and_explicit_default():
     with pytest.raises(ValueError):
         RoutingTable.model_validate({"routes": [], "default": "nowhere"})
     with pytest.raises(ValueError):
-        RoutingTable.model_validate({"routes": [{"name": "r", "scopes": ["galaxy"], "url": "u"}], "default": "local"})
+        RoutingTable.model_validate(
+            {"routes": [{"name": "r", "scopes": ["galaxy"], "url": "u"}], "default": "local"}
+        )
 
 
 def test_a_write_never_spans_two_routes():
@@ -83,9 +89,18 @@ def test_public_goes_to_the_shared_store(tmp_path):
            "PATTERN_ROUTES": str(routes), "SHARED_TOKEN": token}  # fmt: skip
 
     async def scenario():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "server.cli", "serve"], env=env)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "server.cli", "serve"], env=env
+        )
         async with Client(params) as c:
-            r = await c.call_tool("remember", {"content": "public fact: the API is REST", "scope": "public", "category": "decisions"})
+            r = await c.call_tool(
+                "remember",
+                {
+                    "content": "public fact: the API is REST",
+                    "scope": "public",
+                    "category": "decisions",
+                },
+            )
             assert not r.is_error, r.content
             r = await c.call_tool("remember", {"content": "private note: rotate the staging keys"})
             assert not r.is_error
@@ -96,7 +111,9 @@ def test_public_goes_to_the_shared_store(tmp_path):
             r = await c.call_tool("recall-context", {})
             got = r.structured_content
             assert [m["content"] for m in got["public"]] == ["public fact: the API is REST"]
-            assert [m["content"] for m in got["private"]] == ["private note: rotate the staging keys"]
+            assert [m["content"] for m in got["private"]] == [
+                "private note: rotate the staging keys"
+            ]
             assert got["counts"]["public"] == 1 and got["counts"]["private"] == 1
             r = await c.call_tool("recall", {"query": "REST API"})
             assert any("REST" in i["content"] for i in r.structured_content["items"])

@@ -87,8 +87,12 @@ def populate(svc, clock) -> list[str]:
     ids = [
         svc.remember(ME, MemoryInput(content="The billing API uses REST", metadata=meta)).memoryId,
         svc.core_memory(ME, "I prefer small, reviewed commits").memoryId,
-        svc.remember(ME, MemoryInput(content="We chose Postgres", scope="team", category="decisions")).memoryId,
-        svc.remember(ME, MemoryInput(content="PEP 8 everywhere", scope="public", category="architecture")).memoryId,
+        svc.remember(
+            ME, MemoryInput(content="We chose Postgres", scope="team", category="decisions")
+        ).memoryId,
+        svc.remember(
+            ME, MemoryInput(content="PEP 8 everywhere", scope="public", category="architecture")
+        ).memoryId,
         svc.remember_task(ME, "Fix the login bug").memoryId,
         svc.remember_learning(ME, "pgvector needs an ivfflat index").memoryId,
     ]
@@ -184,7 +188,9 @@ def test_duplicate_ids_are_reported_and_skipped_without_overwrite(svc, clock, di
     before = all_records(svc)
     res = do_import(svc, allowed, path)
     assert (res.imported, res.skipped) == (0, 7)
-    assert res.errors == [f"Memory {i} already exists (use overwriteExisting to replace)" for i in ids]
+    assert res.errors == [
+        f"Memory {i} already exists (use overwriteExisting to replace)" for i in ids
+    ]
     assert all_records(svc) == before
     res = do_import(svc, allowed, path, overwrite_existing=True)
     assert (res.imported, res.skipped, res.errors) == (7, 0, [])
@@ -194,7 +200,9 @@ def test_duplicate_ids_are_reported_and_skipped_without_overwrite(svc, clock, di
 def test_overwrite_never_takes_another_agents_memory(svc, clock, dirs):
     allowed, _ = dirs
     b = Identity(project_id="proj", agent_id="agent-b")
-    theirs = svc.remember(b, MemoryInput(content="B's team decision", scope="team", category="decisions"))
+    theirs = svc.remember(
+        b, MemoryInput(content="B's team decision", scope="team", category="decisions")
+    )
     path = write_json(allowed / "steal.json", {"version": 1, "memories": [
         memory(theirs.memoryId, scope="team", category="decisions", content="hijacked")]})  # fmt: skip
     res = do_import(svc, allowed, path, overwrite_existing=True)
@@ -204,7 +212,9 @@ def test_overwrite_never_takes_another_agents_memory(svc, clock, dirs):
 
 def test_the_same_id_twice_in_one_file(svc, dirs):
     allowed, _ = dirs
-    path = write_json(allowed / "twice.json", {"version": 1, "memories": [memory(uid(1)), memory(uid(1))]})
+    path = write_json(
+        allowed / "twice.json", {"version": 1, "memories": [memory(uid(1)), memory(uid(1))]}
+    )
     res = do_import(svc, allowed, path)
     assert (res.imported, res.skipped) == (1, 1) and "appears twice" in res.errors[0]
 
@@ -229,16 +239,34 @@ def test_skip_invalid_false_stops_and_imports_nothing(svc, dirs):
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        (memory(uid(5), scope="team", category="core"), "category 'core' is not allowed in scope 'team'"),
-        (memory(uid(5), scope="private", category="decisions"), "category 'decisions' is not allowed in scope 'private'"),
+        (
+            memory(uid(5), scope="team", category="core"),
+            "category 'core' is not allowed in scope 'team'",
+        ),
+        (
+            memory(uid(5), scope="private", category="decisions"),
+            "category 'decisions' is not allowed in scope 'private'",
+        ),
         (memory(uid(5), scope="galaxy"), "Invalid memory structure"),
         ({k: v for k, v in memory(uid(5)).items() if k != "content"}, "content: Field required"),
         (memory(uid(5), content="x" * (32 * 1024 + 1)), "32 KB"),
-        (memory(uid(5), metadata={"tags": ["t"] * 3 + [f"t{i}" for i in range(11)]}), "at most 10 tags"),
+        (
+            memory(uid(5), metadata={"tags": ["t"] * 3 + [f"t{i}" for i in range(11)]}),
+            "at most 10 tags",
+        ),
         (memory(uid(5), metadata={"priority": 7}), "priority must be 1, 2 or 3"),
         (memory(uid(5), kind="chunk"), "kind 'chunk'"),
     ],
-    ids=["team-core", "private-decisions", "bad-scope", "no-content", "too-big", "tags", "priority", "kind"],
+    ids=[
+        "team-core",
+        "private-decisions",
+        "bad-scope",
+        "no-content",
+        "too-big",
+        "tags",
+        "priority",
+        "kind",
+    ],
 )
 def test_invalid_entries_are_reported_with_their_id(svc, dirs, entry, message):
     allowed, _ = dirs
@@ -263,8 +291,17 @@ def test_invalid_entries_are_reported_with_their_id(svc, dirs, entry, message):
         ("[1, 2, 3]", "no 'memories' list"),
         ('{"version": [1], "memories": []}', "unsupported export version [1]"),
     ],
-    ids=["truncated", "csv", "binary", "version-2", "version-0.9", "no-version", "memories-dict",
-         "list", "version-list"],  # fmt: skip
+    ids=[
+        "truncated",
+        "csv",
+        "binary",
+        "version-2",
+        "version-0.9",
+        "no-version",
+        "memories-dict",
+        "list",
+        "version-list",
+    ],  # fmt: skip
 )
 def test_unreadable_files_are_rejected_clearly_and_import_nothing(svc, dirs, content, message):
     allowed, _ = dirs

@@ -93,7 +93,10 @@ def test_a_task_expires_after_24_hours_and_cleanup_removes_it(svc, clock):
 def test_remember_learning_expires_too(svc, clock):
     learning = svc.remember_learning(ME, "pytest -x stops at the first failure")
     clock.advance(hours=25)
-    assert context_ids(svc) == (set(), {"private": 0, "personal": 0, "team": 0, "public": 0, "expired": 1})
+    assert context_ids(svc) == (
+        set(),
+        {"private": 0, "personal": 0, "team": 0, "public": 0, "expired": 1},
+    )
     assert recall_ids(svc, "pytest first failure") == set()
     assert maintenance.cleanup(svc, ME, expire_only=True).expired == 1
     assert svc.store.get([learning.memoryId]) == {}
@@ -169,7 +172,9 @@ def test_the_101st_core_memory_is_refused_and_nothing_is_written(svc):
 
 
 def test_the_core_limit_through_mcp_and_bulk(mcp, svc):
-    bulk.remember_bulk(svc, ME, [core(f"identity statement {i}") for i in range(MAX_CORE_PER_AGENT - 1)])
+    bulk.remember_bulk(
+        svc, ME, [core(f"identity statement {i}") for i in range(MAX_CORE_PER_AGENT - 1)]
+    )
     res = mcp.ok("remember-bulk", {"memories": [
         {"content": "core ninety-nine", "scope": "personal", "category": "core"},
         {"content": "core one hundred and one", "scope": "personal", "category": "core"},

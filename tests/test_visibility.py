@@ -48,7 +48,7 @@ def content_of(label: str) -> str:
     """``zebra`` (the query) + the label + six words unique to the label, so no two memories
     look like near-duplicates to recall's de-duplication."""
     digest = hashlib.sha256(label.encode()).hexdigest()
-    return "zebra " + label + " " + " ".join(f"w{digest[i:i + 6]}" for i in range(0, 36, 6))
+    return "zebra " + label + " " + " ".join(f"w{digest[i : i + 6]}" for i in range(0, 36, 6))
 
 
 def expected(viewer: str, project: str) -> set[str]:
@@ -82,7 +82,9 @@ def world(tmp_path_factory):
                 label = f"{agent}_{project}_{kind}"
                 text = content_of(label)
                 if kind == "private":
-                    r = c.ok("remember", {"content": text, "scope": "private", "category": "longterm"})
+                    r = c.ok(
+                        "remember", {"content": text, "scope": "private", "category": "longterm"}
+                    )
                 elif kind == "tasks":
                     r = c.ok("remember-task", {"content": text})
                 elif kind == "personal":
@@ -90,9 +92,13 @@ def world(tmp_path_factory):
                 elif kind == "core":
                     r = c.ok("core-memory", {"content": text})
                 elif kind == "team":
-                    r = c.ok("remember", {"content": text, "scope": "team", "category": "decisions"})
+                    r = c.ok(
+                        "remember", {"content": text, "scope": "team", "category": "decisions"}
+                    )
                 else:
-                    r = c.ok("remember", {"content": text, "scope": "public", "category": "learnings"})
+                    r = c.ok(
+                        "remember", {"content": text, "scope": "public", "category": "learnings"}
+                    )
                 labels[r["memoryId"]] = label
     assert len(labels) == len(VIEWERS) * len(KINDS)
 
@@ -123,13 +129,17 @@ def test_each_identity_sees_exactly_its_memories(world, viewer, project):
             assert label not in ctx["summary"]
         # recall-context ranked by a search
         found = c.ok("recall-context", {"limit": 200, "search": "zebra"})
-        assert {labels[m["id"]] for s in ("private", "personal", "team", "public") for m in found[s]} == want
+        assert {
+            labels[m["id"]] for s in ("private", "personal", "team", "public") for m in found[s]
+        } == want
         # recall: every kind of retrieval sees the same set
         res = c.ok("recall", {"query": "zebra", "limit": 100, "budget": 20000})
         assert {labels[i["id"]] for i in res["items"]} == want
         assert res["dropped_duplicates"] == 0
         # export-memories
-        exp = c.ok("export-memories", {"outputPath": f"{viewer}-{project}.json", "includeExpired": True})
+        exp = c.ok(
+            "export-memories", {"outputPath": f"{viewer}-{project}.json", "includeExpired": True}
+        )
         doc = json.loads(Path(exp["filepath"]).read_text())
         assert {labels[m["id"]] for m in doc["memories"]} == want
         assert exp["exported"] == len(want)
@@ -152,7 +162,9 @@ def test_b_sees_none_of_a_private_or_personal(world):
     for project in PROJECTS:
         with connect("B", project) as c:
             seen = {labels[i] for i in visible_memories(c)}
-            assert not [s for s in seen if s.startswith("A_") and not s.endswith(("team", "public"))]
+            assert not [
+                s for s in seen if s.startswith("A_") and not s.endswith(("team", "public"))
+            ]
             # an invisible memory looks missing, even by id
             a_private = next(i for i, lbl in labels.items() if lbl == f"A_{project}_private")
             assert "[not_found]" in c.error("forget", {"memoryId": a_private})
@@ -166,7 +178,9 @@ def test_sub_agent_reads_parent_private_but_never_core(world):
         assert (h["agentId"], h["subagent"]) == ("A.reviewer", True)
         seen = {labels[i] for i in visible_memories(c)}
         assert {"A_P1_private", "A_P1_tasks", "S_P1_private", "S_P2_core"} <= seen
-        assert not {"A_P1_core", "A_P2_core", "A_P1_personal", "A_P2_personal", "A_P2_private"} & seen
+        assert (
+            not {"A_P1_core", "A_P2_core", "A_P1_personal", "A_P2_personal", "A_P2_private"} & seen
+        )
         # asking for core explicitly returns only its own
         core = c.ok("recall-context", {"categories": ["core"], "limit": 200})
         assert {labels[m["id"]] for m in core["personal"]} == {"S_P1_core", "S_P2_core"}
@@ -214,15 +228,25 @@ def test_identity_environment_variables_and_loominal_aliases(tmp_path):
     blank = {"PATTERN_PROJECT_ID": "  ", "PATTERN_AGENT_ID": "", **env}
     assert identity_from_env(blank, tmp_path).agent_id == "loom-agent"
     sub = identity_from_env(
-        {"LOOMINAL_SUBAGENT_TYPE": "Code Reviewer", "PATTERN_PARENT_AGENT_ID": "A", "PATTERN_PROJECT_ID": "p"},
+        {
+            "LOOMINAL_SUBAGENT_TYPE": "Code Reviewer",
+            "PATTERN_PARENT_AGENT_ID": "A",
+            "PATTERN_PROJECT_ID": "p",
+        },
         tmp_path,
     )
-    assert (sub.agent_id, sub.parent_agent_id, sub.subagent_type) == ("A.code-reviewer", "A", "Code Reviewer")
+    assert (sub.agent_id, sub.parent_agent_id, sub.subagent_type) == (
+        "A.code-reviewer",
+        "A",
+        "Code Reviewer",
+    )
     assert sub.is_subagent
     assert sub.visible_buckets() == ["private/p/A.code-reviewer", "private/p/A",
                                      "personal/A.code-reviewer", "team/p", "public"]  # fmt: skip
     # a sub-agent started with only its parent's agent id derives its own from it
-    same = identity_from_env({"PATTERN_SUBAGENT_TYPE": "reviewer", "PATTERN_AGENT_ID": "A"}, tmp_path)
+    same = identity_from_env(
+        {"PATTERN_SUBAGENT_TYPE": "reviewer", "PATTERN_AGENT_ID": "A"}, tmp_path
+    )
     assert (same.agent_id, same.parent_agent_id) == ("A.reviewer", "A")
     # without a sub-agent type, a parent id alone does not make a sub-agent
     plain = identity_from_env({"PATTERN_AGENT_ID": "X", "PATTERN_PARENT_AGENT_ID": "A"}, tmp_path)

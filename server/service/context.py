@@ -31,7 +31,6 @@ def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter
     return rules.tool_filter(who, args, now, [Kind.memory], updated_after)
 
 
-
 def build_summary(memories: list[Memory], limit: int = SUMMARY_BYTES) -> str:
     """Key points, most important first (core, then priority 1, then category order), ≤ limit bytes."""
     ranked = sorted(
@@ -78,7 +77,9 @@ def search_chunks(svc: MemoryService, who: Identity, args: RecallContextInput, n
     return out
 
 
-def recall_context(svc: MemoryService, who: Identity, args: RecallContextInput) -> RecallContextResult:
+def recall_context(
+    svc: MemoryService, who: Identity, args: RecallContextInput
+) -> RecallContextResult:
     now = svc.clock()
     f = context_filter(who, args, now)
     if args.search and args.search.strip():

@@ -104,5 +104,3 @@ def identity_from_env(env: Mapping[str, str] | None = None, cwd: Path | None = N
         subagent_type=subagent,
         parent_agent_id=parent,
     )
-
-

@@ -100,7 +100,9 @@ class MemoryService:
         category = item.category or rules.DEFAULT_CATEGORY[scope]
         rules.check_scope_category(scope, category)
         rules.check_content(item.content)
-        meta = rules.check_metadata(item.metadata.model_dump(exclude_none=True) if item.metadata else {})
+        meta = rules.check_metadata(
+            item.metadata.model_dump(exclude_none=True) if item.metadata else {}
+        )
         if not meta.get("tags"):
             meta.pop("tags", None)
         content, warnings = apply_policy(item.content, self.secret_policy)
@@ -138,7 +140,11 @@ class MemoryService:
                 if new:
                     n = self._count(conn, own, now, category)
                     if n + new > limit:
-                        hint = " (forget some with force=true)" if category == "core" else " (run cleanup)"
+                        hint = (
+                            " (forget some with force=true)"
+                            if category == "core"
+                            else " (run cleanup)"
+                        )
                         raise LimitExceeded(
                             f"{category}: {n} memories already, limit {limit} per agent{hint}",
                             category=category,

@@ -19,7 +19,9 @@ class MemoryMetadata(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tags: list[str] = Field(default_factory=list, description="Up to 10 tags of ≤50 chars.")
-    priority: int | None = Field(default=None, description="1 = high, 2 = medium (default), 3 = low.")
+    priority: int | None = Field(
+        default=None, description="1 = high, 2 = medium (default), 3 = low."
+    )
     source: str | None = None
     relatedTo: list[str] | None = None
 
@@ -124,7 +126,8 @@ class RecallContextResult(BaseModel):
     team: list[Memory] = Field(default_factory=list)
     public: list[Memory] = Field(default_factory=list)
     chunks: list[dict[str, Any]] = Field(
-        default_factory=list, description="Workspace file chunks matching `search` (path:start-end)."
+        default_factory=list,
+        description="Workspace file chunks matching `search` (path:start-end).",
     )
     summary: str = Field(description="≤ 4 KB of key points, highest-priority memories first.")
     counts: Counts
@@ -216,7 +219,8 @@ class RecallContextInput(BaseModel):
     updatedAfter: datetime | None = None
     updatedBefore: datetime | None = None
     search: str | None = Field(
-        default=None, description="Ranks by hybrid (meaning + keyword) relevance instead of substring."
+        default=None,
+        description="Ranks by hybrid (meaning + keyword) relevance instead of substring.",
     )
 
 

@@ -63,7 +63,9 @@ def _similarity_fn(svc: MemoryService, hits: list[Hit]):
     return jaccard
 
 
-def diversify(svc: MemoryService, hits: list[Hit], scores: dict[str, float]) -> tuple[list[Hit], int]:
+def diversify(
+    svc: MemoryService, hits: list[Hit], scores: dict[str, float]
+) -> tuple[list[Hit], int]:
     """MMR order; near-duplicates dropped. Returns (ordered hits, number dropped)."""
     sim = _similarity_fn(svc, hits)
     pool = sorted(hits, key=lambda h: -scores[h.record.id])
@@ -100,7 +102,11 @@ def render(rec: Record) -> str:
     loc = location(rec)
     if loc:
         return f"- [{loc}]\n{rec.content.strip()}"
-    label = rec.entity_name and f"{rec.kind.value} {rec.entity_name}" or f"{rec.scope.value}/{rec.category}"
+    label = (
+        rec.entity_name
+        and f"{rec.kind.value} {rec.entity_name}"
+        or f"{rec.scope.value}/{rec.category}"
+    )
     return f"- [{label}] {' '.join(rec.content.split())}"
 
 
@@ -133,9 +139,15 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         rec = h.record
         items.append(
             RecallItem(
-                id=rec.id, kind=rec.kind.value, scope=rec.scope.value, category=rec.category,
-                score=round(scores[rec.id], 4), content=rec.content, location=location(rec),
-                explanation=h.explanation.model_dump(), truncated=truncated,
+                id=rec.id,
+                kind=rec.kind.value,
+                scope=rec.scope.value,
+                category=rec.category,
+                score=round(scores[rec.id], 4),
+                content=rec.content,
+                location=location(rec),
+                explanation=h.explanation.model_dump(),
+                truncated=truncated,
             )  # fmt: skip
         )
     text = "\n".join(parts) if items else ""

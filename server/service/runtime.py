@@ -43,7 +43,13 @@ class Runtime:
         engine = Engine(
             settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
         )
-        rt = cls(settings, identity, MemoryService(engine, secret_policy=policy_from_env(os.environ if env is None else env)))
+        rt = cls(
+            settings,
+            identity,
+            MemoryService(
+                engine, secret_policy=policy_from_env(os.environ if env is None else env)
+            ),
+        )
         if background:
             rt._thread = threading.Thread(target=rt._load_model, name="model-loader", daemon=True)
             rt._thread.start()
