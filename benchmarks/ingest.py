@@ -7,9 +7,9 @@
 2. first run: every PATH ingested with :class:`ingest.pipeline.Ingestor` (walk, read, hash,
    chunk, embed, SQLite, Chroma, artifacts) -> files/s and chunks/s;
 3. second run on the unchanged tree -> ``rerun_seconds`` (target ≤ 1 % of the first);
-4. raw encode rate: ``embedder.embed_documents`` on the texts the pipeline embedded (each
-   chunk's context line + text, exactly what the vectors were made from), in one call, timed
-   alone -> chunks/s;
+4. raw encode rate: ``embedder.embed_documents`` on the texts the pipeline embedded (every
+   window view of every chunk, ``Engine.views``: exactly what the vectors were made from), in
+   one call, timed alone -> chunks/s;
 5. ``ratio`` = ingestion chunks/s ÷ raw encode chunks/s (target ≥ 0.85).
 
 ``--max-files N`` ingests a copy of the first N files of the walk (sorted by path) instead of
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         assert all(r.files_indexed == 0 and r.chunks_embedded == 0 for r in reruns), reruns
 
         recs = engine.store.list(_chunk_filter())
-        texts = [engine.embed_text(r) for r in recs]
+        # the same texts the pipeline embedded: every window view of every chunk
+        texts = [t for r in recs for window in engine.views(r) for t, _w in window]
         t0 = time.perf_counter()
         embedder.embed_documents(texts)
         encode = time.perf_counter() - t0

@@ -28,13 +28,6 @@ from .vectors import VectorIndex, VectorItem, windows
 EmbedText = Callable[[Record], str]
 
 
-def default_embed_text(rec: Record) -> str:
-    """What the vector side sees, as one text: the content, preceded by its context when it has
-    one. (The engine's default embeds :func:`embed_views` instead, which windows the content
-    and repeats the context per window; a custom ``embed_text`` is windowed as one text.)"""
-    return f"{rec.context}\n{rec.content}" if rec.context else rec.content
-
-
 _WORD_RE = re.compile(r"\S+")
 
 
@@ -98,7 +91,7 @@ class Engine:
         chroma_host: str | None = None,
         chroma_port: int = 8000,
         fusion: FusionConfig | None = None,
-        embed_text: EmbedText = default_embed_text,
+        embed_text: EmbedText | None = None,
         window_words: int | None = None,
         window_overlap: int = 16,
     ) -> None:
@@ -152,18 +145,21 @@ class Engine:
         cap = int(getattr(self.embedder, "max_words", 150))
         return min(cap, int(os.environ.get("PATTERN_WINDOW_WORDS") or DEFAULT_WINDOW_WORDS))
 
+    def views(self, rec: Record) -> list[list[tuple[str, float]]]:
+        """The weighted texts embedded for ``rec``, one list per window: :func:`embed_views`,
+        or the windows of ``embed_text(rec)`` when the engine was given one."""
+        if self.embed_text is None:
+            return embed_views(rec, self.window_words, self.window_overlap)
+        text = self.embed_text(rec)
+        return [[(w, 1.0)] for w in windows(text, self.window_words, self.window_overlap)]
+
     def _vectors_for(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
         """Embed records (all windows in one batch); {record id: windows x dim}."""
         if self.embedder is None or not records:
             return {}
         texts, owners = [], []  # owners: (record id, window, weight) per text
         for rec in records:
-            if self.embed_text is default_embed_text:
-                views = embed_views(rec, self.window_words, self.window_overlap)
-            else:
-                text = self.embed_text(rec)
-                views = [[(w, 1.0)] for w in windows(text, self.window_words, self.window_overlap)]
-            for i, window_views in enumerate(views):
+            for i, window_views in enumerate(self.views(rec)):
                 for text, weight in window_views:
                     texts.append(text)
                     owners.append((rec.id, i, weight))
@@ -348,7 +344,6 @@ __all__ = [
     "BARE_VIEW_WEIGHT",
     "Engine",
     "FusionConfig",
-    "default_embed_text",
     "embed_views",
     "parse_ts",
 ]
