@@ -226,6 +226,25 @@ class LexicalIndex:
             rows = rows[~np.isin(rows[:, 0], np.asarray(expired, dtype=np.float64))]
         return rows
 
+    def _joined(
+        self, expr: str, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
+    ) -> list[tuple[str, float]]:
+        """(record id, FTS5 bm25) rows of the matching records satisfying ``f``, through the
+        records table (any filter), best first when ``limit`` is given."""
+        where, params = where_clause(f)
+        sql = (
+            f"SELECT r.id, {_bm25_expr(self.weights)} AS s FROM records_fts CROSS JOIN records r "
+            f"ON r.rowid = records_fts.rowid WHERE records_fts MATCH ? AND {where}"
+        )
+        # CROSS JOIN keeps FTS5 as the outer loop. With a plain JOIN and a one-bucket filter,
+        # SQLite walked the bucket's records and ran the MATCH once per record (the score_ids
+        # pattern), e.g. 5183 MATCHes per query on SciFact (docs/benchmarks.md).
+        params = [self._match(expr, f), *params]
+        if limit is not None:
+            sql += " ORDER BY s LIMIT ?"
+            params.append(limit)
+        return conn.execute(sql, params).fetchall()
+
     def search(
         self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None
     ) -> list[tuple[str, float]]:
@@ -240,17 +259,7 @@ class LexicalIndex:
                 top = [(int(r), -float(s)) for r, s in fast[:limit]]
                 ids = _ids_of(conn, [r for r, _ in top])
                 return [(ids[r], s) for r, s in top if r in ids]
-            where, params = where_clause(f)
-            bm25 = _bm25_expr(self.weights)
-            sql = (
-                f"SELECT r.id, {bm25} AS s FROM records_fts CROSS JOIN records r "
-                f"ON r.rowid = records_fts.rowid "
-                f"WHERE records_fts MATCH ? AND {where} ORDER BY s LIMIT ?"
-            )
-            # CROSS JOIN keeps FTS5 as the outer loop. With a plain JOIN and a one-bucket
-            # filter, SQLite walked the bucket's records and ran the MATCH once per record (the
-            # score_ids pattern), e.g. 5183 MATCHes per query on SciFact (docs/benchmarks.md).
-            rows = conn.execute(sql, [self._match(expr, f), *params, limit]).fetchall()
+            rows = self._joined(expr, f, limit, conn)
         except sqlite3.OperationalError:
             return []
         return [(r[0], -float(r[1])) for r in rows]
@@ -272,13 +281,7 @@ class LexicalIndex:
         try:
             fast = self._fts_only(expr, f, None, conn)
             if fast is None:
-                where, params = where_clause(f)
-                bm25 = _bm25_expr(self.weights)
-                sql = (
-                    f"SELECT r.id, {bm25} FROM records_fts CROSS JOIN records r "
-                    f"ON r.rowid = records_fts.rowid WHERE records_fts MATCH ? AND {where}"
-                )
-                rows = conn.execute(sql, [self._match(expr, f), *params]).fetchall()
+                rows = self._joined(expr, f, None, conn)
                 keys = [r[0] for r in rows]
                 scores = -np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
             else:
