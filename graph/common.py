@@ -16,19 +16,21 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from retrieval.analyzer import identifier_parts
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
-from retrieval.records import Scope, utcnow
+from retrieval.records import MAX_TEXT_BYTES, Scope, check_text, utcnow
 from retrieval.store import parse_ts, ts
 
-MAX_TEXT_BYTES = 32 * 1024  # one observation / one lesson field, like a memory's content
 MAX_BATCH = 1000  # items per call
 DEFAULT_SCOPE = "team"
 
 Screen = Callable[[str], tuple[str, list[str]]]
+M = TypeVar("M", bound=BaseModel)
 
 
 class Caller(Protocol):
@@ -47,17 +49,10 @@ def parse_scope(scope: str | None) -> Scope:
         ) from None
 
 
-def check_text(text: object, what: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput(f"{what} must be a non-empty string")
-    size = len(text.encode("utf-8"))
-    if size > MAX_TEXT_BYTES:
-        raise InvalidInput(
-            f"{what} is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes (32 KB)",
-            size=size,
-            limit=MAX_TEXT_BYTES,
-        )
-    return text
+def validated(model: type[M], items: Iterable[M | dict]) -> list[M]:
+    """Tool input as models: instances pass through, dicts are validated (pydantic errors
+    become tool errors at the MCP edge)."""
+    return [i if isinstance(i, model) else model.model_validate(i) for i in items]
 
 
 def check_batch(items: Sequence, what: str) -> None:
@@ -107,18 +102,24 @@ class GraphBase:
     def reader(self) -> sqlite3.Connection:
         return self.store.reader
 
-    def entity_rows(
-        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
+    def _rows_by_name(
+        self, table: str, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None
     ) -> dict[str, sqlite3.Row]:
+        """{name: row} of ``table`` (entities or lessons: both keyed by bucket and name)."""
         conn = conn or self.reader
         out: dict[str, sqlite3.Row] = {}
         for part in chunks(list(dict.fromkeys(names))):
             rows = conn.execute(
-                f"SELECT * FROM entities WHERE bucket=? AND name IN ({placeholders(len(part))})",
+                f"SELECT * FROM {table} WHERE bucket=? AND name IN ({placeholders(len(part))})",
                 [bucket, *part],
             ).fetchall()
             out.update((r["name"], r) for r in rows)
         return out
+
+    def entity_rows(
+        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
+    ) -> dict[str, sqlite3.Row]:
+        return self._rows_by_name("entities", bucket, names, conn)
 
     def observation_rows(
         self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
@@ -139,15 +140,7 @@ class GraphBase:
     def lesson_rows(
         self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
     ) -> dict[str, sqlite3.Row]:
-        conn = conn or self.reader
-        out: dict[str, sqlite3.Row] = {}
-        for part in chunks(list(dict.fromkeys(names))):
-            rows = conn.execute(
-                f"SELECT * FROM lessons WHERE bucket=? AND name IN ({placeholders(len(part))})",
-                [bucket, *part],
-            ).fetchall()
-            out.update((r["name"], r) for r in rows)
-        return out
+        return self._rows_by_name("lessons", bucket, names, conn)
 
     def observations_of(self, bucket: str, rows: Iterable[sqlite3.Row]) -> dict[str, list[str]]:
         """Observations per entity: records for plain entities, the lesson row for lessons."""

@@ -41,6 +41,7 @@ from .common import (
     parse_scope,
     placeholders,
     ts,
+    validated,
 )
 from .models import (
     AddedObservations,
@@ -86,9 +87,7 @@ class GraphService(GraphBase):
     ) -> CreateEntitiesResult:
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
-        items = [
-            e if isinstance(e, EntityInput) else EntityInput.model_validate(e) for e in entities
-        ]
+        items = validated(EntityInput, entities)
         check_batch(items, "entities")
         warnings: list[str] = []
         wanted: dict[str, tuple[str, list[str]]] = {}
@@ -159,7 +158,7 @@ class GraphService(GraphBase):
         self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
     ) -> CreateRelationsResult:
         bucket = who.bucket(parse_scope(scope).value)
-        items = [r if isinstance(r, Relation) else Relation.model_validate(r) for r in relations]
+        items = validated(Relation, relations)
         check_batch(items, "relations")
         unique = list({r.key(): r for r in reversed(items)}.values())[::-1]
         with self.lock, self.store.transaction() as conn:
@@ -188,7 +187,7 @@ class GraphService(GraphBase):
         self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
     ) -> DeleteResult:
         bucket = who.bucket(parse_scope(scope).value)
-        items = [r if isinstance(r, Relation) else Relation.model_validate(r) for r in relations]
+        items = validated(Relation, relations)
         check_batch(items, "relations")
         deleted = 0
         with self.lock, self.store.transaction() as conn:
@@ -206,10 +205,7 @@ class GraphService(GraphBase):
     ) -> AddObservationsResult:
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
-        items = [
-            o if isinstance(o, ObservationInput) else ObservationInput.model_validate(o)
-            for o in observations
-        ]
+        items = validated(ObservationInput, observations)
         check_batch(items, "observation groups")
         warnings: list[str] = []
         wanted: dict[str, list[str]] = {}
@@ -270,10 +266,7 @@ class GraphService(GraphBase):
         self, who: Caller, deletions: Sequence[ObservationDeletion | dict], scope: str | None = None
     ) -> DeleteResult:
         bucket = who.bucket(parse_scope(scope).value)
-        items = [
-            d if isinstance(d, ObservationDeletion) else ObservationDeletion.model_validate(d)
-            for d in deletions
-        ]
+        items = validated(ObservationDeletion, deletions)
         check_batch(items, "deletion groups")
         with self.lock:
             rows = self.entity_rows(bucket, [d.entityName for d in items])

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .errors import InvalidInput
+
 
 class Kind(StrEnum):
     memory = "memory"
@@ -23,6 +25,24 @@ class Scope(StrEnum):
     personal = "personal"
     team = "team"
     public = "public"
+
+
+MAX_TEXT_BYTES = 32 * 1024  # a memory's content, an observation, one lesson field
+
+
+def check_text(text: object, what: str) -> str:
+    """``text`` if it is a non-empty string of at most :data:`MAX_TEXT_BYTES` (UTF-8), else
+    :class:`InvalidInput` naming ``what`` (with ``size`` and ``limit`` for an oversized one)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput(f"{what} must be a non-empty string")
+    size = len(text.encode("utf-8"))
+    if size > MAX_TEXT_BYTES:
+        raise InvalidInput(
+            f"{what} is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes (32 KB)",
+            size=size,
+            limit=MAX_TEXT_BYTES,
+        )
+    return text
 
 
 def utcnow() -> datetime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from retrieval.errors import InvalidInput
-from retrieval.records import RecordFilter, Scope
+from retrieval.records import MAX_TEXT_BYTES, RecordFilter, Scope, check_text
 
 CATEGORIES: dict[Scope, tuple[str, ...]] = {
     Scope.private: ("recent", "tasks", "longterm"),
@@ -22,7 +22,7 @@ TTL: dict[str, timedelta] = {"recent": timedelta(hours=24), "tasks": timedelta(h
 CATEGORY_ORDER = {c: i for i, c in enumerate(
     ("core", "decisions", "architecture", "learnings", "longterm", "tasks", "recent"))}  # fmt: skip
 
-MAX_CONTENT_BYTES = 32 * 1024
+MAX_CONTENT_BYTES = MAX_TEXT_BYTES
 MAX_TAGS = 10
 MAX_TAG_CHARS = 50
 MAX_CORE_PER_AGENT = 100
@@ -57,15 +57,7 @@ def expiry_for(category: str, now: datetime) -> datetime | None:
 
 
 def check_content(content: str) -> None:
-    if not isinstance(content, str) or not content.strip():
-        raise InvalidInput("content must be a non-empty string")
-    size = len(content.encode("utf-8"))
-    if size > MAX_CONTENT_BYTES:
-        raise InvalidInput(
-            f"content is {size} bytes; the limit is {MAX_CONTENT_BYTES} bytes (32 KB)",
-            size=size,
-            limit=MAX_CONTENT_BYTES,
-        )
+    check_text(content, "content")
 
 
 def check_metadata(metadata: dict) -> dict:
