@@ -17,6 +17,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -66,6 +68,21 @@ class HashEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return _normalize(np.stack([self._vec(t) for t in texts]))
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` for the block, restored after it."""
+    import torch
+
+    previous = torch.get_num_threads()
+    if previous != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if previous != n:
+            torch.set_num_threads(previous)
 
 
 def default_model_path() -> str:
@@ -132,13 +149,8 @@ class SentenceTransformerEmbedder:
         return self
 
     def _encode(self, texts: list[str], threads: int) -> np.ndarray:
-        import torch
-
         model = self.load()._model
-        previous = torch.get_num_threads()
-        if previous != threads:
-            torch.set_num_threads(threads)
-        try:
+        with torch_threads(threads):
             out = model.encode(
                 texts,
                 batch_size=self.batch_size,
@@ -146,9 +158,6 @@ class SentenceTransformerEmbedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-        finally:
-            if previous != threads:
-                torch.set_num_threads(previous)
         return np.asarray(out, dtype=np.float32)
 
     def _forward(self, texts: list[str]) -> np.ndarray:
@@ -167,23 +176,12 @@ class SentenceTransformerEmbedder:
         return emb.float().numpy()
 
     def _encode_query(self, text: str) -> np.ndarray:
-        import torch
-
-        threads = self.query_threads
-        previous = torch.get_num_threads()
-        if previous != threads:
-            torch.set_num_threads(threads)
-        try:
+        with torch_threads(self.query_threads):
             return self._forward([text])[0]
-        finally:
-            if previous != threads:
-                torch.set_num_threads(previous)
 
     def _encode_workers(self, texts: list[str], workers: int) -> np.ndarray:
         """Data-parallel encode: length-sorted mini-batches spread over ``workers`` threads,
         each running the model with one torch thread (torch releases the GIL in its kernels)."""
-        import torch
-
         self.load()
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -197,14 +195,8 @@ class SentenceTransformerEmbedder:
         def run(idx: np.ndarray) -> None:
             out[idx] = self._forward([texts[j] for j in idx])
 
-        previous = torch.get_num_threads()
-        if previous != 1:
-            torch.set_num_threads(1)
-        try:
+        with torch_threads(1):
             list(self._pool.map(run, batches))
-        finally:
-            if previous != 1:
-                torch.set_num_threads(previous)
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
