@@ -9,7 +9,6 @@ leaves outbox rows that :meth:`sync` replays at the next start.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -23,12 +22,9 @@ from .hybrid import FusionConfig, HybridRanker
 from .lexical import LexicalIndex
 from .records import Hit, Record, RecordFilter
 from .store import SQLiteStore, parse_ts
-from .vectors import VectorIndex, VectorItem, windows
+from .vectors import VectorIndex, VectorItem, windows, words_of
 
 EmbedText = Callable[[Record], str]
-
-
-_WORD_RE = re.compile(r"\S+")
 
 
 # Words per embedding window. all-MiniLM-L6-v2 reads 256 tokens but was trained on 128: a
@@ -60,8 +56,8 @@ def embed_views(rec: Record, max_words: int, overlap: int = 0) -> list[list[tupl
     """
     if not rec.context:
         return [[(w, 1.0)] for w in windows(rec.content, max_words, overlap)]
-    content_words = len(_WORD_RE.findall(rec.content))
-    ctx = _WORD_RE.findall(rec.context)
+    content_words = len(words_of(rec.content))
+    ctx = words_of(rec.context)
     room = max(max_words // 2, max_words - content_words)
     context = rec.context
     if len(ctx) > room:
@@ -70,7 +66,7 @@ def embed_views(rec: Record, max_words: int, overlap: int = 0) -> list[list[tupl
     size = max(max_words - len(ctx), max_words // 2)
     out = []
     for w in windows(rec.content, size, min(overlap, size // 2)):
-        n = len(_WORD_RE.findall(w))
+        n = len(words_of(w))
         if len(ctx) >= n:
             out.append([(f"{context}\n{w}", 1.0 - BARE_VIEW_WEIGHT), (w, BARE_VIEW_WEIGHT)])
         else:

@@ -22,10 +22,15 @@ from .errors import StoreUnavailable
 _WORDS = re.compile(r"\S+")
 
 
+def words_of(text: str) -> list[str]:
+    """The whitespace-separated words that windows are counted in."""
+    return _WORDS.findall(text)
+
+
 def windows(text: str, max_words: int, overlap: int = 0) -> list[str]:
     """Split ``text`` into word windows of at most ``max_words`` (the model truncates beyond
     its sequence length, so a long memory would otherwise be judged by its start only)."""
-    words = _WORDS.findall(text)
+    words = words_of(text)
     if len(words) <= max_words:
         return [text]
     # an overlap >= max_words would leave no window at all, or drop the tail
