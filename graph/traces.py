@@ -23,7 +23,10 @@ most telling parts are compound: *which* method at *which* line, *which* excepti
 - ``dx<op><shape>`` — the shape of each edit between expected and actual, identifiers masked:
   ``function(a){}`` expected, ``function(){}`` found gives ``dxdellpwxrp`` (a word deleted
   between parentheses); ``b$$inline_1`` vs ``b$$inline_3`` gives ``dxrepnum`` (names that
-  differ only in a number).
+  differ only in a number); ``dxws`` when the two values differ only in whitespace (indentation,
+  trimming, line endings) and ``dxsame`` when they print alike yet are not equal (a type,
+  identity or tree-structure problem). JUnit's ``expected:<…> but was:<…>`` is read up to the
+  frames (a trace cut inside the actual value is compared over the part that is left).
 
 Recognised frame syntaxes: Java/Kotlin/Scala/C# (``at pkg.Class.method(File.java:12)``),
 Python (``File "x.py", line 12, in func``), JavaScript/Node (``at fn (file.js:10:5)``).
@@ -141,7 +144,13 @@ def _tok(text: str) -> str:
 
 
 _PAIRS = (
-    re.compile(r"expected:\s*<(.*?)>\s*but was:\s*<(.*)>", re.S),
+    # JUnit: the actual value ends at the last ``>`` closing a line before the first frame line
+    # (a plain greedy ``.*>`` ran on into a frame's ``<init>``); a trace cut inside the actual
+    # value keeps what is left of it, up to the frames (or the query's ``Context:`` line)
+    re.compile(r"expected:\s*<(.*?)>\s*but was:\s*<((?:(?!\n\s*at\s).)*)>[ \t]*(?=\r?\n|\Z)", re.S),
+    _CUT := re.compile(
+        r"expected:\s*<(.*?)>\s*but was:\s*<(.*?)\s*(?=\n\s*at\s|\nContext: |\Z)", re.S
+    ),
     re.compile(r"Expected:\s*(.*?)\n\s*(?:Result|Actual|Received|but was):\s*(.*?)(?:\n|$)", re.S),
     re.compile(r"expected \[(.*?)\] but found \[(.*?)\]", re.S),
     re.compile(r"expected:?\s*(.*?),?\s+but (?:was|got|found)\s*:?\s*(.*?)(?:\n|$)", re.S | re.I),
@@ -150,6 +159,7 @@ _PAIRS = (
 )
 _DIFF_TOKEN = re.compile(r"[A-Za-z0-9_$]+|[^\sA-Za-z0-9_$]")
 _ALPHA = re.compile(r"[A-Za-z]+")
+_WS = re.compile(r"\s+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 DIFF_WEIGHT = 2  # how many times a query counts each assertion-difference term
 MAX_DIFF_TERMS = 40
@@ -160,8 +170,22 @@ def assertion_pair(text: str) -> tuple[str, str] | None:
     for rx in _PAIRS:
         m = rx.search(text)
         if m:
-            return m.group(1), m.group(2)
+            expected, actual = m.group(1), m.group(2)
+            if rx is _CUT:  # the actual value was cut: compare as much of the expected
+                expected = _prefix(expected, len(re.sub(r"\s+", "", actual)))
+            return expected, actual
     return None
+
+
+def _prefix(text: str, n: int) -> str:
+    """The start of ``text`` holding its first ``n`` non-whitespace characters."""
+    seen = 0
+    for i, ch in enumerate(text):
+        if not ch.isspace():
+            if seen == n:
+                return text[:i]
+            seen += 1
+    return text
 
 
 def _changed(expected: str, actual: str) -> tuple[str, str]:
@@ -215,10 +239,14 @@ def edit_shapes(text: str, limit: int = 20) -> list[str]:
     pair = assertion_pair(text[:20_000])
     if pair is None:
         return []
+    out: dict[str, None] = {}
+    if pair[0] == pair[1]:  # printed alike, yet not equal (type, identity, tree structure)
+        out["dxsame"] = None
+    elif _WS.sub("", pair[0]) == _WS.sub("", pair[1]):  # only whitespace differs
+        out["dxws"] = None
     te, ta = _DIFF_TOKEN.findall(pair[0]), _DIFF_TOKEN.findall(pair[1])
     if len(te) * len(ta) > 4_000_000:  # quadratic diff: skip pathological sizes
-        return []
-    out: dict[str, None] = {}
+        return list(out)
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, te, ta, autojunk=False).get_opcodes():
         if op == "equal":
             continue

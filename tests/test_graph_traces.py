@@ -101,6 +101,33 @@ def test_assertion_differences():
     assert diff_words("no assertion here") == [] and edit_shapes("plain text") == []
 
 
+def test_assertion_pair_stops_at_the_frames_and_reads_cut_traces():
+    from graph.traces import assertion_pair
+
+    framed = (
+        "junit.framework.AssertionFailedError: expected:<1> but was:<2>\n"
+        "\tat a.B.check(B.java:1)\n\tat a.B.<init>(B.java:2)"
+    )
+    assert assertion_pair(framed) == ("1", "2")  # not on into the frame's <init>
+    multiline = "expected:<<a>\n<b>> but was:<<a>\n<c>>\n\tat a.B.c(B.java:2)"
+    assert assertion_pair(multiline) == ("<a>\n<b>", "<a>\n<c>")
+    # the query layout of find_similar_errors: the Context line sits between message and frames
+    query = "ComparisonFailure: expected:<x> but was:<y>\nContext: a.BTest::t\n\tat a.B.c(B.java:2)"
+    assert assertion_pair(query) == ("x", "y")
+    # a trace cut inside the actual value: the expected is compared over the same length
+    cut = "ComparisonFailure: expected:</*\n [  This\n   is\n ] ART\n*/\n> but was:</*\n [This\n is"
+    assert assertion_pair(cut) == ("/*\n [  This\n   is\n ", "/*\n [This\n is")
+
+
+def test_whitespace_only_and_identical_values_get_their_own_shape():
+    assert edit_shapes("expected:<x-[ ]-0.0> but was:<x-[]-0.0>") == ["dxws"]
+    cut = "ComparisonFailure: expected:</*\n [  This\n   is\n ] ART\n*/\n> but was:</*\n [This\n is"
+    assert edit_shapes(cut) == ["dxws"]
+    assert edit_shapes("expected:<4.5> but was:<4.5>") == ["dxsame"]
+    assert "dxws" in fingerprint_terms("AssertionFailedError: expected:<a  b> but was:<a b>")
+    assert "dxws" not in edit_shapes("expected:<a b> but was:<a c>")
+
+
 def test_code_units_map_tests_to_the_unit_they_test():
     from graph.traces import code_unit
 
