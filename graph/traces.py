@@ -35,7 +35,10 @@ Python (``File "x.py", line 12, in func``), JavaScript/Node (``at fn (file.js:10
 from __future__ import annotations
 
 import difflib
+import math
 import re
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # Frames of test runners, reflection and the runtime: not the application's code.
@@ -372,19 +375,46 @@ def jaccard(a: frozenset | set, b: frozenset | set) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
-def package_affinity(query: frozenset | set, lesson: frozenset | set) -> float:
+def package_prefixes(packages: Iterable[str]) -> set[str]:
+    """Every leading run of segments of the packages: ``a.b.c`` -> ``a``, ``a.b``, ``a.b.c``."""
+    out: set[str] = set()
+    for pkg in packages:
+        parts = pkg.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
+
+
+def prefix_idf(profiles: Iterable[frozenset | set]) -> Callable[[str], float]:
+    """Inverse frequency of each package prefix among the package sets ``profiles`` (the
+    candidates of a search): ``log((n + 1) / (df + 1))``. A prefix every candidate shares
+    (``org.apache.commons``, ``com.google``) weighs ~0, the one that tells them apart much."""
+    sets = [package_prefixes(p) for p in profiles]
+    df = Counter(x for s in sets for x in s)
+    n = len(sets)
+    return lambda prefix: math.log((n + 1) / (df.get(prefix, 0) + 1))
+
+
+def package_affinity(
+    query: frozenset | set, lesson: frozenset | set, weight: Callable[[str], float] | None = None
+) -> float:
     """How deep the query's packages go into the lesson's, in [0, 1]: the longest common prefix
-    (in segments) of a query package and a lesson package over the query package's length,
-    best pair. ``org.apache.commons.cli`` vs ``org.apache.commons.cli.help`` -> 1.0, vs
-    ``org.apache.commons.codec`` -> 0.75."""
+    of a query package and a lesson package over the query package's length, best pair.
+    ``org.apache.commons.cli`` vs ``org.apache.commons.cli.help`` -> 1.0, vs
+    ``org.apache.commons.codec`` -> 0.75. With ``weight`` (e.g. :func:`prefix_idf`) each
+    segment counts by the weight of the prefix it ends rather than 1: sharing the prefixes
+    everyone has then scores little, sharing the distinctive ones much."""
     best = 0.0
     for q in query:
         qs = q.split(".")
+        seg = [weight(".".join(qs[: i + 1])) if weight else 1.0 for i in range(len(qs))]
+        total = sum(seg)
+        if total <= 0:
+            continue
         for le in lesson:
             n = 0
             for x, y in zip(qs, le.split("."), strict=False):
                 if x != y:
                     break
                 n += 1
-            best = max(best, n / len(qs))
+            best = max(best, sum(seg[:n]) / total)
     return best

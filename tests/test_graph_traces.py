@@ -168,3 +168,19 @@ def test_jaccard_and_package_affinity():
     assert package_affinity(cli, {"org.apache.commons.codec"}) == 0.75
     assert package_affinity(cli, {"com.google.javascript.jscomp"}) == 0.0
     assert package_affinity(set(), cli) == 0.0
+
+
+def test_package_affinity_weighted_by_prefix_rarity():
+    """Among candidates that all live under org.apache.commons, sharing that prefix says
+    nothing; sharing org.apache.commons.cli says everything."""
+    from graph.traces import package_affinity, package_prefixes, prefix_idf
+
+    assert package_prefixes({"a.b.c"}) == {"a", "a.b", "a.b.c"}
+    cands = [{"org.apache.commons.cli"}, {"org.apache.commons.codec"}, {"org.apache.commons.io"}]
+    idf = prefix_idf(cands)
+    assert idf("org.apache.commons") == 0.0 and idf("org.apache.commons.cli") > 0
+    cli = {"org.apache.commons.cli"}
+    assert package_affinity(cli, {"org.apache.commons.codec"}, idf) == 0.0  # was 0.75
+    assert package_affinity(cli, {"org.apache.commons.cli.help"}, idf) == 1.0
+    alone = prefix_idf([cli])  # one candidate: every prefix is shared by all, nothing tells
+    assert package_affinity(cli, {"org.apache.commons.cli"}, alone) == 0.0
