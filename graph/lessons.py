@@ -91,7 +91,8 @@ class LessonLexical(LexicalIndex):
 
     def match_expr(self, query: str, conn=None) -> str | None:  # noqa: ARG002 - same signature
         prints = traces.fingerprint_terms(query)
-        extra = [t for t in prints if t.startswith("dd")] * (traces.DIFF_WEIGHT - 1)
+        extra = [t for t in prints if t.startswith(traces.DIFF_PREFIXES)]
+        extra *= traces.DIFF_WEIGHT - 1
         terms = query_terms(query, self.max_terms) + prints + extra
         return fts_or_query(terms) if terms else None
 

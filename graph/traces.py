@@ -20,6 +20,10 @@ most telling parts are compound: *which* method at *which* line, *which* excepti
   Failing tests of one defect often disagree with the expectation in the same way
   (``@return {undefined}`` missing, an ``inline`` name numbered differently) even when
   their tests, messages and frames differ; :data:`DIFF_WEIGHT` counts them twice in a query;
+- ``de<word>`` / ``da<word>`` — the same words with their side: ``de`` expected but missing
+  from the actual value, ``da`` in the actual value only (unexpected). "``undefined``
+  expected, ``?`` found" and "``undefined`` found where ``None`` was expected" share
+  ``ddundefined`` but are different failures; also counted twice in a query;
 - ``dx<op><shape>`` — the shape of each edit between expected and actual, identifiers masked:
   ``function(a){}`` expected, ``function(){}`` found gives ``dxdellpwxrp`` (a word deleted
   between parentheses); ``b$$inline_1`` vs ``b$$inline_3`` gives ``dxrepnum`` (names that
@@ -165,6 +169,7 @@ _ALPHA = re.compile(r"[A-Za-z]+")
 _WS = re.compile(r"\s+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 DIFF_WEIGHT = 2  # how many times a query counts each assertion-difference term
+DIFF_PREFIXES = ("dd", "de", "da")  # the assertion-difference terms
 MAX_DIFF_TERMS = 40
 
 
@@ -206,20 +211,37 @@ def _changed(expected: str, actual: str) -> tuple[str, str]:
     return " ".join(ce), " ".join(ca)
 
 
+def _words(side: str) -> list[str]:
+    """Words of a changed part and their camelCase parts, lower-cased, letters only, > 1 char."""
+    out: dict[str, None] = {}
+    for word in _ALPHA.findall(side):
+        parts = _CAMEL.findall(word)
+        for part in [word, *(parts if len(parts) > 1 else [])]:
+            if len(part) > 1:
+                out.setdefault(part.lower(), None)
+    return list(out)
+
+
 def diff_words(text: str) -> list[str]:
     """The words (and camelCase parts, lower-cased, letters only) that differ between the
     expected and the actual value of the first failed assertion in ``text``."""
     pair = assertion_pair(text[:20_000])
     if pair is None:
         return []
-    out: dict[str, None] = {}
-    for side in _changed(*pair):
-        for word in _ALPHA.findall(side):
-            parts = _CAMEL.findall(word)
-            for part in [word, *(parts if len(parts) > 1 else [])]:
-                if len(part) > 1:
-                    out.setdefault(part.lower(), None)
-    return list(out)[:MAX_DIFF_TERMS]
+    expected, actual = (_words(side) for side in _changed(*pair))
+    return list(dict.fromkeys(expected + actual))[:MAX_DIFF_TERMS]
+
+
+def diff_sides(text: str) -> list[str]:
+    """``de<word>`` for a word only the expected value's changed part has (missing from the
+    actual), ``da<word>`` for one only the actual's has (unexpected)."""
+    pair = assertion_pair(text[:20_000])
+    if pair is None:
+        return []
+    expected, actual = (_words(side) for side in _changed(*pair))
+    out = [f"de{w}" for w in expected if w not in actual]
+    out += [f"da{w}" for w in actual if w not in expected]
+    return out[:MAX_DIFF_TERMS]
 
 
 _PUNCT = {
@@ -287,6 +309,7 @@ def fingerprint_terms(*texts: str, app_frames: int = 8) -> list[str]:
             if "." in exc:
                 out.setdefault("xc" + _tok(exc), None)
         out.update(("dd" + w, None) for w in diff_words(text))
+        out.update((t, None) for t in diff_sides(text))
         out.update((t, None) for t in edit_shapes(text))
         n_app = 0
         for fr in parse_frames(text):

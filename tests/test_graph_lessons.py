@@ -336,3 +336,12 @@ def test_same_test_class_compares_the_qualified_classes_of_the_contexts(services
     assert not lessons_mod.same_test_class(trace_profile("", "io.other.LedgerTest::x"), row)
     assert not lessons_mod.same_test_class(trace_profile("", "LedgerTest"), row)  # unqualified
     assert not lessons_mod.same_test_class(trace_profile(NPE), row)  # frames are not the context
+
+
+def test_query_counts_assertion_difference_terms_twice(services):
+    """dd (changed word) and de/da (the same word with its side) terms count DIFF_WEIGHT times."""
+    from graph.traces import DIFF_WEIGHT
+
+    _, lessons = services
+    terms = lessons.lexical.match_expr("expected:<a> but was:<bb>").split(" OR ")
+    assert terms.count('"dabb"') == DIFF_WEIGHT and terms.count('"ddbb"') == DIFF_WEIGHT

@@ -101,6 +101,17 @@ def test_assertion_differences():
     assert diff_words("no assertion here") == [] and edit_shapes("plain text") == []
 
 
+def test_difference_words_keep_their_side():
+    from graph.traces import diff_sides
+
+    junit = "junit.framework.ComparisonFailure: expected:<... (this:f): [undefined]\nreq> but was:<... (this:f): [?]\nreq>"
+    assert diff_sides(junit) == ["deundefined"]  # expected, missing from the actual
+    swapped = "AssertionFailedError: expected:<None> but was:<undefined>"
+    assert diff_sides(swapped) == ["denone", "daundefined"]  # undefined found, not missing
+    assert {"ddundefined", "daundefined"} <= set(fingerprint_terms(swapped))
+    assert diff_sides("no assertion here") == []
+
+
 def test_assertion_pair_stops_at_the_frames_and_reads_cut_traces():
     from graph.traces import assertion_pair
 
