@@ -368,13 +368,32 @@ class TraceProfile:
     packages: frozenset[str]
     # qualified classes named in the context (the failing test's class): ``pkg.FooTest``
     classes: frozenset[str] = frozenset()
+    # issue / bug numbers in the names of the tests the context names (``testIssue772``)
+    issues: frozenset[str] = frozenset()
+
+
+# a test named after an issue or bug: the number in ``pkg.FooTest::testIssue772``,
+# ``test_bug_1234``, ``should_fix_COMPRESS178`` (3+ digits; the test method, not the class)
+_TEST_METHOD = re.compile(r"(?:::|#)\s*([\w$]+)|\b(test\w*)", re.I)
+_ISSUE_NUMBER = re.compile(r"(?<![0-9])[0-9]{3,}(?![0-9])")
+
+
+def issue_numbers(context: str) -> frozenset[str]:
+    """The numbers (3+ digits) in the test method names written in ``context``: a failing test
+    and a lesson whose tests are named after the same issue are about the same bug."""
+    out: set[str] = set()
+    for m in _TEST_METHOD.finditer(context or ""):
+        out.update(n.lstrip("0") for n in _ISSUE_NUMBER.findall(m.group(1) or m.group(2)))
+    out.discard("")
+    return frozenset(out)
 
 
 def trace_profile(trace: str, context: str = "") -> TraceProfile:
     """Code units and packages of the application frames of ``trace``, plus the qualified class
     names written in ``context`` (``org.mockito.internal.InvocationMatcherTest::should_…``);
     runner, reflection and runtime frames left out. ``classes``: the qualified classes named in
-    ``context`` only (``org.mockito.internal.InvocationMatcherTest``)."""
+    ``context`` only (``org.mockito.internal.InvocationMatcherTest``); ``issues``: the issue
+    numbers of the tests ``context`` names (:func:`issue_numbers`)."""
     units: set[str] = set()
     pkgs: set[str] = set()
     classes: set[str] = set()
@@ -391,7 +410,9 @@ def trace_profile(trace: str, context: str = "") -> TraceProfile:
             pkgs.add(pkg)
             classes.add(f"{pkg}.{m.group(2).split('$')[0]}")
     units.discard("")
-    return TraceProfile(frozenset(units), frozenset(pkgs), frozenset(classes))
+    return TraceProfile(
+        frozenset(units), frozenset(pkgs), frozenset(classes), issue_numbers(context)
+    )
 
 
 def jaccard(a: frozenset | set, b: frozenset | set) -> float:

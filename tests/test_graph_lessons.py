@@ -345,3 +345,27 @@ def test_query_counts_assertion_difference_terms_twice(services):
     _, lessons = services
     terms = lessons.lexical.match_expr("expected:<a> but was:<bb>").split(" OR ")
     assert terms.count('"dabb"') == DIFF_WEIGHT and terms.count('"ddbb"') == DIFF_WEIGHT
+
+
+def test_a_test_named_after_the_same_issue_ranks_first(services, monkeypatch):
+    """Two tests written for one issue (testIssue772 in different classes) are about one bug:
+    the lesson of the same issue gains ISSUE_WEIGHT over an otherwise alike lesson."""
+    from graph import lessons as lessons_mod
+
+    _, lessons = services
+    who = Who()
+    msg = "expected:<0> but was:<1>"
+    lessons.create_lessons(who, [
+        lesson("Z_ISSUE", type_="AssertionError", message=msg, context="a.b.IntegrationTest::testIssue772"),
+        lesson("A_OTHER", type_="AssertionError", message=msg, context="a.b.IntegrationTest::testIssue504"),
+    ])  # fmt: skip
+    query = {"type": "AssertionError", "message": msg, "context": "a.b.ScopedTest::testIssue772"}
+
+    def gap() -> float:
+        rel = {m.name: m.relevance for m in lessons.find_similar_errors(who, query).lessons}
+        assert all(0.0 <= r <= 1.0 for r in rel.values())
+        return rel["Z_ISSUE"] - rel["A_OTHER"]
+
+    with_issue = gap()
+    monkeypatch.setattr(lessons_mod, "ISSUE_WEIGHT", 0.0)
+    assert with_issue > gap() > 0

@@ -195,3 +195,13 @@ def test_package_affinity_weighted_by_prefix_rarity():
     assert package_affinity(cli, {"org.apache.commons.cli.help"}, idf) == 1.0
     alone = prefix_idf([cli])  # one candidate: every prefix is shared by all, nothing tells
     assert package_affinity(cli, {"org.apache.commons.cli"}, alone) == 0.0
+
+
+def test_issue_numbers_of_the_test_names():
+    from graph.traces import issue_numbers, trace_profile
+
+    assert issue_numbers("com.google.javascript.jscomp.ScopedAliasesTest::testIssue772") == {"772"}
+    assert issue_numbers("tests/test_api.py::test_bug_01234") == {"1234"}
+    assert issue_numbers("a.b.X5455_ExtendedTimestampTest::testGetters") == set()  # class only
+    assert issue_numbers("a.b.FooTest::testFoo2") == set()  # too short for an issue
+    assert trace_profile("", "a.b.CTest::testIssue772").issues == {"772"}
