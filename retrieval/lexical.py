@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 from .analyzer import fts_or_query, query_terms
+from .postings import Postings
 from .records import RecordFilter, utcnow
 from .schema import bucket_token
 from .store import SQLiteStore, ts, where_clause
@@ -30,6 +31,9 @@ MAX_MATCH_BUCKETS = 16
 # The FTS5-only path (no records join) leaves out expired records by rowid; with more expired
 # records than this (maintenance normally purges them) the records join filters instead.
 MAX_EXPIRED_SET = 5000
+# Stores with at least this many records rank visibility-filtered queries with the in-memory
+# postings (same scores as FTS5's bm25, see retrieval/postings.py); -1 = never.
+POSTINGS_MIN = 20_000
 
 
 def _bm25_expr(weights: Sequence[float]) -> str:
@@ -107,6 +111,7 @@ class LexicalIndex:
         max_terms: int = 32,
         max_df: float | None = None,
         min_terms: int = 3,
+        postings_min: int | None = None,
     ) -> None:
         """``max_df``: query-term pruning by document frequency (None = off; default from
         ``PATTERN_FTS_MAX_DF``). FTS5 scores every row that contains any OR-ed term, so the cost
@@ -129,6 +134,9 @@ class LexicalIndex:
         self._df_n = 0
         self._df_checked = 0.0
         self._df_lock = threading.Lock()
+        if postings_min is None:
+            postings_min = int(os.environ.get("PATTERN_BM25_MEMORY_MIN", str(POSTINGS_MIN)))
+        self.postings = Postings(store, self.weights, postings_min) if postings_min >= 0 else None
 
     def _doc_count(self, conn: sqlite3.Connection) -> int:
         now = time.monotonic()
@@ -174,11 +182,14 @@ class LexicalIndex:
         keep = set(keep[: self.max_terms])
         return [t for t in terms if t in keep]
 
-    def match_expr(self, query: str, conn: sqlite3.Connection | None = None) -> str | None:
+    def terms(self, query: str, conn: sqlite3.Connection | None = None) -> list[str]:
+        """The query's terms as they reach the ranker (``max_df`` pruning applied)."""
         if self.max_df is None:
-            terms = query_terms(query, self.max_terms)
-        else:
-            terms = self.prune_terms(query_terms(query, 10_000), conn)
+            return query_terms(query, self.max_terms)
+        return self.prune_terms(query_terms(query, 10_000), conn)
+
+    def match_expr(self, query: str, conn: sqlite3.Connection | None = None) -> str | None:
+        terms = self.terms(query, conn)
         return fts_or_query(terms) if terms else None
 
     def _match(self, expr: str, f: RecordFilter | None = None) -> str:
@@ -192,7 +203,12 @@ class LexicalIndex:
         return expr
 
     def _fts_only(
-        self, expr: str, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
+        self,
+        expr: str,
+        f: RecordFilter,
+        limit: int | None,
+        conn: sqlite3.Connection,
+        terms: list[str] | None = None,
     ) -> np.ndarray | None:
         """[rowid, bm25] rows (FTS5's lower-is-better bm25) of the matching records satisfying
         ``f``, best first when ``limit`` is given, from FTS5 alone: the buckets are in the MATCH
@@ -214,17 +230,32 @@ class LexicalIndex:
             ]
             if len(expired) > MAX_EXPIRED_SET:
                 return None
-        sql = f"SELECT rowid, {_bm25_expr(self.weights)} AS s FROM records_fts WHERE records_fts MATCH ?"
-        params: list = [self._match(expr, f)]
-        if limit is not None:
-            sql += " ORDER BY s LIMIT ?"
-            params.append(limit + len(expired))
-        cur = conn.cursor()
-        cur.row_factory = None  # plain tuples: thousands of rows, no per-row Python work
-        rows = np.array(cur.execute(sql, params).fetchall(), dtype=np.float64).reshape(-1, 2)
+        want = None if limit is None else limit + len(expired)
+        rows = self._from_postings(terms, f, want, conn)
+        if rows is None:
+            sql = f"SELECT rowid, {_bm25_expr(self.weights)} AS s FROM records_fts WHERE records_fts MATCH ?"
+            params: list = [self._match(expr, f)]
+            if want is not None:
+                sql += " ORDER BY s LIMIT ?"
+                params.append(want)
+            cur = conn.cursor()
+            cur.row_factory = None  # plain tuples: thousands of rows, no per-row Python work
+            rows = np.array(cur.execute(sql, params).fetchall(), dtype=np.float64).reshape(-1, 2)
         if expired:
             rows = rows[~np.isin(rows[:, 0], np.asarray(expired, dtype=np.float64))]
         return rows
+
+    def _from_postings(
+        self, terms: list[str] | None, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
+    ) -> np.ndarray | None:
+        """The same rows from the in-memory postings (:mod:`retrieval.postings`), or None
+        when they are off, not built yet, or do not cover the query."""
+        if terms is None or self.postings is None:
+            return None
+        if not self.postings.ensure(conn, self._doc_count(conn)):
+            return None
+        tokens = None if f.buckets is None else [bucket_token(b) for b in f.buckets]
+        return self.postings.rows(terms, tokens, limit)
 
     def _joined(
         self, expr: str, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
@@ -249,12 +280,13 @@ class LexicalIndex:
         self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None
     ) -> list[tuple[str, float]]:
         """Top ``limit`` (record id, bm25) pairs among the records that satisfy ``f``."""
-        expr = self.match_expr(query)
-        if expr is None or limit <= 0 or f.buckets == []:
-            return []
         conn = conn or self.store.reader
+        terms = self.terms(query, conn)
+        if not terms or limit <= 0 or f.buckets == []:
+            return []
+        expr = fts_or_query(terms)
         try:
-            fast = self._fts_only(expr, f, limit, conn)
+            fast = self._fts_only(expr, f, limit, conn, terms)
             if fast is not None:
                 top = [(int(r), -float(s)) for r, s in fast[:limit]]
                 ids = _ids_of(conn, [r for r, _ in top])
@@ -274,12 +306,13 @@ class LexicalIndex:
         :meth:`score_ids`), where ``score_ids`` re-runs the MATCH once per id (measured at 100k
         records: ~24 ms CPU per 100 ids, docs/benchmarks.md "Scale"). With a visibility-only
         filter the mapping is a :class:`RowidScores` (no records read per matching row)."""
-        expr = self.match_expr(query)
-        if expr is None or limit <= 0 or f.buckets == []:
-            return [], {}
         conn = conn or self.store.reader
+        terms = self.terms(query, conn)
+        if not terms or limit <= 0 or f.buckets == []:
+            return [], {}
+        expr = fts_or_query(terms)
         try:
-            fast = self._fts_only(expr, f, None, conn)
+            fast = self._fts_only(expr, f, None, conn, terms)
             if fast is None:
                 rows = self._joined(expr, f, None, conn)
                 keys = [r[0] for r in rows]

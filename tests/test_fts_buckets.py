@@ -215,8 +215,8 @@ def test_many_buckets_and_many_expired_fall_back_to_the_join(engine, make_record
     calls = []
     real = LexicalIndex._fts_only
 
-    def spy(self, expr, f, limit, conn):
-        out = real(self, expr, f, limit, conn)
+    def spy(self, expr, f, limit, conn, terms=None):
+        out = real(self, expr, f, limit, conn, terms)
         calls.append(out is not None)
         return out
 
