@@ -48,7 +48,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
 
-from retrieval.analyzer import fts_or_query, query_terms
+from retrieval.analyzer import query_terms
 from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.hybrid import FusionConfig, HybridRanker
 from retrieval.lexical import LexicalIndex
@@ -96,12 +96,14 @@ MAX_LIMIT = 50
 class LessonLexical(LexicalIndex):
     """bm25 over lesson records with the query's stack-trace fingerprints added."""
 
-    def match_expr(self, query: str, conn=None) -> str | None:  # noqa: ARG002 - same signature
+    def terms(self, query: str, conn=None) -> list[str]:  # noqa: ARG002 - same signature
+        """The query's words (up to ``max_terms``) + its fingerprint tokens, the assertion
+        differences counted DIFF_WEIGHT times. (Every ranking path of LexicalIndex, the FTS5
+        MATCH, the in-memory postings and score_ids, reads its terms from here.)"""
         prints = traces.fingerprint_terms(query)
         extra = [t for t in prints if t.startswith(traces.DIFF_PREFIXES)]
         extra *= traces.DIFF_WEIGHT - 1
-        terms = query_terms(query, self.max_terms) + prints + extra
-        return fts_or_query(terms) if terms else None
+        return query_terms(query, self.max_terms) + prints + extra
 
 
 def error_text(type_: str, message: str, context: str, stack_trace: str | None) -> str:

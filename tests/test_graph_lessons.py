@@ -369,3 +369,16 @@ def test_a_test_named_after_the_same_issue_ranks_first(services, monkeypatch):
     with_issue = gap()
     monkeypatch.setattr(lessons_mod, "ISSUE_WEIGHT", 0.0)
     assert with_issue > gap() > 0
+
+
+def test_every_lexical_path_reads_the_fingerprint_terms(services):
+    """LessonLexical feeds its fingerprints through ``terms``, the one method the FTS5 MATCH,
+    the in-memory postings and score_ids all read (overriding match_expr alone no longer
+    reaches search/search_all)."""
+    from graph import traces
+
+    _, lessons = services
+    query = "expected:<a> but was:<bb>\n\tat io.acme.Ledger.post(Ledger.java:7)"
+    terms = lessons.lexical.terms(query)
+    assert set(traces.fingerprint_terms(query)) <= set(terms)
+    assert "flledgerpost7" in lessons.lexical.match_expr(query)
