@@ -80,7 +80,8 @@ class Postings:
         starts the background build the first time the store is large enough."""
         if self.state == "empty" and n_records >= self.min_records:
             self.start()
-        if self.state != "ready":
+        if self.state != "ready" or conn.in_transaction:
+            # inside a write transaction the store may hold changes that roll back
             return False
         with self._lock:
             return self._sync(conn)

@@ -130,6 +130,13 @@ def test_postings_equal_fts5_through_writes(store, make_record):
     assert mem.postings.wait(30)
     _assert_same(mem, fts, live)
 
+    # inside a write transaction (uncommitted changes may roll back) FTS5 ranks
+    seq = mem.postings.seq
+    with store.transaction() as conn:
+        store.insert(conn, _records(make_record, rng, 3))
+        assert mem.search("alpha", f, 5, conn=conn) == fts.search("alpha", f, 5, conn=conn)
+    assert mem.postings.seq == seq
+
     # folding the appended pieces in keeps the same answers
     mem.postings._merge()
     _assert_same(mem, fts, live)
