@@ -370,12 +370,35 @@ class TraceProfile:
     classes: frozenset[str] = frozenset()
     # issue / bug numbers in the names of the tests the context names (``testIssue772``)
     issues: frozenset[str] = frozenset()
+    # the words of the failing test's class and method names (``skip``, ``input``, ``stream``)
+    test_words: frozenset[str] = frozenset()
 
 
 # a test named after an issue or bug: the number in ``pkg.FooTest::testIssue772``,
 # ``test_bug_1234``, ``should_fix_COMPRESS178`` (3+ digits; the test method, not the class)
 _TEST_METHOD = re.compile(r"(?:::|#)\s*([\w$]+)|\b(test\w*)", re.I)
 _ISSUE_NUMBER = re.compile(r"(?<![0-9])[0-9]{3,}(?![0-9])")
+
+
+_NAME_STOPWORDS = frozenset(
+    "test tests testcase should when then with the and for not does issue bug can has".split()
+)
+
+
+def test_words(context: str) -> frozenset[str]:
+    """The words (camelCase / snake_case parts, lower-cased, 3+ letters, ``test`` and the like
+    left out) of the test classes and test methods written in ``context``:
+    ``codec.binary.Base64InputStreamTest::testSkipWrongArgument`` -> base, input, stream,
+    skip, wrong, argument."""
+    names = [m.group(2) for m in _QUALIFIED.finditer(context or "")]
+    names += [m.group(1) or m.group(2) for m in _TEST_METHOD.finditer(context or "")]
+    out = {
+        w.lower()
+        for name in names
+        for w in _CAMEL.findall(name)
+        if len(w) > 2 and w.lower() not in _NAME_STOPWORDS
+    }
+    return frozenset(out)
 
 
 def issue_numbers(context: str) -> frozenset[str]:
@@ -411,7 +434,11 @@ def trace_profile(trace: str, context: str = "") -> TraceProfile:
             classes.add(f"{pkg}.{m.group(2).split('$')[0]}")
     units.discard("")
     return TraceProfile(
-        frozenset(units), frozenset(pkgs), frozenset(classes), issue_numbers(context)
+        frozenset(units),
+        frozenset(pkgs),
+        frozenset(classes),
+        issue_numbers(context),
+        test_words(context),
     )
 
 
@@ -428,14 +455,27 @@ def package_prefixes(packages: Iterable[str]) -> set[str]:
     return out
 
 
-def prefix_idf(profiles: Iterable[frozenset | set]) -> Callable[[str], float]:
-    """Inverse frequency of each package prefix among the package sets ``profiles`` (the
-    candidates of a search): ``log((n + 1) / (df + 1))``. A prefix every candidate shares
-    (``org.apache.commons``, ``com.google``) weighs ~0, the one that tells them apart much."""
-    sets = [package_prefixes(p) for p in profiles]
+def idf(sets: Iterable[frozenset | set]) -> Callable[[str], float]:
+    """Inverse frequency of each item among ``sets`` (e.g. the candidates of a search):
+    ``log((n + 1) / (df + 1))``; an item every set has weighs ~0."""
+    sets = list(sets)
     df = Counter(x for s in sets for x in s)
     n = len(sets)
-    return lambda prefix: math.log((n + 1) / (df.get(prefix, 0) + 1))
+    return lambda item: math.log((n + 1) / (df.get(item, 0) + 1))
+
+
+def prefix_idf(profiles: Iterable[frozenset | set]) -> Callable[[str], float]:
+    """Inverse frequency of each package prefix among the package sets ``profiles`` (the
+    candidates of a search). A prefix every candidate shares (``org.apache.commons``,
+    ``com.google``) weighs ~0, the one that tells them apart much."""
+    return idf(package_prefixes(p) for p in profiles)
+
+
+def weighted_overlap(query: frozenset | set, other: frozenset | set, weight) -> float:
+    """The share of the query's weight (``weight(item)``, e.g. :func:`idf`) that ``other``
+    has too, in [0, 1]."""
+    total = sum(weight(x) for x in query)
+    return sum(weight(x) for x in query & other) / total if total > 0 else 0.0
 
 
 def package_affinity(

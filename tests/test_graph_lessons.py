@@ -382,3 +382,37 @@ def test_every_lexical_path_reads_the_fingerprint_terms(services):
     terms = lessons.lexical.terms(query)
     assert set(traces.fingerprint_terms(query)) <= set(terms)
     assert "flledgerpost7" in lessons.lexical.match_expr(query)
+
+
+def test_shared_rare_test_words_blend_into_the_relevance(services, monkeypatch):
+    """find_similar_errors adds TEST_WORDS_WEIGHT × the IDF-weighted share of the query's
+    test-name words a lesson's test has (traces.test_words / weighted_overlap, tested there)."""
+    from graph import lessons as lessons_mod
+
+    _, lessons = services
+    who = Who()
+    msg = "expected:<-1> but was:<183>"
+    lessons.create_lessons(who, [
+        lesson("Z_SKIP", type_="AssertionError", message=msg, context="a.b.Base32InputStreamTest::testSkipToEnd"),
+        lesson("A_READ", type_="AssertionError", message=msg, context="a.b.Base32InputStreamTest::testReadToEnd"),
+        lesson("M_HEX", type_="AssertionError", message=msg, context="a.b.HexTest::testDecode"),
+    ])  # fmt: skip
+    query = {
+        "type": "AssertionError",
+        "message": msg,
+        "context": "a.b.Base64InputStreamTest::testSkipNone",
+    }
+
+    def relevance() -> dict[str, float]:
+        res = lessons.find_similar_errors(who, query).lessons
+        assert all(0.0 <= m.relevance <= 1.0 for m in res)
+        return {m.name: m.relevance for m in res}
+
+    monkeypatch.setattr(lessons_mod, "TEST_WORDS_WEIGHT", 0.0)
+    without = relevance()
+    monkeypatch.setattr(lessons_mod, "TEST_WORDS_WEIGHT", 1.0)
+    heavy = relevance()
+    # HexTest shares no word of Base64InputStreamTest::testSkipNone, ReadToEnd shares
+    # base/input/stream: they swap once the test words count
+    assert without["A_READ"] < without["M_HEX"] and heavy["A_READ"] > heavy["M_HEX"]
+    assert max(heavy, key=heavy.get) == "Z_SKIP"  # skip: the rarer shared word

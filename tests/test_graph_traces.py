@@ -205,3 +205,21 @@ def test_issue_numbers_of_the_test_names():
     assert issue_numbers("a.b.X5455_ExtendedTimestampTest::testGetters") == set()  # class only
     assert issue_numbers("a.b.FooTest::testFoo2") == set()  # too short for an issue
     assert trace_profile("", "a.b.CTest::testIssue772").issues == {"772"}
+
+
+def test_test_words_and_weighted_overlap():
+    from graph.traces import idf, test_words, weighted_overlap
+
+    words = test_words(
+        "org.apache.commons.codec.binary.Base64InputStreamTest::testSkipWrongArgument"
+    )
+    assert words == {"base", "input", "stream", "skip", "wrong", "argument"}
+    assert test_words("tests/test_api.py::test_parse_host") == {"api", "parse", "host"}
+    assert test_words("pnpm install") == set()
+    cands = [{"base", "input", "stream", "skip"}, {"base", "input", "stream"}, {"soundex"}]
+    w = idf(cands)
+    assert w("soundex") > w("base") > 0
+    q = frozenset({"base", "input", "skip"})
+    assert weighted_overlap(q, cands[0], w) == 1.0
+    assert 0 < weighted_overlap(q, cands[1], w) < 0.5  # the rare word (skip) is missing
+    assert weighted_overlap(q, cands[2], w) == 0.0 and weighted_overlap(set(), cands[0], w) == 0.0
