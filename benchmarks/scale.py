@@ -171,17 +171,21 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+FILL_BATCHES_PER_CALL = 10
+
+
 def fill(engine: Engine, records: list[Record], batch: int) -> dict:
     n = len(records)
     load0 = os.getloadavg()[0]
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     last = t0
-    for i in range(0, n, batch):
-        engine.add(records[i : i + batch], batch=batch)
+    chunk = batch * FILL_BATCHES_PER_CALL  # several batches per call: Engine.add pipelines them
+    for i in range(0, n, chunk):
+        engine.add(records[i : i + chunk], batch=batch)
         now = time.perf_counter()
-        if now - last > 15 or i + batch >= n:
-            done = min(i + batch, n)
+        if now - last > 15 or i + chunk >= n:
+            done = min(i + chunk, n)
             print(
                 f"  filled {done:>7}/{n}  {done / (now - t0):6.0f}/s  rss {rss_mb():.0f} MB",
                 file=sys.stderr,

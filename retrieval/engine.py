@@ -12,6 +12,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -176,11 +177,28 @@ class Engine:
 
     # ------------------------------------------------------------------ writes
     def add(self, records: Sequence[Record], *, batch: int = 512) -> list[Record]:
-        """Insert records atomically per batch; returns them once committed and indexed."""
+        """Insert records atomically per batch; returns them once committed and indexed.
+
+        With several batches, the next batch is embedded (on the embedder's workers) while
+        this one is written and applied to Chroma, so the single-threaded store work overlaps
+        the embedding instead of following it."""
         records = list(records)
-        for i in range(0, len(records), batch):
-            part = records[i : i + batch]
-            vecs = self._vectors_for(part)
+        parts = [records[i : i + batch] for i in range(0, len(records), batch)]
+        ahead = ThreadPoolExecutor(1, thread_name_prefix="embed-ahead") if len(parts) > 1 else None
+        try:
+            self._add_parts(parts, ahead)
+        finally:
+            if ahead is not None:
+                ahead.shutdown(wait=True, cancel_futures=True)
+        return records
+
+    def _add_parts(self, parts: list[list[Record]], ahead: ThreadPoolExecutor | None) -> None:
+        pending = ahead.submit(self._vectors_for, parts[0]) if ahead and parts else None
+        for j, part in enumerate(parts):
+            vecs = pending.result() if pending is not None else self._vectors_for(part)
+            pending = None
+            if ahead is not None and j + 1 < len(parts):
+                pending = ahead.submit(self._vectors_for, parts[j + 1])
             model = self.embedder.model_id if self.embedder else None
             with self.store.transaction() as conn:
                 self.store.insert(conn, part)
@@ -190,7 +208,6 @@ class Engine:
                     )
             self._buckets.update(r.bucket for r in part)
             self.sync()
-        return records
 
     def update(self, record: Record) -> Record:
         vecs = self._vectors_for([record])
