@@ -1,13 +1,16 @@
 """Embedders: the protocol, the offline sentence-transformers embedder, a deterministic test one.
 
-Thread settings (measured, see docs/benchmarks.md "Scale"): a single query is embedded with
-``query_threads`` torch threads (default 1: on a shared 2-core machine 2 torch threads made query
-latency jump from ~12 ms to 140-510 ms, and to 1250 ms at load 13). A batch of documents uses
-``bulk_threads`` CPU threads (default: all cores) as *workers*: each worker embeds its own
-length-sorted mini-batches with one torch thread (data parallelism), instead of one encode call
-with ``bulk_threads`` intra-op torch threads. On the loaded 2-core machine: 1 thread 10-11.5
-texts/s, 2 intra-op threads 7.5-8.2/s, 2 workers x 1 thread 15.5-23.6/s (same vectors, cos 1.0).
-``PATTERN_BULK_MODE=intra-op`` restores the single-call behaviour.
+The sentence-transformers model runs on ONNX Runtime when it can (``PATTERN_EMBED_BACKEND``,
+:mod:`retrieval.onnx_model`: same vectors, 8-10 ms per query instead of torch's 13.5-14.7 here),
+on torch otherwise. Thread settings (measured, see docs/benchmarks.md "Scale"): a single query
+is embedded with ``query_threads`` threads (default 1: on a shared 2-core machine 2 torch threads
+made query latency jump from ~12 ms to 140-510 ms, and to 1250 ms at load 13). A batch of
+documents uses ``bulk_threads`` CPU threads (default: all cores) as *workers*: each worker embeds
+its own length-sorted mini-batches of ``BULK_WORKER_BATCH`` texts with one thread (data
+parallelism), instead of one call with ``bulk_threads`` intra-op threads. On the loaded 2-core
+machine: 1 thread 10-11.5 texts/s, 2 intra-op threads 7.5-8.2/s, 2 workers x 1 thread
+15.5-23.6/s (same vectors, cos 1.0). ``PATTERN_BULK_MODE=intra-op`` restores the single-call
+behaviour.
 """
 
 from __future__ import annotations
