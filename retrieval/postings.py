@@ -133,41 +133,53 @@ class Postings:
         term_of = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
         doc = np.concatenate(d_parts) if d_parts else np.zeros(0, np.int64)
         col = np.concatenate(c_parts) if c_parts else np.zeros(0, np.int8)
-        with self._lock:
+        built = self._assemble(ids, list(terms), term_of, doc, col)
+        with self._lock:  # swap in: queries wait only for the assignment
             self._reset()
-            rowids = np.array(sorted(ids), dtype=np.int64)
-            self._grow(len(rowids))
-            self.n = len(rowids)
-            self.rowid[: self.n] = rowids
-            self.alive[: self.n] = True
-            self.slot_of = {ids[int(r)]: i for i, r in enumerate(rowids)}
-            slot = np.searchsorted(rowids, doc)
-            ok = (
-                (slot < self.n) & (rowids[np.minimum(slot, self.n - 1)] == doc)
-                if self.n
-                else slot < 0
-            )
-            slot, term_of, col = slot[ok], term_of[ok], col[ok]
-            self.dl[: self.n] = np.bincount(slot, minlength=self.n)
-            names = np.array(list(terms), dtype=object)
-            is_bucket = col == BUCKET_COL
-            for s, t in zip(slot[is_bucket].tolist(), term_of[is_bucket].tolist(), strict=True):
-                self.bucket[s] = self._bucket_id(names[t])
-            text = ~is_bucket
-            key = term_of[text] * self.n + slot[text]
-            uniq, inv = np.unique(key, return_inverse=True)
-            freq = np.bincount(inv, weights=self.weight[col[text]], minlength=len(uniq))
-            t_u, s_u = uniq // max(self.n, 1), (uniq % max(self.n, 1)).astype(np.int32)
-            bounds = np.flatnonzero(np.diff(t_u)) + 1
-            for part_t, part_s, part_f in zip(np.split(t_u, bounds), np.split(s_u, bounds),
-                                              np.split(freq, bounds), strict=True):  # fmt: skip
-                if len(part_t):
-                    self.post[names[part_t[0]]] = (part_s, part_f)
-            self.n_alive = self.n
-            self.total_tokens = float(self.dl[: self.n].sum())
+            for name, value in built.items():
+                setattr(self, name, value)
             self.seq = seq
             self.state = "ready"
         log.info("in-memory bm25 postings: %d records, %d terms", self.n, len(self.post))
+
+    def _assemble(self, ids: dict, names_list: list[str], term_of, doc, col) -> dict:
+        """The postings arrays from the instance rows (term id, rowid, column index)."""
+        rowids = np.array(sorted(ids), dtype=np.int64)
+        n = len(rowids)
+        slot = np.searchsorted(rowids, doc)
+        ok = (slot < n) & (rowids[np.minimum(slot, n - 1)] == doc) if n else slot < 0
+        slot, term_of, col = slot[ok], term_of[ok], col[ok]
+        size = max(n, 1024)
+        out = {
+            "n": n,
+            "rowid": np.zeros(size, np.int64),
+            "bucket": np.zeros(size, np.int32),
+            "dl": np.zeros(size, np.float64),
+            "alive": np.zeros(size, bool),
+            "slot_of": {ids[int(r)]: i for i, r in enumerate(rowids)},
+            "bucket_ids": {},
+            "post": {},
+        }
+        out["rowid"][:n], out["alive"][:n] = rowids, True
+        out["dl"][:n] = np.bincount(slot, minlength=n)
+        names = np.array(names_list, dtype=object)
+        is_bucket = col == BUCKET_COL
+        bucket_ids = out["bucket_ids"]
+        for s, t in zip(slot[is_bucket].tolist(), term_of[is_bucket].tolist(), strict=True):
+            out["bucket"][s] = bucket_ids.setdefault(names[t], len(bucket_ids))
+        text = ~is_bucket
+        width = max(n, 1)
+        uniq, inv = np.unique(term_of[text] * width + slot[text], return_inverse=True)
+        freq = np.bincount(inv, weights=self.weight[col[text]], minlength=len(uniq))
+        t_u, s_u = uniq // width, (uniq % width).astype(np.int32)
+        bounds = np.flatnonzero(np.diff(t_u)) + 1
+        for part_t, part_s, part_f in zip(np.split(t_u, bounds), np.split(s_u, bounds),
+                                          np.split(freq, bounds), strict=True):  # fmt: skip
+            if len(part_t):
+                out["post"][names[part_t[0]]] = (part_s, part_f)
+        out["n_alive"] = n
+        out["total_tokens"] = float(out["dl"][:n].sum())
+        return out
 
     # ------------------------------------------------------------------ keep in step
     def _sync(self, conn: sqlite3.Connection) -> bool:
