@@ -157,3 +157,38 @@ def test_content_without_words_is_stored_and_searchable(engine, make_record):
     for mode in ("lexical", "vector", "hybrid"):
         engine.search("!!!", mode=mode)  # must not raise
     assert engine.store.outbox() == []
+
+
+def test_add_in_several_batches_embeds_ahead_and_keeps_committed_batches(open_engine, make_record):
+    """Engine.add embeds batch j+1 on a look-ahead thread while batch j is written; every
+    batch is still its own transaction: a failure in a later batch keeps the earlier ones and
+    leaves nothing of the failing one."""
+    from tests.conftest import CountingEmbedder
+
+    class FailOnThird(CountingEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: set[str] = set()
+
+        def embed_documents(self, texts):
+            self.threads.add(threading.current_thread().name)
+            if self.document_calls == 2:
+                self.document_calls += 1
+                raise RuntimeError("model crashed")
+            return super().embed_documents(texts)
+
+    emb = FailOnThird()
+    eng = open_engine(emb)
+    recs = [make_record(f"pipelined note {i} about widgets") for i in range(10)]
+    with pytest.raises(RuntimeError, match="model crashed"):
+        eng.add(recs, batch=3)
+    assert any(name.startswith("embed-ahead") for name in emb.threads)
+    stored = eng.store.get([r.id for r in recs])
+    assert set(stored) == {r.id for r in recs[:6]}  # batches 1 and 2 committed, 3 and 4 not
+    hits = eng.search("pipelined widgets", RecordFilter(), k=10, mode="vector")
+    assert {h.record.id for h in hits} == {r.id for r in recs[:6]}
+    assert not [t for t in threading.enumerate() if t.name.startswith("embed-ahead")]
+
+    ok = [make_record(f"second lot {i}") for i in range(7)]
+    assert eng.add(ok, batch=2) == ok
+    assert set(eng.store.get([r.id for r in ok])) == {r.id for r in ok}
