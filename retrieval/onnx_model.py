@@ -16,12 +16,15 @@ cosine ~0.993 to the float model, so it is a different model id and opt-in.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = 1  # bump when the exported graph changes; old cache entries are ignored
 OPSET = 17
@@ -125,6 +128,7 @@ def ensure_exported(st_model: Any, model_path: str, quantize: str | None = None)
     final = folder / ("model-int8.onnx" if quantize == "int8" else "model.onnx")
     if final.exists():
         return final
+    log.info("exporting %s to ONNX (%s, once) into %s", model_path, quantize or "float", folder)
     if quantize == "int8":
         float_path = ensure_exported(st_model, model_path, None)
         quantize_int8(float_path, final)

@@ -87,6 +87,8 @@ def test_pattern_health_reports_identity_and_store(mcp, srv):
     assert (h["projectId"], h["agentId"], h["subagent"]) == (PROJECT, AGENT, False)
     assert Path(h["store"]) == srv.home
     assert h["ranking"] in ("hybrid", "lexical")
+    assert h["lexicalPostings"] == "empty"  # a small store ranks with FTS5
+    assert h["embeddingBackend"] in (None, "onnx", "torch")
 
 
 # ---------------------------------------------------------------------------- every tool

@@ -175,8 +175,10 @@ class HealthResult(BaseModel):
     subagent: bool
     store: str
     embeddingModel: str | None
+    embeddingBackend: str | None = None  # "onnx" or "torch" (None for the test embedders)
     modelReady: bool
     ranking: str
+    lexicalPostings: str | None = None  # in-memory bm25 postings: empty/building/ready/failed
     records: dict[str, int]
     pendingVectorWrites: int
     issues: list[str] = Field(default_factory=list)
