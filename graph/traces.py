@@ -372,6 +372,10 @@ class TraceProfile:
     issues: frozenset[str] = frozenset()
     # the words of the failing test's class and method names (``skip``, ``input``, ``stream``)
     test_words: frozenset[str] = frozenset()
+    # the trace has no application frame (runner frames only, or no frame at all: an
+    # ``Expected exception`` failure, a message cut before its frames), so where the failure
+    # is can only come from the failing test named in the context
+    frameless: bool = False
 
 
 # a test named after an issue or bug: the number in ``pkg.FooTest::testIssue772``,
@@ -416,13 +420,16 @@ def trace_profile(trace: str, context: str = "") -> TraceProfile:
     names written in ``context`` (``org.mockito.internal.InvocationMatcherTest::should_…``);
     runner, reflection and runtime frames left out. ``classes``: the qualified classes named in
     ``context`` only (``org.mockito.internal.InvocationMatcherTest``); ``issues``: the issue
-    numbers of the tests ``context`` names (:func:`issue_numbers`)."""
+    numbers of the tests ``context`` names (:func:`issue_numbers`); ``frameless``: ``trace``
+    has no application frame."""
     units: set[str] = set()
     pkgs: set[str] = set()
     classes: set[str] = set()
+    frameless = True
     for fr in parse_frames(trace):
         if fr.framework:
             continue
+        frameless = False
         units.add(code_unit(fr.simple.rsplit(".", 1)[0]))
         if pkg := _package(fr):
             pkgs.add(pkg)
@@ -439,6 +446,7 @@ def trace_profile(trace: str, context: str = "") -> TraceProfile:
         frozenset(classes),
         issue_numbers(context),
         test_words(context),
+        frameless,
     )
 
 

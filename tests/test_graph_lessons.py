@@ -324,6 +324,48 @@ def test_a_context_naming_the_failing_test_class_ranks_that_class_first(services
     assert ask("posting a ledger") == plain
 
 
+RUNNER_ONLY = (
+    "\tat org.junit.internal.runners.statements.ExpectException.evaluate(ExpectException.java:32)\n"
+    "\tat org.junit.runners.ParentRunner.runLeaf(ParentRunner.java:271)\n"
+    "\tat org.junit.runners.ParentRunner.run(ParentRunner.java:309)"
+)
+
+
+def test_a_frameless_query_weighs_the_package_of_its_failing_test_more(services, monkeypatch):
+    """A query trace with runner frames only says nothing about where it failed: the package
+    of its failing test (context) weighs FRAMELESS_PACKAGE_WEIGHT instead of PACKAGE_WEIGHT;
+    a query with application frames is not affected."""
+    from graph import lessons as lessons_mod
+
+    _, lessons = services
+    who = Who()
+    msg = "Expected exception: java.lang.IllegalArgumentException"
+    lessons.create_lessons(who, [
+        lesson("CODEC", type_="AssertionFailedError", message="expected:<-1> but was:<183>",
+               context="org.acme.codec.binary.Base32StreamTest::testSkipToEnd", trace=RUNNER_ONLY),
+        lesson("ZIP", type_="AssertionFailedError", message=msg,
+               context="org.other.zip.ZipStreamTest::testThrows", trace=RUNNER_ONLY),
+        lesson("MATH", type_="AssertionFailedError", message=msg,
+               context="org.third.math.FitterTest::testLimit", trace=RUNNER_ONLY),
+    ])  # fmt: skip
+
+    def ask(trace: str) -> dict[str, float]:
+        q = {"type": "AssertionFailedError", "message": msg, "stackTrace": trace,
+             "context": "org.acme.codec.binary.Base32StreamTest::testSkipWrongArgument"}  # fmt: skip
+        return {m.name: m.relevance for m in lessons.find_similar_errors(who, q).lessons}
+
+    got = ask(RUNNER_ONLY)
+    assert all(0.0 <= r <= 1.0 for r in got.values())
+    monkeypatch.setattr(lessons_mod, "FRAMELESS_PACKAGE_WEIGHT", lessons_mod.PACKAGE_WEIGHT)
+    flat = ask(RUNNER_ONLY)
+    assert got["CODEC"] - got["ZIP"] > flat["CODEC"] - flat["ZIP"]
+    # with an application frame the query's trace locates it: the weight plays no part
+    framed = "\tat org.acme.codec.binary.Base32Stream.skip(Base32Stream.java:9)\n" + RUNNER_ONLY
+    before = ask(framed)
+    monkeypatch.setattr(lessons_mod, "FRAMELESS_PACKAGE_WEIGHT", 5.0)
+    assert ask(framed) == before
+
+
 def test_same_test_class_compares_the_qualified_classes_of_the_contexts(services):
     from graph import lessons as lessons_mod
     from graph.traces import trace_profile

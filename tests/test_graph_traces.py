@@ -169,6 +169,20 @@ def test_trace_profile_units_and_packages():
     }
 
 
+def test_trace_profile_frameless_when_the_trace_has_no_application_frame():
+    from graph.traces import trace_profile
+
+    runner = (
+        "\tat org.junit.internal.runners.statements.ExpectException.evaluate(ExpectException.java:32)\n"
+        "\tat org.junit.runners.ParentRunner.runLeaf(ParentRunner.java:271)"
+    )
+    assert not trace_profile(JAVA).frameless and not trace_profile(PYTHON).frameless
+    prof = trace_profile(f"Expected exception: java.lang.IllegalArgumentException\n{runner}",
+                         "a.b.FooTest::testBar")  # fmt: skip
+    assert prof.frameless and prof.packages == {"a.b"}  # the test is its only location
+    assert trace_profile("Expected: x Result: y (cut before its frames)").frameless
+
+
 def test_jaccard_and_package_affinity():
     from graph.traces import jaccard, package_affinity
 
