@@ -7,7 +7,7 @@ then runs it with one intra-op thread per call, so concurrent calls from worker 
 parallel (the GIL is released inside ``run``).
 
 Measured on the 2-core benchmark machine (24-word SciFact sentences, one thread, see
-docs/benchmarks.md "Embedding backend"): a query takes 8-9 ms instead of torch's 14 ms, and small
+docs/benchmarks.md "Session 3"): a query takes 8-9 ms instead of torch's 14 ms, and small
 batches embed ~110 texts/s instead of ~95; the vectors equal torch's (cosine 1.0000).
 ``quantize="int8"`` adds per-channel dynamic int8 weights for the MatMuls: ~2x faster again, at
 cosine ~0.993 to the float model, so it is a different model id and opt-in.
@@ -19,6 +19,8 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,18 @@ def input_names(st_model: Any) -> list[str]:
     return [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in features]
 
 
+@contextmanager
+def _written(dst: Path) -> Iterator[Path]:
+    """A temporary path that becomes ``dst`` only when the block succeeds (removed otherwise),
+    so a failed or interrupted export never leaves a file the cache would take as done."""
+    tmp = dst.with_suffix(f".tmp{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def export(st_model: Any, dst: Path) -> None:
     """Write the float graph (token ids -> normalised mean-pooled vector) to ``dst``."""
     import torch
@@ -89,8 +103,7 @@ def export(st_model: Any, dst: Path) -> None:
 
     example = st_model.preprocess(["an example sentence"])
     axes = {k: {0: "batch", 1: "tokens"} for k in names} | {"embedding": {0: "batch"}}
-    tmp = dst.with_suffix(f".tmp{os.getpid()}")
-    with torch.inference_mode(False), torch.no_grad():
+    with _written(dst) as tmp, torch.inference_mode(False), torch.no_grad():
         torch.onnx.export(
             MeanPooled().eval(),
             tuple(example[k] for k in names),
@@ -101,7 +114,6 @@ def export(st_model: Any, dst: Path) -> None:
             opset_version=OPSET,
             dynamo=False,
         )
-    os.replace(tmp, dst)
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
@@ -109,16 +121,15 @@ def quantize_int8(src: Path, dst: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    tmp = dst.with_suffix(f".tmp{os.getpid()}")
-    quantize_dynamic(
-        str(src),
-        str(tmp),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=["MatMul"],
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
-    os.replace(tmp, dst)
+    with _written(dst) as tmp:
+        quantize_dynamic(
+            str(src),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
 
 
 def ensure_exported(st_model: Any, model_path: str, quantize: str | None = None) -> Path:

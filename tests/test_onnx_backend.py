@@ -93,3 +93,15 @@ def test_auto_falls_back_to_torch_for_other_pipelines(monkeypatch, caplog):
     assert emb.embed_documents(TEXTS[:2]).shape == (2, 384)
     with pytest.raises(ValueError, match="mean Pooling"):
         SentenceTransformerEmbedder(backend="onnx").load()
+
+
+def test_a_failed_export_leaves_no_file_behind(tmp_path):
+    dst = tmp_path / "model.onnx"
+    with pytest.raises(RuntimeError, match="export crashed"):
+        with onnx_model._written(dst) as tmp:
+            tmp.write_bytes(b"half a graph")
+            raise RuntimeError("export crashed")
+    assert list(tmp_path.iterdir()) == []
+    with onnx_model._written(dst) as tmp:
+        tmp.write_bytes(b"a graph")
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
