@@ -52,6 +52,19 @@ NPE = """java.lang.NullPointerException
 \tat sun.reflect.NativeMethodAccessorImpl.invoke0(Native Method)"""
 
 
+def assertion_lessons(lessons: LessonService, who, msg: str, contexts: dict[str, str]) -> None:
+    """Lessons alike but for their failing test: {name: test context}, same AssertionError."""
+    lessons.create_lessons(
+        who,
+        [lesson(n, type_="AssertionError", message=msg, context=c) for n, c in contexts.items()],
+    )
+
+
+def relevances(lessons: LessonService, who, query: dict) -> dict[str, float]:
+    """{lesson name: relevance} of find_similar_errors for ``query``."""
+    return {m.name: m.relevance for m in lessons.find_similar_errors(who, query).lessons}
+
+
 def lesson(name: str, *, type_="NullPointerException", message="null marker", context="CategoryPlot",
            trace: str | None = None, rate: float = 1.0, observations=("check markers for null",)) -> dict:  # fmt: skip
     doc = copy.deepcopy(SEED)
@@ -298,15 +311,20 @@ def test_a_context_naming_the_failing_test_class_ranks_that_class_first(services
     _, lessons = services
     who = Who()
     msg = "expected:<3> but was:<4>"
-    lessons.create_lessons(who, [
-        lesson("LEDGER", type_="AssertionError", message=msg, context="io.acme.core.LedgerTest::posts"),
-        lesson("JOURNAL", type_="AssertionError", message=msg, context="io.acme.core.JournalTest::posts"),
-        lesson("JOURNAL_2", type_="AssertionError", message=msg, context="io.acme.core.JournalTest::books"),
-    ])  # fmt: skip
+    assertion_lessons(
+        lessons,
+        who,
+        msg,
+        {
+            "LEDGER": "io.acme.core.LedgerTest::posts",
+            "JOURNAL": "io.acme.core.JournalTest::posts",
+            "JOURNAL_2": "io.acme.core.JournalTest::books",
+        },
+    )
 
     def ask(context: str) -> dict[str, float]:
         q = {"type": "AssertionError", "message": msg, "context": context}
-        return {m.name: m.relevance for m in lessons.find_similar_errors(who, q).lessons}
+        return relevances(lessons, who, q)
 
     got = ask("io.acme.core.LedgerTest::closes")
     assert max(got, key=got.get) == "LEDGER"
@@ -352,7 +370,7 @@ def test_a_frameless_query_weighs_the_package_of_its_failing_test_more(services,
     def ask(trace: str) -> dict[str, float]:
         q = {"type": "AssertionFailedError", "message": msg, "stackTrace": trace,
              "context": "org.acme.codec.binary.Base32StreamTest::testSkipWrongArgument"}  # fmt: skip
-        return {m.name: m.relevance for m in lessons.find_similar_errors(who, q).lessons}
+        return relevances(lessons, who, q)
 
     got = ask(RUNNER_ONLY)
     assert all(0.0 <= r <= 1.0 for r in got.values())
@@ -397,14 +415,19 @@ def test_a_test_named_after_the_same_issue_ranks_first(services, monkeypatch):
     _, lessons = services
     who = Who()
     msg = "expected:<0> but was:<1>"
-    lessons.create_lessons(who, [
-        lesson("Z_ISSUE", type_="AssertionError", message=msg, context="a.b.IntegrationTest::testIssue772"),
-        lesson("A_OTHER", type_="AssertionError", message=msg, context="a.b.IntegrationTest::testIssue504"),
-    ])  # fmt: skip
+    assertion_lessons(
+        lessons,
+        who,
+        msg,
+        {
+            "Z_ISSUE": "a.b.IntegrationTest::testIssue772",
+            "A_OTHER": "a.b.IntegrationTest::testIssue504",
+        },
+    )
     query = {"type": "AssertionError", "message": msg, "context": "a.b.ScopedTest::testIssue772"}
 
     def gap() -> float:
-        rel = {m.name: m.relevance for m in lessons.find_similar_errors(who, query).lessons}
+        rel = relevances(lessons, who, query)
         assert all(0.0 <= r <= 1.0 for r in rel.values())
         return rel["Z_ISSUE"] - rel["A_OTHER"]
 
@@ -434,11 +457,16 @@ def test_shared_rare_test_words_blend_into_the_relevance(services, monkeypatch):
     _, lessons = services
     who = Who()
     msg = "expected:<-1> but was:<183>"
-    lessons.create_lessons(who, [
-        lesson("Z_SKIP", type_="AssertionError", message=msg, context="a.b.Base32InputStreamTest::testSkipToEnd"),
-        lesson("A_READ", type_="AssertionError", message=msg, context="a.b.Base32InputStreamTest::testReadToEnd"),
-        lesson("M_HEX", type_="AssertionError", message=msg, context="a.b.HexTest::testDecode"),
-    ])  # fmt: skip
+    assertion_lessons(
+        lessons,
+        who,
+        msg,
+        {
+            "Z_SKIP": "a.b.Base32InputStreamTest::testSkipToEnd",
+            "A_READ": "a.b.Base32InputStreamTest::testReadToEnd",
+            "M_HEX": "a.b.HexTest::testDecode",
+        },
+    )
     query = {
         "type": "AssertionError",
         "message": msg,
@@ -446,9 +474,9 @@ def test_shared_rare_test_words_blend_into_the_relevance(services, monkeypatch):
     }
 
     def relevance() -> dict[str, float]:
-        res = lessons.find_similar_errors(who, query).lessons
-        assert all(0.0 <= m.relevance <= 1.0 for m in res)
-        return {m.name: m.relevance for m in res}
+        rel = relevances(lessons, who, query)
+        assert all(0.0 <= r <= 1.0 for r in rel.values())
+        return rel
 
     monkeypatch.setattr(lessons_mod, "TEST_WORDS_WEIGHT", 0.0)
     without = relevance()
