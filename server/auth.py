@@ -22,8 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from retrieval.errors import InvalidInput, NotFound
-
+from .service.errors import InvalidInput, NotFound
 from .service.identity import Identity
 
 HEADER_PREFIX = "x-pattern-"

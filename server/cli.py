@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from retrieval.errors import PatternError
+from .service.errors import PatternError
 
 
 def _runtime(background: bool = False):

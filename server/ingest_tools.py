@@ -20,9 +20,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ingest.pipeline import IngestReport, Progress
-from retrieval.errors import PatternError
 
 from .service import workspace
+from .service.errors import PatternError
 from .service.identity import project_root
 from .tools import session_of
 

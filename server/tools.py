@@ -17,9 +17,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from retrieval.errors import PatternError
-
 from .service import bulk, context, maintenance, recall, transfer
+from .service.errors import PatternError
 from .service.identity import Identity
 from .service.models import (
     BulkForgetResult,

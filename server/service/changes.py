@@ -36,11 +36,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from retrieval.errors import InvalidInput
 from retrieval.records import utcnow
 from retrieval.store import SQLiteStore, parse_ts, ts
 
 from . import idempotency as idem
+from .errors import InvalidInput
 from .identity import Identity
 from .memory import MemoryService
 from .models import Memory, ScopeName

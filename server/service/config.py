@@ -8,8 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from retrieval.errors import InvalidInput
-
+from .errors import InvalidInput
 from .identity import project_root
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from retrieval.records import bucket_of
+from retrieval.buckets import bucket_of
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:

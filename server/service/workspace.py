@@ -13,8 +13,8 @@ from pathlib import Path
 from ingest.pipeline import IngestOptions, Ingestor, IngestReport, Progress
 from ingest.walker import DEFAULT_MAX_FILE_KB
 from retrieval.engine import Engine
-from retrieval.errors import AccessDenied, InvalidInput
 
+from .errors import AccessDenied, InvalidInput
 from .identity import Identity
 from .runtime import Runtime
 
