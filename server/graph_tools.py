@@ -33,7 +33,6 @@ from graph.models import (
     Relation,
     SearchNodesResult,
 )
-from graph.search import search_nodes as rank_nodes
 
 from .service.graphs import GraphServices, graph_services
 from .tools import call, runtime_of
@@ -170,7 +169,7 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         Spanish"). Returns the best entities with all their observations, the observations
         that matched, and the relations among them."""
         s, who = _services(ctx)
-        return await call(lambda: rank_nodes(s.graph, who, query, scope, limit))
+        return await call(lambda: s.search_nodes(who, query, scope, limit))
 
     @server.tool(name="open_nodes")
     async def open_nodes(

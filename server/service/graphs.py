@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from graph.common import Caller
+from graph.compat import export_files, import_files
 from graph.entities import GraphService
 from graph.lessons import LessonService
+from graph.models import ExportGraphResult, ImportGraphResult, SearchNodesResult
+from graph.search import search_nodes
 
 from .memory import MemoryService
 from .secrets import apply_policy
@@ -20,8 +26,33 @@ from .secrets import apply_policy
 
 @dataclass
 class GraphServices:
+    """The graph and lesson services of one store, and the operations that span both or rank
+    (the faces call these, never ``graph.search`` or ``graph.compat`` around the services)."""
+
     graph: GraphService
     lessons: LessonService
+
+    def search_nodes(
+        self, who: Caller, query: str, scope: str | None = None, limit: int = 10
+    ) -> SearchNodesResult:
+        """Entities ranked by hybrid relevance over names, types and observations."""
+        return search_nodes(self.graph, who, query, scope, limit)
+
+    def import_files(
+        self, who: Caller, paths: Iterable[str | Path], scope: str | None = None
+    ) -> ImportGraphResult:
+        """The official server's memory.jsonl and/or the lessons fork's lesson.json."""
+        return import_files(self.graph, self.lessons, who, paths, scope)
+
+    def export_files(
+        self,
+        who: Caller,
+        path: str | Path,
+        lessons_path: str | Path | None = None,
+        scope: str | None = None,
+    ) -> ExportGraphResult:
+        """The graph as the official memory.jsonl (lessons inline, or in ``lessons_path``)."""
+        return export_files(self.graph, self.lessons, who, path, lessons_path, scope)
 
 
 _cache: weakref.WeakKeyDictionary[MemoryService, GraphServices] = weakref.WeakKeyDictionary()

@@ -68,3 +68,25 @@ def ingest_workspace(
         path, rt.settings.allowed_dirs if allowed is None else allowed, rt.settings.cwd
     )
     return make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready).run(root, progress, stop)
+
+
+def watch_workspace(
+    rt: Runtime,
+    who: Identity,
+    path: str | Path,
+    on_report: Callable[[IngestReport], None],
+    *,
+    allowed: Sequence[Path] | None = None,
+    max_file_kb: int | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """``ingest --watch``: ingest ``path``, then keep its chunks current as files change, until
+    ``stop`` is set or the process is interrupted."""
+    from ingest.watch import watch
+
+    root = check_root(
+        path, rt.settings.allowed_dirs if allowed is None else allowed, rt.settings.cwd
+    )
+    ingestor = make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready)
+    watch(ingestor, root, on_report, progress=progress, stop=stop)
