@@ -148,22 +148,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_import_graph(args: argparse.Namespace) -> int:
     """memory.jsonl of the official memory server and/or the lessons fork's lesson.json."""
-    from .service.graphs import graph_services
-
     rt = _runtime()
     rt.wait_ready()
-    res = graph_services(rt.service).import_files(rt.identity, args.files, args.scope)
+    res = rt.graphs.import_files(rt.identity, args.files, args.scope)
     print(res.model_dump_json(indent=2 if res.skipped else None))
     rt.close()
     return 0
 
 
 def cmd_export_graph(args: argparse.Namespace) -> int:
-    from .service.graphs import graph_services
-
     rt = _runtime()
-    g = graph_services(rt.service)
-    res = g.export_files(rt.identity, args.file, args.lessons, args.scope)
+    res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope)
     print(res.model_dump_json())
     rt.close()
     return 0

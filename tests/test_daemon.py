@@ -222,3 +222,39 @@ def test_bridge_starts_the_daemon_and_survives_its_restart(tmp_path):
     while read_info(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert read_info(tmp_path) is None  # clean shutdown removed daemon.json
+
+
+def test_graph_and_lesson_tools_act_as_the_caller_not_the_daemon(daemon, tmp_path):
+    """Through the daemon, the graph tools used the daemon's own identity (project p1, agent
+    owner) whatever the caller: agent B of project p2 wrote into p1's team graph."""
+    tokens = TokenStore(tmp_path)
+    token_b = tokens.create("agent-b", "p2")
+    token_c = tokens.create("agent-c", "p1")
+    proc, info = daemon()
+    entity = {"name": "billing_service", "entityType": "service", "observations": ["owns invoices"]}
+    status, body = call(info, bearer(token_b, "p2"), "create_entities", {"entities": [entity]})
+    assert status == 200 and not body["result"]["isError"], body
+    lesson = {
+        "name": "PG_TIMEOUT", "entityType": "lesson", "observations": ["raise the timeout"],
+        "errorPattern": {"type": "TimeoutError", "message": "read timed out", "context": "api"},
+        "metadata": {"severity": "medium", "environment": {}, "frequency": 1, "successRate": 1.0},
+        "verificationSteps": [{"command": "make test", "expectedOutput": "ok",
+                               "successIndicators": ["passed"]}],
+    }  # fmt: skip
+    status, body = call(info, bearer(token_b, "p2"), "create_lesson", {"lesson": lesson})
+    assert status == 200 and not body["result"]["isError"], body
+
+    # the daemon's project (p1) sees neither: they are in p2's team graph
+    status, body = call(info, bearer(token_c, "p1"), "read_graph", {})
+    assert body["result"]["structuredContent"]["entities"] == []
+    query = {
+        "errorPattern": {"type": "TimeoutError", "message": "read timed out", "context": "api"}
+    }
+    status, body = call(info, bearer(token_c, "p1"), "find_similar_errors", query)
+    assert body["result"]["structuredContent"]["lessons"] == []
+    # the caller's project does
+    status, body = call(info, bearer(token_b, "p2"), "read_graph", {})
+    names = [e["name"] for e in body["result"]["structuredContent"]["entities"]]
+    assert "billing_service" in names
+    status, body = call(info, bearer(token_b, "p2"), "find_similar_errors", query)
+    assert [m["name"] for m in body["result"]["structuredContent"]["lessons"]] == ["PG_TIMEOUT"]
