@@ -127,7 +127,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .service.transfer import export_memories
 
     rt = _runtime()
-    dirs = [*rt.settings.allowed_dirs, Path.cwd()]
+    dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
     res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
     print(res.model_dump_json())
     rt.close()
@@ -138,7 +138,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from .service.transfer import import_memories
 
     rt = _runtime()
-    dirs = [*rt.settings.allowed_dirs, Path(args.file).resolve().parent]
+    dirs = [*rt.settings.allowed_for(rt.identity), Path(args.file).resolve().parent]
     rt.wait_ready()
     res = import_memories(rt.service, rt.identity, dirs, args.file, args.overwrite)
     print(res.model_dump_json())
@@ -187,7 +187,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from .service.workspace import check_root, ingest_workspace, watch_workspace
 
     settings = Settings.from_env()
-    root = check_root(args.path, settings.allowed_dirs, settings.cwd)
+    root = check_root(args.path, settings.allowed_dirs, settings.cwd)  # this process = caller
     # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
     lock = StoreLock(settings.home, "pattern-memory ingest")
     lock.acquire()
