@@ -286,6 +286,11 @@ class Engine:
         """Apply pending outbox rows to Chroma now (:meth:`VectorSync.run`)."""
         return self._sync.run()
 
+    def flush_vectors(self) -> list[str]:
+        """Apply the outbox now, as after a commit: a Chroma failure is returned as a warning
+        (the rows stay for the next start) instead of raised."""
+        return self._sync.after_commit()
+
     def orphan_vectors(self) -> dict[str, list[str]]:
         """Vector ids whose record is gone or elsewhere, per bucket (:meth:`VectorSync.orphans`)."""
         return self._sync.orphans()
