@@ -137,6 +137,13 @@ def _graceful_server(config):
     return Server(config)
 
 
+def local_address(bind_host: str) -> str:
+    """The address a process on this machine uses to reach a daemon bound to ``bind_host``:
+    the loopback address for the wildcard binds (``0.0.0.0``/``::``), so that the bridge's
+    ``Host`` header is a loopback name the Host guard accepts."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_host, bind_host)
+
+
 def build_app(server, authenticate, info: dict, security):
     """The daemon's ASGI app: the MCP endpoint behind bearer auth, all of it behind the
     Host/Origin guard (``security`` from :func:`server.hostguard.guard_settings`, also given to
@@ -189,7 +196,8 @@ def run_daemon(
         sock.listen(2048)  # connections queue from now on, before uvicorn accepts
         port = sock.getsockname()[1]
         secret = secrets.token_urlsafe(32)
-        info = {"host": host, "port": port, "url": f"http://{host_literal(host)}:{port}/mcp"}
+        near = local_address(host)  # where a local bridge connects (and what its Host says)
+        info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         wrapped = build_app(create_server(runtime=rt), authenticate, info, security)
         if not allowed_hosts and not is_loopback(host):
@@ -201,8 +209,9 @@ def run_daemon(
         )
         uv = _graceful_server(config)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
-        print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']} (store {home})",
-              file=sys.stderr, flush=True)  # fmt: skip
+        bound = f", listening on {host_literal(host)}:{port}" if near != host else ""
+        print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']}{bound} "
+              f"(store {home})", file=sys.stderr, flush=True)  # fmt: skip
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:

@@ -114,6 +114,17 @@ def test_a_malformed_allowed_host_is_refused_at_start(tmp_path):
     assert not (tmp_path / "daemon.json").exists()
 
 
+def test_a_wildcard_bound_daemon_is_announced_at_a_loopback_address():
+    """daemon.json tells local bridges where to connect: for ``--http 0.0.0.0:PORT`` that is
+    127.0.0.1, whose Host header the guard accepts (``0.0.0.0`` it would refuse)."""
+    from server.daemon import local_address
+
+    assert local_address("0.0.0.0") == "127.0.0.1" and local_address("::") == "::1"
+    assert local_address("10.0.0.5") == "10.0.0.5"
+    hosts = guard_settings("0.0.0.0").allowed_hosts
+    assert "127.0.0.1:*" in hosts and not any(h.startswith("0.0.0.0") for h in hosts)
+
+
 def test_guard_settings():
     s = guard_settings("127.0.0.1")
     assert s.enable_dns_rebinding_protection
