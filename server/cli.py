@@ -149,7 +149,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .service.transfer import export_memories
 
     rt = _runtime()
-    dirs = [*rt.settings.allowed_dirs, Path.cwd()]
+    dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
     res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
     print(res.model_dump_json())
     rt.close()
@@ -160,7 +160,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from .service.transfer import import_memories
 
     rt = _runtime()
-    dirs = [*rt.settings.allowed_dirs, Path(args.file).resolve().parent]
+    dirs = [*rt.settings.allowed_for(rt.identity), Path(args.file).resolve().parent]
     rt.wait_ready()
     res = import_memories(rt.service, rt.identity, dirs, args.file, args.overwrite)
     print(res.model_dump_json())
@@ -170,22 +170,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_import_graph(args: argparse.Namespace) -> int:
     """memory.jsonl of the official memory server and/or the lessons fork's lesson.json."""
-    from .service.graphs import graph_services
-
     rt = _runtime()
     rt.wait_ready()
-    res = graph_services(rt.service).import_files(rt.identity, args.files, args.scope)
+    res = rt.graphs.import_files(rt.identity, args.files, args.scope)
     print(res.model_dump_json(indent=2 if res.skipped else None))
     rt.close()
     return 0
 
 
 def cmd_export_graph(args: argparse.Namespace) -> int:
-    from .service.graphs import graph_services
-
     rt = _runtime()
-    g = graph_services(rt.service)
-    res = g.export_files(rt.identity, args.file, args.lessons, args.scope)
+    res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope)
     print(res.model_dump_json())
     rt.close()
     return 0
@@ -214,7 +209,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from .service.workspace import check_root, ingest_workspace, watch_workspace
 
     settings = Settings.from_env()
-    root = check_root(args.path, settings.allowed_dirs, settings.cwd)
+    root = check_root(args.path, settings.allowed_dirs, settings.cwd)  # this process = caller
     # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
     lock = StoreLock(settings.home, "pattern-memory ingest")
     lock.acquire()

@@ -1,4 +1,6 @@
-"""The knowledge-graph and lesson services of a memory service (one pair per store).
+"""The knowledge-graph and lesson services of a memory service: one pair per store, built
+once by the :class:`~server.service.runtime.Runtime` (``rt.graphs``), since the graph service's
+lock must be the only one serialising that store's graph writes in the process.
 
 ``graph/`` knows nothing of identities' origin or secret policies; this is where the server's
 rules are plugged in: the memory service's clock, and its secret policy for every observation
@@ -7,8 +9,6 @@ and lesson text (warn / block / redact, like ``remember``).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,18 +55,10 @@ class GraphServices:
         return export_files(self.graph, self.lessons, who, path, lessons_path, scope)
 
 
-_cache: weakref.WeakKeyDictionary[MemoryService, GraphServices] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
 def graph_services(svc: MemoryService) -> GraphServices:
-    with _lock:
-        found = _cache.get(svc)
-        if found is None:
-            graph = GraphService(
-                svc.engine,
-                clock=svc.clock,
-                screen=lambda text: apply_policy(text, svc.secret_policy),
-            )
-            found = _cache[svc] = GraphServices(graph, LessonService(graph))
-        return found
+    """New graph and lesson services over ``svc``'s engine, with its clock and secret policy
+    (the runtime builds the one pair a process uses)."""
+    graph = GraphService(
+        svc.engine, clock=svc.clock, screen=lambda text: apply_policy(text, svc.secret_policy)
+    )
+    return GraphServices(graph, LessonService(graph))

@@ -19,6 +19,7 @@ from typing import Literal
 from retrieval.engine import Engine
 
 from .config import Settings
+from .graphs import GraphServices, graph_services
 from .identity import Identity, identity_from_env
 from .memory import MemoryService
 from .secrets import policy_from_env
@@ -31,11 +32,16 @@ class Runtime:
     settings: Settings
     identity: Identity
     service: MemoryService
+    graphs: GraphServices | None = None  # built from the service when not given
     model_error: str | None = None
     model_ready: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
     _on_demand: bool = False
+
+    def __post_init__(self) -> None:
+        if self.graphs is None:
+            self.graphs = graph_services(self.service)
 
     @classmethod
     def start(
@@ -55,13 +61,10 @@ class Runtime:
         engine = Engine(
             settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
         )
-        rt = cls(
-            settings,
-            identity,
-            MemoryService(
-                engine, secret_policy=policy_from_env(os.environ if env is None else env)
-            ),
+        service = MemoryService(
+            engine, secret_policy=policy_from_env(os.environ if env is None else env)
         )
+        rt = cls(settings, identity, service)
         if model == "background":
             rt._thread = threading.Thread(target=rt._load_model, name="model-loader", daemon=True)
             rt._thread.start()

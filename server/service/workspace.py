@@ -65,8 +65,9 @@ def ingest_workspace(
     stop: threading.Event | None = None,
 ) -> IngestReport:
     root = check_root(
-        path, rt.settings.allowed_dirs if allowed is None else allowed, rt.settings.cwd
-    )
+        path, rt.settings.allowed_for(who) if allowed is None else allowed,
+        rt.settings.base_for(who),
+    )  # fmt: skip
     return make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready).run(root, progress, stop)
 
 
@@ -86,7 +87,8 @@ def watch_workspace(
     from ingest.watch import watch
 
     root = check_root(
-        path, rt.settings.allowed_dirs if allowed is None else allowed, rt.settings.cwd
-    )
+        path, rt.settings.allowed_for(who) if allowed is None else allowed,
+        rt.settings.base_for(who),
+    )  # fmt: skip
     ingestor = make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready)
     watch(ingestor, root, on_report, progress=progress, stop=stop)

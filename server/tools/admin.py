@@ -47,7 +47,7 @@ async def export_memories(
         lambda: transfer.export_memories(
             rt.service,
             who,
-            rt.settings.allowed_dirs,
+            rt.settings.allowed_for(who),
             outputPath,
             scope,
             category,
@@ -75,7 +75,7 @@ async def import_memories(
         lambda: transfer.import_memories(
             rt.service,
             who,
-            rt.settings.allowed_dirs,
+            rt.settings.allowed_for(who),
             inputPath,
             overwriteExisting,
             skipInvalid,

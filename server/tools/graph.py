@@ -27,8 +27,9 @@ from graph.models import (
     SearchNodesResult,
 )
 
-from ..service.graphs import GraphServices, graph_services
-from .common import ToolSet, call, runtime_of
+from ..service.graphs import GraphServices
+from ..service.identity import Identity
+from .common import ToolSet, call, session_of
 
 tools = ToolSet()
 
@@ -40,9 +41,10 @@ GraphScope = Annotated[
 ]
 
 
-def services(ctx: Context) -> tuple[GraphServices, object]:
-    rt = runtime_of(ctx)
-    return graph_services(rt.service), rt.identity
+def services(ctx: Context) -> tuple[GraphServices, Identity]:
+    """The store's graph services and the caller (from the connection, like every tool)."""
+    rt, who = session_of(ctx)
+    return rt.graphs, who
 
 
 @tools("create_entities")

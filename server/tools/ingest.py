@@ -15,13 +15,13 @@ from typing import Annotated
 import anyio
 import anyio.from_thread
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ingest.pipeline import IngestReport, Progress
 
 from ..service import workspace
 from ..service.errors import PatternError
-from ..service.identity import project_root
 from .common import ToolSet, session_of, tool_error
 
 tools = ToolSet()
@@ -49,7 +49,9 @@ async def ingest_workspace(
     new or changed files are embedded, vanished files are dropped. Chunks are shared with
     your project (team scope) and recalled as `path:start-end`."""
     rt, who = session_of(ctx)
-    target = path or str(project_root(rt.settings.cwd))
+    target = path or who.root
+    if target is None:
+        raise ToolError("[invalid_input] give a path: a remote agent has no project folder here")
     stop = threading.Event()
     last = [0.0]
 
