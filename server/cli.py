@@ -101,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Store the paragraphs of README.md and docs/ as team memories, then recall."""
     from retrieval.records import Kind, Record, RecordFilter, Scope, content_hash
 
-    rt = _runtime()
+    rt = _runtime(background=True)  # the status line below prints while the model loads
     root = Path(args.root).resolve()
     files = [root / "README.md", *sorted((root / "docs").glob("**/*.md"))]
     who = rt.identity
@@ -126,7 +126,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 have.add(rec.content_hash)
                 new.append(rec)
     print(f"store: {rt.settings.home}  (project {who.project_id}, agent {who.agent_id})")
-    print("loading the embedding model …", flush=True)
+    print(rt.settings.model_status(), flush=True)
     rt.wait_ready()
     if rt.model_error:
         print(f"warning: {rt.model_error}; ranking is lexical", file=sys.stderr)
