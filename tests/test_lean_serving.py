@@ -263,3 +263,30 @@ def test_integrity_check_leaves_the_file_out_of_the_process_memory(tmp_path, mak
         assert _mapped_mb(path) - before < 1.0, (before, _mapped_mb(path), size_mb)
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_the_demo_prints_only_its_own_lines(tmp_path, real_embedder):
+    """``make run`` on a fresh store: no warning, tracer or progress-bar line from the model
+    (the export's own output is checked in test_onnx_backend; here it is cached)."""
+    root = tmp_path / "project"
+    (root / "docs").mkdir(parents=True)
+    (root / "README.md").write_text(
+        "# Sample\n\nThe fusion of lexical and vector scores happens in the hybrid ranker.\n\n"
+        "Run the tests with make test, which creates the virtualenv first.\n"
+    )
+    env = {**os.environ, "PATTERN_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    env.pop("PATTERN_EMBED_BACKEND", None)
+    env.pop("PATTERN_EMBEDDER", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "server.cli", "demo", "--root", str(root), "how do I run tests"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("store: ")
+    assert lines[1] == "loading the embedding model …"
+    assert lines[2] == "stored 2 new paragraphs from 1 files"
+    assert lines[3:5] == ["", "recall: 'how do I run tests'"]
+    assert all(line.startswith((" 1.", " 2.")) for line in lines[5:]), lines
