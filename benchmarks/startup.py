@@ -25,7 +25,8 @@
 5. ``breakdown``: what each part costs on its own, each in a fresh interpreter (seconds, RSS
    after, MB): the imports (chromadb, onnxruntime, tokenizers, the MCP server, torch +
    sentence-transformers), the ONNX session, Chroma opened on the store with a query, the SQLite
-   store opened with an integrity check and a search.
+   store opened with an integrity check (with and without its memory map), the in-memory
+   postings (built at 20k records by default; forced here), the torch backend's loaded model.
 
 Results: docs/benchmarks.md, "Session 4: lean serving".
 """
@@ -162,6 +163,16 @@ exec(sys.argv[3])
 print(json.dumps({"s": time.perf_counter() - t0, "rss_mb": rss()}))
 """
 
+LEXICAL_RECALLS = (
+    "from benchmarks.scale import DATA, load_queries, visible_buckets\n"
+    "from retrieval.engine import Engine\n"
+    "from retrieval.records import RecordFilter\n"
+    "eng = Engine(store)\n"
+    "f = RecordFilter(buckets=visible_buckets(0))\n"
+    "for q in load_queries(DATA, 20):\n"
+    "    eng.search(q, f, k=10)"
+)
+
 PARTS = {
     "python (bare)": "pass",
     "import numpy": "import numpy",
@@ -189,10 +200,14 @@ PARTS = {
         "from retrieval.store import SQLiteStore\n"
         "SQLiteStore(os.path.join(store, 'pattern.sqlite3')).integrity_check()"
     ),
-    "sqlite (no mmap): open + integrity_check": (
-        "os.environ['PATTERN_SQLITE_MMAP_MB'] = '0'\n"
+    "sqlite: 20 lexical recalls (mmap 1 GB)": LEXICAL_RECALLS,
+    "sqlite: 20 lexical recalls (no mmap)": "os.environ['PATTERN_SQLITE_MMAP_MB'] = '0'\n"
+    + LEXICAL_RECALLS,
+    "sqlite: + in-memory postings built": (
         "from retrieval.store import SQLiteStore\n"
-        "SQLiteStore(os.path.join(store, 'pattern.sqlite3')).integrity_check()"
+        "from retrieval.lexical import LexicalIndex\n"
+        "s = SQLiteStore(os.path.join(store, 'pattern.sqlite3'))\n"
+        "LexicalIndex(s, postings_min=0).postings.build(s.reader)"
     ),
     "import mcp server (app)": "import server.app",
     "import torch": "import torch",
