@@ -52,6 +52,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.metrics import METRICS, mean_metrics, query_metrics  # noqa: E402
+from ingest.turns import DEFAULT_CONTEXT, turn_context, turn_text  # noqa: E402
+from ingest.turns import context_spec as turns_spec  # noqa: E402
 from retrieval.engine import Engine, FusionConfig  # noqa: E402
 from retrieval.records import Record, RecordFilter, Scope  # noqa: E402
 
@@ -238,7 +240,7 @@ LOCOMO_CATEGORIES = {
     5: "adversarial",
 }
 _DIA = re.compile(r"D\d+:\d+")
-DEFAULT_LOCOMO_CONTEXT = "date,caption,prev2,next1"
+DEFAULT_LOCOMO_CONTEXT = DEFAULT_CONTEXT
 
 
 def locomo_date(text: str) -> datetime | None:
@@ -258,29 +260,8 @@ def locomo_sessions(conv: dict) -> list[tuple[int, str, list[dict]]]:
     return sorted(out)
 
 
-def turn_text(turn: dict) -> str:
-    return f"{turn['speaker']}: {turn['text']}"
-
-
-def turn_context(turns: list[dict], i: int, date: str, spec: set[str]) -> str:
-    """What a client knows around a turn when it stores it: the session date, the image the
-    speaker shared (its caption), and the neighbouring turns (``prevN`` / ``nextN``)."""
-    parts = []
-    if "date" in spec and date:
-        parts.append(f"[{date}]")
-    n_prev = max([int(s[4:]) for s in spec if re.fullmatch(r"prev\d+", s)] or [0])
-    n_next = max([int(s[4:]) for s in spec if re.fullmatch(r"next\d+", s)] or [0])
-    for j in range(max(0, i - n_prev), i):
-        parts.append(turn_text(turns[j]))
-    if "caption" in spec and turns[i].get("blip_caption"):
-        parts.append(f"{turns[i]['speaker']} shared {turns[i]['blip_caption']}")
-    for j in range(i + 1, min(len(turns), i + 1 + n_next)):
-        parts.append(turn_text(turns[j]))
-    return "\n".join(parts)
-
-
 def locomo_records(sample: dict, context_spec: str) -> list[Record]:
-    spec = {s.strip() for s in context_spec.split(",") if s.strip()}
+    spec = turns_spec(context_spec)
     project = f"locomo-{sample['sample_id']}"
     recs = []
     for _n, date, turns in locomo_sessions(sample["conversation"]):

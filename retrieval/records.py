@@ -18,6 +18,7 @@ class Kind(StrEnum):
     observation = "observation"
     lesson = "lesson"
     chunk = "chunk"
+    turn = "turn"  # a conversation turn from an agent transcript (server/service/sessions.py)
 
 
 class Scope(StrEnum):
@@ -75,7 +76,8 @@ def bucket_of(scope: Scope | str, project_id: str, agent_id: str) -> str:
 
 
 class Record(BaseModel):
-    """One embedded, searchable unit: a memory, an observation, a lesson or a workspace chunk."""
+    """One embedded, searchable unit: a memory, an observation, a lesson, a workspace chunk or a
+    conversation turn."""
 
     model_config = ConfigDict(use_enum_values=False)
 

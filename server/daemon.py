@@ -171,6 +171,11 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         app = server.streamable_http_app(
             transport_security=security, host=host, json_response=True, stateless_http=True
         )
+        from .hook_routes import hook_routes
+        from .service.hooks import HookService
+
+        hooks = HookService(rt.service)  # client hooks + session indexer (local secret only)
+        app.router.routes.extend(hook_routes(hooks, secret))
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         wrapped = AuthMiddleware(app, authenticate, info)
         config = uvicorn.Config(
@@ -183,6 +188,7 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
+            hooks.close()
             rt.wait_ready(30)
             rt.engine.sync()
             rt.engine.store.checkpoint()  # WAL folded into the main file
