@@ -46,7 +46,11 @@ def test_turn_records_fields_context_and_scope(indexer, tmp_path):
     assert first.bucket == WHO.bucket("private")
     m = first.metadata
     assert m["session"] == "s1" and m["turn"] == 0 and m["transcript"] == str(w.path.resolve())
-    assert m["gitBranch"] == "dev" and m["cwd"] == "/repo" and m["timestamp"].startswith("2025-03-04T09:30")
+    assert (
+        m["gitBranch"] == "dev"
+        and m["cwd"] == "/repo"
+        and m["timestamp"].startswith("2025-03-04T09:30")
+    )
     assert first.content == "Where is the retry logic?"
     assert first.context.startswith("[4 March 2025 09:30] user\n")
     assert "assistant: In net/retry.py" in first.context  # the next turn
@@ -177,6 +181,10 @@ def test_generic_jsonl_sessions(indexer, tmp_path):
     ]))  # fmt: skip
     indexer.index_file(WHO, p)
     recs = turns_of(indexer.svc)
-    assert [(r.metadata["session"], r.metadata["turn"]) for r in recs] == [("a", 0), ("a", 1), ("b", 0)]
+    assert [(r.metadata["session"], r.metadata["turn"]) for r in recs] == [
+        ("a", 0),
+        ("a", 1),
+        ("b", 0),
+    ]
     assert "assistant: hello" in recs[0].context and "other" not in recs[0].context
     assert indexer.index_file(WHO, p).added == 0
