@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from retrieval.errors import InvalidInput
+
 CLIENT = Path(__file__).resolve().with_name("hookclient.py")
 SERVER_NAME = "pattern-memory"
 # event -> matcher (None: the event takes none). Failed commands come from the Bash tool.
@@ -76,9 +78,12 @@ def _load(path: Path) -> dict:
     if not path.exists():
         return {}
     text = path.read_text(encoding="utf-8")
-    data = json.loads(text) if text.strip() else {}
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid JSON ({exc}); not touching it") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path} does not hold a JSON object; not touching it")
+        raise InvalidInput(f"{path} does not hold a JSON object; not touching it")
     return data
 
 
@@ -196,7 +201,7 @@ def status(project: Path | None = None) -> list[str]:
         try:
             settings = _load(settings_path)
             mcp = _load(mcp_path)
-        except (ValueError, OSError) as exc:
+        except (InvalidInput, OSError) as exc:
             lines.append(f"{scope}: cannot read: {exc}")
             continue
         hooks = settings.get("hooks") if isinstance(settings.get("hooks"), dict) else {}

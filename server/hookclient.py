@@ -185,6 +185,8 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
                                          envelope(who, info["secret"]), until - time.monotonic())  # fmt: skip
             except (ConnectionRefusedError, FileNotFoundError):
                 info = None  # a stale daemon.json: the daemon is gone
+            except TimeoutError:
+                raise HookError("the daemon did not answer within the deadline") from None
             else:
                 if status != 200:
                     raise HookError(f"daemon answered {status}: {data[:300]!r}")
