@@ -48,8 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # first: benchmarks/ingest.py must not shadow the ingest package
 
 from benchmarks.metrics import METRICS, mean_metrics, query_metrics  # noqa: E402
 from ingest.turns import DEFAULT_CONTEXT, turn_context, turn_text  # noqa: E402
@@ -335,6 +334,23 @@ def cmd_locomo(args) -> dict:
         print(f"  {1000 * run.seconds[ranker] / max(1, len(qs)):.1f} ms/query")
         payload[ranker] = {**headline, "categories": cats}
     print(f"fusion {engine.ranker.config}")
+    if args.via_sessions:
+        from benchmarks import sessions_bench
+
+        helpers = (locomo_sessions, locomo_date, evidence_ids)
+        via = sessions_bench.run(args, data, embedder, helpers, summarize, format_table,
+                                 LOCOMO_CATEGORIES)  # fmt: skip
+        direct = payload.get("hybrid", {}).get("recall@10")
+        for label, res in via.items():
+            if "recall@10" in res and direct is not None:
+                res["delta_recall@10_vs_direct"] = round(res["recall@10"] - direct, 4)
+                print(f"{label}: recall@10 {res['recall@10']:.4f} vs direct {direct:.4f} "
+                      f"({res['recall@10'] - direct:+.4f})")  # fmt: skip
+        if "long prompts" in via:
+            gap = via["long prompts"]["recall@10"] - via["via sessions"]["recall@10"]
+            via["long prompts"]["delta_recall@10_vs_bare"] = round(gap, 4)
+            print(f"long prompts vs bare questions: recall@10 {gap:+.4f}")
+        payload["sessions"] = via
     write_json(args.json, payload)
     return payload
 
@@ -484,6 +500,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="what goes in each turn's context: comma list of date, caption, "
         "prevN, nextN ('' = nothing)",
     )
+    lo.add_argument(
+        "--via-sessions",
+        action="store_true",
+        help="also: conversations as Claude Code transcripts, indexed by the session "
+        "indexer, asked through the UserPromptSubmit hook's selection code",
+    )
+    lo.add_argument(
+        "--long-prompts",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FILE",
+        help="with --via-sessions: also ask each question wrapped in a long prompt "
+        "(JSON list of texts with {question}; default "
+        "benchmarks/data/long_prompts.json)",
+    )
+    lo.add_argument("--abstain", action="store_true",
+                    help="with --via-sessions: the noise-control threshold curve")  # fmt: skip
     common(lo)
     lo.set_defaults(func=cmd_locomo)
 
