@@ -337,3 +337,62 @@ def test_deadline_with_a_hung_daemon(tmp_path):
             c.close()
         srv.close()
         os.close(lock)
+
+
+# ---------------------------------------------------------------------------- real model
+@pytest.fixture(scope="module")
+def reald(tmp_path_factory):
+    """A daemon with the real model (loaded before the tests ask), a few memories, a lesson."""
+    home = tmp_path_factory.mktemp("hooks-real")
+    proc = start_daemon(home, env={"PATTERN_EMBEDDER": "sentence-transformers", **ID_ENV})
+    info = read_info(home)
+    assert wait_for(lambda: mcp(info, "pattern_health", {})["modelReady"], 300)
+    for text in (
+        "The checkout service retries a failed card charge three times with exponential "
+        "backoff, then marks the order as payment_failed.",
+        "Refunds are processed by the nightly refund job, which reads the refunds queue in Redis.",
+        "We chose PostgreSQL over MongoDB for orders because we need multi-row transactions.",
+        "The staging environment is reset every Monday at 6am; do not keep test data there.",
+    ):
+        mcp(info, "remember", {"content": text, "scope": "team"})
+    mcp(info, "create_lesson", {"lesson": LESSON})
+    yield home, info
+    stop(proc)
+
+
+@pytest.mark.slow
+def test_real_model_injects_the_relevant_memory_only(reald):
+    home, _ = reald
+    ask = hook_input("UserPromptSubmit", None, "rm1",
+                     prompt="how many times do we retry a declined card payment at checkout?")  # fmt: skip
+    text = context_of(run_hook(home, "UserPromptSubmit", ask)[0], "UserPromptSubmit")
+    assert "retries a failed card charge three times" in text
+    assert "staging environment" not in text and "nightly refund job" not in text
+    why = hook_input("UserPromptSubmit", None, "rm2",
+                     prompt="why did we pick postgres instead of mongo for the orders table")  # fmt: skip
+    assert "multi-row transactions" in run_hook(home, "UserPromptSubmit", why)[0]
+    for i, unrelated in enumerate(
+        (
+            "center the login button horizontally with flexbox",
+            "rename the variable tmp to buffer in utils/strings.py",
+            "write a haiku about autumn leaves",
+        )
+    ):
+        inp = hook_input("UserPromptSubmit", None, f"rm-u{i}", prompt=unrelated)
+        assert run_hook(home, "UserPromptSubmit", inp)[0] == "", unrelated
+
+
+@pytest.mark.slow
+def test_real_model_lesson_threshold(reald):
+    home, _ = reald
+    err = ("psycopg2.OperationalError: connection to server at \"localhost\" (127.0.0.1), port "
+           "5432 failed: Connection refused. Is the server running on that host and accepting "
+           "TCP/IP connections?")  # fmt: skip
+    inp = hook_input("PostToolUseFailure", None, "rl1", tool_name="Bash",
+                     tool_input={"command": "pytest tests/test_orders.py"}, error=err)  # fmt: skip
+    text = context_of(run_hook(home, "PostToolUseFailure", inp)[0], "PostToolUseFailure")
+    assert "PG_TIMEOUT" in text and "docker compose up -d db" in text
+    other = ("TypeError: Cannot read properties of undefined (reading 'map')\n"
+             "    at Sidebar (src/components/Sidebar.jsx:14:22)")  # fmt: skip
+    inp = {**inp, "session_id": "rl2", "error": other}
+    assert run_hook(home, "PostToolUseFailure", inp)[0] == ""
