@@ -344,18 +344,19 @@ def lesson_text(lesson) -> str:
 
 
 def useful_lessons(svc: MemoryService, who: Identity, graph_lessons, limit: int = 3):
-    """The project's lessons whose fixes worked most, most often: (record, text) pairs."""
-    bucket = who.bucket("team")
-    found = graph_lessons.all_lessons(bucket)
-    found.sort(key=lambda x: -(x.metadata.successRate * math.log1p(max(0, x.metadata.frequency))))
+    """The project's lessons whose fixes worked most, most often (success rate × log(1 +
+    frequency)): (record, text) pairs. Only the ranking columns of every lesson are read."""
+    bucket = who.bucket(Scope.team.value)
+    rows = svc.store.reader.execute(
+        "SELECT name, record_id, success_rate, frequency FROM lessons WHERE bucket=?", (bucket,)
+    ).fetchall()
+    rows.sort(key=lambda r: (-(r["success_rate"] * math.log1p(max(0, r["frequency"]))), r["name"]))
+    recs = svc.store.get([r["record_id"] for r in rows[:limit]])
     out = []
-    rows = {r["name"]: r["record_id"] for r in svc.store.reader.execute(
-        "SELECT name, record_id FROM lessons WHERE bucket=?", (bucket,))}  # fmt: skip
-    recs = svc.store.get([rows[x.name] for x in found[:limit] if x.name in rows])
-    for lesson in found[:limit]:
-        rec = recs.get(rows.get(lesson.name, ""))
+    for r in rows[:limit]:
+        rec = recs.get(r["record_id"])
         if rec is not None:
-            out.append((rec, lesson_text(lesson)))
+            out.append((rec, lesson_text(graph_lessons.get(who, r["name"], Scope.team.value))))
     return out
 
 
