@@ -17,9 +17,8 @@ import socket
 import sys
 from pathlib import Path
 
-from retrieval.errors import StoreUnavailable
-
 from .auth import TokenStore, make_authenticator, write_private
+from .service.errors import StoreUnavailable
 
 LOCK_FILE = "daemon.lock"
 INFO_FILE = "daemon.json"
@@ -174,7 +173,9 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         from .hook_routes import hook_routes
         from .service.hooks import HookService
 
-        hooks = HookService(rt.service)  # client hooks + session indexer (local secret only)
+        hooks = HookService(
+            rt.service, rt.graphs
+        )  # client hooks + session indexer (local secret only)
         app.router.routes.extend(hook_routes(hooks, secret))
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         wrapped = AuthMiddleware(app, authenticate, info)

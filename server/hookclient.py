@@ -29,7 +29,7 @@ import time
 if __package__ in (None, ""):  # run as a file: import the package from the checkout
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from server.service.ids import identity_fields, store_home  # noqa: E402
+from server.service.ids import identity_fields, project_root, store_home  # noqa: E402
 
 DEFAULT_DEADLINE = 1.5
 MAX_FIELD = 65_536  # a tool output longer than this is sent as its head and tail
@@ -170,6 +170,10 @@ def envelope(who: dict, secret: str) -> dict:
         headers["X-Pattern-Subagent-Type"] = who["subagent_type"]
     if who.get("parent_agent_id"):
         headers["X-Pattern-Parent-Agent"] = who["parent_agent_id"]
+    if who.get("root"):  # the caller's project folder (local secret only), percent-encoded
+        from urllib.parse import quote
+
+        headers["X-Pattern-Root"] = quote(who["root"])
     return headers
 
 
@@ -208,7 +212,7 @@ def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
     from pathlib import Path
 
-    who = identity_fields(env, Path(cwd))
+    who = {**identity_fields(env, Path(cwd)), "root": str(project_root(Path(cwd).resolve()))}
     payload = {"input": _trim(data), "config": config_from_env(env)}
     answer = call_daemon(home, env, f"/hooks/{event}", payload, who, until)
     out = answer.get("output")

@@ -21,10 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from ingest.transcripts import session_cwd
-
 from .hookclient import HookError, call_daemon
-from .service.ids import identity_fields, store_home
+from .service.ids import identity_fields, project_root, store_home
+from .service.sessions import transcript_cwd
 
 IDLE_S = 1800
 BATCHES_PER_CALL = 2
@@ -56,8 +55,8 @@ def expand(paths: list[str]) -> list[Path]:
 
 
 def index_one(path: Path, home: str, quiet: bool) -> dict:
-    cwd = session_cwd(path) or os.getcwd()
-    who = identity_fields(os.environ, Path(cwd))
+    cwd = transcript_cwd(path) or os.getcwd()
+    who = {**identity_fields(os.environ, Path(cwd)), "root": str(project_root(Path(cwd).resolve()))}
     final = time.time() - path.stat().st_mtime > IDLE_S
     totals = {"added": 0, "updated": 0, "existing": 0, "withheld": 0}
     while True:

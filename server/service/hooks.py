@@ -29,7 +29,7 @@ from ingest.transcripts import error_excerpt, key_args, last_turn, result_text, 
 from retrieval.errors import InvalidInput
 
 from . import autorecall as ar
-from .graphs import graph_services
+from .graphs import GraphServices
 from .identity import Identity
 from .memory import MemoryService
 from .sessions import SessionIndexer
@@ -106,8 +106,9 @@ def transcript_file(raw: str | None) -> Path | None:
 class HookService:
     """One per daemon: the session indexer, its background worker, the event handlers."""
 
-    def __init__(self, svc: MemoryService) -> None:
+    def __init__(self, svc: MemoryService, graphs: GraphServices) -> None:
         self.svc = svc
+        self.lessons = graphs.lessons  # the runtime's one pair (its lock serialises graph writes)
         self.indexer = SessionIndexer(svc)
         self._jobs: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
@@ -180,7 +181,7 @@ class HookService:
             ledger.reset()
         if inp.source in (None, "startup"):
             ar.prune_ledgers(self.svc)
-        lessons = ar.useful_lessons(self.svc, who, graph_services(self.svc).lessons)
+        lessons = ar.useful_lessons(self.svc, who, self.lessons)
         sel = ar.briefing(self.svc, who, config=config, ledger=ledger, lessons=lessons)
         return self._answer("SessionStart", sel, ledger, "briefing")
 
@@ -201,7 +202,7 @@ class HookService:
             return HookAnswer(note="no failure")
         ledger = ar.Ledger(self.svc, inp.session_id)
         context = f"{inp.tool_name or 'tool'}({key_args(inp.tool_name or '', inp.tool_input)})"
-        sel = ar.lessons_for_failure(self.svc, who, graph_services(self.svc).lessons, excerpt,
+        sel = ar.lessons_for_failure(self.svc, who, self.lessons, excerpt,
                                      context, config=config, ledger=ledger)  # fmt: skip
         return self._answer(event, sel, ledger, "lessons for the failure")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from retrieval.records import bucket_of
+from retrieval.buckets import bucket_of
 
 from .ids import (  # noqa: F401 - re-exported: the derivation lives in a stdlib-only module
     derive_agent_id,
@@ -24,12 +24,16 @@ from .ids import (  # noqa: F401 - re-exported: the derivation lives in a stdlib
 
 
 class Identity(BaseModel):
-    """The caller. ``parent_agent_id`` is set for sub-agents."""
+    """The caller. ``parent_agent_id`` is set for sub-agents. ``root`` is the caller's project
+    folder on this machine (local callers only: its own process, or a bridge on the same
+    machine, trusted through the local secret): the default folder to ingest, the base of
+    relative paths, the default allowed directory. A remote agent has none."""
 
     project_id: str
     agent_id: str
     subagent_type: str | None = None
     parent_agent_id: str | None = None
+    root: str | None = None
 
     @property
     def is_subagent(self) -> bool:
@@ -56,4 +60,5 @@ class Identity(BaseModel):
 
 def identity_from_env(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Identity:
     env = os.environ if env is None else env
-    return Identity(**identity_fields(env, cwd or Path.cwd()))
+    cwd = cwd or Path.cwd()
+    return Identity(**identity_fields(env, cwd), root=str(project_root(cwd.resolve())))

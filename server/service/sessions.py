@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ingest.transcripts import Turn, read_turns, valid_offset
+from ingest.transcripts import Turn, read_turns, session_cwd, valid_offset
 from ingest.turns import turn_context
 from retrieval.errors import Conflict, InvalidInput
 from retrieval.records import Kind, Record, Scope, utcnow
@@ -220,3 +220,9 @@ class SessionIndexer:
             scope=Scope.private, category=CATEGORY, content=window[j]["text"],
             context=turn_context(window, j, date, CONTEXT_SPEC), metadata=meta, **stamp,
         )  # fmt: skip
+
+
+def transcript_cwd(path: str | Path) -> str | None:
+    """The working directory a transcript names first: it decides the project (and the agent)
+    its turns belong to, as for any identity."""
+    return session_cwd(path)
