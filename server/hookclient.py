@@ -219,6 +219,21 @@ def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
     return json.dumps(out, ensure_ascii=False) if out else None
 
 
+def _arm(seconds: float, handler):
+    """Call ``handler`` after ``seconds`` (SIGALRM; a timer thread where there is none);
+    returns the function that cancels it."""
+    if hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        return lambda: signal.setitimer(signal.ITIMER_REAL, 0)
+    import threading
+
+    timer = threading.Timer(seconds, handler, (None, None))
+    timer.daemon = True
+    timer.start()
+    return timer.cancel
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     event = argv[0] if argv else ""
@@ -234,15 +249,14 @@ def main(argv: list[str] | None = None) -> int:
         log_line(home, event, f"deadline of {deadline}s reached; nothing injected")
         os._exit(0)
 
-    signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, max(0.01, deadline))
+    disarm = _arm(max(0.01, deadline), expired)
     try:
         text = run(event, sys.stdin.buffer.read(), env, home, start + deadline - 0.02)
     except BaseException as exc:  # noqa: BLE001 - a hook never fails its client
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        disarm()
         log_line(home, event, f"{type(exc).__name__}: {exc}")
         return 0
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    disarm()
     if text:
         try:
             sys.stdout.write(text + "\n")
