@@ -114,3 +114,40 @@ def test_default_home_matches_platformdirs():
     from server.service.ids import default_home as stdlib_home
 
     assert stdlib_home(os.environ) == default_home()
+
+
+def test_index_sessions_watch_follows_a_growing_transcript(tmp_path):
+    home = tmp_path / "store"
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "w", "PATTERN_AGENT_ID": "w1"}  # fmt: skip
+    w = TranscriptWriter(tmp_path / "t" / "live.jsonl", session="live")
+    w.user("first question")
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "index-sessions", "--watch",
+                             "--interval", "0.3", "--quiet", str(tmp_path / "t")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+    def count() -> int:
+        try:
+            return sum(n for _, _, n in buckets_and_sessions(home))
+        except sqlite3.Error:
+            return 0
+
+    try:
+        end = time.monotonic() + 120
+        while count() < 1 and time.monotonic() < end:
+            time.sleep(0.2)
+        assert count() == 1
+        w.assistant("first answer")
+        w.user("second question")
+        while count() < 3 and time.monotonic() < end:
+            time.sleep(0.2)
+        assert count() == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        info = read_info(home)
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+            stop_by = time.monotonic() + 60
+            while read_info(home) and time.monotonic() < stop_by:
+                time.sleep(0.1)
