@@ -42,7 +42,7 @@ CHARS_PER_TOKEN = 4
 # Relevance threshold of prompt recall (the relevance of :func:`relevance`). Chosen from the
 # LoCoMo noise-control curve (docs/benchmarks.md, "Hooks"): silent for most questions whose
 # evidence is hidden, while the evidence of answerable ones is still injected.
-DEFAULT_THRESHOLD = 0.67
+DEFAULT_THRESHOLD = 0.64
 DEFAULT_LESSON_THRESHOLD = 0.45
 
 _REFERS = re.compile(
