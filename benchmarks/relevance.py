@@ -458,6 +458,11 @@ def cmd_errors(args) -> dict:
     print(format_table(f"{folder.name} ({split}), lessons fusion {lessons.ranker.config}", table))
     for r, sec in run.seconds.items():
         print(f"  {r}: {1000 * sec / max(1, len(qs)):.1f} ms/query")
+    if args.abstain:
+        from benchmarks import lesson_noise
+
+        results["abstain"] = lesson_noise.run(corpus, queries, qrels, embedder, lesson_of,
+                                              BenchCaller, args.limit or 300)  # fmt: skip
     write_json(args.json, results)
     return results
 
@@ -527,6 +532,11 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--query-context", choices=["none", "test"], default="test",
                     help="errorPattern.context of a query: its failing test (default, when the "
                          "query has one) or nothing")  # fmt: skip
+    er.add_argument(
+        "--abstain",
+        action="store_true",
+        help="also: the failed-command hooks' lesson-threshold curve (per project)",
+    )
     common(er)
     er.set_defaults(func=cmd_errors)
     return p

@@ -43,7 +43,11 @@ CHARS_PER_TOKEN = 4
 # LoCoMo noise-control curve (docs/benchmarks.md, "Hooks"): silent for most questions whose
 # evidence is hidden, while the evidence of answerable ones is still injected.
 DEFAULT_THRESHOLD = 0.64
-DEFAULT_LESSON_THRESHOLD = 0.45
+# Lessons for a failed command: relevance = cosine + LEX_WEIGHT * lexical coverage (see
+# :func:`lesson_relevance`), threshold from Defects4J (docs/benchmarks.md, "Hooks": the same
+# bug's lesson kept for 76 % of failing traces, another project's lessons silent for 92 %).
+DEFAULT_LESSON_THRESHOLD = 0.85
+ERROR_QUERY_WORDS = 48  # the head of an error is its query (never a "long query")
 
 _REFERS = re.compile(
     r"\b(yes|yeah|yep|ok|okay|sure|do (it|that|this|so)|go (ahead|on)|that|this|it|those|these|"
@@ -230,6 +234,29 @@ def relevance(hit: Hit) -> float:
     return LEXICAL_ONLY_SCALE * lex
 
 
+def coverage_mass(svc: MemoryService, query: str) -> float:
+    """The bm25 a record would get by holding every query term the store knows once: the sum
+    of their IDF as FTS5 computes it (log((N - df + 0.5) / (df + 0.5)), at least 1e-6)."""
+    lex = svc.engine.lexical
+    terms = lex.terms(query)
+    dfs = lex.doc_freqs(terms)
+    n = max(1, lex.doc_count())
+    return sum(max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for df in dfs.values() if df > 0)
+
+
+def lesson_relevance(hit: Hit, mass: float) -> float:
+    """Relevance of a lesson to an error: cosine + LEX_WEIGHT * coverage, coverage = the
+    lesson's bm25 over :func:`coverage_mass` (at most 1). Error texts are long and share
+    boilerplate (runner frames, ``at java.lang…``): a saturated bm25 would call every trace of
+    the same language relevant, while the share of the error's IDF a lesson holds does not
+    (measured on Defects4J, docs/benchmarks.md "Hooks")."""
+    e = hit.explanation
+    cover = min(1.0, (e.lexical_score or 0.0) / mass) if mass > 0 else 0.0
+    if e.vector_similarity is not None:
+        return float(e.vector_similarity) + LEX_WEIGHT * cover
+    return LEXICAL_ONLY_SCALE * cover
+
+
 def refers_back(prompt: str) -> bool:
     """A short prompt that leans on what was just said ("yes, do that", "same for the other")."""
     words = prompt.split()
@@ -360,14 +387,22 @@ def useful_lessons(svc: MemoryService, who: Identity, graph_lessons, limit: int 
     return out
 
 
+def lesson_scores(svc: MemoryService, f: RecordFilter, error: str, k: int = 10) -> dict:
+    """{lesson record id: :func:`lesson_relevance`} of the ``k`` lessons (under ``f``) nearest
+    to the head of an error text."""
+    head = " ".join(error.split()[:ERROR_QUERY_WORDS])
+    mass = coverage_mass(svc, head)
+    return {h.record.id: lesson_relevance(h, mass) for h in svc.engine.search(head, f, k=k)}
+
+
 def lessons_for_failure(
     svc: MemoryService, who: Identity, graph_lessons, error: str, context: str = "",
     *, config: HookConfig | None = None, ledger: Ledger | None = None,
 ) -> Selection:  # fmt: skip
     """``find_similar_errors`` on a failed command's error, in its order; a lesson is kept when
-    its absolute relevance to the error (:func:`relevance` of the same text against the lesson
-    records: ``find_similar_errors``' own relevance is normalised per query, so the only lesson
-    of a project would always look relevant) clears the lesson threshold."""
+    its absolute relevance to the error (:func:`lesson_relevance` of the error's head against
+    the lesson records: ``find_similar_errors``' own relevance is normalised per query, so the
+    only lesson of a project would always look relevant) clears the lesson threshold."""
     from graph.traces import split_trace
 
     config = config or HookConfig()
@@ -377,7 +412,7 @@ def lessons_for_failure(
     sel = Selection(query=error)
     bucket = who.bucket(Scope.team.value)
     f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson], now=svc.clock())
-    absolute = {h.record.id: relevance(h) for h in svc.engine.search(error, f, k=10)}
+    absolute = lesson_scores(svc, f, error)
     if not absolute or max(absolute.values()) < config.lesson_threshold:
         return sel
     res = graph_lessons.find_similar_errors(who, pattern, scope=Scope.team.value, limit=5)
