@@ -100,6 +100,16 @@ class SessionIndexer:
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())
 
+    def screen(self, text: str) -> str | None:
+        """A turn's text as it may be stored (redacted under ``redact``), or None when the
+        write policy refuses it: the turn is left out alone, never its whole batch (a refused
+        batch would stop the transcript's indexing at that point for good). The one per-turn
+        policy decision of the indexer."""
+        try:
+            return apply_policy(text, self.svc.secret_policy)[0]
+        except InvalidInput:
+            return None
+
     # ------------------------------------------------------------------ progress
     def progress(self, path: str) -> FileProgress:
         raw = self.svc.store.meta(PROGRESS_KEY + path)
@@ -158,9 +168,8 @@ class SessionIndexer:
             window = list(state.tail)
             fresh: list[tuple[int, Turn, str]] = []  # (window position, turn, record id)
             for t in items:
-                try:
-                    text, _warnings = apply_policy(t.text, svc.secret_policy)
-                except InvalidInput:
+                text = self.screen(t.text)
+                if text is None:
                     report.withheld += 1
                     continue
                 _, date = turn_date(t.timestamp)
