@@ -8,6 +8,7 @@ from datetime import timedelta
 from retrieval.records import Explanation, Hit, Kind, Record, Scope, utcnow
 from server.service import autorecall as ar
 from server.service.identity import Identity
+from server.service.ledger import LEDGER_KEY, Ledger, prune_ledgers
 from server.service.memory import MemoryService
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
@@ -37,24 +38,24 @@ def test_refers_back():
 
 def test_ledger_add_reset_compacted_and_prune(engine):
     svc = MemoryService(engine)
-    led = ar.Ledger(svc, "s1")
+    led = Ledger(svc, "s1")
     led.add(["a", "b"])
-    other = ar.Ledger(svc, "s1")  # a second hook of the same session sees them
+    other = Ledger(svc, "s1")  # a second hook of the same session sees them
     assert other.seen == {"a", "b"}
     other.add(["c"])
     led.add(["d"])  # re-read inside the write: c is kept
-    assert ar.Ledger(svc, "s1").ids == ["a", "b", "c", "d"]
+    assert Ledger(svc, "s1").ids == ["a", "b", "c", "d"]
     led.set_compacted(12)
     led.reset()
-    fresh = ar.Ledger(svc, "s1")
+    fresh = Ledger(svc, "s1")
     assert fresh.ids == [] and fresh.compacted == 12
-    ar.Ledger(svc, "old").add(["x"])
-    old = json.loads(svc.store.meta(ar.LEDGER_KEY + "old"))
+    Ledger(svc, "old").add(["x"])
+    old = json.loads(svc.store.meta(LEDGER_KEY + "old"))
     old["at"] = (utcnow() - timedelta(days=30)).isoformat()
     with svc.store.transaction() as conn:
-        svc.store.set_meta(conn, ar.LEDGER_KEY + "old", json.dumps(old))
-    assert ar.prune_ledgers(svc) == 1
-    assert svc.store.meta(ar.LEDGER_KEY + "old") is None and svc.store.meta(ar.LEDGER_KEY + "s1")
+        svc.store.set_meta(conn, LEDGER_KEY + "old", json.dumps(old))
+    assert prune_ledgers(svc) == 1
+    assert svc.store.meta(LEDGER_KEY + "old") is None and svc.store.meta(LEDGER_KEY + "s1")
 
 
 def turn(n: int, session: str, text: str) -> Record:
@@ -68,12 +69,12 @@ def test_own_session_turns_wait_for_compaction(engine):
     engine.add([turn(0, "s1", "the flaky test is test_refund_race"),
                 turn(1, "s1", "the flaky test also hits test_refund_race locks")])  # fmt: skip
     cfg = ar.HookConfig(threshold=0.0)
-    led = ar.Ledger(svc, "s1")
+    led = Ledger(svc, "s1")
     q = "which test is flaky test_refund_race"
     assert ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=led, session="s1").picked == []
     assert len(ar.select_for_prompt(svc, WHO, q, config=cfg, session="s2").picked) == 2
     led.set_compacted(1)  # the first turn left the client's context
-    sel = ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=ar.Ledger(svc, "s1"), session="s1")
+    sel = ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=Ledger(svc, "s1"), session="s1")
     assert [p.record.metadata["turn"] for p in sel.picked] == [0]
 
 

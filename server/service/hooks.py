@@ -31,6 +31,7 @@ from retrieval.errors import InvalidInput
 from . import autorecall as ar
 from .graphs import GraphServices
 from .identity import Identity
+from .ledger import Ledger, prune_ledgers
 from .memory import MemoryService
 from .sessions import SessionIndexer
 
@@ -126,7 +127,7 @@ class HookService:
                 self.index_transcript(who, path, flush=flush, final=final)
                 if compacting:  # the session's turns indexed so far may now be recalled in it
                     state = self.indexer.progress(str(path)).sessions.get(compacting)
-                    ar.Ledger(self.svc, compacting).set_compacted(state.turns if state else 0)
+                    Ledger(self.svc, compacting).set_compacted(state.turns if state else 0)
             except Exception:  # one line in the daemon log; the next run retries
                 log.exception("indexing %s failed", path)
             finally:
@@ -169,18 +170,18 @@ class HookService:
             raise InvalidInput(f"unknown hook event {req.event!r}; one of {', '.join(EVENTS)}")
         return getattr(self, "on_" + req.event)(who, req.input, req.config)
 
-    def _answer(self, event: str, sel: ar.Selection, ledger: ar.Ledger, note: str) -> HookAnswer:
+    def _answer(self, event: str, sel: ar.Selection, ledger: Ledger, note: str) -> HookAnswer:
         if sel.picked:
             ledger.add(sel.ids)
         return HookAnswer(output=output(event, sel.text), injected=sel.ids,
                           note=f"{note}: {len(sel.picked)} of {sel.candidates} candidates")  # fmt: skip
 
     def on_SessionStart(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
-        ledger = ar.Ledger(self.svc, inp.session_id)
+        ledger = Ledger(self.svc, inp.session_id)
         if inp.source in ("clear", "compact"):
             ledger.reset()
         if inp.source in (None, "startup"):
-            ar.prune_ledgers(self.svc)
+            prune_ledgers(self.svc)
         lessons = ar.useful_lessons(self.svc, who, self.lessons)
         sel = ar.briefing(self.svc, who, config=config, ledger=ledger, lessons=lessons)
         return self._answer("SessionStart", sel, ledger, "briefing")
@@ -189,7 +190,7 @@ class HookService:
         prompt = (inp.prompt or "").strip()
         if not prompt or (prompt.startswith("/") and " " not in prompt):
             return HookAnswer(note="no prompt to recall for")
-        ledger = ar.Ledger(self.svc, inp.session_id)
+        ledger = Ledger(self.svc, inp.session_id)
         path = transcript_file(inp.transcript_path)
         last = last_turn(path) if path is not None and ar.refers_back(prompt) else None
         sel = ar.select_for_prompt(self.svc, who, prompt, config=config, ledger=ledger,
@@ -200,7 +201,7 @@ class HookService:
         excerpt = error_excerpt(text, failed)
         if excerpt is None or inp.is_interrupt:
             return HookAnswer(note="no failure")
-        ledger = ar.Ledger(self.svc, inp.session_id)
+        ledger = Ledger(self.svc, inp.session_id)
         context = f"{inp.tool_name or 'tool'}({key_args(inp.tool_name or '', inp.tool_input)})"
         sel = ar.lessons_for_failure(self.svc, who, self.lessons, excerpt,
                                      context, config=config, ledger=ledger)  # fmt: skip
