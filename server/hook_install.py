@@ -14,7 +14,8 @@ Rules: existing settings are never clobbered (our hooks go in matcher groups of 
 beside the user's); running install twice changes nothing; before a file changes, a copy is
 written next to it (``<name>.bak-<time>``); uninstall removes exactly our groups (recognised by
 their command: this checkout's hook client) and our server entry if it is still ours, and
-nothing else (a ``hooks`` object we created and left empty goes too).
+nothing else (a ``hooks`` object we created and left empty goes too, and a settings or
+``.mcp.json`` file left empty is removed).
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def _save(path: Path, data: dict) -> Path | None:
             backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
             n += 1
         shutil.copy2(path, backup)
+    if not data and path.name in ("settings.json", ".mcp.json"):
+        path.unlink()  # nothing left but what we had added: the file goes too
+        return backup
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if path.exists():
