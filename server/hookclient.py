@@ -132,7 +132,11 @@ def http_post(host: str, port: int, path: str, body: bytes, headers: dict, timeo
     head = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", "Content-Type: application/json",
             f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
     head += [f"{k}: {v}" for k, v in headers.items()]
-    with socket.create_connection((host, port), timeout=max(0.05, timeout)) as s:
+    # a plain connect, not create_connection: getaddrinfo would import the idna codec
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(max(0.05, timeout))
+        s.connect((host, port))
         s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         chunks = []
         while True:
@@ -163,6 +167,15 @@ def _unchunk(data: bytes) -> bytes:
         pos = end + 4 + size
 
 
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def percent_encode(text: str) -> str:
+    """``urllib.parse.quote(text)`` (safe ``/``) without importing urllib (the daemon unquotes
+    it)."""
+    return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
+
+
 def envelope(who: dict, secret: str) -> dict:
     headers = {"Authorization": f"Bearer {secret}", "X-Pattern-Project": who["project_id"],
                "X-Pattern-Agent": who["agent_id"]}  # fmt: skip
@@ -171,9 +184,7 @@ def envelope(who: dict, secret: str) -> dict:
     if who.get("parent_agent_id"):
         headers["X-Pattern-Parent-Agent"] = who["parent_agent_id"]
     if who.get("root"):  # the caller's project folder (local secret only), percent-encoded
-        from urllib.parse import quote
-
-        headers["X-Pattern-Root"] = quote(who["root"])
+        headers["X-Pattern-Root"] = percent_encode(who["root"])
     return headers
 
 
@@ -210,9 +221,7 @@ def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
     if not isinstance(data, dict):
         raise HookError("the hook input is not a JSON object")
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
-    from pathlib import Path
-
-    who = {**identity_fields(env, Path(cwd)), "root": str(project_root(Path(cwd).resolve()))}
+    who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}
     payload = {"input": _trim(data), "config": config_from_env(env)}
     answer = call_daemon(home, env, f"/hooks/{event}", payload, who, until)
     out = answer.get("output")
@@ -238,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     event = argv[0] if argv else ""
     env = os.environ
-    home = str(store_home(env))
+    home = store_home(env)
     try:
         deadline = float(env.get("PATTERN_HOOK_DEADLINE") or DEFAULT_DEADLINE)
     except ValueError:

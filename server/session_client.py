@@ -56,7 +56,7 @@ def expand(paths: list[str]) -> list[Path]:
 
 def index_one(path: Path, home: str, quiet: bool) -> dict:
     cwd = transcript_cwd(path) or os.getcwd()
-    who = {**identity_fields(os.environ, Path(cwd)), "root": str(project_root(Path(cwd).resolve()))}
+    who = {**identity_fields(os.environ, cwd), "root": project_root(os.path.realpath(cwd))}
     final = time.time() - path.stat().st_mtime > IDLE_S
     totals = {"added": 0, "updated": 0, "existing": 0, "withheld": 0}
     while True:
@@ -81,7 +81,7 @@ def index_one(path: Path, home: str, quiet: bool) -> dict:
 
 def index_sessions(paths: list[str], *, watch: bool = False, quiet: bool = False,
                    interval: float = 2.0) -> int:  # fmt: skip
-    home = str(store_home())
+    home = store_home()
     seen: dict[Path, tuple[int, int]] = {}
     failed = 0
     while True:

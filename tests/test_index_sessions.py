@@ -56,8 +56,8 @@ def test_index_sessions_default_folder_incremental_and_generic(tmp_path):
         first = run_cli(env)
         assert first["files"] == 3 and first["added"] == 4
         rows = buckets_and_sessions(home)
-        web_bucket = f"private/{derive_project_id(Path(web))}/{derive_agent_id(Path(web))}"
-        cli_bucket = f"private/{derive_project_id(Path(cli))}/{derive_agent_id(Path(cli))}"
+        web_bucket = f"private/{derive_project_id(web)}/{derive_agent_id(web)}"
+        cli_bucket = f"private/{derive_project_id(cli)}/{derive_agent_id(cli)}"
         assert rows == [(web_bucket, "s-a", 2), (web_bucket, "s-a/agent-q", 1),
                         (cli_bucket, "s-b", 1)]  # fmt: skip
         assert run_cli(env)["added"] == 0  # nothing new
@@ -103,7 +103,8 @@ def test_the_hook_path_imports_nothing_heavy(tmp_path):
             modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                        if line.startswith("import time:")}  # fmt: skip
             assert "server.service.ids" in modules  # the trace covers the client's imports
-            for name in heavy:
+            lean = heavy + (("pathlib", "urllib") if "-S" in cmd else ())
+            for name in lean:
                 assert not any(m == name or m.startswith(name + ".") for m in modules), (cmd, name)
     finally:
         os.close(lock)
@@ -113,7 +114,7 @@ def test_default_home_matches_platformdirs():
     from server.service.config import default_home
     from server.service.ids import default_home as stdlib_home
 
-    assert stdlib_home(os.environ) == default_home()
+    assert Path(stdlib_home(os.environ)) == default_home()
 
 
 def test_index_sessions_watch_follows_a_growing_transcript(tmp_path):
@@ -151,3 +152,22 @@ def test_index_sessions_watch_follows_a_growing_transcript(tmp_path):
             stop_by = time.monotonic() + 60
             while read_info(home) and time.monotonic() < stop_by:
                 time.sleep(0.1)
+
+
+def test_stdlib_ids_match_the_service_identity(tmp_path):
+    """The hook client's identity (server/service/ids.py, os.path only) is the service's."""
+    from urllib.parse import quote
+
+    from server.hookclient import percent_encode
+    from server.service.identity import identity_from_env
+
+    repo = tmp_path / "My Repo (ü)"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    for env in ({}, {"PATTERN_PROJECT_ID": "p"}, {"PATTERN_SUBAGENT_TYPE": "Explore"}):
+        who = identity_from_env(env, repo / "src")
+        from server.service.ids import identity_fields, project_root
+
+        assert identity_fields(env, str(repo / "src")) == who.model_dump(exclude={"root"})
+        assert project_root(str(repo / "src")) == who.root == str(repo)
+    assert percent_encode(str(repo)) == quote(str(repo))

@@ -14,13 +14,17 @@ from pydantic import BaseModel
 
 from retrieval.buckets import bucket_of
 
-from .ids import (  # noqa: F401 - re-exported: the derivation lives in a stdlib-only module
-    derive_agent_id,
-    derive_project_id,
-    git_root,
-    identity_fields,
-    project_root,
-)
+from . import ids
+from .ids import derive_agent_id, derive_project_id, identity_fields  # noqa: F401 - re-exported
+
+
+def git_root(path: Path) -> Path | None:
+    found = ids.git_root(path)
+    return Path(found) if found is not None else None
+
+
+def project_root(cwd: Path) -> Path:
+    return Path(ids.project_root(cwd))
 
 
 class Identity(BaseModel):
