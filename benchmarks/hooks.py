@@ -144,9 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                              "hook_event_name": "UserPromptSubmit"})  # fmt: skip
         (home / "hooks.log").unlink(missing_ok=True)  # count the measured prompts' errors only
         load0 = os.getloadavg()[0]
+        run = time.strftime("%Y%m%d%H%M%S")  # fresh sessions: a reused store keeps its ledgers
         times, injected = [], 0
         for i, q in enumerate(questions):
-            payload = {"session_id": f"bench-{i // 10}", "transcript_path": None,
+            payload = {"session_id": f"bench-{run}-{i // 10}", "transcript_path": None,
                        "cwd": str(ROOT), "hook_event_name": "UserPromptSubmit", "prompt": q}  # fmt: skip
             took, out = hook_once(home, payload)
             times.append(took)
