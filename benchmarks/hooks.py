@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import statistics
 import subprocess
@@ -101,15 +102,22 @@ def wait_model(info: dict, timeout: float = 300) -> None:
     raise SystemExit("the model did not load")
 
 
-def hook_once(home: Path, payload: dict) -> tuple[float, str]:
+def child_cpu_ms() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return 1000 * (r.ru_utime + r.ru_stime)
+
+
+def hook_once(home: Path, payload: dict) -> tuple[float, str, float]:
+    """(wall ms, stdout, CPU ms of the hook process: what it costs whatever the load)."""
     env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_PROJECT_ID": PROJECT,
            "PATTERN_AGENT_ID": AGENT}  # fmt: skip
     data = json.dumps(payload).encode()
+    cpu0 = child_cpu_ms()
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-S", str(CLIENT), "UserPromptSubmit"], input=data,
                           capture_output=True, env=env)  # fmt: skip
     took = 1000 * (time.perf_counter() - t0)
-    return took, proc.stdout.decode()
+    return took, proc.stdout.decode(), child_cpu_ms() - cpu0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,12 +153,13 @@ def main(argv: list[str] | None = None) -> int:
         (home / "hooks.log").unlink(missing_ok=True)  # count the measured prompts' errors only
         load0 = os.getloadavg()[0]
         run = time.strftime("%Y%m%d%H%M%S")  # fresh sessions: a reused store keeps its ledgers
-        times, injected = [], 0
+        times, cpu, injected = [], [], 0
         for i, q in enumerate(questions):
             payload = {"session_id": f"bench-{run}-{i // 10}", "transcript_path": None,
                        "cwd": str(ROOT), "hook_event_name": "UserPromptSubmit", "prompt": q}  # fmt: skip
-            took, out = hook_once(home, payload)
+            took, out, used = hook_once(home, payload)
             times.append(took)
+            cpu.append(used)
             injected += bool(out.strip())
         floor = []
         for _ in range(30):
@@ -178,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "memories": memories,
         "injected": injected,
         "hook_errors": errors,
+        "client_cpu_p50_ms": round(statistics.median(cpu), 1),
         "python_floor_p50_ms": round(statistics.median(floor), 1),
         "daemon_roundtrip_p50_ms": round(statistics.median(trips), 1),
         "daemon_roundtrip_p95_ms": round(pct(trips, 95), 1),
@@ -187,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
           f"warm daemon (load average {res['loadavg']}):")  # fmt: skip
     print(f"  process start -> exit   p50 {res['p50_ms']:7.1f} ms   p95 {res['p95_ms']:7.1f} ms"
           f"   (targets 60 / 150)")  # fmt: skip
+    print(f"  hook process CPU        p50 {res['client_cpu_p50_ms']:7.1f} ms   (user + system)")
     print(f"  python -S -c pass       p50 {res['python_floor_p50_ms']:7.1f} ms   (the floor)")
     print(f"  daemon round trip       p50 {res['daemon_roundtrip_p50_ms']:7.1f} ms   p95 "
           f"{res['daemon_roundtrip_p95_ms']:7.1f} ms")  # fmt: skip
