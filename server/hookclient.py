@@ -129,7 +129,8 @@ def spawn_daemon(home, env) -> None:
 
 def http_post(host: str, port: int, path: str, body: bytes, headers: dict, timeout: float):
     """(status, body) of one HTTP/1.1 POST (``Connection: close``)."""
-    head = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", "Content-Type: application/json",
+    literal = f"[{host}]" if ":" in host else host  # the daemon's Host guard reads this
+    head = [f"POST {path} HTTP/1.1", f"Host: {literal}:{port}", "Content-Type: application/json",
             f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
     head += [f"{k}: {v}" for k, v in headers.items()]
     # a plain connect, not create_connection: getaddrinfo would import the idna codec

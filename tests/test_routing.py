@@ -76,7 +76,7 @@ def _contents(home) -> set[str]:
 def test_public_goes_to_the_shared_store(tmp_path):
     local_home, shared_home = tmp_path / "local", tmp_path / "shared"
     shared_home.mkdir()
-    token = TokenStore(shared_home).create("agent-a")
+    token = TokenStore(shared_home).create("agent-a", "p1")
     port = _free_port()
     shared = start_daemon(shared_home, "--http", f"127.0.0.1:{port}")
     routes = tmp_path / "routes.json"
