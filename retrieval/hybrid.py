@@ -125,7 +125,7 @@ class HybridRanker:
         """The lexical worker thread: the FTS5 ranking and, for a hybrid search with score
         completion (``model``), the stored vectors of its top records, read while the main
         thread embeds the query: a lexical-only candidate's cosine is then a matrix product."""
-        out = fn(query, f, depth, terms=terms)
+        out = fn(query, f, depth) if terms is None else fn(query, f, depth, terms=terms)
         if model is None:
             return out, None
         top = out[0] if isinstance(out, tuple) else out
