@@ -107,11 +107,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Store the paragraphs of README.md and docs/ as team memories, then recall."""
     from .service.demo import ask, doc_files, store_docs
 
-    rt = _runtime()
+    rt = _runtime(background=True)  # the status line below prints while the model loads
     root = Path(args.root).resolve()
     who = rt.identity
     print(f"store: {rt.settings.home}  (project {who.project_id}, agent {who.agent_id})")
-    print("loading the embedding model …", flush=True)
+    print(rt.settings.model_status(), flush=True)
     rt.wait_ready()
     if rt.model_error:
         print(f"warning: {rt.model_error}; ranking is lexical", file=sys.stderr)

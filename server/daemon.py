@@ -181,13 +181,14 @@ def run_daemon(
     lock.acquire()
     info_path = home / INFO_FILE
     try:
+        from .service.runtime import Runtime
+
+        rt = Runtime.start(env)  # the model loads in the background from here on
         import anyio  # heavy imports after the lock: a losing racer exits at once
         import uvicorn
 
         from .app import create_server
-        from .service.runtime import Runtime
 
-        rt = Runtime.start(env)
         problems = rt.engine.store.integrity_check()
         if problems:
             raise StoreUnavailable(f"integrity check failed: {problems[:3]}", problems=problems)
