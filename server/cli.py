@@ -243,9 +243,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
     lock = StoreLock(settings.home, "pattern-memory ingest")
     lock.acquire()
+    from .service.policy import WritePolicy
+
     engine = Engine(
-        settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
-    )
+        settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port,
+        screen=WritePolicy.from_env(),  # the same write policy as the server's
+    )  # fmt: skip
     loaded = threading.Lock()
 
     def load_model() -> None:

@@ -1,8 +1,9 @@
 """The knowledge-graph and lesson services of a memory service (one pair per store).
 
-``graph/`` knows nothing of identities' origin or secret policies; this is where the server's
-rules are plugged in: the memory service's clock, and its secret policy for every observation
-and lesson text (warn / block / redact, like ``remember``).
+``graph/`` knows nothing of identities' origin or write policies; this is where the server's
+rules are plugged in: the memory service's clock, and its write policy (secrets, injection) for
+every observation and lesson text, so each text gets its own warning and lesson fields kept
+outside the record are redacted too. The records themselves pass the same policy in the engine.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from graph.entities import GraphService
 from graph.lessons import LessonService
 
 from .memory import MemoryService
-from .secrets import apply_policy
 
 
 @dataclass
@@ -35,7 +35,7 @@ def graph_services(svc: MemoryService) -> GraphServices:
             graph = GraphService(
                 svc.engine,
                 clock=svc.clock,
-                screen=lambda text: apply_policy(text, svc.secret_policy),
+                screen=svc.policy.screen_text,
             )
             found = _cache[svc] = GraphServices(graph, LessonService(graph))
         return found

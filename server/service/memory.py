@@ -30,6 +30,7 @@ from retrieval.records import Kind, Record, Scope, content_hash, utcnow
 from . import idempotency as idem
 from . import scopes as rules
 from .identity import Identity
+from .injection import InjectionPolicy
 from .models import (
     CommitInsightResult,
     ForgetResult,
@@ -39,7 +40,8 @@ from .models import (
     ShareLearningResult,
     UpdateMemoryResult,
 )
-from .secrets import SecretPolicy, apply_policy
+from .policy import WritePolicy
+from .secrets import SecretPolicy
 
 Clock = Callable[[], datetime]
 Check = Callable[[Any], None]
@@ -60,11 +62,16 @@ class MemoryService:
         *,
         clock: Clock = utcnow,
         secret_policy: SecretPolicy | None = SecretPolicy.warn,
+        injection_policy: InjectionPolicy | None = InjectionPolicy.warn,
+        policy: WritePolicy | None = None,
     ) -> None:
+        """``policy`` (else the two policies given) becomes the engine's write policy: every
+        record stored through this engine passes it (see :mod:`.policy`)."""
         self.engine = engine
         self.store = engine.store
         self.clock = clock
-        self.secret_policy = secret_policy
+        self.policy = policy or WritePolicy(secret_policy, injection_policy)
+        engine.screen = self.policy
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ helpers
@@ -105,7 +112,6 @@ class MemoryService:
         )
         if not meta.get("tags"):
             meta.pop("tags", None)
-        content, warnings = apply_policy(item.content, self.secret_policy)
         now = self.clock()
         rec = Record(
             kind=Kind.memory,
@@ -113,13 +119,13 @@ class MemoryService:
             agent_id=who.agent_id,
             scope=scope,
             category=category,
-            content=content,
+            content=item.content,
             metadata=meta,
             created_at=now,
             updated_at=now,
             expires_at=rules.expiry_for(category, now),
         )
-        return rec, warnings
+        return self.engine.screen_record(rec)
 
     def _limits_check(self, who: Identity, records: list[Record]):
         """A check run inside the write transaction: no limit is ever silently exceeded."""
@@ -367,10 +373,8 @@ class MemoryService:
             raise InvalidInput(
                 "nothing to update: give content and/or metadata", memoryId=memory_id
             )
-        warnings: list[str] = []
         if content is not None:
             rules.check_content(content)
-            content, warnings = apply_policy(content, self.secret_policy)
         with self._lock:
             rec = self.get_visible(who, memory_id)
             self.check_owner(who, rec, "update")
@@ -403,6 +407,7 @@ class MemoryService:
                     "content_hash": content_hash(text + "\x00" + rec.context),
                 }
             )
+            updated, warnings = self.engine.screen_record(updated)
             result = UpdateMemoryResult(
                 memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
                 scope=rec.scope.value, category=rec.category, warnings=warnings,
@@ -458,7 +463,7 @@ class MemoryService:
             content = rec.content
             if new_content is not None:
                 rules.check_content(new_content)
-                content, _ = apply_policy(new_content, self.secret_policy)
+                content = new_content
             updated = rec.model_copy(
                 update={
                     "category": "longterm",
@@ -469,9 +474,10 @@ class MemoryService:
                     "content_hash": content_hash(content + "\x00" + rec.context),
                 }
             )
+            updated, warnings = self.engine.screen_record(updated)
             result = CommitInsightResult(
                 memoryId=rec.id, previousCategory=previous, category="longterm",
-                scope=rec.scope.value, revision=rec.revision + 1,
+                scope=rec.scope.value, revision=rec.revision + 1, warnings=warnings,
             )  # fmt: skip
             self.engine.apply(
                 replace=[updated],
@@ -543,9 +549,11 @@ class MemoryService:
                 scope=Scope.team, category=category, content=rec.content, context=rec.context,
                 metadata={**rec.metadata, "sharedFrom": rec.id}, created_at=now, updated_at=now,
             )  # fmt: skip
+            shared, warnings = self.engine.screen_record(shared)
             result = ShareLearningResult(
-                memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
-            )
+                memoryId=shared.id, originalId=rec.id, originalKept=keep_original,
+                category=category, warnings=warnings,
+            )  # fmt: skip
             self.engine.apply(
                 add=[shared],
                 delete=[] if keep_original else [rec.id],

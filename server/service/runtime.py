@@ -7,7 +7,6 @@ they are ready every search is lexical and says so.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from retrieval.engine import Engine
 from .config import Settings
 from .identity import Identity, identity_from_env
 from .memory import MemoryService
-from .secrets import policy_from_env
+from .policy import WritePolicy
 
 
 @dataclass
@@ -46,9 +45,7 @@ class Runtime:
         rt = cls(
             settings,
             identity,
-            MemoryService(
-                engine, secret_policy=policy_from_env(os.environ if env is None else env)
-            ),
+            MemoryService(engine, policy=WritePolicy.from_env(env)),
         )
         if background:
             rt._thread = threading.Thread(target=rt._load_model, name="model-loader", daemon=True)
