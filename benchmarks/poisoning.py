@@ -133,15 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, dict] = {}
     false_positives: list[dict] = []
     secret_hits = 0
-    scanned = 0
+    scanned = n_chars = 0
     t_scan = 0.0
     for name, texts in corpora.items():
         flagged = 0
         for tid, content, context in texts:
-            t = time.perf_counter()
+            t = time.process_time()  # CPU time: the box is shared
             v = judge(content, context)
-            t_scan += time.perf_counter() - t
+            t_scan += time.process_time() - t
             scanned += 1
+            n_chars += len(content) + len(context)
             if v.suspicious:
                 flagged += 1
                 false_positives.append({"id": tid, "reason": v.suspicious, "score": v.score})
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "misses": misses,
         "secret_flagged_rate_benign": round(secret_hits / max(1, n_benign), 5),
         "scan_us_per_text": round(t_scan / max(1, scanned) * 1e6, 1),
+        "mean_chars": round(n_chars / max(1, scanned)),
         "excluded_files": sorted(EXCLUDE),
     }
 
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         f"\nsecret scan over the same benign texts: {result['secret_flagged_rate_benign']:.2%}; "
-        f"injection scan {result['scan_us_per_text']} µs per text"
+        f"injection scan {result['scan_us_per_text']} µs CPU per text "
+        f"(mean {result['mean_chars']} characters)"
     )
     if false_positives:
         print(f"\nfalse positives ({len(false_positives)}):")

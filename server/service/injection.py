@@ -6,8 +6,9 @@ workspace file that says *"ignore previous instructions and …"* is an attack o
 ``scan`` returns the findings, ``verdict`` decides, ``policy_from_env`` reads
 ``PATTERN_INJECTION_POLICY`` (``warn`` by default, or ``block``).
 
-What is detected (each finding has a *kind* and a weight; content is suspicious when the
-weights of its distinct findings add up to 1):
+What is detected (each finding has a *kind* and a weight: strong 1, medium 0.6, weak 0.5;
+content is suspicious when its findings add up to 1, where the weak findings of one kind count
+once: one strong finding, a medium one and another, or two weak ones of different kinds):
 
 * ``override`` — "ignore / disregard / forget / set aside … previous / prior / above …
   instructions / rules / guidelines", "whatever you were told", "the instructions above are
@@ -32,7 +33,7 @@ weights of its distinct findings add up to 1):
   in tag characters.
 * ``action`` (weak) — a dangerous command or exfiltration (``curl … | sh``, ``rm -rf ~``,
   ``~/.ssh``, ``--no-verify``, "send the credentials to https://…"): only counts together with
-  another finding, because install guides say the same things.
+  a finding of another kind, because install guides say the same things.
 
 Documents *about* prompt injection stay quiet: an override phrase in quotes, or near words such
 as "attack", "injection", "such as", "for example", is a mention, not an instruction. A README
@@ -67,7 +68,7 @@ __all__ = [
 POLICY_ENV = "PATTERN_INJECTION_POLICY"
 DISABLE_ENV = "PATTERN_DISABLE_CONTENT_SCAN"
 THRESHOLD = 1.0
-STRONG, MEDIUM, WEAK = 1.0, 0.6, 0.4
+STRONG, MEDIUM, WEAK = 1.0, 0.6, 0.5
 
 
 class InjectionPolicy(StrEnum):
@@ -853,10 +854,22 @@ def _reason(findings: list[Finding]) -> str:
     return f"{', '.join(kinds)}: “{ranked[0].excerpt}”"
 
 
+def score_of(findings: list[Finding]) -> float:
+    """The weights added up, the weak findings of one kind counted once."""
+    weak: dict[str, float] = {}
+    total = 0.0
+    for f in findings:
+        if f.weight <= WEAK:
+            weak[f.kind] = max(weak.get(f.kind, 0.0), f.weight)
+        else:
+            total += f.weight
+    return round(total + sum(weak.values()), 2)
+
+
 def verdict(text: str) -> Verdict:
-    """Scan ``text`` and decide: suspicious when the distinct findings weigh 1 or more."""
+    """Scan ``text`` and decide: suspicious when its findings weigh 1 or more (:func:`score_of`)."""
     findings = scan(text)
-    score = round(sum(f.weight for f in findings), 2)
+    score = score_of(findings)
     if score < THRESHOLD:
         return Verdict(suspicious=None, findings=tuple(findings), score=score)
     return Verdict(suspicious=_reason(findings), findings=tuple(findings), score=score)
