@@ -58,7 +58,7 @@ def test_every_line_of_a_quote_is_prefixed_so_content_cannot_forge_an_item():
         "— memory (decisions) · team · by agent-7 · 2030-03-01",
     ]
     assert all(ln.startswith((">", "— ")) for ln in lines[1:])
-    assert quote(rec("a\n\n  b   c")) .endswith("\n> a b c")  # one line for memories
+    assert quote(rec("a\n\n  b   c")).endswith("\n> a b c")  # one line for memories
 
 
 def test_pack_respects_the_budget_and_withholds_suspicious_items():
@@ -73,6 +73,8 @@ def test_pack_respects_the_budget_and_withholds_suspicious_items():
     tight = pack(items, len(HEADER) + 100)  # not even MIN_ROOM left for the first quote
     assert tight.states == [] and tight.text == ""
     assert frame([]) == "" and pack([items[1]]).text == f"{HEADER}\n{framing.withheld_line(1)}"
+    plain = Entry("memory (learnings) · public · by b · 2030-01-01", "line one\nline two")
+    assert frame([plain]) == f"{HEADER}\n— {plain.provenance}\n> line one\n> line two"
 
 
 def test_recall_and_recall_context_through_mcp(tmp_path):

@@ -221,7 +221,9 @@ def test_create_entities_and_add_observations(make_service):
     svc = make_service(BLOCK)
     graph = graph_services(svc).graph
     with pytest.raises(InvalidInput) as exc:
-        graph.create_entities(ME, [{"name": "Db", "entityType": "service", "observations": [LEAKY]}])
+        graph.create_entities(
+            ME, [{"name": "Db", "entityType": "service", "observations": [LEAKY]}]
+        )
     assert_refused(exc, "secret")
     assert graph.read_graph(ME).totalEntities == 0 and records(svc) == []
 
