@@ -412,7 +412,7 @@ def test_runtime_reads_both_policies_from_the_environment(tmp_path):
     env = {"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
            "PATTERN_PROJECT_ID": "proj", "PATTERN_AGENT_ID": "agent-a",
            "PATTERN_INJECTION_POLICY": "block", "PATTERN_SECRET_POLICY": "redact"}  # fmt: skip
-    rt = Runtime.start(env, tmp_path, background=False)
+    rt = Runtime.start(env, tmp_path, model="off")
     try:
         assert rt.engine.screen == WritePolicy(SecretPolicy.redact, InjectionPolicy.block)
         with pytest.raises(InvalidInput, match="instructions to the model"):
@@ -420,7 +420,7 @@ def test_runtime_reads_both_policies_from_the_environment(tmp_path):
     finally:
         rt.close()
     with pytest.raises(InvalidInput, match="PATTERN_INJECTION_POLICY"):
-        Runtime.start({**env, "PATTERN_INJECTION_POLICY": "shout"}, tmp_path, background=False)
+        Runtime.start({**env, "PATTERN_INJECTION_POLICY": "shout"}, tmp_path, model="off")
     off = WritePolicy.from_env({"PATTERN_DISABLE_CONTENT_SCAN": "true"})
     assert off.secrets is None and off.injection is None
     assert off(Record(project_id="p", agent_id="a", content=ATTACK))[1] == []

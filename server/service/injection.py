@@ -54,7 +54,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from retrieval.errors import InvalidInput
+from .errors import InvalidInput
 
 __all__ = [
     "Finding",

@@ -29,10 +29,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from retrieval.errors import InvalidInput
 from retrieval.records import Record
 
 from . import injection, secrets
+from .errors import InvalidInput
 from .injection import InjectionPolicy
 from .secrets import SecretPolicy
 
