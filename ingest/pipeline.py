@@ -19,7 +19,7 @@ Chunks pass the engine's write policy (``Engine.screen_record``) in stage 1, bef
 embedded: a file the policy refuses (a secret under ``PATTERN_SECRET_POLICY=block``, an
 injection under ``PATTERN_INJECTION_POLICY=block``) is skipped whole, listed in the report with
 the reason ``secret`` (or ``injection``), and loses the chunks of its earlier version; under
-``redact`` the redacted chunks are stored; warnings are listed per file. The policy's signature
+``redact`` the redacted chunks are stored; warnings are listed per file (``policy_warnings``). The policy's signature
 is part of a file's row, so changing the policy re-reads every file.
 """
 
@@ -66,7 +66,7 @@ class IngestReport(BaseModel):
     chunks_embedded: int = Field(0, description="Chunks whose vectors were computed this run.")
     skipped: list[SkippedFile] = Field(default_factory=list)
     errors: list[SkippedFile] = Field(default_factory=list)
-    warnings: list[SkippedFile] = Field(
+    policy_warnings: list[SkippedFile] = Field(
         default_factory=list,
         description="Files stored with write-policy warnings (a secret kept or redacted, text "
         "flagged as suspicious), one entry per file.",
@@ -78,6 +78,10 @@ class IngestReport(BaseModel):
         "read and embed stages run beside the write stage.",
     )
     interrupted: bool = False
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Writes that committed with a warning (the vector index catching up).",
+    )
 
 
 @dataclass
@@ -310,7 +314,8 @@ class Ingestor:
             ft.put_rows(conn, self.bucket, new_rows)
 
         t = time.perf_counter()
-        self.engine.apply(add=add, delete=delete, check=check, vectors=vectors)
+        done = self.engine.apply(add=add, delete=delete, check=check, vectors=vectors)
+        self._warnings.update(dict.fromkeys(done.warnings))
         self._timings["write"] += time.perf_counter() - t
         return len(delete)
 
@@ -354,6 +359,7 @@ class Ingestor:
         done = report.files_unchanged
         self._timings["walk"] = time.perf_counter() - t0
         self._embedded = 0
+        self._warnings: dict[str, None] = {}
         elapsed = lambda: time.perf_counter() - t0  # noqa: E731
         progress(Progress(done, total, 0, elapsed()))
         for i in range(0, len(removed), opts.max_batch_files):
@@ -397,7 +403,7 @@ class Ingestor:
                             report.files_indexed += 1
                             report.chunks_added += len(j.records)
                             if j.warnings:
-                                report.warnings.append(
+                                report.policy_warnings.append(
                                     SkippedFile(path=j.cand.rel, reason=_summary(j.warnings))
                                 )
                     done += len(jobs)
@@ -415,6 +421,7 @@ class Ingestor:
                 for t in threads:
                     t.join(timeout=0.2 if report.interrupted else None)
         report.chunks_embedded = self._embedded
+        report.warnings = list(self._warnings)
         report.timings = {k: round(v, 3) for k, v in self._timings.items()}
         report.seconds = round(time.perf_counter() - t0, 3)
         progress(Progress(done, total, report.chunks_added, elapsed(), phase="done"))

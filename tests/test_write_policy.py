@@ -306,7 +306,7 @@ def test_ingest_redact_stores_redacted_chunks(make_service, tree):
     svc = make_service(REDACT)
     report = Ingestor(svc.engine, ME.project_id, ME.agent_id).run(tree)
     assert report.files_indexed == 2 and report.skipped == []
-    assert [w.path for w in report.warnings] == ["deploy/notes.md"]
+    assert [w.path for w in report.policy_warnings] == ["deploy/notes.md"]
     (chunk,) = chunk_texts(svc)["deploy/notes.md"]
     assert REDACTED in chunk.content and SECRET not in chunk.content
     assert SECRET not in embedded(svc)  # redacted before the embedder saw it
@@ -318,7 +318,7 @@ def test_ingest_injection_is_flagged_or_blocked(make_service, tree):
     write(tree, "CONTRIBUTING.md", f"# Contributing\n\n{ATTACK}\n")
     svc = make_service(REDACT)
     report = Ingestor(svc.engine, ME.project_id, ME.agent_id).run(tree)
-    assert "CONTRIBUTING.md" in {w.path for w in report.warnings}
+    assert "CONTRIBUTING.md" in {w.path for w in report.policy_warnings}
     (chunk,) = chunk_texts(svc)["CONTRIBUTING.md"]
     assert "override" in chunk.metadata[SUSPICIOUS]
     assert all(SUSPICIOUS not in c.metadata for c in chunk_texts(svc)["README.md"])
