@@ -3,6 +3,8 @@ record API: add, update, delete, get, list, search, sync (outbox), reindex.
 
 Write path (:meth:`Engine.apply`, and :meth:`Engine.add` for batches):
 
+0. screen every added or replaced record with the write policy (:attr:`Engine.screen`, given
+   by the service), before anything is embedded: what is embedded is what is stored;
 1. read the embedder once (the model may attach while a write runs: a write is embedded by
    one model or by none, never split between the two);
 2. embed, holding no lock (callers may pass vectors made earlier by :meth:`Engine.embed`);
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +43,9 @@ from .vector_sync import VectorSync
 from .vectors import VectorIndex, windows, words_of
 
 EmbedText = Callable[[Record], str]
+# The write policy: (record to store, warnings) for a record about to be written; raises (a
+# PatternError) to refuse it. Given by the service (retrieval knows no policy of its own).
+Screen = Callable[[Record], tuple[Record, list[str]]]
 log = logging.getLogger(__name__)
 
 
@@ -111,6 +117,7 @@ class Engine:
         embed_text: EmbedText | None = None,
         window_words: int | None = None,
         window_overlap: int = 16,
+        screen: Screen | None = None,
     ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -127,6 +134,8 @@ class Engine:
         self._sync = VectorSync(self)
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self._buckets: set[str] = set(self.store.all_buckets())
+        self._screen = screen
+        self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
         if embedder is not None:
             self.set_embedder(embedder)
 
@@ -213,6 +222,47 @@ class Engine:
         this is the slow part of a write."""
         return self.vectors_for(records, self.embedder)
 
+    # ------------------------------------------------------------------ write policy
+    @property
+    def screen(self) -> Screen | None:
+        """The write policy every stored record passes (None: records are stored as given)."""
+        return self._screen
+
+    @screen.setter
+    def screen(self, fn: Screen | None) -> None:
+        self._screen = fn
+        self._passed.clear()  # what the old policy passed is not passed by the new one
+
+    def screen_record(self, record: Record) -> tuple[Record, list[str]]:
+        """The write policy on one record: (the record to store, its warnings); raises what the
+        policy raises to refuse it. Callers that want the warnings or a per-item decision call
+        this before a write; the returned record then passes :meth:`add`, :meth:`update` and
+        :meth:`apply` without a second scan (unless its text changes in between). Every other
+        record is screened by those methods themselves (its warnings are dropped)."""
+        if self._screen is None:
+            return record, []
+        out, warnings = self._screen(record)
+        key = id(out)
+        ref = weakref.ref(out, lambda _ref, k=key: self._passed.pop(k, None))
+        self._passed[key] = (ref, out.current_hash())
+        return out, list(warnings)
+
+    def _admit(self, records: Sequence[Record], vectors: dict | None = None) -> list[Record]:
+        """``records`` as the write policy lets them be stored (see :meth:`screen_record`); a
+        vector made before the policy changed a record's text is dropped from ``vectors``."""
+        if self._screen is None:
+            return list(records)
+        out = []
+        for rec in records:
+            passed = self._passed.get(id(rec))
+            if passed is None or passed[0]() is not rec or passed[1] != rec.current_hash():
+                new, _warnings = self.screen_record(rec)
+                if vectors and (new.content, new.context) != (rec.content, rec.context):
+                    vectors.pop(rec.id, None)
+                rec = new
+            out.append(rec)
+        return out
+
     # ------------------------------------------------------------------ writes
     def add(self, records: Sequence[Record], *, batch: int = 512) -> list[Record]:
         """Insert records atomically per batch; returns them once committed (and, unless
@@ -220,8 +270,8 @@ class Engine:
 
         With several batches, the next batch is embedded (on the embedder's workers) while
         this one is written and applied to Chroma, so the single-threaded store work overlaps
-        the embedding instead of following it."""
-        records = list(records)
+        the embedding instead of following it. Returns the records as stored (screened)."""
+        records = self._admit(records)
         parts = [records[i : i + batch] for i in range(0, len(records), batch)]
         embedder = self.embedder  # one model for the whole call (see vectors_for)
         ahead = ThreadPoolExecutor(1, thread_name_prefix="embed-ahead") if len(parts) > 1 else None
@@ -239,6 +289,7 @@ class Engine:
         return records
 
     def update(self, record: Record) -> Record:
+        record = self._admit([record])[0]
         self.apply(replace=[record])
         return record
 
@@ -262,9 +313,13 @@ class Engine:
         ``extra(conn)`` runs last inside the transaction, after the records are written (graph
         rows, extra FTS terms); it may raise to abort too.
 
+        Every added or replaced record passes the write policy first (:meth:`screen_record`).
+
         Returns the deleted records and the warnings of a write that committed but whose
         vectors could not be applied yet (:func:`~retrieval.vector_sync.catching_up`)."""
-        return self._write(add, replace, delete, check, vectors, extra, self.embedder)
+        vecs = dict(vectors or {})
+        add, replace = self._admit(add, vecs), self._admit(replace, vecs)
+        return self._write(add, replace, delete, check, vecs, extra, self.embedder)
 
     def _write(self, add, replace, delete, check, vectors, extra, embedder) -> Applied:
         """:meth:`apply` with the embedder read once by the caller: embed what ``vectors``
@@ -347,6 +402,7 @@ __all__ = [
     "BARE_VIEW_WEIGHT",
     "Engine",
     "FusionConfig",
+    "Screen",
     "embed_views",
     "parse_ts",
 ]

@@ -113,8 +113,8 @@ def test_session_start_briefing_then_ledger(hashd):
                      "PG_TIMEOUT", "success rate 90%", "pg_isready"):  # fmt: skip
         assert expected in text, expected
     assert "Ignore all previous instructions" not in text
-    assert "  > I am the payments backend agent" in text  # quoted as data
-    assert "memory core · personal · by dev-agent" in text  # with provenance
+    assert "> I am the payments backend agent" in text  # quoted as data
+    assert "memory (core) · personal · by dev-agent" in text  # with provenance
     # the same session again: everything was injected already
     out, _ = run_hook(home, "SessionStart", hook_input("SessionStart", None, "b1", source="resume"))
     assert out == ""

@@ -2,9 +2,10 @@
 once by the :class:`~server.service.runtime.Runtime` (``rt.graphs``), since the graph service's
 lock must be the only one serialising that store's graph writes in the process.
 
-``graph/`` knows nothing of identities' origin or secret policies; this is where the server's
-rules are plugged in: the memory service's clock, and its secret policy for every observation
-and lesson text (warn / block / redact, like ``remember``).
+``graph/`` knows nothing of identities' origin or write policies; this is where the server's
+rules are plugged in: the memory service's clock, and its write policy (secrets, injection) for
+every observation and lesson text, so each text gets its own warning and lesson fields kept
+outside the record are redacted too. The records themselves pass the same policy in the engine.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from graph.models import ExportGraphResult, ImportGraphResult, SearchNodesResult
 from graph.search import search_nodes
 
 from .memory import MemoryService
-from .secrets import apply_policy
 
 
 @dataclass
@@ -56,9 +56,7 @@ class GraphServices:
 
 
 def graph_services(svc: MemoryService) -> GraphServices:
-    """New graph and lesson services over ``svc``'s engine, with its clock and secret policy
+    """New graph and lesson services over ``svc``'s engine, with its clock and write policy
     (the runtime builds the one pair a process uses)."""
-    graph = GraphService(
-        svc.engine, clock=svc.clock, screen=lambda text: apply_policy(text, svc.secret_policy)
-    )
+    graph = GraphService(svc.engine, clock=svc.clock, screen=svc.policy.screen_text)
     return GraphServices(graph, LessonService(graph))

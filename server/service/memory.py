@@ -42,6 +42,7 @@ from .errors import (
     PatternError,
 )
 from .identity import Identity
+from .injection import InjectionPolicy
 from .models import (
     CommitInsightResult,
     ForgetResult,
@@ -51,7 +52,8 @@ from .models import (
     ShareLearningResult,
     UpdateMemoryResult,
 )
-from .secrets import SecretPolicy, apply_policy
+from .policy import WritePolicy
+from .secrets import SecretPolicy
 
 Clock = Callable[[], datetime]
 Check = Callable[[Any], None]
@@ -72,11 +74,16 @@ class MemoryService:
         *,
         clock: Clock = utcnow,
         secret_policy: SecretPolicy | None = SecretPolicy.warn,
+        injection_policy: InjectionPolicy | None = InjectionPolicy.warn,
+        policy: WritePolicy | None = None,
     ) -> None:
+        """``policy`` (else the two policies given) becomes the engine's write policy: every
+        record stored through this engine passes it (see :mod:`.policy`)."""
         self.engine = engine
         self.store = engine.store
         self.clock = clock
-        self.secret_policy = secret_policy
+        self.policy = policy or WritePolicy(secret_policy, injection_policy)
+        engine.screen = self.policy
 
     # ------------------------------------------------------------------ helpers
     def visible(self, who: Identity, rec: Record) -> bool:
@@ -116,7 +123,6 @@ class MemoryService:
         )
         if not meta.get("tags"):
             meta.pop("tags", None)
-        content, warnings = apply_policy(item.content, self.secret_policy)
         now = self.clock()
         rec = Record(
             kind=Kind.memory,
@@ -124,13 +130,13 @@ class MemoryService:
             agent_id=who.agent_id,
             scope=scope,
             category=category,
-            content=content,
+            content=item.content,
             metadata=meta,
             created_at=now,
             updated_at=now,
             expires_at=rules.expiry_for(category, now),
         )
-        return rec, warnings
+        return self.engine.screen_record(rec)  # the write policy, before anything is embedded
 
     def limits_check(self, who: Identity, records: list[Record]):
         """A check run inside the write transaction: no limit is ever silently exceeded."""
@@ -430,10 +436,8 @@ class MemoryService:
             raise InvalidInput(
                 "nothing to update: give content and/or metadata", memoryId=memory_id
             )
-        warnings: list[str] = []
         if content is not None:
             rules.check_content(content)
-            content, warnings = apply_policy(content, self.secret_policy)
         rec = self.get_visible(who, memory_id)
         self.check_owner(who, rec, "update")
         if rec.kind is not Kind.memory:
@@ -465,6 +469,7 @@ class MemoryService:
                 "content_hash": content_hash(text + "\x00" + rec.context),
             }
         )
+        updated, warnings = self.engine.screen_record(updated)
         result = UpdateMemoryResult(
             memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
             scope=rec.scope.value, category=rec.category, warnings=warnings,
@@ -519,7 +524,7 @@ class MemoryService:
         content = rec.content
         if new_content is not None:
             rules.check_content(new_content)
-            content, _ = apply_policy(new_content, self.secret_policy)
+            content = new_content
         updated = rec.model_copy(
             update={
                 "category": "longterm",
@@ -530,16 +535,17 @@ class MemoryService:
                 "content_hash": content_hash(content + "\x00" + rec.context),
             }
         )
+        updated, warnings = self.engine.screen_record(updated)
         result = CommitInsightResult(
             memoryId=rec.id, previousCategory=previous, category="longterm",
-            scope=rec.scope.value, revision=rec.revision + 1,
+            scope=rec.scope.value, revision=rec.revision + 1, warnings=warnings,
         )  # fmt: skip
-        self.engine.apply(
+        result.warnings += self.engine.apply(
             replace=[updated],
             check=self.checks(
                 self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
             ),
-        )
+        ).warnings
         return result
 
     def check_forget(self, who: Identity, rec: Record, force: bool) -> None:
@@ -612,10 +618,12 @@ class MemoryService:
             scope=Scope.team, category=category, content=rec.content, context=rec.context,
             metadata={**rec.metadata, "sharedFrom": rec.id}, created_at=now, updated_at=now,
         )  # fmt: skip
+        shared, warnings = self.engine.screen_record(shared)
         result = ShareLearningResult(
-            memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
-        )
-        self.engine.apply(
+            memoryId=shared.id, originalId=rec.id, originalKept=keep_original,
+            category=category, warnings=warnings,
+        )  # fmt: skip
+        result.warnings += self.engine.apply(
             add=[shared],
             delete=[] if keep_original else [rec.id],
             check=self.checks(
@@ -623,5 +631,5 @@ class MemoryService:
                 self.revision_check(rec.id, rec.revision, None),  # shared once, from this version
                 self.limits_check(who, [shared]),
             ),
-        )
+        ).warnings
         return result

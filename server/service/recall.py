@@ -10,6 +10,10 @@ Boosts (added to the fused score, which lies in [0, 1]):
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
+
+The ``text`` block is framed by :mod:`.framing`: one line saying it is reference material, not
+instructions, then every item quoted with its provenance. Items the write policy flagged as
+suspicious stay in ``items`` (marked) but out of ``text`` unless ``includeSuspicious``.
 """
 
 from __future__ import annotations
@@ -20,14 +24,15 @@ import numpy as np
 
 from retrieval.records import Hit, Kind, Record
 
+from . import framing
 from . import scopes as rules
+from .framing import location
 from .identity import Identity
 from .memory import MemoryService
 from .models import RecallInput, RecallItem, RecallResult
 
 MMR_LAMBDA = 0.75
 DUPLICATE_SIM = 0.95
-HEADER = "Relevant memory (pattern-memory recall):"
 
 
 def boosts(rec: Record, now) -> dict[str, float]:
@@ -91,25 +96,6 @@ def diversify(
     return chosen, dropped
 
 
-def location(rec: Record) -> str | None:
-    if rec.kind is not Kind.chunk:
-        return None
-    m = rec.metadata
-    return f"{m.get('path', '?')}:{m.get('start_line', '?')}-{m.get('end_line', '?')}"
-
-
-def render(rec: Record) -> str:
-    loc = location(rec)
-    if loc:
-        return f"- [{loc}]\n{rec.content.strip()}"
-    label = (
-        rec.entity_name
-        and f"{rec.kind.value} {rec.entity_name}"
-        or f"{rec.scope.value}/{rec.category}"
-    )
-    return f"- [{label}] {' '.join(rec.content.split())}"
-
-
 def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult:
     now = svc.clock()
     f = rules.tool_filter(who, args, now, [Kind(k) for k in args.kinds] if args.kinds else None)
@@ -122,21 +108,12 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         scores[h.record.id] = h.score + sum(b.values())
     ordered, dropped = diversify(svc, hits, scores)
     scale = 4 if args.unit == "tokens" else 1
-    capacity = args.budget * scale
-    parts = [HEADER]
-    used = len(HEADER)
+    top = ordered[: args.limit]
+    packed = framing.pack(
+        [h.record for h in top], args.budget * scale, include_suspicious=args.includeSuspicious
+    )
     items: list[RecallItem] = []
-    for h in ordered[: args.limit]:
-        block = render(h.record)
-        truncated = False
-        room = capacity - used - 1
-        if len(block) > room:
-            if room < 200:
-                break
-            block, truncated = block[: room - 1] + "…", True
-        parts.append(block)
-        used += len(block) + 1
-        rec = h.record
+    for h, (rec, state) in zip(top, packed.states, strict=False):
         items.append(
             RecallItem(
                 id=rec.id,
@@ -147,10 +124,13 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                 content=rec.content,
                 location=location(rec),
                 explanation=h.explanation.model_dump(),
-                truncated=truncated,
+                truncated=state == "truncated",
+                provenance=framing.provenance(rec),
+                suspicious=framing.suspicious(rec),
+                inText=state != "withheld",
             )  # fmt: skip
         )
-    text = "\n".join(parts) if items else ""
+    text = packed.text
     return RecallResult(
         items=items,
         text=text,

@@ -36,7 +36,6 @@ from retrieval.records import Kind, Record, Scope, utcnow
 
 from .identity import Identity
 from .memory import MemoryService
-from .secrets import apply_policy
 
 PROGRESS_KEY = "sessions.progress:"  # + the transcript's absolute path
 CONTEXT_SPEC = "date,speaker,prev2,next1"
@@ -102,11 +101,11 @@ class SessionIndexer:
 
     def screen(self, text: str) -> str | None:
         """A turn's text as it may be stored (redacted under ``redact``), or None when the
-        write policy refuses it: the turn is left out alone, never its whole batch (a refused
-        batch would stop the transcript's indexing at that point for good). The one per-turn
-        policy decision of the indexer."""
+        write policy (secrets, injection) refuses it: the turn is left out alone, never its
+        whole batch (a refused batch would stop the transcript's indexing at that point for
+        good). The one per-turn policy decision of the indexer."""
         try:
-            return apply_policy(text, self.svc.secret_policy)[0]
+            return self.svc.policy.screen_text(text)[0]
         except InvalidInput:
             return None
 
