@@ -11,6 +11,11 @@ Three stages run at once, connected by bounded queues:
    chunks, inserts the new ones with their vectors and upserts their ``files`` rows, in one
    transaction. Vanished (or newly ignored) files lose their chunks the same way.
 
+After each committed batch, ``on_change`` (when given) receives the absolute paths of the files
+whose content changed or that vanished: the server re-checks the citations of those files in
+the background (``ingest`` knows nothing of citations; ``server/service/workspace.py`` passes
+the callback).
+
 Every batch commits on its own, so an interrupt (Ctrl-C, SIGKILL) loses at most the batches in
 flight; the next run sees the committed rows and resumes. One ingestion runs per store at a
 time (``<home>/ingest.lock``).
@@ -144,8 +149,10 @@ class Ingestor:
         options: IngestOptions | None = None,
         *,
         ready: Callable[[], object] | None = None,
+        on_change: Callable[[list[str]], object] | None = None,
     ) -> None:
         self.engine = engine
+        self.on_change = on_change  # told the files a committed batch changed or removed
         self.project_id = project_id
         self.agent_id = agent_id
         self.options = options or IngestOptions()
@@ -293,6 +300,9 @@ class Ingestor:
         t = time.perf_counter()
         self.engine.apply(add=add, delete=delete, check=check, vectors=vectors)
         self._timings["write"] += time.perf_counter() - t
+        changed = [j.row.path for j in jobs if not j.touch_only] + gone_paths
+        if changed and self.on_change is not None:
+            self.on_change(changed)
         return len(delete)
 
     # ------------------------------------------------------------------ run

@@ -61,10 +61,14 @@ def _remember_bulk(
     prepared: list[Record] = []
     errors: list[str] = []
     warnings: list[str] = []
+    cites = {}  # record id -> its resolved citations
     for i, raw in enumerate(memories):
         try:
             item = raw if isinstance(raw, MemoryInput) else MemoryInput.model_validate(raw)
             rec, warns = svc.prepare(who, item)
+            pending = svc.cite(who, item.citations, [rec.content])
+            if pending:
+                cites[rec.id] = pending
             prepared.append(rec)
             warnings.extend(f"[{i}] {w}" for w in warns)
         except (PatternError, ValidationError) as exc:
@@ -86,14 +90,22 @@ def _remember_bulk(
             warnings=warnings,
         )
 
+    def citations_of(stored: list[Record]):
+        def write(conn) -> None:
+            for rec in stored:
+                if rec.id in cites:
+                    cites[rec.id].write(conn, [rec.id])
+
+        return write if cites else None
+
     try:
         done = result(prepared, errors)
-        svc.store_records(who, prepared, check=svc.bind(claim, done))
+        svc.store_records(who, prepared, check=svc.bind(claim, done), extra=citations_of(prepared))
     except LimitExceeded:
         with svc._lock:  # store what fits (in order, one transaction), report the rest
             fit, over = svc.fitting(who, prepared, stop_on_error)
             done = result(fit, errors + over)
-            svc.store_records(who, fit, check=svc.bind(claim, done))
+            svc.store_records(who, fit, check=svc.bind(claim, done), extra=citations_of(fit))
     return done
 
 

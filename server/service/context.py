@@ -3,6 +3,9 @@
 Without ``search`` the order is Pattern's: category priority (core, decisions, architecture,
 learnings, longterm, tasks, recent), then metadata priority, then recency. With ``search`` the
 lists are ranked by hybrid relevance (the seed's substring match would miss paraphrases).
+Every listed memory carries its citations with their status now (checked like ``recall``'s); with
+``search``, one whose cited code changed ranks lower (the same factor as ``recall``), and the
+summary marks it.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from retrieval.records import Kind, RecordFilter, Scope
 from . import scopes as rules
 from .identity import Identity
 from .memory import MemoryService
-from .models import Counts, Memory, RecallContextInput, RecallContextResult
-from .recall import location
+from .models import CitedMemory, Counts, RecallContextInput, RecallContextResult
+from .recall import location, stale_note
 
 SUMMARY_BYTES = 4096
 CHUNK_LIMIT = 10  # workspace chunks listed with `search`
@@ -31,7 +34,7 @@ def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter
     return rules.tool_filter(who, args, now, [Kind.memory], updated_after)
 
 
-def build_summary(memories: list[Memory], limit: int = SUMMARY_BYTES) -> str:
+def build_summary(memories: list[CitedMemory], limit: int = SUMMARY_BYTES) -> str:
     """Key points, most important first (core, then priority 1, then category order), ≤ limit bytes."""
     ranked = sorted(
         memories,
@@ -45,7 +48,8 @@ def build_summary(memories: list[Memory], limit: int = SUMMARY_BYTES) -> str:
     size = 0
     for m in ranked:
         text = " ".join(m.content.split())
-        line = f"- [{m.scope}/{m.category}] {text}"
+        note = stale_note(m.citations)
+        line = f"- [{m.scope}/{m.category}]{f' [{note}]' if note else ''} {text}"
         if len(line) > 300:
             line = line[:297] + "…"
         cost = len(line.encode("utf-8")) + 1
@@ -82,17 +86,24 @@ def recall_context(
 ) -> RecallContextResult:
     now = svc.clock()
     f = context_filter(who, args, now)
+    cites = svc.citations
     if args.search and args.search.strip():
         hits = svc.engine.search(args.search, f, k=args.limit)
-        records = [h.record for h in hits]
+        states = cites.states(who, [h.record.id for h in hits]) if cites else {}
+        factor = cites.factor if cites else (lambda _states: 1.0)
+        score = {h.record.id: h.score * factor(states.get(h.record.id, [])) for h in hits}
+        records = [h.record for h in sorted(hits, key=lambda h: -score[h.record.id])]
         ranking = hits[0].explanation.mode if hits else "hybrid"
         ranking = f"relevance ({ranking})"
     else:
         records = svc.store.list(f, order=_ORDER_SQL, limit=args.limit)
+        states = cites.states(who, [r.id for r in records]) if cites else {}
         ranking = "category priority, then priority, then recency"
-    groups: dict[str, list[Memory]] = {s.value: [] for s in Scope}
+    groups: dict[str, list[CitedMemory]] = {s.value: [] for s in Scope}
     for rec in records:
-        groups[rec.scope.value].append(Memory.from_record(rec))
+        m = CitedMemory.from_record(rec)
+        m.citations = states.get(rec.id, [])
+        groups[rec.scope.value].append(m)
     # counts: everything matching the filters (before the limit), per scope, plus expired ones
     by_bucket = svc.store.count(f, group_by="bucket")
     counts = Counts()

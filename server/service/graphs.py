@@ -4,7 +4,8 @@ lock must be the only one serialising that store's graph writes in the process.
 
 ``graph/`` knows nothing of identities' origin or secret policies; this is where the server's
 rules are plugged in: the memory service's clock, and its secret policy for every observation
-and lesson text (warn / block / redact, like ``remember``).
+and lesson text (warn / block / redact, like ``remember``), and its citations of code (observations
+and lessons cite files like memories do).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def graph_services(svc: MemoryService) -> GraphServices:
     """New graph and lesson services over ``svc``'s engine, with its clock and secret policy
     (the runtime builds the one pair a process uses)."""
     graph = GraphService(
-        svc.engine, clock=svc.clock, screen=lambda text: apply_policy(text, svc.secret_policy)
-    )
+        svc.engine, clock=svc.clock, screen=lambda text: apply_policy(text, svc.secret_policy),
+        cite=svc.citations,
+    )  # fmt: skip
     return GraphServices(graph, LessonService(graph))

@@ -7,6 +7,10 @@ Boosts (added to the fused score, which lies in [0, 1]):
 - priority: +0.04 for priority 1, -0.04 for priority 3;
 - recency: +0.03 * 2^(-age_days / 30) (a memory from today gets +0.03, from last month +0.015);
 - lessons: +0.10 * (successRate - 0.5), so a fix that works lifts its lesson.
+Citations: an item whose cited code changed or was deleted since it was written has its score
+(fused + boosts) multiplied by ``CitationService.stale_factor`` (0.8, measured: docs/benchmarks.md
+"Citations"), shown as the ``citations`` boost; its line in ``text`` says "cited code changed
+since this was written (path:lines)".
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
@@ -18,6 +22,7 @@ import re
 
 import numpy as np
 
+from retrieval.cite import CitationState
 from retrieval.records import Hit, Kind, Record
 
 from . import scopes as rules
@@ -98,7 +103,17 @@ def location(rec: Record) -> str | None:
     return f"{m.get('path', '?')}:{m.get('start_line', '?')}-{m.get('end_line', '?')}"
 
 
-def render(rec: Record) -> str:
+def stale_note(states: list[CitationState]) -> str | None:
+    """The warning an item with stale citations carries in ``text`` (None when none is)."""
+    stale = [
+        c.label if c.status == "changed" else f"{c.label}: file deleted" for c in states if c.stale
+    ]
+    if not stale:
+        return None
+    return f"cited code changed since this was written ({', '.join(stale)})"
+
+
+def render(rec: Record, citations: list[CitationState] | None = None) -> str:
     loc = location(rec)
     if loc:
         return f"- [{loc}]\n{rec.content.strip()}"
@@ -107,7 +122,24 @@ def render(rec: Record) -> str:
         and f"{rec.kind.value} {rec.entity_name}"
         or f"{rec.scope.value}/{rec.category}"
     )
-    return f"- [{label}] {' '.join(rec.content.split())}"
+    note = stale_note(citations or [])
+    warn = f" [{note}]" if note else ""
+    return f"- [{label}]{warn} {' '.join(rec.content.split())}"
+
+
+def cited(svc: MemoryService, who: Identity, hits: list[Hit], scores: dict[str, float]):
+    """The citations of the hits, checked now; stale items' scores lowered in place."""
+    if svc.citations is None or not hits:
+        return {}
+    states = svc.citations.states(who, [h.record.id for h in hits])
+    for h in hits:
+        cs = states.get(h.record.id)
+        factor = svc.citations.factor(cs) if cs else 1.0
+        if factor != 1.0:
+            rid = h.record.id
+            h.explanation.boosts["citations"] = round(scores[rid] * (factor - 1), 4)
+            scores[rid] *= factor
+    return states
 
 
 def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult:
@@ -120,6 +152,7 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         b = boosts(h.record, now)
         h.explanation.boosts = b
         scores[h.record.id] = h.score + sum(b.values())
+    citations = cited(svc, who, hits, scores)
     ordered, dropped = diversify(svc, hits, scores)
     scale = 4 if args.unit == "tokens" else 1
     capacity = args.budget * scale
@@ -127,7 +160,7 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
     used = len(HEADER)
     items: list[RecallItem] = []
     for h in ordered[: args.limit]:
-        block = render(h.record)
+        block = render(h.record, citations.get(h.record.id))
         truncated = False
         room = capacity - used - 1
         if len(block) > room:
@@ -148,6 +181,7 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                 location=location(rec),
                 explanation=h.explanation.model_dump(),
                 truncated=truncated,
+                citations=citations.get(rec.id, []),
             )  # fmt: skip
         )
     text = "\n".join(parts) if items else ""
