@@ -137,6 +137,11 @@ def _inside(path: Path, roots: Sequence[Path]) -> Path | None:
     return next((r for r in roots if path == r or path.is_relative_to(r)), None)
 
 
+def _under(path: str, prefixes: Sequence[str]) -> bool:
+    """``path`` (resolved) lies in one of the folders (each given as ``folder + "/"``)."""
+    return any(path.startswith(p) for p in prefixes)
+
+
 def _checked_at(ns: int | None) -> datetime | None:
     return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC)
 
@@ -153,10 +158,19 @@ class CitationService:
         self._worker: ThreadPoolExecutor | None = None
         self._worker_lock = threading.Lock()
         self._pending: list[Future] = []
+        self._resolved: dict[tuple[str, ...], list[Path]] = {}  # allowed dirs -> resolved
 
     # ------------------------------------------------------------------ paths
     def allowed(self, who) -> list[Path]:
-        return [Path(p).expanduser().resolve() for p in self.settings.allowed_for(who)]
+        """The caller's allowed directories, resolved (cached: a recall checks them each time)."""
+        key = tuple(map(str, self.settings.allowed_for(who)))
+        found = self._resolved.get(key)
+        if found is None:
+            found = [Path(p).expanduser().resolve() for p in key]
+            if len(self._resolved) > 256:
+                self._resolved.clear()
+            self._resolved[key] = found
+        return found
 
     def _locate_file(self, who, raw: str, allowed: list[Path]) -> tuple[Path, Path, str]:
         """(resolved file, the root it is relative to, its path relative to that root)."""
@@ -257,9 +271,8 @@ class CitationService:
 
     @staticmethod
     def state_of(row, values: dict | None = None) -> CitationState:
-        v = {k: row[k] for k in _STATE}
-        v.update(values or {})
-        return CitationState(
+        v = values or row
+        return CitationState.model_construct(  # values from our own rows: no validation needed
             path=row["path"], startLine=row["start_line"], endLine=row["end_line"],
             status=v["status"], currentStartLine=v["cur_start"], currentEndLine=v["cur_end"],
             checkedAt=_checked_at(v["checked_ns"]),
@@ -286,9 +299,10 @@ class CitationService:
     def _check_rows(self, rows, allowed: list[Path]) -> dict[str, list[CitationState]]:
         out: dict[str, list[CitationState]] = {}
         updates = []
+        prefixes = [f"{str(a).rstrip('/')}/" for a in allowed]
         for row in rows:
             values = None
-            if allowed and _inside(Path(row["abs_path"]), allowed) is not None:
+            if prefixes and _under(row["abs_path"], prefixes):
                 values = self._check(row)
                 if values is not None:
                     updates.append((row, values))
@@ -343,7 +357,9 @@ class CitationService:
             return None
         data = None
         sha = self._files_sha(row, info)
-        if sha is None or (sha != row["sha256"] and row["start_line"] is not None):
+        if sha is None or (
+            sha not in (row["seen_sha"], row["sha256"]) and row["start_line"] is not None
+        ):  # not known, or its lines are needed: read it (and hash what was read)
             try:
                 data = Path(path).read_bytes() if info.st_size <= MAX_FILE_BYTES else b""
             except OSError:
