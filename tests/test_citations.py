@@ -120,7 +120,7 @@ def test_each_status_at_recall_with_ranking_and_marking(svc, tmp_path, proj):
         item = by_id[ids[name]]
         assert item.explanation["boosts"]["citations"] < 0
     for name in ("fresh", "moved"):
-        assert "citations" not in by_id[ids["fresh"]].explanation["boosts"]
+        assert "citations" not in by_id[ids[name]].explanation["boosts"]
     assert "cited code changed since this was written (pkg/mod.py:13-14)" in res.text
     assert "pkg/gone.py:1-2: file deleted" in res.text
     fresh_line = next(ln for ln in res.text.splitlines() if texts["fresh"] in ln)
