@@ -302,10 +302,21 @@ class LessonService:
                 ep.stackTrace = g.clean(
                     ep.stackTrace, f"lesson {lesson.name!r} stackTrace", warnings
                 )
+            if ep.context.strip():
+                ep.context = g.clean(ep.context, f"lesson {lesson.name!r} context", warnings)
             lesson.observations = [
                 g.clean(o, f"lesson {lesson.name!r} observation", warnings)
                 for o in lesson.observations
             ]
+            for step in lesson.verificationSteps:  # kept in the lessons table as given
+                what = f"lesson {lesson.name!r} verification step"
+                step.command, step.expectedOutput = (
+                    g.clean(t, what, warnings) if t.strip() else t
+                    for t in (step.command, step.expectedOutput)
+                )
+                step.successIndicators = [
+                    g.clean(i, what, warnings) if i.strip() else i for i in step.successIndicators
+                ]
             if lesson.name in names:
                 raise Conflict(f"lesson {lesson.name!r} appears twice", name=lesson.name)
             names.add(lesson.name)

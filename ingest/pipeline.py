@@ -19,6 +19,13 @@ the callback).
 Every batch commits on its own, so an interrupt (Ctrl-C, SIGKILL) loses at most the batches in
 flight; the next run sees the committed rows and resumes. One ingestion runs per store at a
 time (``<home>/ingest.lock``).
+
+Chunks pass the engine's write policy (``Engine.screen_record``) in stage 1, before they are
+embedded: a file the policy refuses (a secret under ``PATTERN_SECRET_POLICY=block``, an
+injection under ``PATTERN_INJECTION_POLICY=block``) is skipped whole, listed in the report with
+the reason ``secret`` (or ``injection``), and loses the chunks of its earlier version; under
+``redact`` the redacted chunks are stored; warnings are listed per file. The policy's signature
+is part of a file's row, so changing the policy re-reads every file.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from pydantic import BaseModel, Field
 
 from retrieval.buckets import bucket_of
 from retrieval.engine import Engine
-from retrieval.errors import Conflict
+from retrieval.errors import Conflict, PatternError
 from retrieval.records import Kind, Record, Scope
 
 from . import filetable as ft
@@ -64,6 +71,11 @@ class IngestReport(BaseModel):
     chunks_embedded: int = Field(0, description="Chunks whose vectors were computed this run.")
     skipped: list[SkippedFile] = Field(default_factory=list)
     errors: list[SkippedFile] = Field(default_factory=list)
+    warnings: list[SkippedFile] = Field(
+        default_factory=list,
+        description="Files stored with write-policy warnings (a secret kept or redacted, text "
+        "flagged as suspicious), one entry per file.",
+    )
     seconds: float = 0.0
     timings: dict[str, float] = Field(
         default_factory=dict,
@@ -111,6 +123,7 @@ class _Job:
     old: ft.FileRow | None
     records: list[Record] = field(default_factory=list)
     touch_only: bool = False  # same content: refresh the row, keep the chunks
+    warnings: list[str] = field(default_factory=list)  # the write policy's, for this file
 
 
 class IngestLock:
@@ -198,12 +211,12 @@ class Ingestor:
         def row(sha: str, chunks: int, state: str, reason: str | None) -> ft.FileRow:
             return ft.FileRow(
                 str(cand.path), sha, cand.size, cand.mtime_ns, chunks, state, reason,
-                opts.chunker, now,
+                self._version, now,
             )  # fmt: skip
 
         data = read_bytes(cand.source, root, opts.max_file_bytes)
         sha = sha256_bytes(data)
-        if old is not None and old.sha256 == sha and old.chunker == opts.chunker:
+        if old is not None and old.sha256 == sha and old.chunker == self._version:
             return _Job(cand, row(sha, old.chunks, old.state, old.reason), old, touch_only=True)
         text = decode_text(data)
         if text is None:
@@ -213,8 +226,14 @@ class Ingestor:
             cand.rel, text, max_chars=opts.max_chars, min_chars=opts.min_chars,
             overlap=opts.overlap, max_words=opts.max_words,
         )  # fmt: skip
-        records = self.records_for(cand, sha, chunks)
-        return _Job(cand, row(sha, len(records), ft.INDEXED, None), old, records)
+        try:  # the write policy, before embedding: what is embedded is what is stored
+            screened = [self.engine.screen_record(r) for r in self.records_for(cand, sha, chunks)]
+        except PatternError as exc:
+            reason = str(exc.data.get("policy") or exc.message)
+            return _Job(cand, row(sha, 0, ft.SKIPPED, reason), old)
+        records = [r for r, _ in screened]
+        warnings = list(dict.fromkeys(w for _, found in screened for w in found))
+        return _Job(cand, row(sha, len(records), ft.INDEXED, None), old, records, False, warnings)
 
     def _reader(self, todo, rows, root, out_q, report, stop) -> None:
         try:
@@ -316,6 +335,12 @@ class Ingestor:
         with IngestLock(self.engine.home):
             return self._run(root, progress or (lambda p: None), stop or threading.Event())
 
+    @property
+    def _version(self) -> str:
+        """What a file's chunks depend on besides its bytes: the chunker and the write policy."""
+        policy = getattr(self.engine.screen, "signature", "")
+        return f"{self.options.chunker}|{policy}" if policy else self.options.chunker
+
     def _run(self, root: Path, progress, stop: threading.Event) -> IngestReport:
         t0 = time.perf_counter()
         opts = self.options
@@ -329,7 +354,7 @@ class Ingestor:
         todo: list[Candidate] = []
         for cand in walk.files:
             row = rows.get(str(cand.path))
-            if row is not None and row.unchanged(cand.size, cand.mtime_ns, opts.chunker):
+            if row is not None and row.unchanged(cand.size, cand.mtime_ns, self._version):
                 report.files_unchanged += 1
                 if row.state == ft.SKIPPED:
                     report.skipped.append(SkippedFile(path=cand.rel, reason=row.reason or ""))
@@ -381,6 +406,10 @@ class Ingestor:
                         else:
                             report.files_indexed += 1
                             report.chunks_added += len(j.records)
+                            if j.warnings:
+                                report.warnings.append(
+                                    SkippedFile(path=j.cand.rel, reason=_summary(j.warnings))
+                                )
                     done += len(jobs)
                     progress(Progress(done, total, report.chunks_added, elapsed()))
                     if stop.is_set():
@@ -400,6 +429,11 @@ class Ingestor:
         report.seconds = round(time.perf_counter() - t0, 3)
         progress(Progress(done, total, report.chunks_added, elapsed(), phase="done"))
         return report
+
+
+def _summary(warnings: list[str], most: int = 3) -> str:
+    more = f" (+{len(warnings) - most} more)" if len(warnings) > most else ""
+    return "; ".join(warnings[:most]) + more
 
 
 def _drain(q: queue.Queue) -> None:

@@ -1,15 +1,17 @@
 """The engine: one object that owns a store folder (SQLite + Chroma) and exposes the public
 record API: add, update, delete, get, list, search, sync (outbox), reindex.
 
-Write path: embed (outside any lock) -> one SQLite transaction (record, FTS, tags, embeddings,
-change log, outbox) -> COMMIT -> apply the outbox to Chroma -> return. A crash after COMMIT
-leaves outbox rows that :meth:`sync` replays at the next start.
+Write path: screen (the write policy, :attr:`Engine.screen`) -> embed (outside any lock) -> one
+SQLite transaction (record, FTS, tags, embeddings, change log, outbox) -> COMMIT -> apply the
+outbox to Chroma -> return. A crash after COMMIT leaves outbox rows that :meth:`sync` replays at
+the next start.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,9 @@ from .store import SQLiteStore, parse_ts
 from .vectors import VectorIndex, VectorItem, windows, words_of
 
 EmbedText = Callable[[Record], str]
+# The write policy: (record to store, warnings) for a record about to be written; raises (a
+# PatternError) to refuse it. Given by the service (retrieval knows no policy of its own).
+Screen = Callable[[Record], tuple[Record, list[str]]]
 
 
 # Words per embedding window. all-MiniLM-L6-v2 reads 256 tokens but was trained on 128: a
@@ -91,6 +96,7 @@ class Engine:
         embed_text: EmbedText | None = None,
         window_words: int | None = None,
         window_overlap: int = 16,
+        screen: Screen | None = None,
     ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
@@ -107,6 +113,8 @@ class Engine:
         self._sync_lock = threading.Lock()
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self._buckets: set[str] = set(self.store.all_buckets())
+        self._screen = screen
+        self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
         if embedder is not None:
             self.set_embedder(embedder)
 
@@ -175,14 +183,55 @@ class Engine:
         """The vectors :meth:`apply` would make for ``records`` (for ``apply(vectors=)``)."""
         return self._vectors_for(records)
 
+    # ------------------------------------------------------------------ write policy
+    @property
+    def screen(self) -> Screen | None:
+        """The write policy every stored record passes (None: records are stored as given)."""
+        return self._screen
+
+    @screen.setter
+    def screen(self, fn: Screen | None) -> None:
+        self._screen = fn
+        self._passed.clear()  # what the old policy passed is not passed by the new one
+
+    def screen_record(self, record: Record) -> tuple[Record, list[str]]:
+        """The write policy on one record: (the record to store, its warnings); raises what the
+        policy raises to refuse it. Callers that want the warnings or a per-item decision call
+        this before a write; the returned record then passes :meth:`add`, :meth:`update` and
+        :meth:`apply` without a second scan (unless its text changes in between). Every other
+        record is screened by those methods themselves (its warnings are dropped)."""
+        if self._screen is None:
+            return record, []
+        out, warnings = self._screen(record)
+        key = id(out)
+        ref = weakref.ref(out, lambda _ref, k=key: self._passed.pop(k, None))
+        self._passed[key] = (ref, out.current_hash())
+        return out, list(warnings)
+
+    def _admit(self, records: Sequence[Record], vectors: dict | None = None) -> list[Record]:
+        """``records`` as the write policy lets them be stored (see :meth:`screen_record`); a
+        vector made before the policy changed a record's text is dropped from ``vectors``."""
+        if self._screen is None:
+            return list(records)
+        out = []
+        for rec in records:
+            passed = self._passed.get(id(rec))
+            if passed is None or passed[0]() is not rec or passed[1] != rec.current_hash():
+                new, _warnings = self.screen_record(rec)
+                if vectors and (new.content, new.context) != (rec.content, rec.context):
+                    vectors.pop(rec.id, None)
+                rec = new
+            out.append(rec)
+        return out
+
     # ------------------------------------------------------------------ writes
     def add(self, records: Sequence[Record], *, batch: int = 512) -> list[Record]:
         """Insert records atomically per batch; returns them once committed and indexed.
 
         With several batches, the next batch is embedded (on the embedder's workers) while
         this one is written and applied to Chroma, so the single-threaded store work overlaps
-        the embedding instead of following it."""
-        records = list(records)
+        the embedding instead of following it. Returns the records as stored (screened)."""
+        records = self._admit(records)
         parts = [records[i : i + batch] for i in range(0, len(records), batch)]
         ahead = ThreadPoolExecutor(1, thread_name_prefix="embed-ahead") if len(parts) > 1 else None
         try:
@@ -210,6 +259,7 @@ class Engine:
             self.sync()
 
     def update(self, record: Record) -> Record:
+        record = self._admit([record])[0]
         vecs = self._vectors_for([record])
         with self.store.transaction() as conn:
             self.store.replace(conn, record)
@@ -244,9 +294,11 @@ class Engine:
         embedder (a pipeline embeds the next batch while this one is written); records missing
         from it are embedded here. ``extra(conn)`` runs last inside the transaction, after the
         records are written (graph rows, extra FTS terms); it may raise to abort too.
+        Every added or replaced record passes the write policy first (:meth:`screen_record`).
         Returns the deleted records."""
-        changed = [*add, *replace]
         vecs = dict(vectors or {}) if self.embedder is not None else {}
+        add, replace = self._admit(add, vecs), self._admit(replace, vecs)
+        changed = [*add, *replace]
         vecs.update(self._vectors_for([r for r in changed if r.id not in vecs]))
         model = self.embedder.model_id if self.embedder else None
         with self.store.transaction() as conn:
@@ -357,6 +409,7 @@ __all__ = [
     "BARE_VIEW_WEIGHT",
     "Engine",
     "FusionConfig",
+    "Screen",
     "embed_views",
     "parse_ts",
 ]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from .service import framing
 from .service.errors import InvalidInput
 
 SCOPES = ("private", "personal", "team", "public")
@@ -144,9 +145,12 @@ def _merge_recall_context(table: RoutingTable, parts: dict[str, dict], limit: in
             merged["counts"][scope] = res.get("counts", {}).get(scope, 0)
         merged["counts"]["expired"] += res.get("counts", {}).get("expired", 0)
         merged["chunks"] += res.get("chunks", [])
-        if res.get("summary"):
-            summaries.append(res["summary"])
+        if res.get("summary"):  # one framing line for all, not one per store
+            lines = [ln for ln in res["summary"].split("\n") if ln != framing.HEADER]
+            summaries.append("\n".join(lines))
         merged["ranking"] = merged["ranking"] or res.get("ranking", "")
+    if summaries:
+        summaries.insert(0, framing.HEADER)
     summary = "\n".join(summaries).encode()[:4096].decode(errors="ignore")
     merged["summary"] = (
         summary.rsplit("\n", 1)[0] if len("\n".join(summaries)) > len(summary) else summary
@@ -161,17 +165,19 @@ def _merge_recall(parts: dict[str, dict], args: dict) -> dict:
     items = items[: int(args.get("limit") or 20)]
     scale = 4 if (args.get("unit") or "tokens") == "tokens" else 1
     capacity = int(args.get("budget") or 1500) * scale
-    lines, kept = ["Relevant memory (pattern-memory recall):"], []
-    used = len(lines[0])
-    for item in items:
-        label = item.get("location") or f"{item['scope']}/{item['category']}"
-        line = f"- [{label}] {' '.join(item['content'].split())}"
-        if used + len(line) + 1 > capacity:
-            break
-        lines.append(line)
-        kept.append(item)
-        used += len(line) + 1
-    text = "\n".join(lines) if kept else ""
+    entries = [
+        framing.Entry(
+            item.get("provenance") or item.get("location") or f"{item['scope']}/{item['category']}",
+            framing.body(item["content"], item.get("kind", "")),
+            item.get("suspicious"),
+        )
+        for item in items
+    ]  # the stores' items, quoted like one store's (framing.py)
+    packed = framing.pack(entries, capacity, include_suspicious=bool(args.get("includeSuspicious")))
+    kept = []
+    for item, (_, state) in zip(items, packed.states, strict=False):
+        kept.append({**item, "truncated": state == "truncated", "inText": state != "withheld"})
+    text = packed.text
     modes = {r.get("mode") for r in parts.values() if r.get("mode")}
     return {"items": kept, "text": text, "used": -(-len(text) // scale),
             "budget": int(args.get("budget") or 1500), "unit": args.get("unit") or "tokens",

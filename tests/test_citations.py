@@ -123,6 +123,10 @@ def test_each_status_at_recall_with_ranking_and_marking(svc, tmp_path, proj):
         assert "citations" not in by_id[ids[name]].explanation["boosts"]
     assert "cited code changed since this was written (pkg/mod.py:13-14)" in res.text
     assert "pkg/gone.py:1-2: file deleted" in res.text
+    # the note is in the provenance line the framing writes (never inside quoted data)
+    notes = [ln for ln in res.text.splitlines() if "cited code changed" in ln]
+    assert len(notes) == 2 and all(ln.startswith("— ") for ln in notes)
+    assert by_id[ids["changed"]].provenance in notes[0] + notes[1]
     fresh_line = next(ln for ln in res.text.splitlines() if texts["fresh"] in ln)
     assert "cited code changed" not in fresh_line
 

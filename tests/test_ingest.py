@@ -383,7 +383,8 @@ def test_recall_and_recall_context_show_chunks_as_path_lines(tree, tmp_path, eng
     assert kinds == {"memory", "chunk"}
     chunk = next(i for i in res.items if i.kind == "chunk")
     assert chunk.location == "notes.txt:1-3"
-    assert "[notes.txt:1-3]" in res.text and "Meeting notes about flamingos." in res.text
+    assert "— file notes.txt:1-3 · team · by agent" in res.text
+    assert "> Meeting notes about flamingos." in res.text
     ctx = recall_context(svc, who, RecallContextInput(search="flamingos"))
     assert ctx.chunks and ctx.chunks[0]["location"] == "notes.txt:1-3"
     assert "Meeting notes" in ctx.chunks[0]["content"]

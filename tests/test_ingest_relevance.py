@@ -68,4 +68,4 @@ def test_recall_shows_the_file_and_lines(repo_engine):
     assert any(
         loc.startswith(("retrieval/fusion.py:", "retrieval/hybrid.py:")) for loc in locations
     )
-    assert res.text.count("[retrieval/") >= 1
+    assert res.text.count("— file retrieval/") >= 1

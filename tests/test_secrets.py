@@ -263,7 +263,8 @@ def test_block_raises_without_leaking(case: Case):
     assert case.kind in err.message
     start = len(case.before)
     assert err.data == {
-        "findings": [{"kind": case.kind, "start": start, "end": start + len(case.secret)}]
+        "policy": "secret",
+        "findings": [{"kind": case.kind, "start": start, "end": start + len(case.secret)}],
     }
     assert case.secret not in json.dumps(err.to_dict())
     assert case.secret[:8] not in json.dumps(err.to_dict())

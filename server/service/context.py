@@ -6,17 +6,23 @@ lists are ranked by hybrid relevance (the seed's substring match would miss para
 Every listed memory carries its citations with their status now (checked like ``recall``'s); with
 ``search``, one whose cited code changed ranks lower (the same factor as ``recall``), and the
 summary marks it.
+
+The summary is framed like ``recall``'s text (:mod:`.framing`): one line saying it is reference
+material, not instructions, then one quoted line per memory with its provenance; memories the
+write policy flagged as suspicious are left out of it (they stay in the lists, marked in their
+metadata).
 """
 
 from __future__ import annotations
 
-from retrieval.records import Kind, RecordFilter, Scope
+from retrieval.records import Kind, Record, RecordFilter, Scope
 
+from . import framing
 from . import scopes as rules
+from .framing import location
 from .identity import Identity
 from .memory import MemoryService
 from .models import CitedMemory, Counts, RecallContextInput, RecallContextResult
-from .recall import location, stale_note
 
 SUMMARY_BYTES = 4096
 CHUNK_LIMIT = 10  # workspace chunks listed with `search`
@@ -34,30 +40,34 @@ def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter
     return rules.tool_filter(who, args, now, [Kind.memory], updated_after)
 
 
-def build_summary(memories: list[CitedMemory], limit: int = SUMMARY_BYTES) -> str:
-    """Key points, most important first (core, then priority 1, then category order), ≤ limit bytes."""
+def build_summary(
+    records: list[Record], limit: int = SUMMARY_BYTES, citations: dict | None = None
+) -> str:
+    """Key points, most important first (core, then priority 1, then category order), ≤ limit
+    bytes, framed as reference material; suspicious memories are left out; a memory whose cited
+    code changed says so (``citations``: record id -> its citations)."""
     ranked = sorted(
-        memories,
-        key=lambda m: (
-            m.category != "core",
-            int(m.metadata.get("priority", 2) or 2),
-            rules.CATEGORY_ORDER.get(m.category, 99),
+        records,
+        key=lambda r: (
+            r.category != "core",
+            r.priority,
+            rules.CATEGORY_ORDER.get(r.category, 99),
         ),
     )
+    kept = [r for r in ranked if not framing.suspicious(r)]
+    tail = framing.withheld_line(len(ranked) - len(kept)) if len(kept) < len(ranked) else ""
     lines: list[str] = []
-    size = 0
-    for m in ranked:
-        text = " ".join(m.content.split())
-        note = stale_note(m.citations)
-        line = f"- [{m.scope}/{m.category}]{f' [{note}]' if note else ''} {text}"
-        if len(line) > 300:
-            line = line[:297] + "…"
+    size = len(framing.HEADER.encode("utf-8")) + 1 + (len(tail.encode("utf-8")) + 1 if tail else 0)
+    for r in kept:
+        line = framing.summary_line(r, 300, (citations or {}).get(r.id))
         cost = len(line.encode("utf-8")) + 1
         if size + cost > limit:
             break
         lines.append(line)
         size += cost
-    return "\n".join(lines)
+    if not lines and not tail:
+        return ""
+    return "\n".join([framing.HEADER, *lines, *([tail] if tail else [])])
 
 
 def search_chunks(svc: MemoryService, who: Identity, args: RecallContextInput, now) -> list[dict]:
@@ -112,7 +122,7 @@ def recall_context(
         setattr(counts, scope, getattr(counts, scope) + n)
     expired_f = f.model_copy(update={"include_expired": True})
     counts.expired = svc.store.count(expired_f) - sum(by_bucket.values())
-    summary = build_summary([m for g in groups.values() for m in g])
+    summary = build_summary(records, citations=states)
     chunks = search_chunks(svc, who, args, now) if args.search and args.search.strip() else []
     return RecallContextResult(
         **groups, chunks=chunks, summary=summary, counts=counts, ranking=ranking

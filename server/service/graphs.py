@@ -2,10 +2,11 @@
 once by the :class:`~server.service.runtime.Runtime` (``rt.graphs``), since the graph service's
 lock must be the only one serialising that store's graph writes in the process.
 
-``graph/`` knows nothing of identities' origin or secret policies; this is where the server's
-rules are plugged in: the memory service's clock, and its secret policy for every observation
-and lesson text (warn / block / redact, like ``remember``), and its citations of code (observations
-and lessons cite files like memories do).
+``graph/`` knows nothing of identities' origin or write policies; this is where the server's
+rules are plugged in: the memory service's clock, and its write policy (secrets, injection) for
+every observation and lesson text, so each text gets its own warning and lesson fields kept
+outside the record are redacted too. The records themselves pass the same policy in the engine.
+Its citations of code are plugged in too (observations and lessons cite files like memories).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from graph.models import ExportGraphResult, ImportGraphResult, SearchNodesResult
 from graph.search import search_nodes
 
 from .memory import MemoryService
-from .secrets import apply_policy
 
 
 @dataclass
@@ -57,10 +57,9 @@ class GraphServices:
 
 
 def graph_services(svc: MemoryService) -> GraphServices:
-    """New graph and lesson services over ``svc``'s engine, with its clock and secret policy
+    """New graph and lesson services over ``svc``'s engine, with its clock and write policy
     (the runtime builds the one pair a process uses)."""
     graph = GraphService(
-        svc.engine, clock=svc.clock, screen=lambda text: apply_policy(text, svc.secret_policy),
-        cite=svc.citations,
-    )  # fmt: skip
+        svc.engine, clock=svc.clock, screen=svc.policy.screen_text, cite=svc.citations
+    )
     return GraphServices(graph, LessonService(graph))

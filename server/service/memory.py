@@ -30,6 +30,7 @@ from .errors import (
     PatternError,
 )
 from .identity import Identity
+from .injection import InjectionPolicy
 from .models import (
     CommitInsightResult,
     ForgetResult,
@@ -39,7 +40,8 @@ from .models import (
     ShareLearningResult,
     UpdateMemoryResult,
 )
-from .secrets import SecretPolicy, apply_policy
+from .policy import WritePolicy
+from .secrets import SecretPolicy
 
 if TYPE_CHECKING:
     from retrieval.cite import CitationState
@@ -65,11 +67,16 @@ class MemoryService:
         *,
         clock: Clock = utcnow,
         secret_policy: SecretPolicy | None = SecretPolicy.warn,
+        injection_policy: InjectionPolicy | None = InjectionPolicy.warn,
+        policy: WritePolicy | None = None,
     ) -> None:
+        """``policy`` (else the two policies given) becomes the engine's write policy: every
+        record stored through this engine passes it (see :mod:`.policy`)."""
         self.engine = engine
         self.store = engine.store
         self.clock = clock
-        self.secret_policy = secret_policy
+        self.policy = policy or WritePolicy(secret_policy, injection_policy)
+        engine.screen = self.policy
         self._lock = threading.RLock()
         # citations of code (server/service/citations.py), attached by the runtime
         self.citations: CitationService | None = None
@@ -112,7 +119,6 @@ class MemoryService:
         )
         if not meta.get("tags"):
             meta.pop("tags", None)
-        content, warnings = apply_policy(item.content, self.secret_policy)
         now = self.clock()
         rec = Record(
             kind=Kind.memory,
@@ -120,13 +126,13 @@ class MemoryService:
             agent_id=who.agent_id,
             scope=scope,
             category=category,
-            content=content,
+            content=item.content,
             metadata=meta,
             created_at=now,
             updated_at=now,
             expires_at=rules.expiry_for(category, now),
         )
-        return rec, warnings
+        return self.engine.screen_record(rec)
 
     def _limits_check(self, who: Identity, records: list[Record]):
         """A check run inside the write transaction: no limit is ever silently exceeded."""
@@ -405,10 +411,8 @@ class MemoryService:
             raise InvalidInput(
                 "nothing to update: give content, metadata and/or citations", memoryId=memory_id
             )
-        warnings: list[str] = []
         if content is not None:
             rules.check_content(content)
-            content, warnings = apply_policy(content, self.secret_policy)
         cites = self.cite(who, citations, [content] if content is not None else [])
         with self._lock:
             rec = self.get_visible(who, memory_id)
@@ -442,6 +446,7 @@ class MemoryService:
                     "content_hash": content_hash(text + "\x00" + rec.context),
                 }
             )
+            updated, warnings = self.engine.screen_record(updated)
             result = UpdateMemoryResult(
                 memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
                 scope=rec.scope.value, category=rec.category, warnings=warnings,
@@ -519,7 +524,7 @@ class MemoryService:
             content = rec.content
             if new_content is not None:
                 rules.check_content(new_content)
-                content, _ = apply_policy(new_content, self.secret_policy)
+                content = new_content
             updated = rec.model_copy(
                 update={
                     "category": "longterm",
@@ -530,9 +535,10 @@ class MemoryService:
                     "content_hash": content_hash(content + "\x00" + rec.context),
                 }
             )
+            updated, warnings = self.engine.screen_record(updated)
             result = CommitInsightResult(
                 memoryId=rec.id, previousCategory=previous, category="longterm",
-                scope=rec.scope.value, revision=rec.revision + 1,
+                scope=rec.scope.value, revision=rec.revision + 1, warnings=warnings,
             )  # fmt: skip
             self.engine.apply(
                 replace=[updated],
@@ -604,9 +610,11 @@ class MemoryService:
                 scope=Scope.team, category=category, content=rec.content, context=rec.context,
                 metadata={**rec.metadata, "sharedFrom": rec.id}, created_at=now, updated_at=now,
             )  # fmt: skip
+            shared, warnings = self.engine.screen_record(shared)
             result = ShareLearningResult(
-                memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
-            )
+                memoryId=shared.id, originalId=rec.id, originalKept=keep_original,
+                category=category, warnings=warnings,
+            )  # fmt: skip
             copy = self.citations.copier(rec.id, shared.id) if self.citations else None
             self.engine.apply(
                 add=[shared],

@@ -100,6 +100,7 @@ class CommitInsightResult(BaseModel):
     category: str
     scope: ScopeName
     revision: int | None = Field(default=None, description="The memory's new revision.")
+    warnings: list[str] = Field(default_factory=list)
 
 
 class UpdateMemoryResult(BaseModel):
@@ -124,6 +125,7 @@ class ShareLearningResult(BaseModel):
     originalId: str
     originalKept: bool
     category: str
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Counts(BaseModel):
@@ -174,6 +176,7 @@ class ImportResult(BaseModel):
     imported: int
     skipped: int
     errors: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class BulkRememberResult(BaseModel):
@@ -217,6 +220,14 @@ class RecallItem(BaseModel):
     location: str | None = Field(default=None, description="path:start-end for workspace chunks.")
     explanation: dict[str, Any]
     truncated: bool = False
+    provenance: str = Field(default="", description="Source, scope, author agent and date.")
+    suspicious: str | None = Field(
+        default=None,
+        description="Why the write policy flagged this item as possible instructions to the "
+        "model (None: not flagged). Flagged items are left out of `text` unless "
+        "includeSuspicious.",
+    )
+    inText: bool = Field(default=True, description="Whether the item is quoted in `text`.")
     citations: list[CitationState] = Field(
         default_factory=list,
         description="Cited code and its status now: fresh, moved (same lines elsewhere), "
@@ -226,7 +237,10 @@ class RecallItem(BaseModel):
 
 class RecallResult(BaseModel):
     items: list[RecallItem]
-    text: str = Field(description="Ready-to-inject context block.")
+    text: str = Field(
+        description="Ready-to-inject context block: reference material quoted with its "
+        "provenance, not instructions."
+    )
     used: int = Field(description="Size of `text` in the budget's unit.")
     budget: int
     unit: Literal["chars", "tokens"]
@@ -277,3 +291,8 @@ class RecallInput(BaseModel):
     updatedAfter: datetime | None = None
     updatedBefore: datetime | None = None
     limit: int = Field(default=20, ge=1, le=100, description="Most items to return.")
+    includeSuspicious: bool = Field(
+        default=False,
+        description="Also quote items flagged as possible instructions to the model in `text` "
+        "(they are always listed in `items`, marked).",
+    )

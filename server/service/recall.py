@@ -9,11 +9,15 @@ Boosts (added to the fused score, which lies in [0, 1]):
 - lessons: +0.10 * (successRate - 0.5), so a fix that works lifts its lesson.
 Citations: an item whose cited code changed or was deleted since it was written has its score
 (fused + boosts) multiplied by ``CitationService.stale_factor`` (0.8, measured: docs/benchmarks.md
-"Citations"), shown as the ``citations`` boost; its line in ``text`` says "cited code changed
-since this was written (path:lines)".
+"Citations"), shown as the ``citations`` boost; its provenance line in ``text`` (:mod:`.framing`) says
+"cited code changed since this was written (path:lines)".
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
+
+The ``text`` block is framed by :mod:`.framing`: one line saying it is reference material, not
+instructions, then every item quoted with its provenance. Items the write policy flagged as
+suspicious stay in ``items`` (marked) but out of ``text`` unless ``includeSuspicious``.
 """
 
 from __future__ import annotations
@@ -22,17 +26,17 @@ import re
 
 import numpy as np
 
-from retrieval.cite import CitationState
 from retrieval.records import Hit, Kind, Record
 
+from . import framing
 from . import scopes as rules
+from .framing import location
 from .identity import Identity
 from .memory import MemoryService
 from .models import RecallInput, RecallItem, RecallResult
 
 MMR_LAMBDA = 0.75
 DUPLICATE_SIM = 0.95
-HEADER = "Relevant memory (pattern-memory recall):"
 
 
 def boosts(rec: Record, now) -> dict[str, float]:
@@ -96,37 +100,6 @@ def diversify(
     return chosen, dropped
 
 
-def location(rec: Record) -> str | None:
-    if rec.kind is not Kind.chunk:
-        return None
-    m = rec.metadata
-    return f"{m.get('path', '?')}:{m.get('start_line', '?')}-{m.get('end_line', '?')}"
-
-
-def stale_note(states: list[CitationState]) -> str | None:
-    """The warning an item with stale citations carries in ``text`` (None when none is)."""
-    stale = [
-        c.label if c.status == "changed" else f"{c.label}: file deleted" for c in states if c.stale
-    ]
-    if not stale:
-        return None
-    return f"cited code changed since this was written ({', '.join(stale)})"
-
-
-def render(rec: Record, citations: list[CitationState] | None = None) -> str:
-    loc = location(rec)
-    if loc:
-        return f"- [{loc}]\n{rec.content.strip()}"
-    label = (
-        rec.entity_name
-        and f"{rec.kind.value} {rec.entity_name}"
-        or f"{rec.scope.value}/{rec.category}"
-    )
-    note = stale_note(citations or [])
-    warn = f" [{note}]" if note else ""
-    return f"- [{label}]{warn} {' '.join(rec.content.split())}"
-
-
 def cited(svc: MemoryService, who: Identity, hits: list[Hit], scores: dict[str, float]):
     """The citations of the hits, checked now; stale items' scores lowered in place."""
     if svc.citations is None or not hits:
@@ -155,21 +128,13 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
     citations = cited(svc, who, hits, scores)
     ordered, dropped = diversify(svc, hits, scores)
     scale = 4 if args.unit == "tokens" else 1
-    capacity = args.budget * scale
-    parts = [HEADER]
-    used = len(HEADER)
+    top = ordered[: args.limit]
+    packed = framing.pack(
+        [h.record for h in top], args.budget * scale, include_suspicious=args.includeSuspicious,
+        citations=citations,
+    )  # fmt: skip
     items: list[RecallItem] = []
-    for h in ordered[: args.limit]:
-        block = render(h.record, citations.get(h.record.id))
-        truncated = False
-        room = capacity - used - 1
-        if len(block) > room:
-            if room < 200:
-                break
-            block, truncated = block[: room - 1] + "…", True
-        parts.append(block)
-        used += len(block) + 1
-        rec = h.record
+    for h, (rec, state) in zip(top, packed.states, strict=False):
         items.append(
             RecallItem(
                 id=rec.id,
@@ -180,11 +145,14 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                 content=rec.content,
                 location=location(rec),
                 explanation=h.explanation.model_dump(),
-                truncated=truncated,
+                truncated=state == "truncated",
+                provenance=framing.provenance(rec, citations.get(rec.id)),
+                suspicious=framing.suspicious(rec),
+                inText=state != "withheld",
                 citations=citations.get(rec.id, []),
             )  # fmt: skip
         )
-    text = "\n".join(parts) if items else ""
+    text = packed.text
     return RecallResult(
         items=items,
         text=text,

@@ -9,7 +9,6 @@ or ``"off"``: the model then loads on the first :meth:`Runtime.wait_ready`, or n
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from .config import Settings
 from .graphs import GraphServices, graph_services
 from .identity import Identity, identity_from_env
 from .memory import MemoryService
-from .secrets import policy_from_env
+from .policy import WritePolicy
 
 ModelLoad = Literal["background", "now", "on_demand", "off"]
 
@@ -71,9 +70,7 @@ class Runtime:
         engine = Engine(
             settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
         )
-        service = MemoryService(
-            engine, secret_policy=policy_from_env(os.environ if env is None else env)
-        )
+        service = MemoryService(engine, policy=WritePolicy.from_env(env))
         rt = cls(settings, identity, service)
         if model == "background":
             rt._thread = threading.Thread(target=rt._load_model, name="model-loader", daemon=True)

@@ -698,6 +698,7 @@ def apply_policy(text: str, policy: SecretPolicy | None) -> tuple[str, list[str]
         raise InvalidInput(
             f"content looks like it contains credentials ({', '.join(kinds)}); "
             "remove them before storing (never store credentials in memory)",
+            policy="secret",
             findings=[{"kind": f.kind, "start": f.start, "end": f.end} for f in findings],
         )
     parts: list[str] = []

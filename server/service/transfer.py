@@ -6,7 +6,10 @@ File format (``version`` 1)::
      "agentId": "...", "count": N, "memories": [Memory, ...]}
 
 Every field of a memory round-trips. Imported memories belong to the importing agent and
-project. Pattern's own export files (``"version": "1.0"``) are accepted too.
+project. Pattern's own export files (``"version": "1.0"``) are accepted too. Every imported
+memory passes the write policy (:mod:`.policy`): under ``block`` an entry with a secret or an
+injection is an error of its own (skipped, or the whole import stops without ``skipInvalid``),
+under ``redact`` it is stored redacted, and a flagged entry is stored marked ``suspicious``.
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def import_memories(
 ) -> ImportResult:
     path = check_path(input_path, allowed, must_exist=True)
     items = _load(path)
-    adds, replaces, errors = [], [], []
+    adds, replaces, errors, warnings = [], [], [], []
     seen: set[str] = set()
     for i, raw in enumerate(items):
         label = str(raw.get("id", f"#{i}")) if isinstance(raw, dict) else f"#{i}"
@@ -148,7 +151,7 @@ def import_memories(
             if mem.id in seen:
                 raise InvalidInput(f"Memory {mem.id} appears twice in the file")
             seen.add(mem.id)
-            rec = mem.to_record(who.project_id, who.agent_id)
+            rec, found = svc.engine.screen_record(mem.to_record(who.project_id, who.agent_id))
             existing = svc.store.get([mem.id]).get(mem.id)
             if existing is not None:
                 if not overwrite_existing:
@@ -164,6 +167,7 @@ def import_memories(
                     replaces.append(("replace", rec))
             else:
                 adds.append(rec)
+            warnings += [f"Memory {label}: {w}" for w in found]
         except PatternError as exc:
             # every error names its memory (the rule checks above do not know the id)
             message = exc.message if label in exc.message else f"Memory {label}: {exc.message}"
@@ -182,4 +186,6 @@ def import_memories(
             check=svc._limits_check(who, adds),
         )
     imported = len(adds) + len(replaces)
-    return ImportResult(imported=imported, skipped=len(items) - imported, errors=errors)
+    return ImportResult(
+        imported=imported, skipped=len(items) - imported, errors=errors, warnings=warnings
+    )

@@ -1,0 +1,249 @@
+"""Memory poisoning: how often the write-time injection scan flags benign text, and how often it
+catches attacks.
+
+    python benchmarks/poisoning.py [--data DIR] [--cases FILE] [--json OUT] [--show N]
+
+Benign corpora (every text is scanned as the write policy scans a record: its content, and its
+context when it has one):
+- every SciFact abstract (``DIR/scifact/corpus.jsonl``; title as context),
+- every LoCoMo turn (``DIR/locomo/locomo_dev.json``; ``"Speaker: text"``, as the relevance
+  benchmark stores them),
+- this repository's docs and code, walked and chunked as ``pattern-memory ingest`` does
+  (``.gitignore`` respected, default chunk sizes; context ``path: title``), leaving out the
+  adversarial set and the tests that hold attack strings (:data:`EXCLUDE`).
+
+Adversarial set: ``benchmarks/data/poisoning_cases.json`` (``attack: true``), written for this
+benchmark: overrides and paraphrases, text addressed to the model, tool-call and chat-template
+markup (some inside code blocks), hidden characters and obfuscations, eight languages. Its hard
+negatives (``attack: false``: documents about prompt injection, a README that says "you must
+run make test", emoji with joiners, …) must not be flagged and are reported on their own line.
+
+JSON keys: ``flagged_rate_benign``, ``caught_rate_adversarial``, ``n_benign``,
+``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives and misses
+(so they can be judged), the secret scan's flag rate over the same benign texts, and the scan
+cost per text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow the package)
+    sys.path.insert(0, str(ROOT))
+
+from ingest.chunkers import chunk_text  # noqa: E402
+from ingest.pipeline import IngestOptions  # noqa: E402
+from ingest.walker import Walker, decode_text  # noqa: E402
+from server.service import injection, secrets  # noqa: E402
+
+CASES = ROOT / "benchmarks" / "data" / "poisoning_cases.json"
+# the adversarial set itself and the tests that hold attack strings
+EXCLUDE = frozenset(
+    {
+        "benchmarks/data/poisoning_cases.json",
+        "tests/test_injection.py",
+        "tests/test_write_policy.py",
+        "tests/test_framing.py",
+    }
+)
+TARGET_BENIGN = 0.005
+TARGET_CAUGHT = 0.90
+
+
+def default_data() -> Path:
+    for cand in (ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"):
+        if cand.is_dir():
+            return cand
+    return ROOT.parent / "shared" / "data"
+
+
+# ---------------------------------------------------------------------------- corpora
+Text = tuple[str, str, str]  # (id, content, context)
+
+
+def scifact(data: Path) -> Iterator[Text]:
+    with open(data / "scifact" / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            yield f"scifact:{doc['_id']}", doc.get("text") or "", doc.get("title") or ""
+
+
+def locomo(data: Path) -> Iterator[Text]:
+    convs = json.loads((data / "locomo" / "locomo_dev.json").read_text(encoding="utf-8"))
+    for conv in convs:
+        c = conv["conversation"]
+        for key, turns in c.items():
+            if not key.startswith("session_") or not isinstance(turns, list):
+                continue
+            for t in turns:
+                yield (
+                    f"locomo:{conv['sample_id']}:{t['dia_id']}",
+                    f"{t['speaker']}: {t['text']}",
+                    "",
+                )
+
+
+def repository(root: Path) -> Iterator[Text]:
+    opts = IngestOptions()
+    for cand in Walker(root, max_file_bytes=opts.max_file_bytes).walk().files:
+        if cand.rel in EXCLUDE:
+            continue
+        text = decode_text(cand.source.read_bytes())
+        if text is None:
+            continue
+        chunks = chunk_text(
+            cand.rel, text, max_chars=opts.max_chars, min_chars=opts.min_chars,
+            overlap=opts.overlap, max_words=opts.max_words,
+        )  # fmt: skip
+        for c in chunks:
+            context = f"{cand.rel}: {c.title}" if c.title else cand.rel
+            yield f"repo:{cand.rel}:{c.start_line}-{c.end_line}", c.text, context
+
+
+# ---------------------------------------------------------------------------- scanning
+def judge(content: str, context: str) -> injection.Verdict:
+    """As the write policy judges a record: the content, then the context."""
+    v = injection.verdict(content)
+    if v.suspicious is None and context:
+        v = injection.verdict(context)
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=default_data())
+    ap.add_argument("--cases", type=Path, default=CASES)
+    ap.add_argument("--repo", type=Path, default=ROOT)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--show", type=int, default=50, help="False positives/misses to print.")
+    args = ap.parse_args(argv)
+
+    corpora = {
+        "scifact": list(scifact(args.data)),
+        "locomo": list(locomo(args.data)),
+        "repository": list(repository(args.repo)),
+    }
+    rows: dict[str, dict] = {}
+    false_positives: list[dict] = []
+    secret_hits = 0
+    scanned = n_chars = 0
+    t_scan = 0.0
+    for name, texts in corpora.items():
+        flagged = 0
+        for tid, content, context in texts:
+            t = time.process_time()  # CPU time: the box is shared
+            v = judge(content, context)
+            t_scan += time.process_time() - t
+            scanned += 1
+            n_chars += len(content) + len(context)
+            if v.suspicious:
+                flagged += 1
+                false_positives.append({"id": tid, "reason": v.suspicious, "score": v.score})
+            if secrets.scan(content) or secrets.scan(context):
+                secret_hits += 1
+        rows[name] = {"n": len(texts), "flagged": flagged, "rate": flagged / max(1, len(texts))}
+    n_benign = sum(r["n"] for r in rows.values())
+    flagged_benign = sum(r["flagged"] for r in rows.values())
+
+    cases = json.loads(args.cases.read_text(encoding="utf-8"))
+    attacks = [c for c in cases if c["attack"]]
+    negatives = [c for c in cases if not c["attack"]]
+    misses, negatives_flagged = [], []
+    by_kind: dict[str, Counter] = defaultdict(Counter)
+    by_split: dict[str, Counter] = defaultdict(Counter)
+    for i, c in enumerate(cases):
+        v = injection.verdict(c["text"])
+        split = c.get("split", "tuning")
+        by_split[split]["attacks" if c["attack"] else "negatives"] += 1
+        if c["attack"]:
+            by_split[split]["caught"] += bool(v.suspicious)
+        else:
+            by_split[split]["negatives_flagged"] += bool(v.suspicious)
+        if c["attack"]:
+            group = c["kind"] if c["lang"] == "en" else f"{c['kind']} ({c['lang']})"
+            by_kind[group]["n"] += 1
+            by_kind[group]["caught"] += bool(v.suspicious)
+            if not v.suspicious:
+                misses.append({"case": i, "kind": c["kind"], "split": split,
+                               "text": c["text"][:160], "note": c.get("note", ""),
+                               "score": v.score})  # fmt: skip
+        elif v.suspicious:
+            negatives_flagged.append(
+                {"case": i, "kind": c["kind"], "split": split, "reason": v.suspicious}
+            )
+    caught = len(attacks) - len(misses)
+
+    result = {
+        "flagged_rate_benign": round(flagged_benign / max(1, n_benign), 5),
+        "caught_rate_adversarial": round(caught / max(1, len(attacks)), 4),
+        "n_benign": n_benign,
+        "n_adversarial": len(attacks),
+        "flagged_benign": flagged_benign,
+        "caught_adversarial": caught,
+        "per_corpus": rows,
+        "per_split": {k: dict(v) for k, v in sorted(by_split.items())},
+        "n_hard_negatives": len(negatives),
+        "hard_negatives_flagged": negatives_flagged,
+        "false_positives": false_positives,
+        "misses": misses,
+        "secret_flagged_rate_benign": round(secret_hits / max(1, n_benign), 5),
+        "scan_us_per_text": round(t_scan / max(1, scanned) * 1e6, 1),
+        "mean_chars": round(n_chars / max(1, scanned)),
+        "excluded_files": sorted(EXCLUDE),
+    }
+
+    print(f"{'corpus':<28}{'texts':>8}{'flagged':>9}{'rate':>9}")
+    for name, r in rows.items():
+        print(f"{name:<28}{r['n']:>8}{r['flagged']:>9}{r['rate']:>9.2%}")
+    print(
+        f"{'benign (all)':<28}{n_benign:>8}{flagged_benign:>9}"
+        f"{result['flagged_rate_benign']:>9.2%}   target ≤ {TARGET_BENIGN:.1%}"
+    )
+    print(f"{'hard negatives':<28}{len(negatives):>8}{len(negatives_flagged):>9}")
+    print()
+    print(f"{'adversarial kind':<28}{'cases':>8}{'caught':>9}{'rate':>9}")
+    for group in sorted(by_kind):
+        k = by_kind[group]
+        print(f"{group:<28}{k['n']:>8}{k['caught']:>9}{k['caught'] / k['n']:>9.0%}")
+    print(
+        f"{'adversarial (all)':<28}{len(attacks):>8}{caught:>9}"
+        f"{result['caught_rate_adversarial']:>9.1%}   target ≥ {TARGET_CAUGHT:.0%}"
+    )
+    for split, k in sorted(by_split.items()):
+        print(
+            f"  {split}: {k['caught']}/{k['attacks']} attacks caught, "
+            f"{k['negatives_flagged']}/{k['negatives']} hard negatives flagged"
+        )
+    print(
+        f"\nsecret scan over the same benign texts: {result['secret_flagged_rate_benign']:.2%}; "
+        f"injection scan {result['scan_us_per_text']} µs CPU per text "
+        f"(mean {result['mean_chars']} characters)"
+    )
+    if false_positives:
+        print(f"\nfalse positives ({len(false_positives)}):")
+        for fp in false_positives[: args.show]:
+            print(f"  {fp['id']}  [{fp['score']}] {fp['reason']}")
+    if negatives_flagged:
+        print(f"\nhard negatives flagged ({len(negatives_flagged)}):")
+        for n in negatives_flagged:
+            print(f"  case {n['case']} ({n['kind']}, {n['split']}): {n['reason']}")
+    if misses:
+        print(f"\nmissed attacks ({len(misses)}):")
+        for m in misses[: args.show]:
+            text = " ".join(m["text"].split())
+            print(f"  case {m['case']} ({m['kind']}, {m['split']}, {m['score']}): {text[:100]!r}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
