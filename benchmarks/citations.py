@@ -150,21 +150,22 @@ def _contains(seq: list[str], sub: list[str]) -> bool:
     return k > 0 and any(seq[i : i + k] == sub for i in range(len(seq) - k + 1))
 
 
-def truth(fd: FileDiff | None, s: int, e: int, block: list[str]) -> str:
-    """The status git diff implies for old lines s..e (``block``: their text)."""
+def truth(fd: FileDiff | None, s: int, e: int, block: list[str]) -> tuple[str, str]:
+    """The status git diff implies for old lines s..e (``block``: their text), and why."""
     if fd is None:
-        return "fresh"
+        return "fresh", "file unchanged"
     if fd.deleted:
-        return "deleted"
+        return "deleted", "file deleted"
     touching = [h for h in fd.hunks if h.touches(s, e)]
     shift = sum(h.d - h.b for h in fd.hunks if h.before(s))
     if not touching or all(h.whitespace_only() for h in touching):
         end_shift = shift + sum(h.d - h.b for h in touching)
-        return "fresh" if shift == 0 and end_shift == 0 else "moved"
+        why = "no hunk in the range" if not touching else "whitespace-only hunk"
+        return ("fresh" if shift == 0 and end_shift == 0 else "moved"), why
     want = [n for x in block if (n := norm(x))]
     if any(_contains([n for x in h.added if (n := norm(x))], want) for h in fd.hunks):
-        return "moved"
-    return "changed"
+        return "moved", "block re-added whole (git's moved block)"
+    return "changed", "hunk in the range"
 
 
 # ---------------------------------------------------------------------- one pair
@@ -175,6 +176,7 @@ class Cited:
     start: int
     end: int
     truth: str = ""
+    why: str = ""
     predicted: str = ""
     memory_id: str = ""
 
@@ -202,21 +204,26 @@ def cite_all(rt: Runtime, items: list[Cited]) -> None:
             c.memory_id = mid
 
 
-def time_checks(rt: Runtime, ids: list[str], rounds: int, rng, touch: Path | None) -> list[float]:
+def time_checks(
+    rt: Runtime, ids: list[str], rounds: int, rng, touch: Path | None, cpu: list | None = None
+) -> list[float]:
     """ms per ``states`` call over 10 random cited memories; ``touch``: the repo whose cited
-    files get a new (settled, in the past) mtime before each call, forcing a hash."""
+    files get a new (settled, in the past) mtime before each call, forcing a hash. ``cpu``
+    collects the calling thread's CPU ms (the work itself, without waiting for a core)."""
     who = rt.identity
     rows = {r["record_id"]: r["abs_path"] for r in rt.citations.rows(ids)}
     out = []
+    cpu = [] if cpu is None else cpu
     for k in range(rounds):
         sample = rng.sample(ids, 10)
         if touch is not None:
             t = time.time() - 30 + k * 1e-3
             for rid in sample:
                 os.utime(rows[rid], (t, t))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         rt.citations.states(who, sample)
         out.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
     return out
 
 
@@ -237,7 +244,7 @@ def run_pair(
     old_lines: dict[str, list[str]] = {}
     for c in items:
         lines = old_lines.setdefault(c.path, read_lines((repo / c.path).read_bytes()) or [])
-        c.truth = truth(diff.get(c.path), c.start, c.end, lines[c.start - 1 : c.end])
+        c.truth, c.why = truth(diff.get(c.path), c.start, c.end, lines[c.start - 1 : c.end])
     home = work / f"home-{old[:8]}"
     rt = runtime_for(home, repo)
     try:
@@ -253,8 +260,8 @@ def run_pair(
         ids = [c.memory_id for c in items if c.predicted != "deleted"]
         if len(ids) >= 10:
             rt.citations.states(rt.identity, ids)  # warm
-            stats["warm_ms"] += time_checks(rt, ids, 200, rng, None)
-            stats["touched_ms"] += time_checks(rt, ids, 50, rng, repo)
+            stats["warm_ms"] += time_checks(rt, ids, 200, rng, None, stats["warm_cpu_ms"])
+            stats["touched_ms"] += time_checks(rt, ids, 50, rng, repo, stats["touched_cpu_ms"])
             paths = [r["abs_path"] for r in rt.citations.rows(ids[:10])]
             for _ in range(200):
                 t0 = time.perf_counter()
@@ -340,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     stats: dict = {"warm_ms": [], "touched_ms": [], "stat_ms": [], "fuzzy": [],
-                   "first_check_ms_per_item": []}  # fmt: skip
+                   "first_check_ms_per_item": [], "warm_cpu_ms": [], "touched_cpu_ms": []}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="pm-cite-") as tmp:
         work = Path(tmp)
         subprocess.run(["git", "clone", "-q", "--no-checkout", args.repo, str(work / "repo")],
@@ -372,11 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     details = {
         "pairs": [[o[:12], n[:12]] for o, n in pairs],
         "truth": dict(Counter(c.truth for c in items)),
+        "truth reasons": {f"{k[0]}: {k[1]}": v for k, v in
+                          sorted(Counter((c.truth, c.why) for c in items).items())},
         "confusion (truth -> predicted)": confusion(items),
         "check_ms_warm": {"p50": round(pct(stats["warm_ms"], 50), 3),
                           "p95": round(pct(stats["warm_ms"], 95), 3)},
         "check_ms_touched": {"p50": round(pct(stats["touched_ms"], 50), 3),
                              "p95": round(pct(stats["touched_ms"], 95), 3)},
+        "check_cpu_ms_warm": {"p50": round(pct(stats["warm_cpu_ms"], 50), 3),
+                              "p95": round(pct(stats["warm_cpu_ms"], 95), 3)},
+        "check_cpu_ms_touched": {"p50": round(pct(stats["touched_cpu_ms"], 50), 3),
+                                 "p95": round(pct(stats["touched_cpu_ms"], 95), 3)},
         "baseline_10_stats_ms": {"p50": round(pct(stats["stat_ms"], 50), 4),
                                  "p95": round(pct(stats["stat_ms"], 95), 4)},
         "first_check_ms_per_item": round(statistics.mean(stats["first_check_ms_per_item"]), 3)
@@ -384,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
         "fuzzy": fuzzy_table(stats["fuzzy"]),
         "load": os.getloadavg(),
     }  # fmt: skip
+    print("\ntruth from git diff, by reason:")
+    for k, v in details["truth reasons"].items():
+        print(f"  {k}: {v}")
     print("\nconfusion (rows: truth from git diff, columns: predicted)")
     cols = ["fresh", "moved", "changed", "deleted"]
     print(f"{'':>10}" + "".join(f"{c:>10}" for c in cols))
@@ -397,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ncheck of 10 cited items: warm p50 {details['check_ms_warm']['p50']} ms, "
           f"p95 {details['check_ms_warm']['p95']} ms; after touching mtimes p50 "
           f"{details['check_ms_touched']['p50']} ms, p95 {details['check_ms_touched']['p95']} ms; "
+          f"CPU p95 warm {details['check_cpu_ms_warm']['p95']} ms, touched "
+          f"{details['check_cpu_ms_touched']['p95']} ms; "
           f"baseline 10 bare stats p95 {details['baseline_10_stats_ms']['p95']} ms; "
           f"first check {details['first_check_ms_per_item']} ms/item; load {details['load']}")  # fmt: skip
     print(json.dumps(result))
