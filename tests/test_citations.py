@@ -406,6 +406,38 @@ def test_an_ingest_rerun_updates_cited_files_in_the_background(svc, tmp_path, pr
     assert [c.status for c in svc.citations.stored([mid])[mid]] == ["deleted"]
 
 
+def test_ingest_watch_updates_cited_files_in_the_background(svc, tmp_path, proj):
+    import threading
+
+    from server.service.workspace import watch_workspace
+
+    rt = runtime(svc, tmp_path, proj)
+    mid = remember(rt, "beta doubles", [cite("pkg/mod.py", 8, 10)], scope="team").memoryId
+    reports, stop = [], threading.Event()
+    thread = threading.Thread(
+        target=watch_workspace, args=(rt, rt.identity, proj, reports.append),
+        kwargs={"stop": stop}, daemon=True,
+    )  # fmt: skip
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not reports and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reports, "the first run did not finish"
+        # the watcher may start after the first run: write until an event is seen
+        status = None
+        while time.monotonic() < deadline and status != "changed":
+            write(proj / "pkg" / "mod.py", MOD.replace("y * 2", f"y * {int(time.time() * 10)}"))
+            time.sleep(0.5)
+            svc.citations.wait_idle(10)
+            status = svc.citations.stored([mid])[mid][0].status
+        assert status == "changed"  # found without any recall
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+    assert not thread.is_alive()
+
+
 # ---------------------------------------------------------------------- verify
 def test_verify_lists_with_a_diff_then_confirm_update_forget(svc, tmp_path, proj):
     rt = runtime(svc, tmp_path, proj)
