@@ -1,7 +1,7 @@
 """Citations against a real history: statuses vs the truth from ``git diff``, and their cost.
 
-    python benchmarks/citations.py [--pairs 8] [--gap 15] [--per-pair 600] [--json OUT]
-                                   [--details OUT] [--ranking OUT]
+    python benchmarks/citations.py [--pairs 8] [--gap 15] [--per-pair 600] [--ref REV]
+                                   [--json OUT] [--details OUT] [--ranking OUT]
 
 The test data is this repository's own history, replayed in a temporary clone (nothing is
 committed). For each pair of first-parent commits ``gap`` apart (``--pairs`` of them, spread over
@@ -325,8 +325,8 @@ def fuzzy_table(rows: list[tuple]) -> list[dict]:
     return out
 
 
-def pairs_of(repo: Path, n: int, gap: int) -> list[tuple[str, str]]:
-    commits = git(repo, "rev-list", "--first-parent", "HEAD").split()
+def pairs_of(repo: Path, n: int, gap: int, ref: str = "HEAD") -> list[tuple[str, str]]:
+    commits = git(repo, "rev-list", "--first-parent", ref).split()
     starts = list(range(0, max(1, len(commits) - gap)))
     if len(starts) > n:
         step = len(starts) / n
@@ -341,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-pair", type=int, default=600, help="cited functions per pair")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--repo", default=str(ROOT), help="the git history to replay (default: ours)")
+    ap.add_argument("--ref", default="HEAD", help="newest commit of the history (default HEAD)")
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--details", help="write the confusion matrix and extra timings here")
     ap.add_argument("--ranking", help="run the stale-factor measurement (real model) into OUT")
@@ -352,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         subprocess.run(["git", "clone", "-q", "--no-checkout", args.repo, str(work / "repo")],
                        check=True)  # fmt: skip
-        pairs = pairs_of(work / "repo", args.pairs, args.gap)
+        pairs = pairs_of(work / "repo", args.pairs, args.gap, args.ref)
         items: list[Cited] = []
         for old, new in pairs:
             part = run_pair(Path(args.repo), old, new, args.per_pair, rng, work, stats)

@@ -55,7 +55,7 @@ MAX_FILE_BYTES = 16 * 2**20
 RACY_NS = 2_000_000_000  # a file modified this close to its last check may keep its stat
 # Score factor of a recalled item whose cited code changed or was deleted (measured:
 # docs/benchmarks.md, "Citations"; benchmarks/citations.py --ranking).
-STALE_FACTOR = 0.8
+STALE_FACTOR = 0.9
 
 _COLS = (
     "record_id, idx, path, root, abs_path, start_line, end_line, sha256, size, mtime_ns, "

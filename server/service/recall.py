@@ -8,7 +8,7 @@ Boosts (added to the fused score, which lies in [0, 1]):
 - recency: +0.03 * 2^(-age_days / 30) (a memory from today gets +0.03, from last month +0.015);
 - lessons: +0.10 * (successRate - 0.5), so a fix that works lifts its lesson.
 Citations: an item whose cited code changed or was deleted since it was written has its score
-(fused + boosts) multiplied by ``CitationService.stale_factor`` (0.8, measured: docs/benchmarks.md
+(fused + boosts) multiplied by ``CitationService.stale_factor`` (0.9, measured: docs/benchmarks.md
 "Citations"), shown as the ``citations`` boost; its provenance line in ``text`` (:mod:`.framing`) says
 "cited code changed since this was written (path:lines)".
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over

@@ -63,7 +63,7 @@ async def find_similar_errors(
 ) -> LessonSearchResult:
     """Before debugging an error, look for lessons about similar ones: fuzzy match on the
     message, exception classes and stack frames; ordered by relevance × (0.7 + 0.3 ×
-    successRate), so fixes that worked come first (× 0.8 when the code a lesson cites changed
+    successRate), so fixes that worked come first (× 0.9 when the code a lesson cites changed
     since: its citations say which). Each lesson has its resolution notes and verification
     steps; report the outcome with update_lesson_success."""
     s, who = services(ctx)
