@@ -183,7 +183,8 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
             rt.wait_ready(30)
-            rt.engine.sync()
+            for warning in rt.engine.flush_vectors():  # a failing Chroma: replayed at next start
+                print(f"pattern-memory daemon: {warning}", file=sys.stderr, flush=True)
             rt.engine.store.checkpoint()  # WAL folded into the main file
             rt.close()
         return 0
