@@ -135,7 +135,7 @@ MIGRATIONS: list[list[str]] = [
     # cited text (<= 4 KB); the last check: status, where the lines are now, the file's stat
     # and sha as seen then. Deleted with their record (SQLiteStore.delete).
     [
-        """CREATE TABLE citations(
+        """CREATE TABLE IF NOT EXISTS citations(
             record_id TEXT NOT NULL, idx INTEGER NOT NULL,
             path TEXT NOT NULL, root TEXT NOT NULL, abs_path TEXT NOT NULL,
             start_line INTEGER, end_line INTEGER,
@@ -147,7 +147,7 @@ MIGRATIONS: list[list[str]] = [
             seen_sha TEXT, seen_size INTEGER, seen_mtime_ns INTEGER,
             checked_ns INTEGER NOT NULL, created_at TEXT NOT NULL,
             PRIMARY KEY(record_id, idx)) WITHOUT ROWID""",
-        "CREATE INDEX citations_file ON citations(abs_path)",
+        "CREATE INDEX IF NOT EXISTS citations_file ON citations(abs_path)",
     ],
 ]
 
