@@ -83,7 +83,7 @@ class IngestReport(BaseModel):
         "read and embed stages run beside the write stage.",
     )
     interrupted: bool = False
-    warnings: list[str] = Field(
+    write_warnings: list[str] = Field(
         default_factory=list,
         description="Writes that committed with a warning (the vector index catching up).",
     )
@@ -431,7 +431,7 @@ class Ingestor:
                 for t in threads:
                     t.join(timeout=0.2 if report.interrupted else None)
         report.chunks_embedded = self._embedded
-        report.warnings = list(self._warnings)
+        report.write_warnings = list(self._warnings)
         report.timings = {k: round(v, 3) for k, v in self._timings.items()}
         report.seconds = round(time.perf_counter() - t0, 3)
         progress(Progress(done, total, report.chunks_added, elapsed(), phase="done"))
