@@ -16,7 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -39,6 +39,19 @@ class Caller(Protocol):
     agent_id: str
 
     def bucket(self, scope: str) -> str: ...
+
+
+class Citer(Protocol):
+    """Citations of code (the server's ``CitationService``): ``resolve`` reads the cited files
+    before a write and returns a pending set (falsy when empty) whose ``write(conn, record_ids)``
+    stores them inside the write's transaction; ``states`` gives records' citations with their
+    status now; ``factor`` the ranking factor of an item with those citations."""
+
+    def resolve(self, who: Any, specs: Any, texts: Sequence[str] = ()) -> Any: ...
+
+    def states(self, who: Any, record_ids: Sequence[str]) -> dict[str, list]: ...
+
+    def factor(self, states: Sequence) -> float: ...
 
 
 def parse_scope(scope: str | None) -> Scope:
@@ -89,12 +102,28 @@ class GraphBase:
     (:meth:`embed_ahead`), then takes the lock, plans again from a fresh read and writes with
     the vectors made ahead (:meth:`ahead_for`)."""
 
-    def __init__(self, engine: Engine, *, clock=utcnow, screen: Screen | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock=utcnow,
+        screen: Screen | None = None,
+        cite: Citer | None = None,
+    ) -> None:
         self.engine = engine
         self.store = engine.store
         self.clock = clock
         self.screen = screen
+        self.cite = cite
         self.lock = threading.RLock()
+
+    def citations(self, who: Caller, specs, texts: Sequence[str]):
+        """The citations of a write (None without a citer or when there are none)."""
+        if self.cite is None:
+            if specs:
+                raise InvalidInput("citations are not available on this service")
+            return None
+        return self.cite.resolve(who, specs, texts) or None
 
     # ---------------------------------------------------------------- text
     def clean(self, text: str, what: str, warnings: list[str]) -> str:
@@ -231,6 +260,6 @@ class GraphBase:
 
 
 __all__ = [
-    "Caller", "GraphBase", "MAX_BATCH", "MAX_TEXT_BYTES", "Screen", "check_batch", "check_text",
+    "Caller", "Citer", "GraphBase", "MAX_BATCH", "MAX_TEXT_BYTES", "Screen", "check_batch", "check_text",
     "chunks", "entity_context", "parse_scope", "parse_ts", "placeholders", "ts",
 ]  # fmt: skip

@@ -217,11 +217,18 @@ class GraphService(GraphBase):
         check_batch(items, "observation groups")
         warnings: list[str] = []
         wanted: dict[str, list[str]] = {}
+        specs: dict[str, list] = {}
         for o in items:
             texts = [
                 self.clean(c, f"observation of {o.entityName!r}", warnings) for c in o.contents
             ]
             wanted.setdefault(o.entityName, []).extend(texts)
+            if o.citations:
+                specs.setdefault(o.entityName, []).extend(o.citations)
+        # citations are resolved (files read) before the lock: explicit ones per entity, the
+        # paths each observation mentions per observation
+        cited = {n: self.citations(who, specs.get(n), []) for n in wanted}
+        mentioned = {(n, t): self.citations(who, None, [t]) for n, ts in wanted.items() for t in ts}
 
         def plan():
             rows = self.entity_rows(bucket, list(wanted))
@@ -241,24 +248,32 @@ class GraphService(GraphBase):
             results: list[AddedObservations] = []
             replace: list[Record] = []
             extras = []
+            cites: list[tuple[object, str]] = []  # (pending citations, record id)
             for name, texts in wanted.items():
                 if rows[name]["entity_type"] == "lesson":
                     rec, added, fn = self.lessons.edit_observations(who, bucket, name, add=texts)
                     if added:
                         replace.append(rec)
                         extras.append(fn)
+                        cites += [(cited[name], rec.id)]
+                        cites += [(mentioned[(name, t)], rec.id) for t in added]
                 else:
                     seen = have.get(name, set())
                     added = [t for t in dict.fromkeys(texts) if t not in seen]
                     etype = rows[name]["entity_type"]
-                    records += [self._observation(who, sc, name, etype, t, now) for t in added]
+                    for t in added:
+                        records.append(self._observation(who, sc, name, etype, t, now))
+                        cites += [
+                            (cited[name], records[-1].id),
+                            (mentioned[(name, t)], records[-1].id),
+                        ]
                 results.append(AddedObservations(entityName=name, addedObservations=added))
-            return now, records, results, replace, extras
+            return now, records, results, replace, extras, cites
 
         first = plan()
         ahead = self.embed_ahead([*first[1], *first[3]])  # the slow part, before the lock
         with self.lock:
-            now, records, results, replace, extras = plan()  # again, from a fresh read
+            now, records, results, replace, extras, cites = plan()  # again, from a fresh read
 
             def extra(conn) -> None:
                 self.touch(
@@ -266,6 +281,9 @@ class GraphService(GraphBase):
                 )
                 for fn in extras:
                     fn(conn)
+                for pending, rec_id in cites:
+                    if pending:
+                        pending.write(conn, [rec_id])
 
             def check(conn) -> None:  # another process may have deleted an entity meanwhile
                 gone = self._missing(bucket, list(wanted), conn)

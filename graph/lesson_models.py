@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval.cite import CitationState
+
 from .models import NAME_MAX
 
 Severity = Literal["low", "medium", "high", "critical"]
@@ -88,6 +90,11 @@ class LessonMatch(Lesson):
     matchedFrames: list[str] = Field(
         default_factory=list, description="Stack-trace features shared with the query."
     )
+    citations: list[CitationState] = Field(
+        default_factory=list,
+        description="Code the lesson cites and its status now (changed/deleted: verify the fix "
+        "still applies; such lessons rank lower).",
+    )
 
 
 class LessonSearchResult(BaseModel):
@@ -105,3 +112,6 @@ class LessonSuccessResult(BaseModel):
 class CreateLessonResult(BaseModel):
     lesson: Lesson
     warnings: list[str] = Field(default_factory=list)
+    citations: list[CitationState] = Field(
+        default_factory=list, description="What the lesson cites (explicit and detected)."
+    )

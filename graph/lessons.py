@@ -271,21 +271,27 @@ class LessonService:
         scope: str | None = None,
         *,
         keep_timestamps: bool = False,
+        citations: Sequence | None = None,
     ) -> CreateLessonResult:
-        return self.create_lessons(who, [lesson], scope, keep_timestamps=keep_timestamps)[0]
+        """``citations``: the code the fix relies on ([{path, startLine?, endLine?}]); the
+        files its observations and error context mention are cited too."""
+        return self.create_lessons(
+            who, [lesson], scope, keep_timestamps=keep_timestamps, citations=[citations]
+        )[0]
 
     def create_lessons(
         self, who: Caller, lessons: Sequence[LessonInput | dict], scope: str | None = None,
-        *, keep_timestamps: bool = False,
+        *, keep_timestamps: bool = False, citations: Sequence[Sequence | None] | None = None,
     ) -> list[CreateLessonResult]:  # fmt: skip
-        """Create several lessons in one transaction (all or nothing)."""
+        """Create several lessons in one transaction (all or nothing); ``citations[i]`` are
+        lesson i's explicit citations."""
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
         check_batch(lessons, "lessons")
         g = self.graph
         now = self.graph.clock()
         items, results, names = [], [], set()
-        for raw in lessons:
+        for i, raw in enumerate(lessons):
             lesson = self._validate(raw)
             warnings: list[str] = []
             ep = lesson.errorPattern
@@ -319,11 +325,17 @@ class LessonService:
             if not keep_timestamps or lesson.metadata.updatedAt is None:
                 lesson.metadata.updatedAt = now
             rec = self._record(who, sc, lesson, None, now)
-            items.append((lesson, rec))
+            cites = g.citations(
+                who, citations[i] if citations and i < len(citations) else None,
+                [*lesson.observations, ep.context],
+            )  # fmt: skip
+            items.append((lesson, rec, cites))
             results.append(
                 CreateLessonResult(
-                    lesson=Lesson(**lesson.model_dump(), scope=sc.value), warnings=warnings
-                )
+                    lesson=Lesson(**lesson.model_dump(), scope=sc.value),
+                    warnings=warnings,
+                    citations=cites.states() if cites else [],
+                )  # fmt: skip
             )
 
         def check(conn) -> None:
@@ -340,12 +352,14 @@ class LessonService:
                 )
 
         def extra(conn) -> None:
-            for lesson, rec in items:
+            for lesson, rec, cites in items:
                 g.insert_entity(conn, bucket, who, lesson.name, "lesson", now)
                 self._insert_row(conn, bucket, who, lesson, rec.id)
                 self._add_terms(conn, rec.id, lesson_terms(lesson))
+                if cites:
+                    cites.write(conn, [rec.id])
 
-        records = [r for _, r in items]
+        records = [r for _, r, _ in items]
         vectors = self.engine.embed(records)  # the slow part, before the lock
         with g.lock:
             done = self.engine.apply(add=records, check=check, extra=extra, vectors=vectors)
@@ -502,6 +516,8 @@ class LessonService:
                 [bucket, *[s.record_id for s in scored]],
             ).fetchall()
         }
+        cite = self.graph.cite
+        cited = cite.states(who, list(by_rec)) if cite is not None else {}
         q_frames = set(traces.app_frames(text, 50)) | set(traces.exception_types(text))
         same_class: set[str] = set()
         idf = word_idf = None
@@ -540,12 +556,16 @@ class LessonService:
                     )
                 relevance /= weight
             score = relevance * success_factor(lesson.metadata.successRate)
+            states = cited.get(s.record_id, [])
+            if states:  # the code it cites changed or is gone: verify before trusting it
+                score *= cite.factor(states)
             out.append(
                 LessonMatch(
                     **lesson.model_dump(),
                     relevance=round(relevance, 4),
                     score=round(score, 4),
                     matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
+                    citations=states,
                 )  # fmt: skip
             )
         out.sort(key=lambda m: (-m.score, -m.relevance, m.name))

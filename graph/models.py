@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval.cite import CitationInput
+
 NAME_MAX = 512
 
 
@@ -55,6 +57,12 @@ class Relation(BaseModel):
 class ObservationInput(BaseModel):
     entityName: str = Field(min_length=1, max_length=NAME_MAX)
     contents: list[str] = Field(description="New observations for this entity.")
+    citations: list[CitationInput] | None = Field(
+        default=None,
+        description="Code these observations rely on: [{path, startLine?, endLine?}] relative "
+        "to your project root (recall then tells whether it changed since). Paths mentioned in "
+        "the observations (a/b.py, b.py:120, b.py#L10-L20) are cited too.",
+    )
 
 
 class ObservationDeletion(BaseModel):

@@ -11,6 +11,11 @@ Three stages run at once, connected by bounded queues:
    chunks, inserts the new ones with their vectors and upserts their ``files`` rows, in one
    transaction. Vanished (or newly ignored) files lose their chunks the same way.
 
+After each committed batch, ``on_change`` (when given) receives the absolute paths of the files
+whose content changed or that vanished: the server re-checks the citations of those files in
+the background (``ingest`` knows nothing of citations; ``server/service/workspace.py`` passes
+the callback).
+
 Every batch commits on its own, so an interrupt (Ctrl-C, SIGKILL) loses at most the batches in
 flight; the next run sees the committed rows and resumes. One ingestion runs per store at a
 time (``<home>/ingest.lock``).
@@ -78,7 +83,7 @@ class IngestReport(BaseModel):
         "read and embed stages run beside the write stage.",
     )
     interrupted: bool = False
-    warnings: list[str] = Field(
+    write_warnings: list[str] = Field(
         default_factory=list,
         description="Writes that committed with a warning (the vector index catching up).",
     )
@@ -161,8 +166,10 @@ class Ingestor:
         options: IngestOptions | None = None,
         *,
         ready: Callable[[], object] | None = None,
+        on_change: Callable[[list[str]], object] | None = None,
     ) -> None:
         self.engine = engine
+        self.on_change = on_change  # told the files a committed batch changed or removed
         self.project_id = project_id
         self.agent_id = agent_id
         self.options = options or IngestOptions()
@@ -317,6 +324,9 @@ class Ingestor:
         done = self.engine.apply(add=add, delete=delete, check=check, vectors=vectors)
         self._warnings.update(dict.fromkeys(done.warnings))
         self._timings["write"] += time.perf_counter() - t
+        changed = [j.row.path for j in jobs if not j.touch_only] + gone_paths
+        if changed and self.on_change is not None:
+            self.on_change(changed)
         return len(delete)
 
     # ------------------------------------------------------------------ run
@@ -421,7 +431,7 @@ class Ingestor:
                 for t in threads:
                     t.join(timeout=0.2 if report.interrupted else None)
         report.chunks_embedded = self._embedded
-        report.warnings = list(self._warnings)
+        report.write_warnings = list(self._warnings)
         report.timings = {k: round(v, 3) for k, v in self._timings.items()}
         report.seconds = round(time.perf_counter() - t0, 3)
         progress(Progress(done, total, report.chunks_added, elapsed(), phase="done"))

@@ -311,7 +311,8 @@ class Engine:
         before taking a lock of its own; a pipeline embeds the next batch while this one is
         written); records missing from it are embedded here, before the transaction.
         ``extra(conn)`` runs last inside the transaction, after the records are written (graph
-        rows, extra FTS terms); it may raise to abort too.
+        rows, extra FTS terms); it may raise to abort too. Every added or replaced record
+        passes the write policy first (:meth:`screen_record`).
 
         Every added or replaced record passes the write policy first (:meth:`screen_record`).
 

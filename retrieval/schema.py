@@ -129,6 +129,26 @@ MIGRATIONS: list[list[str]] = [
         "DROP TABLE records_fts",
         "ALTER TABLE records_fts_v5 RENAME TO records_fts",
     ],
+    # v6: citations of code (server/service/citations.py, retrieval/cite.py): one row per cited
+    # file or line range of a record. The anchor (as written or last confirmed): the file's
+    # sha256/size/mtime, the range, the exact lines' hash, the normalized fingerprint and the
+    # cited text (<= 4 KB); the last check: status, where the lines are now, the file's stat
+    # and sha as seen then. Deleted with their record (SQLiteStore.delete).
+    [
+        """CREATE TABLE IF NOT EXISTS citations(
+            record_id TEXT NOT NULL, idx INTEGER NOT NULL,
+            path TEXT NOT NULL, root TEXT NOT NULL, abs_path TEXT NOT NULL,
+            start_line INTEGER, end_line INTEGER,
+            sha256 TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+            lines_hash TEXT, fingerprint TEXT, n_norm INTEGER NOT NULL DEFAULT 0,
+            lead INTEGER NOT NULL DEFAULT 0, trail INTEGER NOT NULL DEFAULT 0,
+            text TEXT NOT NULL DEFAULT '', source TEXT NOT NULL,
+            status TEXT NOT NULL, cur_start INTEGER, cur_end INTEGER,
+            seen_sha TEXT, seen_size INTEGER, seen_mtime_ns INTEGER,
+            checked_ns INTEGER NOT NULL, created_at TEXT NOT NULL,
+            PRIMARY KEY(record_id, idx)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS citations_file ON citations(abs_path)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

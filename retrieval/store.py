@@ -308,6 +308,22 @@ class SQLiteStore:
             (rec.id, {"insert": "insert", "delete": "delete"}.get(op, "upsert"), rec.bucket),
         )
 
+    def log_change(
+        self,
+        conn: sqlite3.Connection,
+        record_id: str,
+        op: str,
+        kind: str,
+        bucket: str,
+        revision: int,
+    ) -> None:
+        """A change-log row alone, no vector work: an event about a record whose own row did
+        not change (``citations``: the status of its cited code changed)."""
+        conn.execute(
+            "INSERT INTO changes(record_id, op, kind, bucket, revision, at) VALUES (?,?,?,?,?,?)",
+            (record_id, op, kind, bucket, revision, ts(utcnow())),
+        )  # fmt: skip
+
     def _index(self, conn: sqlite3.Connection, rowid: int, rec: Record) -> None:
         terms = " ".join(
             filter(None, [identifier_parts(rec.content), " ".join(rec.tags), rec.entity_name or ""])
@@ -389,6 +405,7 @@ class SQLiteStore:
                 ("records", "rowid"),
             ):
                 conn.execute(f"DELETE FROM {table} WHERE {col}=?", (rowid,))
+            conn.execute("DELETE FROM citations WHERE record_id=?", (rec_id,))
             self._log(conn, rec, "delete")
             gone.append(rec)
         return gone

@@ -255,6 +255,58 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show_verify(res) -> None:
+    if res.action != "list":
+        done = "deleted" if res.deleted else f"revision {res.revision}"
+        print(f"{res.action}: {res.memoryId} ({done})")
+        for m in res.memories:
+            for c in m.citations:
+                print(f"  {c.label}: {c.status}")
+        return
+    print(f"{len(res.memories)} stale of {res.checked} memories with citations")
+    for m in res.memories:
+        print(f"\n{m.id}  [{m.scope}/{m.category}] revision {m.revision}")
+        print("  " + " ".join(m.content.split())[:200])
+        for c in m.citations:
+            where = f" -> now {c.currentStartLine}-{c.currentEndLine}" if c.currentStartLine else ""
+            print(f"  {c.label}: {c.status}{where if c.status != 'fresh' else ''}")
+        for d in m.diffs:
+            if d.note:
+                print(f"  ({d.cited}: {d.note})")
+            if d.diff:
+                print("\n".join("    " + line for line in d.diff.rstrip("\n").split("\n")))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """List your memories whose cited code changed (with diffs); confirm, update or forget one."""
+    from .service.errors import InvalidInput
+    from .service.runtime import Runtime
+    from .service.verify import verify
+
+    actions = [a for a in ("confirm", "update", "forget") if getattr(args, a)]
+    if len(actions) > 1:
+        raise InvalidInput("give one of --confirm, --update, --forget")
+    action = actions[0] if actions else "list"
+    if action == "update" and not args.content:
+        raise InvalidInput("--update needs --content (the corrected text)")
+    rt = Runtime.start(model="on_demand")  # the model loads only to embed an update
+    try:
+        if action == "update":
+            rt.wait_ready()
+        res = verify(
+            rt.service, rt.identity, action, getattr(args, action) if actions else None,
+            content=args.content, expected_revision=args.expected_revision,
+            include_moved=args.include_moved, limit=args.limit, force=args.force,
+        )  # fmt: skip
+    finally:
+        rt.close()
+    if args.json:
+        print(res.model_dump_json(indent=2))
+    else:
+        _show_verify(res)
+    return 0
+
+
 def cmd_compact_changes(args: argparse.Namespace) -> int:
     """Delete old change-stream rows (consumers behind the new horizon get reset_required)."""
     from datetime import timedelta
@@ -421,6 +473,20 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--interval", type=float, default=2.0, help="--watch poll seconds")
     ix.add_argument("--quiet", action="store_true", help="no per-file lines")
     ix.set_defaults(fn=cmd_index_sessions)
+    v = sub.add_parser(
+        "verify",
+        help="your memories whose cited code changed: list (diffs), confirm, update, forget",
+    )
+    v.add_argument("--confirm", metavar="ID", help="still right: re-anchor to the current lines")
+    v.add_argument("--update", metavar="ID", help="replace its content (with --content)")
+    v.add_argument("--forget", metavar="ID", help="delete it")
+    v.add_argument("--content", help="the corrected text for --update")
+    v.add_argument("--expected-revision", type=int, help="--update only at this revision")
+    v.add_argument("--include-moved", action="store_true", help="also list moved-only citations")
+    v.add_argument("--limit", type=int, default=50, help="most memories listed (default 50)")
+    v.add_argument("--force", action="store_true", help="--forget a core memory")
+    v.add_argument("--json", action="store_true", help="print the result as JSON")
+    v.set_defaults(fn=cmd_verify)
     cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")
     cc.add_argument("--before-seq", type=int, help="delete changes with a lower sequence number")
     cc.add_argument("--older-than-days", type=float, default=30.0,

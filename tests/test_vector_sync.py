@@ -162,7 +162,7 @@ def _write_paths():
         root = tmp / "ws"
         root.mkdir()
         (root / "notes.md").write_text("The harbour opens at six in the morning.\n")
-        return Ingestor(svc.engine, WHO.project_id, WHO.agent_id).run(root).warnings
+        return Ingestor(svc.engine, WHO.project_id, WHO.agent_id).run(root).write_warnings
 
     return [remember, bulk_remember, update, create_entities, add_observations, create_lesson,
             ingest]  # fmt: skip

@@ -94,18 +94,33 @@ def injectable(rec: Record) -> bool:
     return not framing.suspicious(rec)
 
 
-def entry(rec: Record, text: str | None = None) -> framing.Entry:
-    """``rec`` to quote, showing ``text`` (a lesson's fix and steps) instead of its content."""
+def entry(rec: Record, text: str | None = None, cites=None) -> framing.Entry:
+    """``rec`` to quote, showing ``text`` (a lesson's fix and steps) instead of its content;
+    ``cites``: its checked citations (a stale one is noted in the provenance line)."""
     if text is None:
-        return framing.Entry.of(rec)
-    return framing.Entry(framing.provenance(rec), text.strip(), framing.suspicious(rec))
+        return framing.Entry.of(rec, cites)
+    return framing.Entry(framing.provenance(rec, cites), text.strip(), framing.suspicious(rec))
 
 
-def _pack(items: list[tuple[Record, str | None]], tokens: int, title: str | None = None):
+def _pack(items: list[tuple[Record, str | None]], tokens: int, title: str | None = None,
+          cites: dict | None = None):  # fmt: skip
     """(how many of ``items`` were quoted, the framed text) within ``tokens``."""
-    packed = framing.pack([entry(rec, text) for rec, text in items],
-                          tokens * CHARS_PER_TOKEN, title=title)  # fmt: skip
+    cites = cites or {}
+    entries = [entry(rec, text, cites.get(rec.id)) for rec, text in items]
+    packed = framing.pack(entries, tokens * CHARS_PER_TOKEN, title=title)
     return sum(state != "withheld" for _, state in packed.states), packed.text
+
+
+def checked(svc: MemoryService, who: Identity, records: list[Record]) -> dict:
+    """The citations of ``records`` checked against the caller's files now (see recall):
+    record id -> states; empty when the service has no citations."""
+    if svc.citations is None or not records:
+        return {}
+    return svc.citations.states(who, [r.id for r in records])
+
+
+def stale_factor(svc: MemoryService, states) -> float:
+    return svc.citations.factor(states) if states and svc.citations is not None else 1.0
 
 
 # ---------------------------------------------------------------------------- relevance
@@ -193,6 +208,7 @@ def select_for_prompt(
     sel.candidates = len(hits)
     seen = ledger.seen if ledger else set()
     compacted = ledger.compacted if ledger else 0
+    cites = checked(svc, who, [h.record for h in hits])
     chosen: list[Picked] = []
     for h in hits:
         rec = h.record
@@ -200,13 +216,13 @@ def select_for_prompt(
             continue
         if session and rec.kind is Kind.turn and _same_session(rec, session, compacted):
             continue
-        rel = relevance(h)
+        rel = relevance(h) * stale_factor(svc, cites.get(rec.id))  # cited code changed: lower
         if rel < config.threshold:
             continue
         chosen.append(Picked(rec, rel, h))
         if len(chosen) >= config.max_items:
             break
-    n, text = _pack([(p.record, None) for p in chosen], config.prompt_tokens)
+    n, text = _pack([(p.record, None) for p in chosen], config.prompt_tokens, cites=cites)
     sel.picked = chosen[:n]
     sel.text = text if n else ""
     return sel
@@ -251,7 +267,8 @@ def briefing(
         if rec.id not in seen and injectable(rec):
             sections.append((rec, text))
     n, text = _pack(sections, config.briefing_tokens, "Session briefing: core memories, open "
-                    "tasks, recent team decisions, useful lessons.")  # fmt: skip
+                    "tasks, recent team decisions, useful lessons.",
+                    checked(svc, who, [rec for rec, _ in sections]))  # fmt: skip
     sel = Selection(candidates=len(sections))
     sel.picked = [Picked(rec, 1.0) for rec, _ in sections[:n]]
     sel.text = text if n else ""
@@ -324,15 +341,17 @@ def lessons_for_failure(
     blocks: list[tuple[Record, str]] = []
     picked: list[Picked] = []
     recs = svc.store.get([rows[m.name] for m in res.lessons if m.name in rows])
+    cites = checked(svc, who, list(recs.values()))
     for m in res.lessons:
         rec = recs.get(rows.get(m.name, ""))
         rel = absolute.get(rec.id, 0.0) if rec is not None else 0.0
+        rel *= stale_factor(svc, cites.get(rec.id)) if rec is not None else 1.0
         if rec is None or rel < config.lesson_threshold or rec.id in seen or not injectable(rec):
             continue
         picked.append(Picked(rec, rel))
         blocks.append((rec, lesson_text(m)))
     n, text = _pack(blocks, config.prompt_tokens, "Lessons recorded for similar errors (fix, "
-                    "success rate, verification):")  # fmt: skip
+                    "success rate, verification):", cites)  # fmt: skip
     sel.picked = picked[:n]
     sel.text = text if n else ""
     return sel

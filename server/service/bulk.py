@@ -65,10 +65,14 @@ def _remember_bulk(
     prepared: list[Record] = []
     errors: list[str] = []
     warnings: list[str] = []
+    cites = {}  # record id -> its resolved citations
     for i, raw in enumerate(memories):
         try:
             item = raw if isinstance(raw, MemoryInput) else MemoryInput.model_validate(raw)
             rec, warns = svc.prepare(who, item)
+            pending = svc.cite(who, item.citations, [rec.content])
+            if pending:
+                cites[rec.id] = pending
             prepared.append(rec)
             warnings.extend(f"[{i}] {w}" for w in warns)
         except (PatternError, ValidationError) as exc:
@@ -90,13 +94,21 @@ def _remember_bulk(
             warnings=list(warnings),
         )
 
+    def citations_of(stored: list[Record]):
+        def write(conn) -> None:
+            for rec in stored:
+                if rec.id in cites:
+                    cites[rec.id].write(conn, [rec.id])
+
+        return write if cites else None
+
     vectors = svc.engine.embed(prepared)  # once, even if the limits make us write fewer
     fit, over = prepared, []
     for _ in range(STALE_RETRIES):
         done = result(fit, errors + over)
         try:
             done.warnings += svc.store_records(
-                who, fit, check=svc.bind(claim, done), vectors=vectors
+                who, fit, check=svc.bind(claim, done), vectors=vectors, extra=citations_of(fit)
             )
             return done
         except LimitExceeded:

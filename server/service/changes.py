@@ -6,6 +6,10 @@ kind, the record's bucket, revision, time) together with the records themselves
 numbers commit in increasing order and a reader's snapshot always holds a gap-free prefix:
 a consumer that pages with ``cursor = next_cursor`` sees every change exactly once, in order.
 
+- **Ops**: ``insert``, ``update``, ``delete`` (the record itself) and ``citations``: the status
+  of the code a record cites changed (fresh / moved / changed / deleted, or moved lines were
+  found at another place), found by a recall, a verify or the ingest hook; the record's own row
+  and revision are unchanged, and the change carries the record's citations as they are now.
 - **Visibility**: a caller sees a change iff its bucket is one of
   ``Identity.visible_buckets()`` (for a delete, the bucket the record had), so agent B never
   learns of A's private or personal changes, and a page costs one indexed range scan per
@@ -36,6 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from retrieval.cite import CitationState
 from retrieval.records import utcnow
 from retrieval.store import SQLiteStore, parse_ts, ts
 
@@ -54,7 +59,10 @@ ALL_SCOPES = ("private", "personal", "team", "public")
 
 class Change(BaseModel):
     seq: int = Field(description="Sequence number (commit order); resume after it.")
-    op: Literal["insert", "update", "delete"]
+    op: Literal["insert", "update", "delete", "citations"] = Field(
+        description="insert/update/delete of the record, or citations: the status of the code "
+        "it cites changed (see `citations`)."
+    )
     record_id: str
     kind: str
     scope: ScopeName
@@ -66,6 +74,10 @@ class Change(BaseModel):
         default=None,
         description="The record as it is now (inserts/updates, when still present and "
         "includeRecords); its revision may be newer than this change's.",
+    )
+    citations: list[CitationState] | None = Field(
+        default=None,
+        description="citations changes: the record's citations with their status now.",
     )
 
 
@@ -259,6 +271,8 @@ def _changes(
     if records:
         wanted = [r["record_id"] for r in rows if r["op"] != "delete"]
         present = {k: v for k, v in svc.store.get(wanted).items() if v.bucket in buckets}
+    cited = [r["record_id"] for r in rows if r["op"] == "citations"]
+    states = svc.citations.stored(cited) if cited and svc.citations is not None else {}
     out = []
     for r in rows:
         rec = present.get(r["record_id"]) if r["op"] != "delete" else None
@@ -272,6 +286,7 @@ def _changes(
                 revision=r["revision"],
                 at=parse_ts(r["at"]),
                 record=Memory.from_record(rec) if rec else None,
+                citations=states.get(r["record_id"], []) if r["op"] == "citations" else None,
             )
         )
     return out

@@ -3,6 +3,9 @@
 Without ``search`` the order is Pattern's: category priority (core, decisions, architecture,
 learnings, longterm, tasks, recent), then metadata priority, then recency. With ``search`` the
 lists are ranked by hybrid relevance (the seed's substring match would miss paraphrases).
+Every listed memory carries its citations with their status now (checked like ``recall``'s); with
+``search``, one whose cited code changed ranks lower (the same factor as ``recall``), and the
+summary marks it.
 
 The summary is framed like ``recall``'s text (:mod:`.framing`): one line saying it is reference
 material, not instructions, then one quoted line per memory with its provenance; memories the
@@ -19,7 +22,7 @@ from . import scopes as rules
 from .framing import location
 from .identity import Identity
 from .memory import MemoryService
-from .models import Counts, Memory, RecallContextInput, RecallContextResult
+from .models import CitedMemory, Counts, RecallContextInput, RecallContextResult
 
 SUMMARY_BYTES = 4096
 CHUNK_LIMIT = 10  # workspace chunks listed with `search`
@@ -37,9 +40,12 @@ def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter
     return rules.tool_filter(who, args, now, [Kind.memory], updated_after)
 
 
-def build_summary(records: list[Record], limit: int = SUMMARY_BYTES) -> str:
+def build_summary(
+    records: list[Record], limit: int = SUMMARY_BYTES, citations: dict | None = None
+) -> str:
     """Key points, most important first (core, then priority 1, then category order), ≤ limit
-    bytes, framed as reference material; suspicious memories are left out."""
+    bytes, framed as reference material; suspicious memories are left out; a memory whose cited
+    code changed says so (``citations``: record id -> its citations)."""
     ranked = sorted(
         records,
         key=lambda r: (
@@ -53,7 +59,7 @@ def build_summary(records: list[Record], limit: int = SUMMARY_BYTES) -> str:
     lines: list[str] = []
     size = len(framing.HEADER.encode("utf-8")) + 1 + (len(tail.encode("utf-8")) + 1 if tail else 0)
     for r in kept:
-        line = framing.summary_line(r, 300)
+        line = framing.summary_line(r, 300, (citations or {}).get(r.id))
         cost = len(line.encode("utf-8")) + 1
         if size + cost > limit:
             break
@@ -90,17 +96,24 @@ def recall_context(
 ) -> RecallContextResult:
     now = svc.clock()
     f = context_filter(who, args, now)
+    cites = svc.citations
     if args.search and args.search.strip():
         hits = svc.engine.search(args.search, f, k=args.limit)
-        records = [h.record for h in hits]
+        states = cites.states(who, [h.record.id for h in hits]) if cites else {}
+        factor = cites.factor if cites else (lambda _states: 1.0)
+        score = {h.record.id: h.score * factor(states.get(h.record.id, [])) for h in hits}
+        records = [h.record for h in sorted(hits, key=lambda h: -score[h.record.id])]
         ranking = hits[0].explanation.mode if hits else "hybrid"
         ranking = f"relevance ({ranking})"
     else:
         records = svc.store.list(f, order=_ORDER_SQL, limit=args.limit)
+        states = cites.states(who, [r.id for r in records]) if cites else {}
         ranking = "category priority, then priority, then recency"
-    groups: dict[str, list[Memory]] = {s.value: [] for s in Scope}
+    groups: dict[str, list[CitedMemory]] = {s.value: [] for s in Scope}
     for rec in records:
-        groups[rec.scope.value].append(Memory.from_record(rec))
+        m = CitedMemory.from_record(rec)
+        m.citations = states.get(rec.id, [])
+        groups[rec.scope.value].append(m)
     # counts: everything matching the filters (before the limit), per scope, plus expired ones
     by_bucket = svc.store.count(f, group_by="bucket")
     counts = Counts()
@@ -109,7 +122,7 @@ def recall_context(
         setattr(counts, scope, getattr(counts, scope) + n)
     expired_f = f.model_copy(update={"include_expired": True})
     counts.expired = svc.store.count(expired_f) - sum(by_bucket.values())
-    summary = build_summary(records)
+    summary = build_summary(records, citations=states)
     chunks = search_chunks(svc, who, args, now) if args.search and args.search.strip() else []
     return RecallContextResult(
         **groups, chunks=chunks, summary=summary, counts=counts, ranking=ranking

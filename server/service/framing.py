@@ -9,6 +9,9 @@ command). Every such block is built here, so it always reads the same way:
 * every item quoted as data: a provenance line (source, scope, author agent, date; see
   :func:`provenance`) and the item's text with every line prefixed by ``> `` — a stored text
   cannot start a line of its own, so it cannot forge a new item, a header or a role turn;
+* an item whose cited code changed or was deleted since it was written (its citations, see
+  :mod:`.citations`) says so in its provenance line: "cited code changed since this was written
+  (path:lines)", so the agent verifies it before trusting it;
 * items the write policy flagged (``metadata.suspicious``, see :mod:`.policy`) are left out,
   with one closing line saying how many, unless the caller asks for them; then their
   provenance line carries the flag.
@@ -18,16 +21,17 @@ results as JSON (a merge of several stores' answers) passes :class:`Entry` items
 
     frame(records, budget_chars=None, include_suspicious=False) -> str
     pack(...) -> Packed            # the same, plus what was quoted, cut or withheld
-    provenance(record) -> str      # "memory (decisions) · team · by agent-7 · 2024-05-01"
+    provenance(record, citations=None) -> str  # "memory (decisions) · team · by agent-7 · 2024-05-01"
     quote(record) -> str           # provenance line + "> "-prefixed text
     summary_line(record, limit) -> str  # one line, for compact summaries
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from retrieval.cite import CitationState
 from retrieval.records import Kind, Record
 
 from .policy import SUSPICIOUS
@@ -73,12 +77,27 @@ def source(rec: Record) -> str:
     return kind
 
 
-def provenance(rec: Record) -> str:
-    """Source, scope, author agent and date of ``rec``, plus the suspicious flag if it has one:
+def stale_note(citations: Sequence[CitationState] | None) -> str | None:
+    """What an item whose cited code changed or was deleted says (None when none did)."""
+    stale = [
+        c.label if c.status == "changed" else f"{c.label}: file deleted"
+        for c in citations or ()
+        if c.stale
+    ]
+    if not stale:
+        return None
+    return f"cited code changed since this was written ({', '.join(stale)})"
+
+
+def provenance(rec: Record, citations: Sequence[CitationState] | None = None) -> str:
+    """Source, scope, author agent and date of ``rec``, plus the suspicious flag if it has one
+    and the stale-citation note if its cited code changed:
     ``file src/app.py:10-42 · team · by agent-7 · 2024-05-01``."""
     scope = getattr(rec.scope, "value", str(rec.scope))
     when = (rec.updated_at or rec.created_at).date().isoformat()
     out = f"{source(rec)} · {scope} · by {rec.agent_id} · {when}"
+    if note := stale_note(citations):
+        out += f" · {note}"
     if reason := suspicious(rec):
         out += f" · SUSPICIOUS ({reason})"
     return out
@@ -98,9 +117,9 @@ class Entry:
     suspicious: str | None = None
 
     @classmethod
-    def of(cls, rec: Record) -> Entry:
+    def of(cls, rec: Record, citations: Sequence[CitationState] | None = None) -> Entry:
         kind = getattr(rec.kind, "value", str(rec.kind))
-        return cls(provenance(rec), body(rec.content, kind), suspicious(rec))
+        return cls(provenance(rec, citations), body(rec.content, kind), suspicious(rec))
 
 
 def _quoted(text: str) -> str:
@@ -117,9 +136,11 @@ def quote(item: Record | Entry, max_chars: int | None = None) -> str:
     return block
 
 
-def summary_line(rec: Record, limit: int = 300) -> str:
+def summary_line(
+    rec: Record, limit: int = 300, citations: Sequence[CitationState] | None = None
+) -> str:
     """One line: ``- [<provenance>] “text”``, at most ``limit`` characters."""
-    line = f"- [{provenance(rec)}] “{' '.join(rec.content.split())}”"
+    line = f"- [{provenance(rec, citations)}] “{' '.join(rec.content.split())}”"
     return line if len(line) <= limit else line[: limit - 2] + "…”"
 
 
@@ -152,15 +173,18 @@ def pack(
     *,
     include_suspicious: bool = False,
     title: str | None = None,
+    citations: Mapping[str, Sequence[CitationState]] | None = None,
 ) -> Packed:
     """Quote ``records`` in order under :data:`HEADER` (and ``title``, one line naming what
     follows) within ``budget_chars`` (None: no limit). A quote that does not fit is cut when
     at least :data:`MIN_ROOM` characters are left, else packing stops. Suspicious records are
-    withheld unless ``include_suspicious``."""
+    withheld unless ``include_suspicious``. ``citations``: record id -> its citations (stale
+    ones are noted in the provenance line)."""
     out = Packed()
     parts = [HEADER, title] if title else [HEADER]
     used = sum(len(p) + 1 for p in parts) - 1
-    entries = [r if isinstance(r, Entry) else Entry.of(r) for r in records]
+    cites = citations or {}
+    entries = [r if isinstance(r, Entry) else Entry.of(r, cites.get(r.id)) for r in records]
     hidden = 0 if include_suspicious else sum(bool(e.suspicious) for e in entries)
     closing = len(withheld_line(hidden)) + 1 if hidden else 0  # room kept for the last line
     for rec, entry in zip(records, entries, strict=True):
@@ -190,9 +214,12 @@ def frame(
     budget_chars: int | None = None,
     *,
     include_suspicious: bool = False,
+    citations: Mapping[str, Sequence[CitationState]] | None = None,
 ) -> str:
     """The framed block of ``records`` (see :func:`pack`); "" when there is nothing to show."""
-    return pack(records, budget_chars, include_suspicious=include_suspicious).text
+    return pack(
+        records, budget_chars, include_suspicious=include_suspicious, citations=citations
+    ).text
 
 
 __all__ = [
@@ -206,6 +233,7 @@ __all__ = [
     "provenance",
     "quote",
     "source",
+    "stale_note",
     "summary_line",
     "suspicious",
 ]

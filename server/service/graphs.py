@@ -6,6 +6,7 @@ lock must be the only one serialising that store's graph writes in the process.
 rules are plugged in: the memory service's clock, and its write policy (secrets, injection) for
 every observation and lesson text, so each text gets its own warning and lesson fields kept
 outside the record are redacted too. The records themselves pass the same policy in the engine.
+Its citations of code are plugged in too (observations and lessons cite files like memories).
 """
 
 from __future__ import annotations
@@ -58,5 +59,7 @@ class GraphServices:
 def graph_services(svc: MemoryService) -> GraphServices:
     """New graph and lesson services over ``svc``'s engine, with its clock and write policy
     (the runtime builds the one pair a process uses)."""
-    graph = GraphService(svc.engine, clock=svc.clock, screen=svc.policy.screen_text)
+    graph = GraphService(
+        svc.engine, clock=svc.clock, screen=svc.policy.screen_text, cite=svc.citations
+    )
     return GraphServices(graph, LessonService(graph))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -55,6 +55,11 @@ from .models import (
 from .policy import WritePolicy
 from .secrets import SecretPolicy
 
+if TYPE_CHECKING:
+    from retrieval.cite import CitationState
+
+    from .citations import CitationService, Pending
+
 Clock = Callable[[], datetime]
 Check = Callable[[Any], None]
 M = TypeVar("M", bound=BaseModel)
@@ -84,6 +89,8 @@ class MemoryService:
         self.clock = clock
         self.policy = policy or WritePolicy(secret_policy, injection_policy)
         engine.screen = self.policy
+        # citations of code (server/service/citations.py), attached by the runtime
+        self.citations: CitationService | None = None
 
     # ------------------------------------------------------------------ helpers
     def visible(self, who: Identity, rec: Record) -> bool:
@@ -204,17 +211,30 @@ class MemoryService:
         records: list[Record],
         check: Check | None = None,
         vectors: dict | None = None,
+        extra: Check | None = None,
     ) -> list[str]:
         """Insert records in one transaction; ``check`` (e.g. an idempotency claim) runs first,
-        then the limits (inside the transaction). Embedding happens before it, holding no
-        lock (``vectors``: made earlier by ``engine.embed``). Returns the write's warnings
-        (the vector index catching up)."""
+        then the limits (inside the transaction); ``extra`` (e.g. the records' citations) after
+        the records are written. Embedding happens before it, holding no lock (``vectors``:
+        made earlier by ``engine.embed``). Returns the write's warnings (the vector index
+        catching up)."""
         applied = self.engine.apply(
             add=records,
             check=self.checks(check, self.limits_check(who, records)),
             vectors=vectors,
+            extra=extra,
         )
         return applied.warnings
+
+    def cite(self, who: Identity, specs, texts: list[str]) -> Pending | None:
+        """The citations of a write (explicit ``specs`` and paths mentioned in ``texts``),
+        resolved before its transaction; None when there are none."""
+        if self.citations is None:
+            if specs:
+                raise InvalidInput("citations are not available on this service")
+            return None
+        pending = self.citations.resolve(who, specs, texts)
+        return pending or None
 
     def fitting(
         self, who: Identity, records: list[Record], stop_on_error: bool = False
@@ -368,11 +388,16 @@ class MemoryService:
     ) -> RememberResult:
         def run(claim: idem.Claim | None) -> RememberResult:
             rec, warnings = self.prepare(who, item)
+            cites = self.cite(who, item.citations, [rec.content])
             result = RememberResult(
                 memoryId=rec.id, scope=rec.scope.value, category=rec.category,
                 expiresAt=rec.expires_at, warnings=warnings,
+                citations=cites.states() if cites else [],
             )  # fmt: skip
-            result.warnings += self.store_records(who, [rec], check=self.bind(claim, result))
+            result.warnings += self.store_records(
+                who, [rec], check=self.bind(claim, result),
+                extra=(lambda conn: cites.write(conn, [rec.id])) if cites else None,
+            )  # fmt: skip
             return result
 
         return self.once(
@@ -405,21 +430,30 @@ class MemoryService:
         metadata: MemoryMetadata | dict | None = None,
         expected_revision: int | None = None,
         idempotency_key: str | None = None,
+        citations: list | None = None,
     ) -> UpdateMemoryResult:
         """Change the content and/or metadata of one of your memories; the revision goes up by
         one. ``metadata`` keys given replace the stored ones (``null`` removes a key), others
         are kept. With ``expected_revision``, a memory at another revision is not touched:
-        ``Conflict`` with ``current_revision`` (checked inside the write transaction)."""
+        ``Conflict`` with ``current_revision`` (checked inside the write transaction).
+        ``citations`` given: the memory cites exactly those (anchored now) plus the files its
+        new content mentions; omitted: its citations are kept and new mentions added."""
         if isinstance(metadata, BaseModel):
             patch = metadata.model_dump(exclude_unset=True)
         else:
             patch = None if metadata is None else dict(metadata)
         request = {"memoryId": memory_id, "content": content, "metadata": patch,
                    "expectedRevision": expected_revision}  # fmt: skip
+        if citations is not None:
+            request["citations"] = [
+                c.model_dump() if isinstance(c, BaseModel) else c for c in citations
+            ]
         return self.once(
             who, idempotency_key, "update-memory", request, UpdateMemoryResult,
             lambda claim: self.retrying(
-                lambda: self._update_memory(who, memory_id, content, patch, expected_revision, claim)
+                lambda: self._update_memory(
+                    who, memory_id, content, patch, expected_revision, claim, citations
+                )
             ),
         )  # fmt: skip
 
@@ -431,13 +465,15 @@ class MemoryService:
         patch: dict | None,
         expected: int | None,
         claim: idem.Claim | None,
+        citations: list | None = None,
     ) -> UpdateMemoryResult:
-        if content is None and not patch:
+        if content is None and not patch and citations is None:
             raise InvalidInput(
-                "nothing to update: give content and/or metadata", memoryId=memory_id
+                "nothing to update: give content, metadata and/or citations", memoryId=memory_id
             )
         if content is not None:
             rules.check_content(content)
+        cites = self.cite(who, citations, [content] if content is not None else [])
         rec = self.get_visible(who, memory_id)
         self.check_owner(who, rec, "update")
         if rec.kind is not Kind.memory:
@@ -474,13 +510,35 @@ class MemoryService:
             memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
             scope=rec.scope.value, category=rec.category, warnings=warnings,
         )  # fmt: skip
+        replace_cites = citations is not None
+
+        def write_citations(conn) -> None:
+            if replace_cites:
+                conn.execute("DELETE FROM citations WHERE record_id=?", (rec.id,))
+            if cites:
+                cites.write(conn, [rec.id])
+
+        if self.citations is not None:
+            result.citations = self._citations_after(rec.id, cites, replace_cites)
         result.warnings += self.engine.apply(
             replace=[updated],
             check=self.checks(
                 self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
             ),
+            extra=write_citations,
         ).warnings
         return result
+
+    def _citations_after(
+        self, record_id: str, cites: Pending | None, replace: bool
+    ) -> list[CitationState]:
+        """What a record will cite after an update (for its result)."""
+        new = cites.states() if cites else []
+        if replace:
+            return new
+        kept = self.citations.stored([record_id]).get(record_id, [])
+        have = {(c.path, c.startLine, c.endLine) for c in kept}
+        return kept + [c for c in new if (c.path, c.startLine, c.endLine) not in have]
 
     def commit_insight(
         self,
@@ -623,13 +681,16 @@ class MemoryService:
             memoryId=shared.id, originalId=rec.id, originalKept=keep_original,
             category=category, warnings=warnings,
         )  # fmt: skip
+        copy = self.citations.copier(rec.id, shared.id) if self.citations else None
         result.warnings += self.engine.apply(
             add=[shared],
             delete=[] if keep_original else [rec.id],
+            # the copy runs in the checks, before the delete takes the original's citations
             check=self.checks(
                 self.bind(claim, result),
                 self.revision_check(rec.id, rec.revision, None),  # shared once, from this version
                 self.limits_check(who, [shared]),
+                copy,
             ),
         ).warnings
         return result

@@ -10,9 +10,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval.cite import CitationInput, CitationState
 from retrieval.records import Kind, Record, Scope
 
 ScopeName = Literal["private", "personal", "team", "public"]
+Citations = list[CitationInput] | None
+CITATIONS_HELP = (
+    "Code this text relies on: [{path, startLine?, endLine?}], paths relative to your project "
+    "root (omit the lines to cite a whole file). Recall then tells whether that code changed "
+    "since. Paths mentioned in the text (a/b.py, b.py:120, b.py#L10-L20) are cited too."
+)
 
 
 class MemoryMetadata(BaseModel):
@@ -73,6 +80,7 @@ class MemoryInput(BaseModel):
         "learnings (team/public).",
     )
     metadata: MemoryMetadata | None = None
+    citations: Citations = Field(default=None, description=CITATIONS_HELP)
 
 
 class RememberResult(BaseModel):
@@ -81,6 +89,9 @@ class RememberResult(BaseModel):
     category: str
     expiresAt: datetime | None = None
     warnings: list[str] = Field(default_factory=list)
+    citations: list[CitationState] = Field(
+        default_factory=list, description="What the memory cites (explicit and detected)."
+    )
 
 
 class CommitInsightResult(BaseModel):
@@ -99,6 +110,9 @@ class UpdateMemoryResult(BaseModel):
     scope: ScopeName
     category: str
     warnings: list[str] = Field(default_factory=list)
+    citations: list[CitationState] = Field(
+        default_factory=list, description="What the memory cites now."
+    )
 
 
 class ForgetResult(BaseModel):
@@ -122,11 +136,20 @@ class Counts(BaseModel):
     expired: int = 0
 
 
+class CitedMemory(Memory):
+    """A memory with the status of the code it cites (recall-context)."""
+
+    citations: list[CitationState] = Field(
+        default_factory=list,
+        description="Cited code and its status now: fresh, moved, changed or deleted.",
+    )
+
+
 class RecallContextResult(BaseModel):
-    private: list[Memory] = Field(default_factory=list)
-    personal: list[Memory] = Field(default_factory=list)
-    team: list[Memory] = Field(default_factory=list)
-    public: list[Memory] = Field(default_factory=list)
+    private: list[CitedMemory] = Field(default_factory=list)
+    personal: list[CitedMemory] = Field(default_factory=list)
+    team: list[CitedMemory] = Field(default_factory=list)
+    public: list[CitedMemory] = Field(default_factory=list)
     chunks: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Workspace file chunks matching `search` (path:start-end).",
@@ -215,6 +238,11 @@ class RecallItem(BaseModel):
         "includeSuspicious.",
     )
     inText: bool = Field(default=True, description="Whether the item is quoted in `text`.")
+    citations: list[CitationState] = Field(
+        default_factory=list,
+        description="Cited code and its status now: fresh, moved (same lines elsewhere), "
+        "changed or deleted (verify before trusting the item; it ranks lower).",
+    )
 
 
 class RecallResult(BaseModel):

@@ -7,6 +7,10 @@ Boosts (added to the fused score, which lies in [0, 1]):
 - priority: +0.04 for priority 1, -0.04 for priority 3;
 - recency: +0.03 * 2^(-age_days / 30) (a memory from today gets +0.03, from last month +0.015);
 - lessons: +0.10 * (successRate - 0.5), so a fix that works lifts its lesson.
+Citations: an item whose cited code changed or was deleted since it was written has its score
+(fused + boosts) multiplied by ``CitationService.stale_factor`` (0.9, measured: docs/benchmarks.md
+"Citations"), shown as the ``citations`` boost; its provenance line in ``text`` (:mod:`.framing`) says
+"cited code changed since this was written (path:lines)".
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
@@ -96,6 +100,21 @@ def diversify(
     return chosen, dropped
 
 
+def cited(svc: MemoryService, who: Identity, hits: list[Hit], scores: dict[str, float]):
+    """The citations of the hits, checked now; stale items' scores lowered in place."""
+    if svc.citations is None or not hits:
+        return {}
+    states = svc.citations.states(who, [h.record.id for h in hits])
+    for h in hits:
+        cs = states.get(h.record.id)
+        factor = svc.citations.factor(cs) if cs else 1.0
+        if factor != 1.0:
+            rid = h.record.id
+            h.explanation.boosts["citations"] = round(scores[rid] * (factor - 1), 4)
+            scores[rid] *= factor
+    return states
+
+
 def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult:
     now = svc.clock()
     f = rules.tool_filter(who, args, now, [Kind(k) for k in args.kinds] if args.kinds else None)
@@ -106,12 +125,14 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         b = boosts(h.record, now)
         h.explanation.boosts = b
         scores[h.record.id] = h.score + sum(b.values())
+    citations = cited(svc, who, hits, scores)
     ordered, dropped = diversify(svc, hits, scores)
     scale = 4 if args.unit == "tokens" else 1
     top = ordered[: args.limit]
     packed = framing.pack(
-        [h.record for h in top], args.budget * scale, include_suspicious=args.includeSuspicious
-    )
+        [h.record for h in top], args.budget * scale, include_suspicious=args.includeSuspicious,
+        citations=citations,
+    )  # fmt: skip
     items: list[RecallItem] = []
     for h, (rec, state) in zip(top, packed.states, strict=False):
         items.append(
@@ -125,9 +146,10 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                 location=location(rec),
                 explanation=h.explanation.model_dump(),
                 truncated=state == "truncated",
-                provenance=framing.provenance(rec),
+                provenance=framing.provenance(rec, citations.get(rec.id)),
                 suspicious=framing.suspicious(rec),
                 inText=state != "withheld",
+                citations=citations.get(rec.id, []),
             )  # fmt: skip
         )
     text = packed.text

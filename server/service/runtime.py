@@ -17,6 +17,7 @@ from typing import Literal
 
 from retrieval.engine import Engine
 
+from .citations import CitationService
 from .config import Settings
 from .graphs import GraphServices, graph_services
 from .identity import Identity, identity_from_env
@@ -39,8 +40,17 @@ class Runtime:
     _on_demand: bool = False
 
     def __post_init__(self) -> None:
+        if self.service.citations is None:  # one per service (runtimes may share a service)
+            self.service.citations = CitationService(
+                self.service.store, self.settings, self.service.engine.home,
+                clock=self.service.clock,
+            )  # fmt: skip
         if self.graphs is None:
             self.graphs = graph_services(self.service)
+
+    @property
+    def citations(self) -> CitationService:
+        return self.service.citations
 
     @classmethod
     def start(
@@ -122,4 +132,6 @@ class Runtime:
     def close(self) -> None:
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self.service.citations is not None:
+            self.service.citations.close()  # background re-checks finish first
         self.engine.close()

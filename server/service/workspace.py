@@ -43,15 +43,23 @@ def make_ingestor(
     who: Identity,
     max_file_kb: int | None = None,
     ready: Callable[[], object] | None = None,
+    on_change: Callable[[list[str]], object] | None = None,
 ) -> Ingestor:
     """An ingestor writing to ``who``'s project; ``ready`` waits for (or loads) the model and
-    is only called when something needs embedding, so an unchanged tree never loads it."""
+    is only called when something needs embedding, so an unchanged tree never loads it;
+    ``on_change`` hears the files each committed batch changed or removed."""
     kb = max_file_kb or DEFAULT_MAX_FILE_KB
     if kb < 1:
         raise InvalidInput("max file size must be at least 1 KB")
     return Ingestor(
-        engine, who.project_id, who.agent_id, IngestOptions(max_file_bytes=kb * 1024), ready=ready
-    )
+        engine, who.project_id, who.agent_id, IngestOptions(max_file_bytes=kb * 1024),
+        ready=ready, on_change=on_change,
+    )  # fmt: skip
+
+
+def _citation_hook(rt: Runtime) -> Callable[[list[str]], object] | None:
+    """Files an ingest saw change: their citations are re-checked in the background."""
+    return rt.citations.refresh_later if rt.citations is not None else None
 
 
 def ingest_workspace(
@@ -68,7 +76,8 @@ def ingest_workspace(
         path, rt.settings.allowed_for(who) if allowed is None else allowed,
         rt.settings.base_for(who),
     )  # fmt: skip
-    return make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready).run(root, progress, stop)
+    ingestor = make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready, _citation_hook(rt))
+    return ingestor.run(root, progress, stop)
 
 
 def watch_workspace(
@@ -90,5 +99,5 @@ def watch_workspace(
         path, rt.settings.allowed_for(who) if allowed is None else allowed,
         rt.settings.base_for(who),
     )  # fmt: skip
-    ingestor = make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready)
+    ingestor = make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready, _citation_hook(rt))
     watch(ingestor, root, on_report, progress=progress, stop=stop)

@@ -4,6 +4,7 @@
   share-learning, remember-bulk, forget-bulk;
 - ``recall``: recall-context, recall;
 - ``graph``: the knowledge-graph tools; ``lessons``: the lesson tools;
+- ``verify``: verify-memories (memories whose cited code changed);
 - ``ingest``: ingest_workspace; ``stream``: changes, changes-ack, the ``pattern://changes``
   resource and its subscriptions; ``admin``: cleanup, export/import, pattern_health.
 """
@@ -13,9 +14,9 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import SubscriptionBus
 
-from . import admin, graph, ingest, lessons, memories, recall, stream
+from . import admin, graph, ingest, lessons, memories, recall, stream, verify
 
-DOMAINS = (memories, recall, graph, lessons, ingest, admin)
+DOMAINS = (memories, recall, graph, lessons, ingest, admin, verify)
 
 
 def register_all(server: MCPServer, bus: SubscriptionBus) -> None:

@@ -82,14 +82,19 @@ async def create_relations(
 @tools("add_observations")
 async def add_observations(
     observations: Annotated[
-        list[ObservationInput], Field(description="{entityName, contents: [new observations]}.")
+        list[ObservationInput],
+        Field(
+            description="{entityName, contents: [new observations], citations?: [{path, startLine?, endLine?}]}."
+        ),
     ],
     ctx: Context,
     scope: GraphScope = "team",
 ) -> AddObservationsResult:
     """Add observations (atomic facts) to existing entities; returns what was added per
     entity (observations the entity already has are not repeated). Fails with
-    [not_found] and writes nothing if an entity does not exist."""
+    [not_found] and writes nothing if an entity does not exist. Observations about code can
+    cite it (citations, or paths like a/b.py:120 in the text): recall then says when that
+    code changed."""
     s, who = services(ctx)
     return await call(lambda: s.graph.add_observations(who, observations, scope))
 

@@ -17,6 +17,7 @@ from graph.lesson_models import (
     LessonSuccessResult,
 )
 
+from ..service.models import Citations
 from .common import ToolSet, call
 from .graph import GraphScope, services
 
@@ -33,12 +34,21 @@ async def create_lesson(
     ],
     ctx: Context,
     scope: GraphScope = "team",
+    citations: Annotated[
+        Citations,
+        Field(
+            description="The code the fix is about: [{path, startLine?, endLine?}] relative to "
+            "your project root. find_similar_errors then says when that code changed since. "
+            "Paths in the observations and error context (a/b.py:120) are cited too."
+        ),
+    ] = None,
 ) -> CreateLessonResult:
     """Record a lesson after you fixed an error: the error pattern (include the stack trace
-    when you have one), what you learned (observations) and how to verify the fix. Every
-    required field is validated; createdAt/updatedAt are set for you."""
+    when you have one), what you learned (observations), how to verify the fix, and the code
+    it is about (citations). Every required field is validated; createdAt/updatedAt are set
+    for you."""
     s, who = services(ctx)
-    return await call(lambda: s.lessons.create_lesson(who, lesson, scope))
+    return await call(lambda: s.lessons.create_lesson(who, lesson, scope, citations=citations))
 
 
 @tools("find_similar_errors")
@@ -53,8 +63,9 @@ async def find_similar_errors(
 ) -> LessonSearchResult:
     """Before debugging an error, look for lessons about similar ones: fuzzy match on the
     message, exception classes and stack frames; ordered by relevance × (0.7 + 0.3 ×
-    successRate), so fixes that worked come first. Each lesson has its resolution notes
-    and verification steps; report the outcome with update_lesson_success."""
+    successRate), so fixes that worked come first (× 0.9 when the code a lesson cites changed
+    since: its citations say which). Each lesson has its resolution notes and verification
+    steps; report the outcome with update_lesson_success."""
     s, who = services(ctx)
     return await call(lambda: s.lessons.find_similar_errors(who, errorPattern, scope, limit))
 

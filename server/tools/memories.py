@@ -10,8 +10,10 @@ from pydantic import Field
 
 from ..service import bulk
 from ..service.models import (
+    CITATIONS_HELP,
     BulkForgetResult,
     BulkRememberResult,
+    Citations,
     CommitInsightResult,
     ForgetResult,
     MemoryInput,
@@ -45,12 +47,17 @@ async def remember(
         MemoryMetadata | None,
         Field(description="tags (≤10 × 50 chars), priority 1-3 (1 = high), source, relatedTo."),
     ] = None,
+    citations: Annotated[Citations, Field(description=CITATIONS_HELP)] = None,
     idempotencyKey: IdempotencyKey = None,
 ) -> RememberResult:
-    """Store a memory with a scope and category. Returns its id, expiry and any warnings
-    (e.g. content that looks like a secret). Never store credentials."""
+    """Store a memory with a scope and category. Returns its id, expiry, what it cites and
+    any warnings (e.g. content that looks like a secret). Never store credentials. When the
+    memory is about code, cite it (citations, or paths like a/b.py:120 in the text): recall
+    then warns when that code changed."""
     rt, who = session_of(ctx)
-    item = MemoryInput(content=content, scope=scope, category=category, metadata=metadata)
+    item = MemoryInput(
+        content=content, scope=scope, category=category, metadata=metadata, citations=citations
+    )
     return await call(lambda: rt.service.remember(who, item, idempotencyKey))
 
 
@@ -124,15 +131,22 @@ async def update_memory(
             description="The revision you read: if the memory changed since, nothing is written and a [conflict] error carries current_revision.",
         ),
     ] = None,
+    citations: Annotated[
+        Citations,
+        Field(
+            description="Replace what the memory cites (anchored to the code as it is now): "
+            "[{path, startLine?, endLine?}]; omit to keep its citations."
+        ),
+    ] = None,
     idempotencyKey: IdempotencyKey = None,
 ) -> UpdateMemoryResult:
-    """Change the content and/or metadata of one of your memories (only its creator may).
-    Returns the new revision; pass expectedRevision to never overwrite someone else's
-    change (optimistic concurrency)."""
+    """Change the content, metadata and/or citations of one of your memories (only its
+    creator may). Returns the new revision; pass expectedRevision to never overwrite someone
+    else's change (optimistic concurrency)."""
     rt, who = session_of(ctx)
     return await call(
         lambda: rt.service.update_memory(
-            who, memoryId, content, metadata, expectedRevision, idempotencyKey
+            who, memoryId, content, metadata, expectedRevision, idempotencyKey, citations
         )
     )
 

@@ -137,8 +137,9 @@ def register(server: MCPServer, bus: SubscriptionBus) -> ChangeNotifier:
             bool, Field(description="Attach the current record to inserts/updates.")
         ] = True,
     ) -> ChangesResult:
-        """Read the change stream: every committed insert/update/delete you are allowed to see,
-        in commit order, after `cursor`. Continue with cursor=next_cursor while has_more. If
+        """Read the change stream: every committed insert/update/delete you are allowed to see
+        (and `citations`: the code a record cites changed status), in commit order, after
+        `cursor`. Continue with cursor=next_cursor while has_more. If
         reset_required is true your cursor is behind the compaction horizon: rebuild from
         recall-context/export-memories, then continue from next_cursor."""
         rt, who = session_of(ctx)
