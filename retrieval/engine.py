@@ -91,10 +91,20 @@ class Engine:
         embed_text: EmbedText | None = None,
         window_words: int | None = None,
         window_overlap: int = 16,
+        store_url: str | None = None,
     ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
+        self.cluster = None
+        if store_url:  # PostgreSQL is canonical; this folder's SQLite is the node's replica
+            from .pg.cluster import Cluster
+
+            try:
+                self.cluster = Cluster(store_url, self.store)
+            except BaseException:
+                self.store.close()
+                raise
         self._chroma = (str(self.home / "chroma"), chroma_host, chroma_port)
         self.vectors: VectorIndex | None = (
             None  # opened with the embedder (chromadb is slow to import)
@@ -107,8 +117,19 @@ class Engine:
         self._sync_lock = threading.Lock()
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self._buckets: set[str] = set(self.store.all_buckets())
+        if self.cluster is not None:
+            self.cluster.start(on_applied=self._replicated)
         if embedder is not None:
             self.set_embedder(embedder)
+
+    def _replicated(self, buckets: set[str]) -> None:
+        """The replica applied log rows (another node's writes, or a snapshot): learn their
+        buckets and push their outbox rows to Chroma (their vectors came with them)."""
+        if "*" in buckets:
+            self._buckets = set(self.store.all_buckets())
+        else:
+            self._buckets.update(buckets)
+        self.sync()
 
     # ------------------------------------------------------------------ embedder
     def set_embedder(self, embedder: Embedder) -> None:
@@ -126,7 +147,7 @@ class Engine:
     def _queue_other_models(self, model_id: str) -> None:
         """Records last embedded by another model (or never) are queued for re-embedding:
         the model changed, so their vectors must be remade (sync embeds what is missing)."""
-        with self.store.transaction() as conn:
+        with self.store.local_transaction() as conn:
             conn.execute(
                 "INSERT INTO vector_outbox(record_id, op, bucket) SELECT id, 'upsert', bucket "
                 "FROM records WHERE embedding_model IS NOT ? AND embedding_model IS NOT NULL",
@@ -348,6 +369,8 @@ class Engine:
         ]
 
     def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
         if self.vectors is not None:
             self.vectors.close()
         self.store.close()
