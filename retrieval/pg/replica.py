@@ -90,9 +90,13 @@ class Replica:
                 if not rows:
                     break
                 with self.store.local_transaction() as conn:
+                    # another process on this folder may have applied some meanwhile
+                    done = conn.execute("SELECT value FROM replica_state WHERE key='seq'")
+                    done = int((done.fetchone() or [0])[0])
                     for seq, entries in rows:
-                        buckets |= log.apply(conn, entries)
-                        applied = seq
+                        if seq > done:
+                            buckets |= log.apply(conn, entries)
+                        applied = max(seq, done)
                     conn.execute(
                         "INSERT OR REPLACE INTO replica_state(key, value) VALUES ('seq', ?)",
                         (str(applied),),
