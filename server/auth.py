@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from .service.errors import InvalidInput, NotFound
 from .service.identity import Identity
 
 HEADER_PREFIX = "x-pattern-"
+PG_TOKENS_TTL_S = 1.0
 
 
 def _sha(token: str) -> str:
@@ -44,14 +46,20 @@ def write_private(path: Path, data: dict) -> None:
 
 
 class TokenStore:
-    """Hashed bearer tokens in ``<home>/tokens.json`` (re-read when the file changes)."""
+    """Hashed bearer tokens in ``<home>/tokens.json`` (re-read when the file changes); with a
+    PostgreSQL store URL, in its ``pm_tokens`` table, shared by every daemon of the cluster
+    (re-read at most every :data:`PG_TOKENS_TTL_S`, so a revocation reaches every node
+    within that)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, store_url: str | None = None) -> None:
         self.path = Path(home) / "tokens.json"
+        self.store_url = store_url
         self._lock = threading.Lock()
         self._cache: tuple[float, dict] | None = None
 
     def _load(self) -> dict:
+        if self.store_url:
+            return self._load_pg()
         try:
             mtime = self.path.stat().st_mtime
         except FileNotFoundError:
@@ -61,6 +69,25 @@ class TokenStore:
         data = json.loads(self.path.read_text())
         self._cache = (mtime, data)
         return data
+
+    def _load_pg(self) -> dict:
+        from retrieval.pg.tokens import load_tokens
+
+        now = time.monotonic()
+        if self._cache and now - self._cache[0] < PG_TOKENS_TTL_S:
+            return self._cache[1]
+        data = load_tokens(self.store_url)
+        self._cache = (now, data)
+        return data
+
+    def _save(self, data: dict) -> None:
+        if self.store_url:
+            from retrieval.pg.tokens import save_tokens
+
+            save_tokens(self.store_url, data)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(self.path, data)
 
     def create(self, agent_id: str, project_id: str | None = None, label: str = "") -> str:
         if not agent_id.strip():
@@ -76,8 +103,7 @@ class TokenStore:
                 "revoked": None,
                 "prefix": token[:10],
             }
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_private(self.path, data)
+            self._save(data)
             self._cache = None
         return token
 
@@ -94,7 +120,7 @@ class TokenStore:
                     n += 1
             if not n:
                 raise NotFound(f"no active token matches {prefix_or_agent!r}")
-            write_private(self.path, data)
+            self._save(data)
             self._cache = None
         return n
 

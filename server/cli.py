@@ -37,7 +37,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .daemon import run_daemon
 
-    return run_daemon(Path(args.home) if args.home else None, args.http)
+    env = dict(os.environ)
+    if args.store_url:
+        env["PATTERN_STORE_URL"] = args.store_url
+    return run_daemon(Path(args.home) if args.home else None, args.http, env)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -67,7 +70,8 @@ def cmd_token(args: argparse.Namespace) -> int:
     from .auth import TokenStore
     from .service.config import Settings
 
-    tokens = TokenStore(Settings.from_env().home)
+    settings = Settings.from_env()
+    tokens = TokenStore(settings.home, settings.store_url)
     if args.action == "create":
         print(tokens.create(args.agent or "", args.project, args.label or ""))
         print("store this token now: it is not shown again", file=sys.stderr)
@@ -255,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     dm = sub.add_parser("daemon", help="own the store and serve MCP over HTTP")
     dm.add_argument("--http", metavar="HOST:PORT", help="listen here for remote agents (tokens)")
     dm.add_argument("--home", help="store folder (default $PATTERN_HOME)")
+    dm.add_argument(
+        "--store-url",
+        metavar="URL",
+        help="postgresql://… : PostgreSQL is the canonical store shared by many daemons, this "
+        "folder holds the node's replica (default $PATTERN_STORE_URL; unset: SQLite alone)",
+    )
     dm.set_defaults(fn=cmd_daemon)
     st = sub.add_parser("stop", help="stop the store's daemon (SIGTERM, graceful)")
     st.add_argument("--home")

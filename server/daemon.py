@@ -170,7 +170,8 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
         app = server.streamable_http_app(
             transport_security=security, host=host, json_response=True, stateless_http=True
         )
-        authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
+        tokens = TokenStore(home, settings.store_url)
+        authenticate = make_authenticator(secret, tokens, rt.identity.project_id)
         wrapped = AuthMiddleware(app, authenticate, info)
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30

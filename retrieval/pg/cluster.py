@@ -9,7 +9,7 @@ which every read is served. PostgreSQL holds:
   highest key of each AUTOINCREMENT table, so ``changes``' head survives compaction);
 - ``pm_log`` (the replication log) with its sequence ``pm_log_seq``;
 - ``pm_cluster``: the cluster id, the schema version, the log's compaction horizon;
-- ``pm_tokens``: the daemons' bearer tokens (shared by every node).
+- ``pm_tokens``: the daemons' bearer tokens (shared by every node; :mod:`.tokens`).
 
 Joining: an empty folder joins by copying a snapshot. A folder that already holds a
 standalone store seeds a new (empty) database with its rows and becomes its first node; it is
@@ -18,7 +18,6 @@ refused by a database that already has a cluster (its rows would be lost either 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import uuid
@@ -295,25 +294,6 @@ class Cluster:
                 pg.execute("DELETE FROM pm_log WHERE seq <= %s", (upto,))
                 self._set(pg, "horizon", str(upto))
             return max(old, upto)
-
-    # ------------------------------------------------------------------ tokens
-    def tokens(self) -> dict[str, dict]:
-        pg = self.getconn()
-        try:
-            rows = pg.execute("SELECT hash, entry FROM pm_tokens").fetchall()
-            pg.commit()
-        finally:
-            self.putconn(pg)
-        return {h: json.loads(e) for h, e in rows}
-
-    def put_tokens(self, entries: dict[str, dict]) -> None:
-        with self.locked() as pg:
-            for h, e in entries.items():
-                pg.execute(
-                    "INSERT INTO pm_tokens(hash, entry) VALUES (%s, %s) ON CONFLICT (hash) "
-                    "DO UPDATE SET entry = EXCLUDED.entry",
-                    (h, json.dumps(e)),
-                )
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, on_applied=None) -> None:

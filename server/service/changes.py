@@ -155,6 +155,16 @@ def compact_older_than(
     return compact_changes(store, before, now)
 
 
+def _head_for(svc: MemoryService, cursor) -> int:
+    """This store's head; with PostgreSQL, a cursor beyond it came from a node further ahead:
+    the replica catches up first instead of calling a valid cursor 'ahead of this store'."""
+    top = head(svc.store.reader)
+    if isinstance(cursor, int) and cursor > top and svc.store.cluster is not None:
+        svc.store.catch_up()
+        top = head(svc.store.reader)
+    return top
+
+
 # ---------------------------------------------------------------------- consumers
 def scope_key(who: Identity, scopes: Sequence[str] | None) -> str:
     """What a consumer follows: the project (its private/team buckets depend on it) and the
@@ -214,7 +224,7 @@ def ack(
     The last ack wins (a consumer may move back to replay); a cursor beyond the head is refused."""
     consumer_id = _check_consumer(consumer_id)
     scopes = _check_scopes(scopes)
-    top = head(svc.store.reader)
+    top = _head_for(svc, cursor)
     if not isinstance(cursor, int) or cursor < 0 or cursor > top:
         raise InvalidInput(
             f"cursor must be between 0 and the head ({top}), got {cursor!r}", head=top
@@ -304,6 +314,8 @@ def read_changes(
     scopes = _check_scopes(scopes)
     buckets = who.visible_buckets(scopes)
     key = scope_key(who, scopes)
+    if cursor is not None:
+        _head_for(svc, cursor)
     with snapshot(svc.store) as conn:
         if cursor is None:
             cursor = (stored_cursor(conn, who, consumer_id, key) if consumer_id else None) or 0
