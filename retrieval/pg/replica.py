@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -42,8 +43,9 @@ class Replica:
         self.store = cluster.store
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self.poll_s = POLL_S
-        self.listen = True
+        # PATTERN_PG_POLL_MS: the polling fallback's period; PATTERN_PG_LISTEN=0: poll only
+        self.poll_s = float(os.environ.get("PATTERN_PG_POLL_MS", POLL_S * 1000)) / 1000
+        self.listen = os.environ.get("PATTERN_PG_LISTEN", "1") != "0"
         self._thread: threading.Thread | None = None
         self.on_applied: Callable[[set[str]], None] | None = None
         self.rebuilds = 0
