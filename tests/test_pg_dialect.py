@@ -62,9 +62,7 @@ def test_inserts_get_their_key_conflict_clause_and_row_images(dialect):
     assert "VALUES (%s, %s,%s" in st.pg and st.pg.endswith("RETURNING *")
     ign = dialect.statement("INSERT OR IGNORE INTO record_tags(tag, record_rowid) VALUES (?,?)")
     assert "ON CONFLICT DO NOTHING RETURNING *" in ign.pg and ign.inject_pk is None
-    rep = dialect.statement(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)"
-    )
+    rep = dialect.statement("INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)")
     assert 'ON CONFLICT ("key") DO UPDATE SET "value" = EXCLUDED."value"' in rep.pg
 
 

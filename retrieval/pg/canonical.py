@@ -128,18 +128,7 @@ class PgConn:
 
     # ------------------------------------------------------------------ keys
     def _allocate(self, table: str, n: int) -> list[int]:
-        t = self.cluster.catalog.tables[table]
-        if table not in self._next:
-            q = f'SELECT coalesce(max("{t.auto_pk}"), 0) FROM "{table}"'
-            if t.autoincrement:
-                q = (
-                    f"SELECT GREATEST(({q}), coalesce((SELECT seq FROM sqlite_sequence "
-                    "WHERE name = %s), 0))"
-                )
-                top = self.pg.execute(q, (table,)).fetchone()[0]
-            else:
-                top = self.pg.execute(q).fetchone()[0]
-            self._next[table] = int(top) + 1
+        """Keys for ``n`` new rows (the counters were read with the lock, see BEGIN)."""
         first = self._next[table]
         self._next[table] = first + n
         return list(range(first, first + n))
@@ -199,20 +188,27 @@ class PgConn:
 
     # ------------------------------------------------------------------ commit
     def finish(self) -> int | None:
-        """Inside the transaction: key counters, the log row and the wake-up; its seq."""
+        """Inside the transaction: key counters, the log row and the wake-up (one statement);
+        the log row's seq."""
         if not self.entries:
             return None
-        for table, top in self._top.items():
-            self.pg.execute(
-                "INSERT INTO sqlite_sequence(name, seq) VALUES (%s, %s) ON CONFLICT (name) "
-                "DO UPDATE SET seq = GREATEST(sqlite_sequence.seq, EXCLUDED.seq)",
-                (table, top),
+        params: list = []
+        counters = ""
+        if self._top:
+            counters = (
+                "q AS (INSERT INTO sqlite_sequence(name, seq) VALUES "
+                + ", ".join("(%s, %s)" for _ in self._top)
+                + " ON CONFLICT (name) DO UPDATE SET seq = "
+                "GREATEST(sqlite_sequence.seq, EXCLUDED.seq)), "
             )
+            for table, top in self._top.items():
+                params += [table, top]
+        params += [self.cluster.node_id, log.encode(self.entries), self.cluster.node_id]
         seq = self.pg.execute(
-            "WITH s AS (INSERT INTO pm_log(seq, origin, entries) "
+            f"WITH {counters}s AS (INSERT INTO pm_log(seq, origin, entries) "
             "VALUES (nextval('pm_log_seq'), %s, %s) RETURNING seq) "
-            "SELECT seq, pg_notify('pattern_log', seq::text) FROM s",
-            (self.cluster.node_id, log.encode(self.entries)),
+            "SELECT seq, pg_notify('pattern_log', seq::text || ' ' || %s) FROM s",
+            params,
         ).fetchone()[0]
         return int(seq)
 
@@ -223,6 +219,34 @@ class Canonical:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._local = threading.local()
+        # BEGIN, the lock, then (one round trip) every allocated key's counter and the log's
+        # head: nobody else can move them until COMMIT
+        self._auto = [t for t in cluster.catalog.tables.values() if t.auto_pk]
+        parts = []
+        for t in self._auto:
+            q = f'(SELECT coalesce(max("{t.auto_pk}"), 0) FROM "{t.name}")'
+            if t.autoincrement:
+                q = (f"GREATEST({q}, coalesce((SELECT seq FROM sqlite_sequence "
+                     f"WHERE name = '{t.name}'), 0))")  # fmt: skip
+            parts.append(q)
+        parts.append("(SELECT coalesce(max(seq), 0) FROM pm_log)")
+        self._begin = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY}); SELECT {', '.join(parts)}"
+
+    def _start(self) -> tuple:
+        cluster = self.cluster
+        for attempt in range(2):
+            pg = cluster.getconn()
+            try:
+                cur = pg.execute(self._begin)
+                while cur.nextset():  # BEGIN; the lock; the counters
+                    pass
+                return pg, cur.fetchone()
+            except Exception as exc:
+                cluster.putconn(pg, broken=True)
+                if attempt:
+                    raise cluster.translate_error(exc) from exc
+                cluster.pool.check()  # the database restarted: drop the dead connections
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def transaction(self) -> Iterator[PgConn]:
@@ -231,15 +255,13 @@ class Canonical:
             yield current
             return
         cluster = self.cluster
-        pg = cluster.getconn()
+        pg, counters = self._start()
         tx = PgConn(cluster, pg)
+        tx._next = {t.name: int(v) + 1 for t, v in zip(self._auto, counters, strict=False)}
+        log_head = int(counters[-1])
         self._local.tx = tx
         seq = None
         try:
-            try:
-                pg.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            except Exception as exc:
-                raise cluster.translate_error(exc) from exc
             yield tx
             seq = tx.finish()
         except BaseException:
@@ -249,7 +271,7 @@ class Canonical:
             raise
         self._local.tx = None
         try:
-            pg.commit()
+            pg.execute("COMMIT")
         except Exception as exc:
             cluster.putconn(pg, broken=True)
             if seq is None or not self._committed(seq):
@@ -259,8 +281,10 @@ class Canonical:
             cluster.replica.catch_up(through=seq, own=(seq, tx.entries))
             return
         try:
-            if seq is not None:
-                cluster.replica.catch_up(through=seq, own=(seq, tx.entries), pg=pg)
+            if seq is not None:  # read-your-writes: the replica applies up to our seq
+                cluster.replica.catch_up(
+                    through=seq, own=(seq, tx.entries), pg=pg, known_head=log_head
+                )
         finally:
             cluster.putconn(pg)
 

@@ -73,7 +73,7 @@ class Cluster:
         self.cluster_id = ""
         self.pool = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT_S, open=False,
-            check=ConnectionPool.check_connection, kwargs={"autocommit": False},
+            kwargs={"autocommit": True},  # transactions are explicit (BEGIN … COMMIT)
             name="pattern-memory",
         )  # fmt: skip
         try:
@@ -108,7 +108,7 @@ class Cluster:
     def putconn(self, pg, *, rollback: bool = False, broken: bool = False) -> None:
         if rollback and not broken:
             try:
-                pg.rollback()
+                pg.execute("ROLLBACK")
             except Exception:
                 broken = True
         if broken:
@@ -130,9 +130,9 @@ class Cluster:
         """A PostgreSQL transaction holding the write lock (schema, compaction, tokens)."""
         pg = self.getconn()
         try:
-            pg.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            pg.execute(f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_KEY})")
             yield pg
-            pg.commit()
+            pg.execute("COMMIT")
         except BaseException:
             self.putconn(pg, rollback=True)
             raise
@@ -242,8 +242,7 @@ class Cluster:
                 q += " AND seq <= %s"
                 params.append(upto)
             rows = pg.execute(q + " ORDER BY seq LIMIT %s", [*params, n]).fetchall()
-            horizon = self.horizon(pg)
-            pg.commit()
+            horizon = self.horizon(pg)  # autocommit: a later statement, see the docstring
         except BaseException:
             if not own:
                 self.putconn(pg, rollback=True)
@@ -271,7 +270,6 @@ class Cluster:
         try:
             top = pg.execute("SELECT coalesce(max(seq), 0) FROM pm_log").fetchone()[0]
             seq = max(int(top), self.horizon(pg))
-            pg.commit()
         finally:
             self.putconn(pg)
         return seq

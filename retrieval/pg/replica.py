@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -69,9 +70,13 @@ class Replica:
         return self._state("cluster")
 
     # ------------------------------------------------------------------ catch-up
-    def catch_up(self, through: int | None = None, own=None, pg=None) -> int:
+    def catch_up(
+        self, through: int | None = None, own=None, pg=None, known_head: int | None = None
+    ) -> int:
         """Apply the log (up to ``through``, else to its head). ``own``: (seq, entries) of the
-        caller's own transaction, applied from memory. Returns the applied seq."""
+        caller's own transaction, applied from memory; ``known_head``: the log's head when
+        that transaction took the lock (no row can lie between it and ``own``). Returns the
+        applied seq."""
         buckets: set[str] = set()
         with self._lock:
             applied = self.applied
@@ -82,7 +87,10 @@ class Replica:
                 buckets.add("*")
             while True:
                 upto = through if own is None else own[0] - 1
-                rows, horizon = self.cluster.log_after(applied, BATCH, upto, pg=pg)
+                if own is not None and known_head is not None and applied >= known_head:
+                    rows, horizon = [], 0  # nothing between what we have and our own row
+                else:
+                    rows, horizon = self.cluster.log_after(applied, BATCH, upto, pg=pg)
                 if applied < horizon:
                     applied = self.rebuild()
                     buckets.add("*")
@@ -176,15 +184,20 @@ class Replica:
                 backoff = 0.1
                 self.catch_up()  # whatever committed while we were not listening
                 self.last_error = None
+                last = time.monotonic()
                 while not self._stop.is_set():
-                    # wait for a notification; after poll_s catch up anyway (the polling
-                    # fallback: a NOTIFY lost with a connection, a follower without LISTEN)
+                    # wait for another node's notification (this node's writers apply their
+                    # own rows); after poll_s catch up anyway: the polling fallback (a NOTIFY
+                    # lost with a connection, a follower without LISTEN)
+                    foreign = False
                     if self.listen:
-                        for _note in listener.notifies(timeout=self.poll_s, stop_after=1):
-                            pass
+                        for note in listener.notifies(timeout=self.poll_s, stop_after=1):
+                            foreign = note.payload.partition(" ")[2] != self.cluster.node_id
                     else:
                         self._stop.wait(self.poll_s)
-                    self.catch_up()
+                    if foreign or time.monotonic() - last >= self.poll_s:
+                        self.catch_up()
+                        last = time.monotonic()
             except Exception as exc:
                 if self._stop.is_set():
                     break
