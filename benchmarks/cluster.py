@@ -67,6 +67,8 @@ async def agent_run(home: str, url: str, name: str, writes: int, embedder: str) 
     params = StdioServerParameters(command=sys.executable, args=["-m", "server.cli", "serve"],
                                    env=env, cwd=str(ROOT))  # fmt: skip
     async with Client(params) as client:
+        await client.list_tools()
+        t_start = time.time()
         for i in range(writes):
             args = {"content": content_of(name, i), "scope": "team", "category": "learnings",
                     "idempotencyKey": f"{name}-{i}"}  # fmt: skip
@@ -81,7 +83,9 @@ async def agent_run(home: str, url: str, name: str, writes: int, embedder: str) 
                 except Exception as exc:  # the bridge lost its daemon: retry, same key
                     errors.append(f"{type(exc).__name__}: {exc}"[:200])
                 time.sleep(0.2 * attempt)
-    return {"acks": acks, "errors": errors}
+        health = await client.call_tool("pattern_health", {})
+        replica = (json.loads(health.content[0].text) or {}).get("replica") or {}
+    return {"acks": acks, "errors": errors, "t_start": t_start, "replica": replica}
 
 
 def worker_main(args) -> int:
@@ -213,8 +217,14 @@ def write_phase(args, url: str, work: Path) -> dict:
         killed = new is not None
         print(f"node1 daemon back as pid {new}", flush=True)
     codes = [p.wait() for p in procs]
-    wall = time.time() - t0
     results = {n: json.loads(outs[n].read_text()) for n in names if outs[n].exists()}
+    # from the first call (handshakes and daemon start-up left out) to the last acknowledgement
+    first = min((r["t_start"] for r in results.values()), default=t0)
+    last = max((a[2] for r in results.values() for a in r["acks"]), default=first + 1)
+    wall = last - first
+    serial = {f"node{node_of[n] + 1}": (r["replica"].get("lock_held_ms_p50"),
+                                        r["replica"].get("lock_held_ms_p95"))
+              for n, r in results.items()}  # fmt: skip
     acked = {
         content_of(n, i): (node_of[n], t) for n, r in results.items() for i, _, t, _ in r["acks"]
     }
@@ -261,6 +271,7 @@ def write_phase(args, url: str, work: Path) -> dict:
         "visible_p95_ms": pct(visible, 95),
         "writes_per_s": round(len(acked) / wall, 1),
         "killed": killed,
+        "lock_held_ms_p50_p95": serial,
         "retried_calls": sum(1 for r in results.values() for a in r["acks"] if a[3] > 1),
         "tool_errors": errors[:5],
         "agent_exit_codes": codes,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
@@ -219,6 +220,7 @@ class Canonical:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._local = threading.local()
+        self.held_ms: deque[float] = deque(maxlen=2000)  # the serial section of recent writes
         # BEGIN, the lock, then (one round trip) every allocated key's counter and the log's
         # head: nobody else can move them until COMMIT
         self._auto = [t for t in cluster.catalog.tables.values() if t.auto_pk]
@@ -256,6 +258,7 @@ class Canonical:
             return
         cluster = self.cluster
         pg, counters = self._start()
+        locked_at = time.perf_counter()
         tx = PgConn(cluster, pg)
         tx._next = {t.name: int(v) + 1 for t, v in zip(self._auto, counters, strict=False)}
         log_head = int(counters[-1])
@@ -272,6 +275,7 @@ class Canonical:
         self._local.tx = None
         try:
             pg.execute("COMMIT")
+            self.held_ms.append((time.perf_counter() - locked_at) * 1000)
         except Exception as exc:
             cluster.putconn(pg, broken=True)
             if seq is None or not self._committed(seq):

@@ -301,12 +301,27 @@ class Cluster:
         self.replica.start()
 
     def status(self) -> dict:
+        """For ``pattern_health``: where this node's replica stands (lag = log rows behind)."""
+        try:
+            head = self.head()
+        except Exception:
+            head = None
+        applied = self.replica.applied
+        held = sorted(self.canonical.held_ms)
+
+        def q(p: float) -> float | None:
+            return round(held[min(len(held) - 1, int(p * len(held)))], 2) if held else None
+
         return {
+            "lock_held_ms_p50": q(0.5),
+            "lock_held_ms_p95": q(0.95),
+            "head": head,
+            "lag": None if head is None else max(0, head - applied),
             "backend": "postgresql",
             "url": redact(self.url),
             "node": self.node_id,
             "cluster": self.cluster_id,
-            "applied_seq": self.replica.applied,
+            "applied_seq": applied,
             "rebuilds": self.replica.rebuilds,
             "follower_error": self.replica.last_error,
         }

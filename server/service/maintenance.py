@@ -53,6 +53,12 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         issues.append("embedding model is loading: ranking is lexical until it is ready")
     pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
     kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
+    replica = eng.cluster.status() if eng.cluster is not None else None
+    if replica and replica.get("follower_error"):
+        issues.append(
+            f"PostgreSQL unreachable ({replica['follower_error']}): reads come from this "
+            "node's replica and may be stale; writes fail until it is back"
+        )
     return HealthResult(
         status="ok" if ready and not model_error else "degraded",
         version=VERSION,
@@ -68,6 +74,7 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         records={str(k): v for k, v in kinds.items()},
         pendingVectorWrites=pending,
         issues=issues,
+        replica=replica,
     )
 
 

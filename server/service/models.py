@@ -182,6 +182,9 @@ class HealthResult(BaseModel):
     records: dict[str, int]
     pendingVectorWrites: int
     issues: list[str] = Field(default_factory=list)
+    # PATTERN_STORE_URL: PostgreSQL canonical; this daemon's replica state (url without password,
+    # node, cluster, applied_seq, head, lag, rebuilds, follower_error); None with SQLite alone
+    replica: dict | None = None
 
 
 class RecallItem(BaseModel):
