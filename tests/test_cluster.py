@@ -3,6 +3,7 @@ real PostgreSQL database; every rule is decided there, every node reads its own 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -338,3 +339,36 @@ def test_tokens_are_shared_by_every_node(tmp_path, url):
     two.revoke("remote-agent")
     time.sleep(1.1)  # one's cache lives PG_TOKENS_TTL_S
     assert one.lookup(token) is None
+
+
+# ---------------------------------------------------------------------- daemons
+def test_two_daemons_on_two_folders_share_memory_and_tokens(tmp_path, url):
+    """Real daemons (``daemon --store-url``) on two folders: a token made once works on both,
+    a write through one is recalled through the other, health shows each replica."""
+    from server.auth import TokenStore
+    from tests.test_daemon import bearer, call, start_daemon, stop
+
+    token = TokenStore(tmp_path / "cli", url).create("remote-agent", "p1")
+    procs = [start_daemon(tmp_path / n, "--store-url", url) for n in ("host-a", "host-b")]
+    try:
+        from server.daemon import read_info
+
+        info_a, info_b = read_info(tmp_path / "host-a"), read_info(tmp_path / "host-b")
+        args = {"content": "the billing service retries three times", "scope": "team",
+                "category": "decisions"}  # fmt: skip
+        status, body = call(info_a, bearer(token), "remember", args)
+        assert status == 200 and not body["result"]["isError"], body
+        mid = body["result"]["structuredContent"]["memoryId"]
+
+        def found_on_b() -> bool:
+            _, got = call(info_b, bearer(token), "recall", {"query": "billing service retries"})
+            return mid in [i["id"] for i in got["result"]["structuredContent"]["items"]]
+
+        assert wait_for(found_on_b, timeout=10) < 2.0
+        _, health = call(info_b, bearer(token), "pattern_health", {})
+        replica = health["result"]["structuredContent"]["replica"]
+        assert replica["backend"] == "postgresql" and replica["lag"] == 0
+        assert "SECRET" not in json.dumps(replica)
+    finally:
+        for p in procs:
+            stop(p)

@@ -77,6 +77,12 @@ class Replica:
         caller's own transaction, applied from memory; ``known_head``: the log's head when
         that transaction took the lock (no row can lie between it and ``own``). Returns the
         applied seq."""
+        if pg is None:  # take a connection before the lock: never wait for the pool holding it
+            pg = self.cluster.getconn()
+            try:
+                return self.catch_up(through, own, pg, known_head)
+            finally:
+                self.cluster.putconn(pg)
         buckets: set[str] = set()
         with self._lock:
             applied = self.applied
@@ -182,7 +188,7 @@ class Replica:
                 if self.listen:
                     listener.execute("LISTEN pattern_log")
                 backoff = 0.1
-                self.catch_up()  # whatever committed while we were not listening
+                self.catch_up(pg=listener)  # whatever committed while we were not listening
                 self.last_error = None
                 last = time.monotonic()
                 while not self._stop.is_set():
@@ -196,7 +202,7 @@ class Replica:
                     else:
                         self._stop.wait(self.poll_s)
                     if foreign or time.monotonic() - last >= self.poll_s:
-                        self.catch_up()
+                        self.catch_up(pg=listener)  # its own connection: never the pool's
                         last = time.monotonic()
             except Exception as exc:
                 if self._stop.is_set():
