@@ -372,3 +372,15 @@ def test_two_daemons_on_two_folders_share_memory_and_tokens(tmp_path, url):
     finally:
         for p in procs:
             stop(p)
+
+
+def test_compact_changes_by_age_compacts_the_replication_log_too(nodes):
+    from datetime import timedelta
+
+    a = nodes("a")
+    for i in range(3):
+        a.remember(A, MemoryInput(content=f"old {i}"))
+    res = stream.compact(a, older_than=timedelta(0))
+    assert res.horizon == 3 and res.log_horizon == a.engine.cluster.head()
+    c = nodes("c")  # joins from a snapshot: the log before the horizon is gone
+    assert ids(c) == ids(a) and c.engine.cluster.replica.rebuilds == 1

@@ -15,7 +15,7 @@ table) then runs against PostgreSQL:
    Rowid-alias keys (``records.rowid``, ``changes.seq``, graph ids) are allocated here under
    the lock, so every replica receives explicit values and ``changes.seq`` is commit order.
 3. The entries become one ``pm_log`` row whose ``seq`` (also allocated under the lock) is the
-   commit order; ``NOTIFY pattern_log, '<seq>'`` wakes the other nodes; ``COMMIT``.
+   commit order; ``NOTIFY pattern_log, '<seq> <node>'`` wakes the other nodes; ``COMMIT``.
 4. The writer applies the log up to its own seq to its replica before returning
    (read-your-writes), then the engine pushes the outbox to Chroma as before.
 

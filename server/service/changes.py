@@ -98,6 +98,9 @@ class CompactResult(BaseModel):
     horizon: int
     head: int
     expired_idempotency_keys: int = 0
+    # PostgreSQL mode: the replication log's horizon after compacting it by the same age (a
+    # daemon whose replica is behind it rebuilds from a snapshot)
+    log_horizon: int | None = None
 
 
 # ---------------------------------------------------------------------- store-level helpers
@@ -366,9 +369,13 @@ def compact(
     svc: MemoryService, *, before_seq: int | None = None, older_than: timedelta | None = None
 ) -> CompactResult:
     """``pattern-memory compact-changes``: compact before a sequence number, or every change
-    older than an age (exactly one of the two)."""
+    older than an age (exactly one of the two; with PostgreSQL the age also compacts the
+    replication log)."""
     if (before_seq is None) == (older_than is None):
         raise InvalidInput("give either before_seq or older_than")
     if before_seq is not None:
         return compact_changes(svc.store, before_seq)
-    return compact_older_than(svc.store, older_than)
+    res = compact_older_than(svc.store, older_than)
+    if svc.store.cluster is not None:
+        res.log_horizon = svc.store.cluster.compact_log(older_than=older_than)
+    return res
