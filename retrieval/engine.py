@@ -75,6 +75,25 @@ def embed_views(rec: Record, max_words: int, overlap: int = 0) -> list[list[tupl
     return out
 
 
+class _OwnedLock:
+    """A lock that knows whether the calling thread holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+
+    def __exit__(self, *exc) -> None:
+        self._owner = None
+        self._lock.release()
+
+    def mine(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
 def _epoch(dt) -> float:
     return dt.timestamp() if dt is not None else 0.0
 
@@ -114,7 +133,7 @@ class Engine:
         self.embed_text = embed_text
         self._window_words = window_words
         self.window_overlap = window_overlap
-        self._sync_lock = threading.Lock()
+        self._sync_lock = _OwnedLock()
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self._buckets: set[str] = set(self.store.all_buckets())
         if self.cluster is not None:
@@ -124,12 +143,17 @@ class Engine:
 
     def _replicated(self, buckets: set[str]) -> None:
         """The replica applied log rows (another node's writes, or a snapshot): learn their
-        buckets and push their outbox rows to Chroma (their vectors came with them)."""
+        buckets and push their outbox rows to Chroma (their vectors came with them).
+
+        Inside sync() itself (its embedding of records that have no vector yet is a canonical
+        write, which applies the log too) the running loop picks the rows up: sync() reads the
+        outbox until it is empty."""
         if "*" in buckets:
             self._buckets = set(self.store.all_buckets())
         else:
             self._buckets.update(buckets)
-        self.sync()
+        if not self._sync_lock.mine():
+            self.sync()
 
     # ------------------------------------------------------------------ embedder
     def set_embedder(self, embedder: Embedder) -> None:

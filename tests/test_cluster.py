@@ -386,3 +386,24 @@ def test_compact_changes_by_age_compacts_the_replication_log_too(nodes):
     assert res.horizon == 3 and res.log_horizon == a.engine.cluster.head()
     c = nodes("c")  # joins from a snapshot: the log before the horizon is gone
     assert ids(c) == ids(a) and c.engine.cluster.replica.rebuilds == 1
+
+
+def test_a_write_made_without_a_model_is_embedded_once_by_a_node_that_has_one(nodes):
+    """Node a has no model yet (it is loading): its write carries no vector. Node b embeds it
+    while applying the log (a canonical write from inside b's outbox sync, which applies the
+    log again): this used to deadlock b's follower on its own sync lock."""
+    a, b = nodes("a", embedder=None), nodes("b")
+    rec = a.remember(A, MemoryInput(content="written while the model was loading"))
+
+    def in_chroma() -> bool:
+        hit = b.engine.search("while the model was loading", k=1, mode="vector")
+        return bool(hit) and hit[0].record.id == rec.memoryId
+
+    wait_for(in_chroma)
+    later = b.remember(A, MemoryInput(content="b still writes"))  # no deadlock
+    wait_for(lambda: later.memoryId in ids(a))
+    import psycopg
+
+    with psycopg.connect(a.engine.cluster.url) as pg:
+        n = pg.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    assert n == 2  # one vector set per record, stored canonically
