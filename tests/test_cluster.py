@@ -407,3 +407,31 @@ def test_a_write_made_without_a_model_is_embedded_once_by_a_node_that_has_one(no
     with psycopg.connect(a.engine.cluster.url) as pg:
         n = pg.execute("SELECT count(*) FROM embeddings").fetchone()[0]
     assert n == 2  # one vector set per record, stored canonically
+
+
+def test_a_failed_apply_leaves_the_replica_at_its_seq_and_the_next_catch_up_completes(
+    nodes, monkeypatch
+):
+    from retrieval.pg import log as pglog
+
+    a, b = nodes("a"), nodes("b")
+    b.engine.cluster.replica.stop()  # b applies only when told
+    before = b.engine.cluster.replica.applied
+    ids_written = [a.remember(A, MemoryInput(content=f"batch {i}")).memoryId for i in range(3)]
+    real = pglog.apply
+    calls = {"n": 0}
+
+    def crash_on_second(conn, entries):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("power cut")
+        return real(conn, entries)
+
+    monkeypatch.setattr(pglog, "apply", crash_on_second)
+    with pytest.raises(RuntimeError):
+        b.store.catch_up()
+    assert b.engine.cluster.replica.applied == before and not set(ids_written) & ids(b)
+    monkeypatch.setattr(pglog, "apply", real)
+    b.store.catch_up()
+    assert set(ids_written) <= ids(b)
+    assert b.store.reader.execute("SELECT count(*) FROM changes").fetchone()[0] == 3
