@@ -71,7 +71,7 @@ class TokenStore:
         return data
 
     def _load_pg(self) -> dict:
-        from retrieval.pg.tokens import load_tokens
+        from .service.tokens import load_tokens
 
         now = time.monotonic()
         if self._cache and now - self._cache[0] < PG_TOKENS_TTL_S:
@@ -82,7 +82,7 @@ class TokenStore:
 
     def _save(self, data: dict) -> None:
         if self.store_url:
-            from retrieval.pg.tokens import save_tokens
+            from .service.tokens import save_tokens
 
             save_tokens(self.store_url, data)
             return
