@@ -179,31 +179,34 @@ def _pg_databases(pg_admin):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def empty_pg_database(databases, name: str) -> str:
+    """The conninfo of database ``name``, created once per session and emptied now."""
+    import psycopg
+
+    made, admin, url_of = databases
+    if name not in made:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+    url = url_of(name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        )]  # fmt: skip
+        if tables:
+            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables))
+            conn.execute("ALTER SEQUENCE IF EXISTS pm_log_seq RESTART")
+    return url
+
+
 @pytest.fixture
 def new_pg_database(_pg_databases):
     """Factory: an empty database (its conninfo), a different one on each call in a test."""
-    import psycopg
-
-    made, admin, url_of = _pg_databases
     counter = itertools.count()
 
     def _make() -> str:
-        i = next(counter)
-        name = f"pm_test_{os.getpid()}_{i}"
-        if i >= len(made):
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                conn.execute(f'CREATE DATABASE "{name}"')
-            made.append(name)
-        url = url_of(name)
-        with psycopg.connect(url, autocommit=True) as conn:
-            tables = [r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            )]  # fmt: skip
-            if tables:
-                conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables))
-                conn.execute("ALTER SEQUENCE IF EXISTS pm_log_seq RESTART")
-        return url
+        return empty_pg_database(_pg_databases, f"pm_test_{os.getpid()}_{next(counter)}")
 
     return _make
 
