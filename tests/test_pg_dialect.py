@@ -127,3 +127,40 @@ def test_the_sqlite_path_never_imports_psycopg(tmp_path):
                          timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_later_migration_is_canonical_without_code(monkeypatch, new_pg_database, tmp_path):
+    """A table, a column and an expression index (SQLite-only functions) added by a new
+    migration: the table and column appear in PostgreSQL, the index is left out, and a write
+    to the new table replicates to another node."""
+    from retrieval import schema
+    from retrieval.engine import Engine
+
+    extra = [
+        """CREATE TABLE IF NOT EXISTS proposals(
+            id TEXT PRIMARY KEY, memory_id TEXT NOT NULL, status TEXT NOT NULL,
+            n INTEGER NOT NULL DEFAULT 0)""",
+        "CREATE INDEX IF NOT EXISTS proposals_status ON proposals(status)",
+        "CREATE INDEX IF NOT EXISTS records_session ON records(bucket, "
+        "json_extract(metadata, '$.session')) WHERE kind = 'turn'",
+    ]
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, extra])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(schema.MIGRATIONS))
+    import retrieval.pg.catalog as catalog_mod
+
+    monkeypatch.setattr(catalog_mod, "SCHEMA_VERSION", schema.SCHEMA_VERSION)
+    url = new_pg_database()
+    a = Engine(tmp_path / "a", store_url=url)
+    b = Engine(tmp_path / "b", store_url=url)
+    try:
+        assert "proposals" in a.cluster.catalog.tables
+        with a.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO proposals(id, memory_id, status) VALUES (?,?,?)", ("p1", "m1", "open")
+            )
+        b.store.catch_up()
+        row = b.store.reader.execute("SELECT id, status, n FROM proposals").fetchone()
+        assert tuple(row) == ("p1", "open", 0)
+    finally:
+        a.close()
+        b.close()

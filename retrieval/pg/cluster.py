@@ -18,6 +18,7 @@ refused by a database that already has a cluster (its rows would be lost either 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -30,6 +31,8 @@ from .canonical import LOCK_KEY, Canonical, sqlite_error
 from .catalog import Catalog
 from .dialect import Dialect
 from .replica import Replica
+
+logger = logging.getLogger(__name__)
 
 POOL_MAX = int(os.environ.get("PATTERN_PG_POOL", "8"))
 POOL_TIMEOUT_S = float(os.environ.get("PATTERN_PG_TIMEOUT", "15"))
@@ -163,7 +166,12 @@ class Cluster:
                     supported=self.catalog.version,
                 )
             for stmt in self.catalog.ddl(self._existing(pg)):
-                pg.execute(stmt)
+                if stmt.upper().startswith("CREATE INDEX") or stmt.upper().startswith(
+                    "CREATE UNIQUE INDEX"
+                ):
+                    self._index(pg, stmt)
+                else:
+                    pg.execute(stmt)
             self._set(pg, "schema", str(self.catalog.version))
             self.cluster_id = meta.get("id") or ""
             mine = self.replica.cluster_id
@@ -181,6 +189,19 @@ class Cluster:
                     "import its memories)",
                     path=self.store.path,
                 )
+
+    @staticmethod
+    def _index(pg, stmt: str) -> None:
+        """An index of the SQLite schema, if PostgreSQL can build it. Indexes only speed up
+        the reads inside write transactions; one on a SQLite expression (``json_extract``…)
+        is left out rather than failing the join."""
+        pg.execute("SAVEPOINT pm_index")
+        try:
+            pg.execute(stmt)
+        except Exception as exc:
+            pg.execute("ROLLBACK TO SAVEPOINT pm_index")
+            logger.info("index not built in PostgreSQL (%s): %s", exc, stmt)
+        pg.execute("RELEASE SAVEPOINT pm_index")
 
     def _local_rows(self) -> bool:
         r = self.store.reader
