@@ -435,3 +435,18 @@ def test_a_failed_apply_leaves_the_replica_at_its_seq_and_the_next_catch_up_comp
     b.store.catch_up()
     assert set(ids_written) <= ids(b)
     assert b.store.reader.execute("SELECT count(*) FROM changes").fetchone()[0] == 3
+
+
+def test_catch_up_reads_the_log_in_batches_bounded_by_size(nodes, monkeypatch):
+    import retrieval.pg.cluster as cluster_mod
+
+    a, b = nodes("a"), nodes("b")
+    b.engine.cluster.replica.stop()
+    written = [a.remember(A, MemoryInput(content=f"sized {i}")).memoryId for i in range(4)]
+    monkeypatch.setattr(cluster_mod, "BATCH_BYTES", 1)  # one row per batch
+    reads = []
+    real = b.engine.cluster.log_after
+    monkeypatch.setattr(b.engine.cluster, "log_after",
+                        lambda *a, **kw: reads.append(1) or real(*a, **kw))  # fmt: skip
+    b.store.catch_up()
+    assert set(written) <= ids(b) and len(reads) >= 4

@@ -35,6 +35,7 @@ from .replica import Replica
 logger = logging.getLogger(__name__)
 
 POOL_MAX = int(os.environ.get("PATTERN_PG_POOL", "8"))
+BATCH_BYTES = 64 * 2**20  # log entries read per catch-up batch (compressed size)
 POOL_TIMEOUT_S = float(os.environ.get("PATTERN_PG_TIMEOUT", "15"))
 
 BASE_DDL = [
@@ -248,7 +249,8 @@ class Cluster:
         return int(row[0]) if row else 0
 
     def log_after(self, applied: int, n: int, upto: int | None, pg=None):
-        """([(seq, entries)] after ``applied`` (at most ``n``, up to ``upto``), horizon). The
+        """([(seq, entries)] after ``applied`` (at most ``n``, up to ``upto``), horizon, whether
+        more rows wait). The
         rows are read before the horizon: if the horizon read is <= applied, no row after
         ``applied`` had been compacted when the rows were read."""
         from . import log
@@ -257,12 +259,27 @@ class Cluster:
         if pg is None:
             pg = self.getconn()
         try:
-            q = "SELECT seq, entries FROM pm_log WHERE seq > %s"
+            q = "FROM pm_log WHERE seq > %s"
             params: list = [applied]
             if upto is not None:
                 q += " AND seq <= %s"
                 params.append(upto)
-            rows = pg.execute(q + " ORDER BY seq LIMIT %s", [*params, n]).fetchall()
+            # at most BATCH_BYTES per batch (a bulk ingest's row can hold megabytes)
+            sizes = pg.execute(
+                f"SELECT seq, pg_column_size(entries) {q} ORDER BY seq LIMIT %s", [*params, n]
+            ).fetchall()
+            rows, more = [], len(sizes) == n
+            if sizes:
+                total, cut = 0, sizes[0][0]
+                for seq, size in sizes:
+                    total += int(size or 0)
+                    if total > BATCH_BYTES and seq != sizes[0][0]:
+                        break
+                    cut = seq
+                more = more or cut != sizes[-1][0]
+                rows = pg.execute(
+                    f"SELECT seq, entries {q} AND seq <= %s ORDER BY seq", [*params, cut]
+                ).fetchall()
             horizon = self.horizon(pg)  # autocommit: a later statement, see the docstring
         except BaseException:
             if not own:
@@ -270,7 +287,7 @@ class Cluster:
             raise
         if not own:
             self.putconn(pg)
-        return [(int(s), log.decode(bytes(e))) for s, e in rows], horizon
+        return [(int(s), log.decode(bytes(e))) for s, e in rows], horizon, more
 
     @contextmanager
     def snapshot(self) -> Iterator:

@@ -94,14 +94,14 @@ class Replica:
             while True:
                 upto = through if own is None else own[0] - 1
                 if own is not None and known_head is not None and applied >= known_head:
-                    rows, horizon = [], 0  # nothing between what we have and our own row
+                    rows, horizon, more = [], 0, False  # nothing between ours and the applied
                 else:
-                    rows, horizon = self.cluster.log_after(applied, BATCH, upto, pg=pg)
+                    rows, horizon, more = self.cluster.log_after(applied, BATCH, upto, pg=pg)
                 if applied < horizon:
                     applied = self.rebuild()
                     buckets.add("*")
                     continue
-                if own is not None and len(rows) < BATCH and own[0] > applied:
+                if own is not None and not more and own[0] > applied:
                     rows.append((own[0], own[1]))
                 if not rows:
                     break
@@ -117,7 +117,7 @@ class Replica:
                         "INSERT OR REPLACE INTO replica_state(key, value) VALUES ('seq', ?)",
                         (str(applied),),
                     )
-                if len(rows) < BATCH or (through is not None and applied >= through):
+                if not more or (through is not None and applied >= through):
                     break
         if buckets and self.on_applied is not None:
             self.on_applied(buckets)
