@@ -312,9 +312,10 @@ class SQLiteStore:
             "INSERT INTO changes(record_id, op, kind, bucket, revision, at) VALUES (?,?,?,?,?,?)",
             (rec.id, op, str(rec.kind), rec.bucket, rec.revision, now),
         )
+        # outbox ops: insert (a new record: no vectors to clear first), upsert, delete
         conn.execute(
             "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
-            (rec.id, "delete" if op == "delete" else "upsert", rec.bucket),
+            (rec.id, {"insert": "insert", "delete": "delete"}.get(op, "upsert"), rec.bucket),
         )
 
     def _index(self, conn: sqlite3.Connection, rowid: int, rec: Record) -> None:
@@ -488,6 +489,21 @@ class SQLiteStore:
             params,
         ).fetchall()
         return {r[0]: r[1] for r in rows}
+
+    def versions(self, ids: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+        """(revision, bucket, content hash) per existing record: enough to tell whether a copy
+        held in memory is the stored version (no JSON, timestamps or models built)."""
+        out: dict[str, tuple[int, str, str]] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.reader.execute(
+                "SELECT id, revision, bucket, content_hash FROM records "
+                f"WHERE id IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+            out.update((r[0], (r[1], r[2], r[3])) for r in rows)
+        return out
 
     def embeddings(self, ids: Sequence[str], model_id: str) -> dict[str, np.ndarray]:
         """Stored vectors (windows x dim) per record id for a model, where current."""

@@ -175,7 +175,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         if rt.model_error:
             raise PatternError(rt.model_error)
-        print(f"reindexed {reindex(rt.service)} records")
+        records, orphans = reindex(rt.service, orphans_only=args.orphans)
+        if args.orphans:
+            print(f"removed {orphans} orphan vectors")
+        else:
+            print(f"reindexed {records} records, removed {orphans} orphan vectors")
     finally:
         rt.close()
     return 0
@@ -221,10 +225,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .service.maintenance import health
+    from .service.maintenance import health, orphan_vectors
 
-    rt = _runtime()
-    print(health(rt.service, rt.identity, rt.model_error).model_dump_json(indent=2))
+    rt = _runtime(background=False)  # the orphan count needs the model and the vector index
+    res = health(rt.service, rt.identity, rt.model_error)
+    res.orphanVectors = orphan_vectors(rt.service)
+    print(res.model_dump_json(indent=2))
     rt.close()
     return 0
 
@@ -319,9 +325,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eg.add_argument("--scope", default="team", help="graph to export (default team)")
     eg.set_defaults(fn=cmd_export_graph)
-    sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(
-        fn=cmd_reindex
+    ri = sub.add_parser("reindex", help="rebuild the vector index from SQLite")
+    ri.add_argument(
+        "--orphans",
+        action="store_true",
+        help="only delete orphan vectors (record gone or moved); no rebuild",
     )
+    ri.set_defaults(fn=cmd_reindex)
     sub.add_parser("stats", help="store and model status").set_defaults(fn=cmd_stats)
     cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")
     cc.add_argument("--before-seq", type=int, help="delete changes with a lower sequence number")

@@ -146,7 +146,7 @@ def test_insert_writes_every_row_in_one_transaction(store, make_record):
     assert tuple(change) == (rec.id, "insert", "memory", rec.bucket, 1)
     outbox = store.outbox()
     assert [(r["record_id"], r["op"], r["bucket"]) for r in outbox] == [
-        (rec.id, "upsert", rec.bucket)
+        (rec.id, "insert", rec.bucket)
     ]
     tags = store.reader.execute("SELECT tag, record_rowid FROM record_tags ORDER BY tag").fetchall()
     assert [tuple(t) for t in tags] == [("t1", rowid), ("t2", rowid)]

@@ -181,6 +181,11 @@ class HealthResult(BaseModel):
     lexicalPostings: str | None = None  # in-memory bm25 postings: empty/building/ready/failed
     records: dict[str, int]
     pendingVectorWrites: int
+    orphanVectors: int | None = Field(
+        default=None,
+        description="Vectors whose record is gone or moved (store-wide; `pattern-memory stats` "
+        "only; `pattern-memory reindex` removes them).",
+    )
     issues: list[str] = Field(default_factory=list)
     # PATTERN_STORE_URL: PostgreSQL canonical; this daemon's replica state (url without password,
     # node, cluster, applied_seq, head, lag, rebuilds, follower_error); None with SQLite alone
