@@ -26,6 +26,7 @@ looks for its own log seq.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -41,6 +42,8 @@ from .dialect import Statement
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
+
+logger = logging.getLogger(__name__)
 
 LOCK_KEY = 0x70617474  # "patt": the one advisory lock that serializes canonical writes
 COMMIT_RESOLVE_S = 30.0
@@ -289,6 +292,10 @@ class Canonical:
                 cluster.replica.catch_up(
                     through=seq, own=(seq, tx.entries), pg=pg, known_head=log_head
                 )
+        except Exception as exc:  # committed: durable whatever the replica does; the
+            # follower retries and pattern_health reports it
+            cluster.replica.last_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("write %s committed; applying it to this replica failed: %s", seq, exc)
         finally:
             cluster.putconn(pg)
 

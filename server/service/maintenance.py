@@ -77,8 +77,9 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
     replica = eng.cluster.status() if eng.cluster is not None else None
     if replica and replica.get("follower_error"):
         issues.append(
-            f"PostgreSQL unreachable ({replica['follower_error']}): reads come from this "
-            "node's replica and may be stale; writes fail until it is back"
+            f"this daemon's replica is not following PostgreSQL ({replica['follower_error']}): "
+            "reads come from it and may be stale (database unreachable: writes fail until it "
+            "is back; a newer schema: upgrade this daemon)"
         )
     return HealthResult(
         status="ok" if ready and not model_error else "degraded",
