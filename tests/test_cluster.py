@@ -455,3 +455,41 @@ def test_catch_up_reads_the_log_in_batches_bounded_by_size(nodes, monkeypatch):
                         lambda *a, **kw: reads.append(1) or real(*a, **kw))  # fmt: skip
     b.store.catch_up()
     assert set(written) <= ids(b) and len(reads) >= 4
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_connection_lost_during_commit_is_resolved_not_guessed(nodes, monkeypatch, committed):
+    """COMMIT's answer is lost: the writer looks for its log row (after taking the lock) and
+    reports success only if the transaction did commit."""
+    import psycopg
+
+    a = nodes("a")
+    canonical = a.engine.cluster.canonical
+    real_start = canonical._start
+
+    class LosesCommit:
+        def __init__(self, pg) -> None:
+            self._pg = pg
+
+        def execute(self, sql, *args, **kw):
+            if sql == "COMMIT":
+                self._pg.execute("COMMIT" if committed else "ROLLBACK")
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return self._pg.execute(sql, *args, **kw)
+
+        def __getattr__(self, name):
+            return getattr(self._pg, name)
+
+    def start():
+        pg, counters = real_start()
+        return LosesCommit(pg), counters
+
+    monkeypatch.setattr(canonical, "_start", start)
+    monkeypatch.setattr(a.engine.cluster, "putconn", lambda pg, **kw: None)  # wrapped: dropped
+    if committed:
+        rec = a.remember(A, MemoryInput(content="committed, answer lost"))
+        assert rec.memoryId in ids(a)
+    else:
+        with pytest.raises(StoreUnavailable, match="not stored"):
+            a.remember(A, MemoryInput(content="rolled back, answer lost"))
+        assert not ids(a)
