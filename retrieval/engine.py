@@ -160,15 +160,20 @@ class Engine:
     def set_embedder(self, embedder: Embedder) -> None:
         """Attach the (loaded) embedder, opening the vector index; replays the outbox,
         embedding what is missing. Until then the engine writes and ranks lexically."""
-        if self.vectors is None:
-            path, host, port = self._chroma
-            self.vectors = VectorIndex(path, host=host, port=port)
-            self.ranker.vectors = self.vectors
+        self.open_vectors()
         self.embedder = embedder
         self.ranker.embedder = embedder
         self._queue_other_models(embedder.model_id)
         for warning in self._sync.after_commit():  # a failing Chroma must not fail the model
             log.warning("%s", warning)
+
+    def open_vectors(self) -> None:
+        """Open the vector index (importing chromadb takes ~0.6 s: a runtime does it beside
+        the model load, see server/service/runtime.py). Not thread-safe: one caller at a time."""
+        if self.vectors is None:
+            path, host, port = self._chroma
+            self.vectors = VectorIndex(path, host=host, port=port)
+            self.ranker.vectors = self.vectors
 
     def _queue_other_models(self, model_id: str) -> None:
         """Records last embedded by another model (or never) are queued for re-embedding:
@@ -311,6 +316,11 @@ class Engine:
     def sync(self) -> int:
         """Apply pending outbox rows to Chroma now (:meth:`VectorSync.run`)."""
         return self._sync.run()
+
+    def flush_vectors(self) -> list[str]:
+        """Apply the outbox now, as after a commit: a Chroma failure is returned as a warning
+        (the rows stay for the next start) instead of raised."""
+        return self._sync.after_commit()
 
     def orphan_vectors(self) -> dict[str, list[str]]:
         """Vector ids whose record is gone or elsewhere, per bucket (:meth:`VectorSync.orphans`)."""

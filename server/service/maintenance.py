@@ -64,7 +64,13 @@ def reindex(svc: MemoryService, orphans_only: bool = False) -> tuple[int, int]:
     return svc.engine.rebuild_vectors()
 
 
-def health(svc: MemoryService, who: Identity, model_error: str | None = None) -> HealthResult:
+def health(
+    svc: MemoryService, who: Identity, model_error: str | None = None, *, store_wide: bool = False
+) -> HealthResult:
+    """Store and model status. Counts cover what ``who`` may see: records by kind in its
+    visible buckets and the vector writes pending for them. ``store_wide`` counts the whole
+    store instead: only for the local ``pattern-memory stats`` (the machine's own user), never
+    for an MCP caller."""
     eng = svc.engine
     issues: list[str] = []
     ready = eng.embedder is not None and eng.vectors is not None
@@ -72,9 +78,20 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         issues.append(f"embedding model failed to load: {model_error}")
     elif not ready:
         issues.append("embedding model is loading: ranking is lexical until it is ready")
-    pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
-    kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
+    if store_wide:
+        pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
+        kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
+    else:
+        buckets = who.visible_buckets()
+        pending = svc.store.reader.execute(
+            f"SELECT count(*) FROM vector_outbox WHERE bucket IN ({','.join('?' * len(buckets))})",
+            buckets,
+        ).fetchone()[0]
+        f = RecordFilter(buckets=buckets, include_expired=True)
+        kinds = svc.store.count(f, group_by="kind")
     replica = eng.cluster.status() if eng.cluster is not None else None
+    if replica and not store_wide:
+        replica.pop("url", None)  # where the database is: the local stats' business
     if replica and replica.get("follower_error"):
         issues.append(
             f"this daemon's replica is not following PostgreSQL ({replica['follower_error']}): "
@@ -87,6 +104,7 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         projectId=who.project_id,
         agentId=who.agent_id,
         subagent=who.is_subagent,
+        view="store" if store_wide else "caller",
         store=str(eng.home),
         embeddingModel=eng.embedder.model_id if eng.embedder else None,
         embeddingBackend=getattr(eng.embedder, "backend_in_use", None) if ready else None,

@@ -173,6 +173,11 @@ class HealthResult(BaseModel):
     projectId: str
     agentId: str
     subagent: bool
+    view: Literal["caller", "store"] = Field(
+        default="caller",
+        description="caller: records and pending vector writes you may see; store: the whole "
+        "store (the local `pattern-memory stats` only).",
+    )
     store: str
     embeddingModel: str | None
     embeddingBackend: str | None = None  # "onnx" or "torch" (None for the test embedders)
