@@ -22,6 +22,9 @@ Recall: node 1 (in-process engine, the real model) stores the SciFact corpus in 
 database; a third node starts on an empty folder, catches up (snapshot + log, embedding
 nothing), and must return the same ids in the same order as node 1 for 50 SciFact queries
 (``recall_equal``; ``new_node_embedded`` counts the texts it embedded: 0).
+
+Baseline, same run: the same agents and writes against one daemon with SQLite alone
+(``baseline_sqlite``; ``--no-baseline`` skips it).
 """
 
 from __future__ import annotations
@@ -168,8 +171,12 @@ def pct(values: list[float], q: int) -> float:
     return round(statistics.quantiles(values, n=100)[q - 1], 1)
 
 
-def write_phase(args, url: str, work: Path) -> dict:
-    homes = [work / f"node{n + 1}" for n in range(args.nodes)]
+def write_phase(args, url: str, work: Path, nodes: int | None = None, kill: bool | None = None):
+    """The write load on ``nodes`` daemons sharing ``url`` ("" = one SQLite store alone, the
+    baseline)."""
+    nodes = args.nodes if nodes is None else nodes
+    kill = args.kill if kill is None else kill
+    homes = [work / f"node{n + 1}" for n in range(nodes)]
     for h in homes:
         start_daemon(h, url, args.embedder)
     pids = [daemon_pid(h) for h in homes]
@@ -179,7 +186,7 @@ def write_phase(args, url: str, work: Path) -> dict:
     for w in watchers:
         w.start()
     names = [f"a{a}" for a in range(args.agents)]
-    node_of = {name: a % args.nodes for a, name in enumerate(names)}
+    node_of = {name: a % nodes for a, name in enumerate(names)}
     outs = {name: work / f"{name}.json" for name in names}
     t0 = time.time()
     procs = [
@@ -207,7 +214,7 @@ def write_phase(args, url: str, work: Path) -> dict:
     ]
     expected = args.agents * args.writes
     killed = False
-    if args.kill:
+    if kill:
         while len(watchers[0].seen) < expected // 2 and any(p.poll() is None for p in procs):
             time.sleep(0.02)
         old = pids[0]
@@ -251,12 +258,14 @@ def write_phase(args, url: str, work: Path) -> dict:
         have = {c for c, _ in rows}
         per_node.append(len(set(acked) & have))
         dup_node.append(sum(n - 1 for _, n in rows if n > 1))
-    import psycopg
+    canon = {c: 1 for c in acked}  # SQLite alone: the node is the store
+    if url:
+        import psycopg
 
-    with psycopg.connect(url) as pg:
-        canon = dict(pg.execute(
-            "SELECT content, count(*) FROM records WHERE kind='memory' GROUP BY content"
-        ).fetchall())  # fmt: skip
+        with psycopg.connect(url) as pg:
+            canon = dict(pg.execute(
+                "SELECT content, count(*) FROM records WHERE kind='memory' GROUP BY content"
+            ).fetchall())  # fmt: skip
     missing = {c for c in acked if c not in canon} | {
         c for h_i, _h in enumerate(homes) for c in acked if c not in watchers[h_i].seen
     }
@@ -350,6 +359,8 @@ def main() -> int:
     ap.add_argument("--scifact", default="/work/shared/data/scifact")
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--skip-recall", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the same load on one daemon with SQLite alone")  # fmt: skip
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("--home", "--url", "--name", "--out"):
         ap.add_argument(hidden, help=argparse.SUPPRESS)
@@ -367,7 +378,12 @@ def main() -> int:
         postgres(args.store_url) as fresh,
     ):
         work = Path(tmp)
-        result.update(write_phase(args, fresh("pm_cluster_writes"), work))
+        result.update(write_phase(args, fresh("pm_cluster_writes"), work / "pg"))
+        if not args.no_baseline:  # the same load on one daemon with SQLite alone, same run
+            base = write_phase(args, "", work / "sqlite", nodes=1, kill=False)
+            result["baseline_sqlite"] = {k: base[k] for k in (
+                "expected", "present_per_node", "duplicated", "lost_acknowledged",
+                "writes_per_s", "wall_s")}  # fmt: skip
         if not args.skip_recall:
             result.update(recall_phase(args, fresh("pm_cluster_recall"), work))
         else:
@@ -379,7 +395,8 @@ def main() -> int:
     print(f"{'metric':<22}{'value':>24}")
     for key in ("expected", "present_per_node", "duplicated", "lost_acknowledged",
                 "visible_p50_ms", "visible_p95_ms", "writes_per_s", "killed", "retried_calls",
-                "recall_equal", "new_node_embedded", "wall_s", "loadavg"):  # fmt: skip
+                "recall_equal", "new_node_embedded", "wall_s", "baseline_sqlite",
+                "loadavg"):  # fmt: skip
         if key in result:
             print(f"{key:<22}{result[key]!s:>24}")
     if args.json_out:
