@@ -144,15 +144,16 @@ def local_address(bind_host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_host, bind_host)
 
 
-def build_app(server, authenticate, info: dict, security):
+def build_app(server, authenticate, info: dict, security, routes=None):
     """The daemon's ASGI app: the MCP endpoint behind bearer auth, all of it behind the
     Host/Origin guard (``security`` from :func:`server.hostguard.guard_settings`, also given to
-    the SDK's own transport check). Routes added later go inside the guard too."""
+    the SDK's own transport check). ``routes`` (the client hooks' routes) go inside both."""
     from .hostguard import HostGuard
 
     app = server.streamable_http_app(
         transport_security=security, host=info["host"], json_response=True, stateless_http=True
     )
+    app.router.routes.extend(routes or [])  # the hook routes: local secret only, inside both
     return HostGuard(AuthMiddleware(app, authenticate, info), security)
 
 
@@ -199,9 +200,14 @@ def run_daemon(
         secret = secrets.token_urlsafe(32)
         near = local_address(host)  # where a local bridge connects (and what its Host says)
         info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
+        from .hook_routes import hook_routes
+        from .service.hooks import HookService
+
+        hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
         tokens = TokenStore(home, settings.store_url)  # PostgreSQL: one table for every node
         authenticate = make_authenticator(secret, tokens, rt.identity.project_id)
-        wrapped = build_app(create_server(runtime=rt), authenticate, info, security)
+        wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
+                            routes=hook_routes(hooks, secret))  # fmt: skip
         if not allowed_hosts and not is_loopback(host):
             print("pattern-memory daemon: accepting Host " + ", ".join(security.allowed_hosts)
                   + "; add --allowed-host NAME for the name remote clients use",
@@ -217,6 +223,7 @@ def run_daemon(
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
+            hooks.close()
             rt.wait_ready(30)
             for warning in rt.engine.flush_vectors():  # a failing Chroma: replayed at next start
                 print(f"pattern-memory daemon: {warning}", file=sys.stderr, flush=True)

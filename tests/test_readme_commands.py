@@ -47,6 +47,11 @@ PARSE_ONLY: dict[str, str] = {
     "serve": "speaks MCP on stdin/stdout and starts a detached daemon: run by test_mcp_stdio.py "
     "and test_daemon.py's bridge test",
     "stop": "stops whatever daemon owns the store: run by test_daemon.py",
+    "hooks install --user": "writes the user's own ~/.claude/settings.json and ~/.claude.json: "
+    "run by test_hook_install.py under a temporary HOME",
+    "hooks uninstall --user": "the same files: run by test_hook_install.py",
+    "index-sessions": "reads the user's ~/.claude/projects and starts the store's daemon (which "
+    "would hold the store the later commands use): run by test_index_sessions.py",
 }
 
 # Files the README's examples name, created in the working directory before the first command.
