@@ -8,6 +8,8 @@ Every run builds a fresh store in a temporary folder (``Engine(home, embedder)``
 document with ``Engine.add`` and asks every labelled query with ``Engine.search``. Embeddings
 are cached in ``.bench-cache/`` (keyed by model and text), so a rerun only pays for indexing.
 Metrics (``benchmarks/metrics.py``): recall@5, recall@10, nDCG@10 (binary gains), MRR@10.
+``--store-url URL|pgserver``: PostgreSQL is the canonical store (a fresh database each run) and
+the folder the node's replica (docs/postgres.md); the ranking must equal the SQLite store's.
 
 beir    BEIR layout: corpus.jsonl (_id, title, text), queries.jsonl, qrels/<split>.tsv.
         A document is stored as one record; its title is the record's context (``--title``):
@@ -112,6 +114,8 @@ def open_engine(args, embedder, home: Path) -> Engine:
     kwargs = {}
     if getattr(args, "window_words", None):
         kwargs["window_words"] = args.window_words
+    if getattr(args, "pg_fresh", None):  # --store-url: PostgreSQL canonical, home = the replica
+        kwargs["store_url"] = args.pg_fresh(f"pm_relevance_{home.name.replace('-', '_')}")
     return Engine(home, embedder, fusion=parse_fusion(args.fusion), **kwargs)
 
 
@@ -484,6 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sp.add_argument("--limit", type=int, default=0, help="only the first N queries")
         sp.add_argument("--no-cache", action="store_true", help="do not cache embeddings")
+        sp.add_argument(
+            "--store-url",
+            metavar="URL|pgserver",
+            help="PostgreSQL as the canonical store (a fresh database on this server, or a "
+            "temporary pgserver); the ranking is then answered by the node's replica",
+        )
 
     b = sub.add_parser("beir", help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/)")
     b.add_argument("dir")
@@ -544,6 +554,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.store_url:
+        from benchmarks.pg_util import postgres
+
+        with postgres(args.store_url) as fresh:
+            args.pg_fresh = fresh
+            args.func(args)
+        return 0
     args.func(args)
     return 0
 

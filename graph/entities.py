@@ -85,6 +85,19 @@ class GraphService(GraphBase):
     def create_entities(
         self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None = None
     ) -> CreateEntitiesResult:
+        try:
+            return self._create_entities(who, entities, scope)
+        except Conflict:
+            if self.store.cluster is None:
+                raise
+            # PostgreSQL mode: another daemon created one of the names an instant ago; the
+            # replica has caught up (the failed transaction does that), so the retry skips it
+            # as one daemon would have
+            return self._create_entities(who, entities, scope)
+
+    def _create_entities(
+        self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None = None
+    ) -> CreateEntitiesResult:
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
         items = validated(EntityInput, entities)

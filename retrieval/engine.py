@@ -118,10 +118,20 @@ class Engine:
         window_words: int | None = None,
         window_overlap: int = 16,
         screen: Screen | None = None,
+        store_url: str | None = None,
     ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
+        self.cluster = None
+        if store_url:  # PostgreSQL is canonical; this folder's SQLite is the node's replica
+            from .pg.cluster import Cluster
+
+            try:
+                self.cluster = Cluster(store_url, self.store)
+            except BaseException:
+                self.store.close()
+                raise
         self._chroma = (str(self.home / "chroma"), chroma_host, chroma_port)
         self.vectors: VectorIndex | None = (
             None  # opened with the embedder (chromadb is slow to import)
@@ -136,8 +146,24 @@ class Engine:
         self._buckets: set[str] = set(self.store.all_buckets())
         self._screen = screen
         self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
+        if self.cluster is not None:
+            self.cluster.start(on_applied=self._replicated)
         if embedder is not None:
             self.set_embedder(embedder)
+
+    def _replicated(self, buckets: set[str]) -> None:
+        """The replica applied log rows (another node's writes, or a snapshot): learn their
+        buckets and push their outbox rows to Chroma (their vectors came with them).
+
+        Inside sync() itself (its embedding of records that have no vector yet is a canonical
+        write, which applies the log too) the running loop picks the rows up: sync() reads the
+        outbox until it is empty."""
+        if "*" in buckets:
+            self._buckets = set(self.store.all_buckets())
+        else:
+            self._buckets.update(buckets)
+        if not self._sync.lock.mine():
+            self._sync.after_commit()  # a Chroma failure: a background retry, as for writes
 
     # ------------------------------------------------------------------ embedder
     def set_embedder(self, embedder: Embedder) -> None:
@@ -163,10 +189,11 @@ class Engine:
         changed, so their vectors must be remade (sync embeds what is missing). The scan reads
         every record (35 ms and 22 MB of mapped pages at 10k), so it runs only when the model
         differs from the one attached last time (``meta.attached_model``, written in the same
-        transaction as the queued rows)."""
+        transaction as the queued rows). Both are this node's own state: with PostgreSQL the
+        transaction is local (each node's Chroma, each node's last model)."""
         if self.store.meta("attached_model") == model_id:
             return
-        with self.store.transaction() as conn:
+        with self.store.local_transaction() as conn:
             conn.execute(
                 "INSERT INTO vector_outbox(record_id, op, bucket) SELECT id, 'upsert', bucket "
                 "FROM records WHERE embedding_model IS NOT ? AND embedding_model IS NOT NULL",
@@ -392,6 +419,8 @@ class Engine:
         ]
 
     def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
         self._sync.close()
         if self.vectors is not None:
             self.vectors.close()

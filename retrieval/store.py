@@ -244,6 +244,11 @@ class SQLiteStore:
     def open_readers(self) -> int:
         return self._readers.open_count
 
+    def catch_up(self) -> None:
+        """PostgreSQL mode: apply what the cluster committed so far (a no-op otherwise)."""
+        if self.cluster is not None:
+            self.cluster.replica.catch_up()
+
     def close(self) -> None:
         self._readers.close()
         try:
@@ -279,9 +284,27 @@ class SQLiteStore:
         return problems
 
     # ------------------------------------------------------------------ transactions
+    # PostgreSQL mode (retrieval/pg): set to the node's Canonical / Cluster, else None
+    canonical = None
+    cluster = None
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic unit of work on the writer connection (BEGIN IMMEDIATE … COMMIT)."""
+        """One atomic unit of work on canonical state. SQLite alone: the writer connection
+        (BEGIN IMMEDIATE … COMMIT). PostgreSQL mode: the same statements run in PostgreSQL
+        under the cluster-wide write lock, and this store, the node's replica, has applied
+        them when the block returns (retrieval/pg/canonical.py)."""
+        if self.canonical is not None:
+            with self.canonical.transaction() as conn:
+                yield conn
+            return
+        with self.local_transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def local_transaction(self) -> Iterator[sqlite3.Connection]:
+        """A transaction on this SQLite file only: node-local state (the vector outbox), and
+        the replica applier. Without PostgreSQL it is :meth:`transaction`."""
         with self._write_lock:
             conn = self._writer
             if conn.in_transaction:  # nested: join the outer transaction
@@ -537,7 +560,7 @@ class SQLiteStore:
         ).fetchall()
 
     def clear_outbox(self, up_to_seq: int, record_ids: Sequence[str] | None = None) -> None:
-        with self.transaction() as conn:
+        with self.local_transaction() as conn:
             if record_ids is None:
                 conn.execute("DELETE FROM vector_outbox WHERE seq <= ?", (up_to_seq,))
             else:

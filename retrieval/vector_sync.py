@@ -130,13 +130,34 @@ class RetryTimer:
             thread.join(timeout)
 
 
+class OwnedLock:
+    """A lock that knows whether the calling thread holds it: with PostgreSQL, embedding a
+    record that has no vector is a canonical write whose log apply asks for a sync again on
+    the same thread (``Engine._replicated``), which must not wait for itself."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+
+    def __exit__(self, *exc) -> None:
+        self._owner = None
+        self._lock.release()
+
+    def mine(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
 class VectorSync:
     """Applies the outbox of one engine's store to its vector index (see the module docstring)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.store = engine.store
-        self.lock = threading.Lock()
+        self.lock = OwnedLock()
         self.retry = RetryTimer(self.run)
 
     # ------------------------------------------------------------------ applying the outbox

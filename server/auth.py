@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from .service.errors import InvalidInput, NotFound
 from .service.identity import Identity
 
 HEADER_PREFIX = "x-pattern-"
+PG_TOKENS_TTL_S = 1.0
 PREFIX_LEN = 10
 LEGACY_BINDING = "the daemon's default project (legacy token, created before project binding)"
 
@@ -77,14 +79,20 @@ def binding(entry: dict) -> str:
 
 
 class TokenStore:
-    """Hashed bearer tokens in ``<home>/tokens.json`` (re-read when the file changes)."""
+    """Hashed bearer tokens in ``<home>/tokens.json`` (re-read when the file changes); with a
+    PostgreSQL store URL, in its ``pm_tokens`` table, shared by every daemon of the cluster
+    (re-read at most every :data:`PG_TOKENS_TTL_S`, so a revocation reaches every node
+    within that)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, store_url: str | None = None) -> None:
         self.path = Path(home) / "tokens.json"
+        self.store_url = store_url
         self._lock = threading.Lock()
         self._cache: tuple[float, dict] | None = None
 
     def _load(self) -> dict:
+        if self.store_url:
+            return self._load_pg()
         try:
             mtime = self.path.stat().st_mtime
         except FileNotFoundError:
@@ -94,6 +102,25 @@ class TokenStore:
         data = json.loads(self.path.read_text())
         self._cache = (mtime, data)
         return data
+
+    def _load_pg(self) -> dict:
+        from .service.tokens import load_tokens
+
+        now = time.monotonic()
+        if self._cache and now - self._cache[0] < PG_TOKENS_TTL_S:
+            return self._cache[1]
+        data = load_tokens(self.store_url)
+        self._cache = (now, data)
+        return data
+
+    def _save(self, data: dict) -> None:
+        if self.store_url:
+            from .service.tokens import save_tokens
+
+            save_tokens(self.store_url, data)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(self.path, data)
 
     def create(
         self,
@@ -123,8 +150,7 @@ class TokenStore:
                 "revoked": None,
                 "prefix": token[:PREFIX_LEN],
             }
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_private(self.path, data)
+            self._save(data)
             self._cache = None
         return token
 
@@ -151,7 +177,7 @@ class TokenStore:
             if not done:
                 what = {"agent": "agent", "prefix": "token prefix"}.get(by, "agent or prefix")
                 raise NotFound(f"no active token matches {what} {target!r}", target=target)
-            write_private(self.path, data)
+            self._save(data)
             self._cache = None
         return done
 

@@ -38,8 +38,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .daemon import run_daemon
 
+    env = dict(os.environ)
+    if args.store_url:
+        env["PATTERN_STORE_URL"] = args.store_url
     return run_daemon(
-        Path(args.home) if args.home else None, args.http, allowed_hosts=args.allowed_host or ()
+        Path(args.home) if args.home else None,
+        args.http,
+        env,
+        allowed_hosts=args.allowed_host or (),
     )
 
 
@@ -72,7 +78,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from .service.errors import InvalidInput
 
     settings = Settings.from_env()
-    tokens = TokenStore(settings.home)
+    tokens = TokenStore(settings.home, settings.store_url)
     if args.action == "create":
         if args.agent and args.name and args.agent != args.name:
             raise InvalidInput(f"two agents given: {args.name!r} and --agent {args.agent!r}")
@@ -363,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
         "loopback names and the bound address are always allowed); repeatable",
     )  # fmt: skip
     dm.add_argument("--home", help="store folder (default $PATTERN_HOME)")
+    dm.add_argument(
+        "--store-url",
+        metavar="URL",
+        help="postgresql://… : PostgreSQL is the canonical store shared by many daemons, this "
+        "folder holds the node's replica (default $PATTERN_STORE_URL; unset: SQLite alone)",
+    )
     dm.set_defaults(fn=cmd_daemon)
     st = sub.add_parser("stop", help="stop the store's daemon (SIGTERM, graceful)")
     st.add_argument("--home", help="store folder (default $PATTERN_HOME)")

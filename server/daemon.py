@@ -204,7 +204,8 @@ def run_daemon(
         from .service.hooks import HookService
 
         hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
-        authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
+        tokens = TokenStore(home, settings.store_url)  # PostgreSQL: one table for every node
+        authenticate = make_authenticator(secret, tokens, rt.identity.project_id)
         wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
                             routes=hook_routes(hooks, secret))  # fmt: skip
         if not allowed_hosts and not is_loopback(host):

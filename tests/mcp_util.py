@@ -150,8 +150,8 @@ def runtime_on(service: MemoryService, env: Mapping[str, str], cwd: Path) -> Run
     return rt
 
 
-def clocked_service(home: Path, clock: FakeClock) -> MemoryService:
-    return MemoryService(Engine(home, HashEmbedder()), clock=clock)
+def clocked_service(home: Path, clock: FakeClock, store_url: str | None = None) -> MemoryService:
+    return MemoryService(Engine(home, HashEmbedder(), store_url=store_url), clock=clock)
 
 
 def in_process(runtime: Runtime) -> SyncClient:

@@ -15,9 +15,12 @@ A = Identity(project_id="proj", agent_id="agent-a")
 B = Identity(project_id="proj", agent_id="agent-b")
 
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
 @pytest.fixture
-def svc(tmp_path):
-    service = clocked_service(tmp_path / "store", FakeClock())
+def svc(tmp_path, store_url):
+    service = clocked_service(tmp_path / "store", FakeClock(), store_url)
     yield service
     service.engine.close()
 

@@ -31,9 +31,12 @@ A_SUB = Identity(project_id="p", agent_id="agent-a.helper", subagent_type="helpe
                  parent_agent_id="agent-a")  # fmt: skip
 
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
 @pytest.fixture
-def svc(tmp_path):
-    s = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
+def svc(tmp_path, store_url):
+    s = MemoryService(Engine(tmp_path / "store", HashEmbedder(), store_url=store_url))
     yield s
     s.engine.close()
 
@@ -153,13 +156,15 @@ def test_a_consumer_resumes_from_its_stored_cursor(svc):
     assert stream.read_changes(svc, A, consumer_id="indexer", scopes=["private"]).cursor == 0
 
 
-def test_consumer_cursors_survive_a_restart(tmp_path):
+def test_consumer_cursors_survive_a_restart(tmp_path, store_url):
     home = tmp_path / "store"
-    svc = MemoryService(Engine(home, HashEmbedder()))
+    svc = MemoryService(Engine(home, HashEmbedder(), store_url=store_url))
     ids = [remember(svc, A, f"n{i}") for i in range(3)]
     stream.read_changes(svc, A, consumer_id="sync", limit=2, commit=True)
     svc.engine.close()
-    svc = MemoryService(Engine(home))  # a new process (no model needed to read changes)
+    # a new process (no model needed to read changes); with PostgreSQL another node
+    other = home if store_url is None else tmp_path / "node-b"
+    svc = MemoryService(Engine(other, store_url=store_url))
     try:
         page = stream.read_changes(svc, A, consumer_id="sync")
         assert page.cursor == 2 and [c.record_id for c in page.changes] == ids[2:]
@@ -167,12 +172,15 @@ def test_consumer_cursors_survive_a_restart(tmp_path):
         svc.engine.close()
 
 
-def test_exactly_once_in_order_with_concurrent_writers(tmp_path):
+def test_exactly_once_in_order_with_concurrent_writers(tmp_path, store_url):
     """Writers (threads through MemoryService) insert, update and delete while a consumer pages
     with small limits, acks each page and disconnects every few pages (a new service, as a
-    new process, resuming from its stored cursor). It receives every change exactly once."""
+    new process, resuming from its stored cursor). It receives every change exactly once.
+    With PostgreSQL the consumer is another node: its replica, applied from the log while the
+    writers write, must never skip a seq that commits later."""
     home = tmp_path / "store"
-    writer_svc = MemoryService(Engine(home))  # lexical only: the stream is all SQLite
+    reader_home = home if store_url is None else tmp_path / "consumer-node"
+    writer_svc = MemoryService(Engine(home, store_url=store_url))  # lexical only
     writers, per_writer = 4, 100
     done = threading.Event()
     errors: list[BaseException] = []
@@ -197,7 +205,7 @@ def test_exactly_once_in_order_with_concurrent_writers(tmp_path):
     during: list[int] = []  # pages read while the writers were still writing
 
     def consume() -> None:
-        svc = MemoryService(Engine(home))
+        svc = MemoryService(Engine(reader_home, store_url=store_url))
         pages = 0
         try:
             while True:
@@ -211,7 +219,7 @@ def test_exactly_once_in_order_with_concurrent_writers(tmp_path):
                 pages += 1
                 if pages % 5 == 0:  # disconnect and come back as a new process
                     svc.engine.close()
-                    svc = MemoryService(Engine(home))
+                    svc = MemoryService(Engine(reader_home, store_url=store_url))
                 if finished and not page.has_more:
                     return
         except BaseException as exc:  # pragma: no cover
@@ -228,6 +236,7 @@ def test_exactly_once_in_order_with_concurrent_writers(tmp_path):
         t.join()
     done.set()
     consumer.join(timeout=120)
+    writer_svc.store.catch_up()
     try:
         assert not errors, errors
         assert not consumer.is_alive()
@@ -307,15 +316,17 @@ def test_latest_changes(svc):
     assert res.next_cursor == res.head == 6
 
 
-def test_compact_changes_command(tmp_path, monkeypatch, capsys):
+def test_compact_changes_command(tmp_path, monkeypatch, capsys, store_url):
     from server.cli import main
 
     home = tmp_path / "home"
-    svc = MemoryService(Engine(home))
+    svc = MemoryService(Engine(home, store_url=store_url))
     for i in range(4):
         remember(svc, A, f"n{i}")
     svc.engine.close()
     monkeypatch.setenv("PATTERN_HOME", str(home))
+    if store_url:
+        monkeypatch.setenv("PATTERN_STORE_URL", store_url)
     assert main(["compact-changes", "--before-seq", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["deleted"] == 2 and out["horizon"] == 2 and out["head"] == 4
@@ -325,9 +336,10 @@ def test_compact_changes_command(tmp_path, monkeypatch, capsys):
 
 # ---------------------------------------------------------------------- MCP
 @pytest.fixture
-def runtime(tmp_path):
+def runtime(tmp_path, store_url):
     env = {"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
-           "PATTERN_PROJECT_ID": "p", "PATTERN_AGENT_ID": "agent-a"}  # fmt: skip
+           "PATTERN_PROJECT_ID": "p", "PATTERN_AGENT_ID": "agent-a",
+           "PATTERN_STORE_URL": store_url or ""}  # fmt: skip
     rt = Runtime.start(env, Path(tmp_path), background=False)
     yield rt
     rt.close()

@@ -12,6 +12,7 @@ from retrieval.errors import Conflict
 from retrieval.records import RecordFilter, Scope
 
 MODEL = HashEmbedder().model_id
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def chroma_ids(eng, bucket) -> list[str]:

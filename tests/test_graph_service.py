@@ -20,6 +20,9 @@ class Who:
         return bucket_of(scope, self.project_id, self.agent_id)
 
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
 @pytest.fixture
 def graph(open_engine):
     return GraphService(open_engine(HashEmbedder()))

@@ -16,6 +16,8 @@ from server.service.identity import Identity
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 A = Identity(project_id="p", agent_id="agent-a")
 B = Identity(project_id="p", agent_id="agent-b")
 
@@ -34,10 +36,15 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def svc(tmp_path, clock):
-    s = MemoryService(Engine(tmp_path / "store", HashEmbedder()), clock=clock)
+def svc(tmp_path, clock, store_url):
+    s = MemoryService(Engine(tmp_path / "store", HashEmbedder(), store_url=store_url), clock=clock)
     yield s
     s.engine.close()
+
+
+def second(store_url: str | None) -> str:
+    """The second writer's folder: the same SQLite file, or another node of the cluster."""
+    return "shared" if store_url is None else "node-b"
 
 
 def rows(svc: MemoryService, sql: str, *params) -> list[tuple]:
@@ -167,11 +174,12 @@ def test_concurrent_calls_with_one_key_write_once(svc):
     assert n_records(svc) == 1
 
 
-def test_two_processes_racing_on_one_key_write_once(tmp_path, clock):
-    """Two services (two writer connections, like two processes) on one store: the second
-    claim runs inside its write transaction, after the first commit, and replays."""
-    a = MemoryService(Engine(tmp_path / "shared"), clock=clock)
-    b = MemoryService(Engine(tmp_path / "shared"), clock=clock)
+def test_two_processes_racing_on_one_key_write_once(tmp_path, clock, store_url):
+    """Two services (two writer connections, like two processes; with PostgreSQL two nodes,
+    each with its own folder) on one store: the second claim runs inside its write
+    transaction, after the first commit, and replays."""
+    a = MemoryService(Engine(tmp_path / "shared", store_url=store_url), clock=clock)
+    b = MemoryService(Engine(tmp_path / second(store_url), store_url=store_url), clock=clock)
     try:
         item = MemoryInput(content="both think they are first")
         inner: dict = {}
@@ -277,10 +285,11 @@ def test_concurrent_updates_from_one_revision_one_wins(svc):
 
 
 @pytest.fixture
-def two_writers(tmp_path, clock):
-    """Two services on one store: two writer connections, as two processes would have."""
-    a = MemoryService(Engine(tmp_path / "shared"), clock=clock)
-    b = MemoryService(Engine(tmp_path / "shared"), clock=clock)
+def two_writers(tmp_path, clock, store_url):
+    """Two services on one store: two writer connections, as two processes would have (with
+    PostgreSQL: two nodes, each with its own folder)."""
+    a = MemoryService(Engine(tmp_path / "shared", store_url=store_url), clock=clock)
+    b = MemoryService(Engine(tmp_path / second(store_url), store_url=store_url), clock=clock)
     yield a, b
     a.engine.close()
     b.engine.close()

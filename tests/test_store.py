@@ -37,10 +37,22 @@ def fts_ids(store: SQLiteStore, word: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
 @pytest.fixture
-def store(tmp_path):
+def store(tmp_path, store_url):
+    """The store; with PostgreSQL, one node's replica whose transactions run in PostgreSQL."""
     s = SQLiteStore(tmp_path / "db.sqlite3")
+    cluster = None
+    if store_url:
+        from retrieval.pg.cluster import Cluster
+
+        cluster = Cluster(store_url, s)
+        cluster.start()
     yield s
+    if cluster is not None:
+        cluster.close()
     s.close()
 
 
@@ -346,6 +358,7 @@ def open_fds() -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.backends("sqlite")  # the reader pool itself (a follower holds one more)
 def test_short_lived_threads_do_not_leak_reader_connections(store, make_record):
     """MCP tool calls run on short-lived worker threads: 1,000 reads from threads that end
     leave at most the pool's idle connections open, and the descriptor count stays flat."""
@@ -375,6 +388,7 @@ def test_short_lived_threads_do_not_leak_reader_connections(store, make_record):
     assert store.open_readers <= SQLITE_READERS
 
 
+@pytest.mark.backends("sqlite")  # the reader pool itself (a follower holds one more)
 def test_a_reader_lent_to_a_live_thread_is_its_own(store, make_record):
     """While a thread lives it keeps its connection; concurrent threads get distinct ones."""
     add(store, make_record("x"))

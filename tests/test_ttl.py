@@ -26,6 +26,7 @@ from tests.mcp_util import (
 )
 
 ME = Identity(project_id="proj", agent_id="agent-a")
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 @pytest.fixture
@@ -34,8 +35,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def svc(tmp_path, clock):
-    service = clocked_service(tmp_path / "store", clock)
+def svc(tmp_path, clock, store_url):
+    service = clocked_service(tmp_path / "store", clock, store_url)
     yield service
     service.engine.close()
 

@@ -70,11 +70,18 @@ def expected(viewer: str, project: str) -> set[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(tmp_path_factory, request):
+    """Every identity's memories, written once per backend through the MCP tools (with
+    PostgreSQL, the rules run there and the reads come from the node's replica)."""
+    url = None
+    if request.param == "postgres":
+        from tests.conftest import empty_pg_database
+
+        url = empty_pg_database(request.getfixturevalue("_pg_databases"), "pm_test_visibility")
     root = tmp_path_factory.mktemp("visibility")
     home, allowed = root / "home", root / "exports"
-    svc = clocked_service(home, FakeClock())
+    svc = clocked_service(home, FakeClock(), url)
     labels: dict[str, str] = {}  # memory id -> label
     for agent, project in VIEWERS:
         with in_process(runtime_on(svc, env_of(home, agent, project, allowed), root)) as c:

@@ -110,6 +110,9 @@ class CompactResult(BaseModel):
     horizon: int
     head: int
     expired_idempotency_keys: int = 0
+    # PostgreSQL mode: the replication log's horizon after compacting it by the same age (a
+    # daemon whose replica is behind it rebuilds from a snapshot)
+    log_horizon: int | None = None
 
 
 # ---------------------------------------------------------------------- store-level helpers
@@ -165,6 +168,16 @@ def compact_older_than(
     ).fetchone()
     before = row[0] if row and row[0] is not None else head(store.reader) + 1
     return compact_changes(store, before, now)
+
+
+def _head_for(svc: MemoryService, cursor) -> int:
+    """This store's head; with PostgreSQL, a cursor beyond it came from a node further ahead:
+    the replica catches up first instead of calling a valid cursor 'ahead of this store'."""
+    top = head(svc.store.reader)
+    if isinstance(cursor, int) and cursor > top and svc.store.cluster is not None:
+        svc.store.catch_up()
+        top = head(svc.store.reader)
+    return top
 
 
 # ---------------------------------------------------------------------- consumers
@@ -226,7 +239,7 @@ def ack(
     The last ack wins (a consumer may move back to replay); a cursor beyond the head is refused."""
     consumer_id = _check_consumer(consumer_id)
     scopes = _check_scopes(scopes)
-    top = head(svc.store.reader)
+    top = _head_for(svc, cursor)
     if not isinstance(cursor, int) or cursor < 0 or cursor > top:
         raise InvalidInput(
             f"cursor must be between 0 and the head ({top}), got {cursor!r}", head=top
@@ -319,6 +332,8 @@ def read_changes(
     scopes = _check_scopes(scopes)
     buckets = who.visible_buckets(scopes)
     key = scope_key(who, scopes)
+    if cursor is not None:
+        _head_for(svc, cursor)
     with snapshot(svc.store) as conn:
         if cursor is None:
             cursor = (stored_cursor(conn, who, consumer_id, key) if consumer_id else None) or 0
@@ -369,9 +384,13 @@ def compact(
     svc: MemoryService, *, before_seq: int | None = None, older_than: timedelta | None = None
 ) -> CompactResult:
     """``pattern-memory compact-changes``: compact before a sequence number, or every change
-    older than an age (exactly one of the two)."""
+    older than an age (exactly one of the two; with PostgreSQL the age also compacts the
+    replication log)."""
     if (before_seq is None) == (older_than is None):
         raise InvalidInput("give either before_seq or older_than")
     if before_seq is not None:
         return compact_changes(svc.store, before_seq)
-    return compact_older_than(svc.store, older_than)
+    res = compact_older_than(svc.store, older_than)
+    if svc.store.cluster is not None:
+        res.log_horizon = svc.store.cluster.compact_log(older_than=older_than)
+    return res

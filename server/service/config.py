@@ -18,12 +18,26 @@ def default_home() -> Path:
     return Path(user_data_dir("pattern-memory", appauthor=False))
 
 
+def store_url(env: Mapping[str, str]) -> str | None:
+    """``PATTERN_STORE_URL``: a ``postgresql://`` URL (or libpq conninfo) makes PostgreSQL the
+    canonical store; unset (or ``sqlite``) keeps the folder's SQLite store alone."""
+    url = (env.get("PATTERN_STORE_URL") or "").strip()
+    if not url or url.lower() == "sqlite":
+        return None
+    if not (url.startswith(("postgresql://", "postgres://")) or "dbname=" in url):
+        raise InvalidInput(
+            "PATTERN_STORE_URL must be a postgresql:// URL (or a libpq conninfo with dbname=)"
+        )
+    return url
+
+
 class Settings(BaseModel):
     home: Path
     embedder: str = "sentence-transformers"  # sentence-transformers | hash | none
     embedding_model: str | None = None  # a local path or cached model name; None = packaged MiniLM
     chroma_host: str | None = None
     chroma_port: int = 8000
+    store_url: str | None = None  # PATTERN_STORE_URL: PostgreSQL is canonical (many daemons)
     allowed_dirs: list[Path]
     allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
@@ -54,6 +68,7 @@ class Settings(BaseModel):
             embedding_model=env.get("PATTERN_EMBEDDING_MODEL") or None,
             chroma_host=env.get("PATTERN_CHROMA_HOST") or None,
             chroma_port=port,
+            store_url=store_url(env),
             allowed_dirs=allowed,
             allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,

@@ -89,6 +89,15 @@ def health(
         ).fetchone()[0]
         f = RecordFilter(buckets=buckets, include_expired=True)
         kinds = svc.store.count(f, group_by="kind")
+    replica = eng.cluster.status() if eng.cluster is not None else None
+    if replica and not store_wide:
+        replica.pop("url", None)  # where the database is: the local stats' business
+    if replica and replica.get("follower_error"):
+        issues.append(
+            f"this daemon's replica is not following PostgreSQL ({replica['follower_error']}): "
+            "reads come from it and may be stale (database unreachable: writes fail until it "
+            "is back; a newer schema: upgrade this daemon)"
+        )
     return HealthResult(
         status="ok" if ready and not model_error else "degraded",
         version=VERSION,
@@ -105,4 +114,5 @@ def health(
         records={str(k): v for k, v in kinds.items()},
         pendingVectorWrites=pending,
         issues=issues,
+        replica=replica,
     )

@@ -99,6 +99,10 @@ class MemoryService:
     def get_visible(self, who: Identity, memory_id: str) -> Record:
         """The record if the caller may see it (invisible and missing look the same)."""
         found = self.store.get([memory_id]).get(memory_id)
+        if found is None and self.store.cluster is not None:
+            # PostgreSQL mode: another node may have written it an instant ago
+            self.store.catch_up()
+            found = self.store.get([memory_id]).get(memory_id)
         if found is None or not self.visible(who, found):
             raise NotFound(f"memory {memory_id} not found", memoryId=memory_id)
         if found.expires_at is not None and found.expires_at <= self.clock():

@@ -218,6 +218,9 @@ class HealthResult(BaseModel):
         "only; `pattern-memory reindex` removes them).",
     )
     issues: list[str] = Field(default_factory=list)
+    # PATTERN_STORE_URL: PostgreSQL canonical; this daemon's replica state (url without password,
+    # node, cluster, applied_seq, head, lag, rebuilds, follower_error); None with SQLite alone
+    replica: dict | None = None
 
 
 class RecallItem(BaseModel):

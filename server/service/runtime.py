@@ -68,7 +68,10 @@ class Runtime:
         settings = Settings.from_env(env, cwd)
         identity = identity_from_env(env, settings.cwd)
         engine = Engine(
-            settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
+            settings.home,
+            chroma_host=settings.chroma_host,
+            chroma_port=settings.chroma_port,
+            store_url=settings.store_url,
         )
         service = MemoryService(engine, policy=WritePolicy.from_env(env))
         rt = cls(settings, identity, service)
