@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
+
 from retrieval.records import Explanation, Hit, Kind, Record, Scope, utcnow
 from server.service import autorecall as ar
 from server.service.identity import Identity
@@ -12,6 +14,7 @@ from server.service.ledger import LEDGER_KEY, Ledger, prune_ledgers
 from server.service.memory import MemoryService
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def hit(cos, bm25) -> Hit:

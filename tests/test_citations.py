@@ -56,9 +56,12 @@ def proj(tmp_path) -> Path:
     return root
 
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
 @pytest.fixture
-def svc(tmp_path):
-    service = clocked_service(tmp_path / "home", FakeClock())
+def svc(tmp_path, store_url):
+    service = clocked_service(tmp_path / "home", FakeClock(), store_url)
     yield service
     if service.citations is not None:
         service.citations.close()

@@ -14,6 +14,7 @@ from server.service.sessions import SessionIndexer
 from tests.transcript_util import TranscriptWriter
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 @pytest.fixture
