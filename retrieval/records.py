@@ -18,6 +18,7 @@ class Kind(StrEnum):
     observation = "observation"
     lesson = "lesson"
     chunk = "chunk"
+    turn = "turn"  # one turn of an indexed session transcript (the session indexer)
 
 
 class Scope(StrEnum):

@@ -49,5 +49,6 @@ def create_server(
     tools.register(server)
     __import__("server.ingest_tools").ingest_tools.register(server)  # ingest_workspace
     __import__("server.graph_tools").graph_tools.register(server)  # knowledge graph, lessons
+    __import__("server.review_tools").review_tools.register(server)  # review inbox
     stream.register(server, bus)
     return server

@@ -61,7 +61,16 @@ class TokenStore:
         self._cache = (mtime, data)
         return data
 
-    def create(self, agent_id: str, project_id: str | None = None, label: str = "") -> str:
+    def create(
+        self,
+        agent_id: str,
+        project_id: str | None = None,
+        label: str = "",
+        *,
+        reviewer: bool = False,
+    ) -> str:
+        """A new token for ``agent_id``; ``reviewer``: its agent reviews team proposals
+        (``reviewer: true`` in tokens.json; see server/service/review.py)."""
         if not agent_id.strip():
             raise InvalidInput("--agent is required")
         token = "pm_" + secrets.token_urlsafe(32)
@@ -75,6 +84,8 @@ class TokenStore:
                 "revoked": None,
                 "prefix": token[:10],
             }
+            if reviewer:
+                data[_sha(token)]["reviewer"] = True
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_private(self.path, data)
             self._cache = None
@@ -99,6 +110,14 @@ class TokenStore:
 
     def list(self) -> list[dict]:
         return [dict(v) for v in self._load().values()]
+
+    def reviewer_agents(self) -> set[str]:
+        """The agents holding an active token made with ``--reviewer``."""
+        return {
+            e["agent"]
+            for e in self._load().values()
+            if e.get("reviewer") is True and not e.get("revoked")
+        }
 
     def lookup(self, token: str) -> dict | None:
         entry = self._load().get(_sha(token))

@@ -63,20 +63,39 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    """Open the dashboard: find (or start) the store's daemon, sign a one-time login link."""
+    import webbrowser
+
+    from .bridge import DaemonLink
+    from .service.config import Settings
+    from .ui.logins import LINK_TTL, base_url, login_url
+
+    home = Path(args.home) if args.home else Settings.from_env().home
+    info = DaemonLink(home, {}, dict(os.environ)).connect()  # started if none runs
+    url = login_url(info)
+    print(f"pattern-memory dashboard: {base_url(info)}/ui/ (store {home})")
+    print(f"one-time sign-in link (valid {LINK_TTL} s, once):\n{url}", flush=True)
+    if not args.no_browser and not webbrowser.open(url):
+        print("could not open a browser: open the link above", file=sys.stderr)
+    return 0
+
+
 def cmd_token(args: argparse.Namespace) -> int:
     from .auth import TokenStore
     from .service.config import Settings
 
     tokens = TokenStore(Settings.from_env().home)
     if args.action == "create":
-        print(tokens.create(args.agent or "", args.project, args.label or ""))
+        print(tokens.create(args.agent or "", args.project, args.label or "", reviewer=args.reviewer))
         print("store this token now: it is not shown again", file=sys.stderr)
     elif args.action == "revoke":
         print(f"revoked {tokens.revoke(args.agent or args.prefix or '')} token(s)")
     else:
         for t in tokens.list():
             state = "revoked" if t["revoked"] else "active"
-            print(f"{t['prefix']}…  agent={t['agent']}  project={t['project']}  {state}")
+            role = "  reviewer" if t.get("reviewer") else ""
+            print(f"{t['prefix']}…  agent={t['agent']}  project={t['project']}  {state}{role}")
     return 0
 
 
@@ -320,12 +339,23 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--home")
     st.add_argument("--timeout", type=float, default=60)
     st.set_defaults(fn=cmd_stop)
+    ui = sub.add_parser("ui", help="open the web dashboard (starts the daemon if needed)")
+    ui.add_argument("--home", help="store folder (default $PATTERN_HOME)")
+    ui.add_argument(
+        "--no-browser", action="store_true", help="only print the one-time sign-in link"
+    )
+    ui.set_defaults(fn=cmd_ui)
     tk = sub.add_parser("token", help="bearer tokens for remote agents")
     tk.add_argument("action", choices=["create", "revoke", "list"])
     tk.add_argument("--agent")
     tk.add_argument("--project")
     tk.add_argument("--label")
     tk.add_argument("--prefix")
+    tk.add_argument(
+        "--reviewer",
+        action="store_true",
+        help="create: the token's agent reviews team proposals (PATTERN_TEAM_REVIEW)",
+    )
     tk.set_defaults(fn=cmd_token)
     d = sub.add_parser("demo", help="store README/docs paragraphs, then recall")
     d.add_argument("query", nargs="*")

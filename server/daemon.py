@@ -103,9 +103,11 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-def _graceful_server(config):
+def _graceful_server(config, on_exit=None):
     """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
-    re-raises the signal after draining, which would kill us before the WAL checkpoint)."""
+    re-raises the signal after draining, which would kill us before the WAL checkpoint).
+    ``on_exit()`` runs at the signal: long-lived responses (the dashboard's event streams)
+    end, so the drain does not wait for them."""
     import contextlib
     import signal
 
@@ -118,6 +120,8 @@ def _graceful_server(config):
                 if self.should_exit:
                     self.force_exit = True
                 self.should_exit = True
+                if on_exit is not None:
+                    on_exit()
 
             old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
             try:
@@ -172,11 +176,15 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
             transport_security=security, host=host, json_response=True, stateless_http=True
         )
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
-        wrapped = AuthMiddleware(app, authenticate, info)
+        from .ui import Dashboard
+
+        # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP
+        dashboard = Dashboard(rt, secret=secret, authenticate=authenticate)
+        wrapped = dashboard.mount(AuthMiddleware(app, authenticate, info))
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
-        uv = _graceful_server(config)
+        uv = _graceful_server(config, on_exit=dashboard.close)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
         print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']} (store {home})",
               file=sys.stderr, flush=True)  # fmt: skip

@@ -273,10 +273,17 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         idempotencyKey: IdempotencyKey = None,
     ) -> ShareLearningResult:
         """Share one of your memories with every agent of this project (team scope). Review it
-        for sensitive content first: it cannot be unshared, only deleted."""
+        for sensitive content first: it cannot be unshared, only deleted. Where team review is
+        on, it is proposed instead (status "proposed"): a reviewer approves or rejects it."""
+        from .review_tools import review_policy
+        from .service import review
+
         rt, who = session_of(ctx)
         return await call(
-            lambda: rt.service.share_learning(who, memoryId, category, keepOriginal, idempotencyKey)
+            lambda: review.share_learning(
+                rt.service, review_policy(rt), who, memoryId, category, keepOriginal,
+                idempotencyKey,
+            )  # fmt: skip
         )
 
     @server.tool(name="cleanup")

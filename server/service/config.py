@@ -27,6 +27,7 @@ class Settings(BaseModel):
     chroma_port: int = 8000
     allowed_dirs: list[Path]
     cwd: Path
+    team_review: str = ""  # PATTERN_TEAM_REVIEW: on | off | project ids (service/review.py)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -56,6 +57,7 @@ class Settings(BaseModel):
             chroma_port=port,
             allowed_dirs=allowed,
             cwd=cwd,
+            team_review=env.get("PATTERN_TEAM_REVIEW", "").strip(),
         )
 
     def make_embedder(self):
