@@ -87,7 +87,9 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     tokens = TokenStore(Settings.from_env().home)
     if args.action == "create":
-        print(tokens.create(args.agent or "", args.project, args.label or "", reviewer=args.reviewer))
+        print(
+            tokens.create(args.agent or "", args.project, args.label or "", reviewer=args.reviewer)
+        )
         print("store this token now: it is not shown again", file=sys.stderr)
     elif args.action == "revoke":
         print(f"revoked {tokens.revoke(args.agent or args.prefix or '')} token(s)")

@@ -48,8 +48,10 @@ def register(server: MCPServer) -> None:
         proposalId: Annotated[str, Field(description="The proposal (from list-proposals).")],
         decision: Annotated[
             Literal["approve", "reject"],
-            Field(description="approve: the memory moves to the team scope; reject: it stays "
-                  "private, with your reason."),
+            Field(
+                description="approve: the memory moves to the team scope; reject: it stays "
+                "private, with your reason."
+            ),
         ],  # fmt: skip
         ctx: Context,
         reason: Annotated[
@@ -79,8 +81,15 @@ def register(server: MCPServer) -> None:
         rt, who = session_of(ctx)
         return await call(
             lambda: review(
-                rt.service, review_policy(rt), who, proposalId, decision, reason=reason,
-                content=content, category=category, expected_revision=expectedRevision,
+                rt.service,
+                review_policy(rt),
+                who,
+                proposalId,
+                decision,
+                reason=reason,
+                content=content,
+                category=category,
+                expected_revision=expectedRevision,
                 idempotency_key=idempotencyKey,
             )  # fmt: skip
         )

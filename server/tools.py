@@ -281,7 +281,12 @@ def register(server: MCPServer) -> None:  # noqa: C901 - one adapter per tool
         rt, who = session_of(ctx)
         return await call(
             lambda: review.share_learning(
-                rt.service, review_policy(rt), who, memoryId, category, keepOriginal,
+                rt.service,
+                review_policy(rt),
+                who,
+                memoryId,
+                category,
+                keepOriginal,
                 idempotencyKey,
             )  # fmt: skip
         )

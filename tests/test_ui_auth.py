@@ -113,7 +113,10 @@ def test_state_changing_requests_need_the_session_csrf_token(ui):
     assert c.post(url).status_code == 403
     assert c.post(url, data={"csrf": "wrong"}).status_code == 403
     token = csrf_of(c)
-    assert c.post(url, data={"csrf": token}, headers={"Origin": "http://evil.example"}).status_code == 403
+    assert (
+        c.post(url, data={"csrf": token}, headers={"Origin": "http://evil.example"}).status_code
+        == 403
+    )
     assert ui.svc.store.get([mine.memoryId])  # nothing was deleted so far
     r = c.post(url, headers={"X-CSRF-Token": token, "Origin": "http://testserver"})
     assert r.status_code == 303 and not ui.svc.store.get([mine.memoryId])
@@ -131,7 +134,10 @@ def test_security_headers_on_every_page(ui):
     c = ui.owner()
     r = c.get("/ui/")
     csp = r.headers["content-security-policy"]
-    assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+    assert (
+        "script-src 'self'" in csp
+        and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+    )
     assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
     assert r.headers["server-timing"].startswith("app;dur=")
 

@@ -95,9 +95,9 @@ def list_records(
             params += after
         sql += f" ORDER BY {col} {order}, rowid {order} LIMIT ?"
         runs.append(conn.execute(sql, [*params, limit + 1]).fetchall())
-    merged = list(
-        heapq.merge(*runs, key=lambda r: (r["k"], r["rowid"]), reverse=descending)
-    )[: limit + 1]
+    merged = list(heapq.merge(*runs, key=lambda r: (r["k"], r["rowid"]), reverse=descending))[
+        : limit + 1
+    ]
     more = len(merged) > limit
     merged = merged[:limit]
     found = svc.store.get([r["id"] for r in merged])
@@ -157,9 +157,15 @@ def list_sessions(
     ).fetchall()
     out = [
         SessionSummary(
-            session=str(r["s"]), turns=r["n"], first=r["first"], last=r["last"],
-            gitBranch=r["branch"], cwd=r["cwd"], parentSession=r["parent"],
-            agentId=r["agent"], scope=r["scope"],
+            session=str(r["s"]),
+            turns=r["n"],
+            first=r["first"],
+            last=r["last"],
+            gitBranch=r["branch"],
+            cwd=r["cwd"],
+            parentSession=r["parent"],
+            agentId=r["agent"],
+            scope=r["scope"],
         )  # fmt: skip
         for r in rows[:limit]
         if r["s"] is not None
@@ -262,11 +268,7 @@ def projects(svc: MemoryService) -> list[str]:
 def store_size(svc: MemoryService) -> dict[str, int]:
     """Bytes on disk: the SQLite database (+ WAL) and the vector index folder."""
     home = Path(svc.engine.home)
-    db = sum(
-        p.stat().st_size
-        for p in home.glob("pattern.sqlite3*")
-        if p.is_file()
-    )
+    db = sum(p.stat().st_size for p in home.glob("pattern.sqlite3*") if p.is_file())
     vectors = 0
     for dirpath, _dirs, files in os.walk(home / "chroma"):
         for f in files:

@@ -84,7 +84,9 @@ def neighbours(svc: MemoryService, bucket: str, name: str, limit: int) -> list[R
             f"AND {col}=? ORDER BY id LIMIT ?",
             (bucket, name, limit),
         ).fetchall()
-        out += [Relation.model_validate({"from": f, "to": t, "relationType": r}) for f, t, r in rows]
+        out += [
+            Relation.model_validate({"from": f, "to": t, "relationType": r}) for f, t, r in rows
+        ]
     return out
 
 

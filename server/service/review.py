@@ -457,7 +457,10 @@ def _approve(svc, p: Proposal, rec: Record, stamp, content, category, now, claim
         review = {**provenance, "sharedMemoryId": shared.id}
         replace = [
             rec.model_copy(
-                update={"metadata": {**rec.metadata, "review": review}, "revision": rec.revision + 1}
+                update={
+                    "metadata": {**rec.metadata, "review": review},
+                    "revision": rec.revision + 1,
+                }
             )
         ]
         delete = []

@@ -98,9 +98,8 @@ async def activity_stream(ui: Dashboard, request: Request, s: UiSession) -> Resp
             if ui.logins.get(s.id) is None:  # logged out, expired or revoked
                 yield "event: end\ndata: signed out\n\n"
                 return
-            at = cursor
             res = await ui.run(
-                lambda: read_changes(ui.svc, s.identity, cursor=at, limit=200)
+                lambda at=cursor: read_changes(ui.svc, s.identity, cursor=at, limit=200)
             )
             out = []
             if res.reset_required:

@@ -95,7 +95,9 @@ class Dashboard:
         env.filters["dt"] = _fmt_dt
         env.filters["short"] = _short
         routes = [
-            Mount(f"{PREFIX}/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+            Mount(
+                f"{PREFIX}/static", app=StaticFiles(directory=str(HERE / "static")), name="static"
+            ),
             *views.routes(self),
             *graph_views.routes(self),
             *workspace_views.routes(self),

@@ -50,16 +50,22 @@ async def decide(ui: Dashboard, request: Request, s: UiSession) -> Response:
     try:
         await ui.run(
             lambda: review.review_proposal(
-                ui.svc, ui.policy(), s.identity, pid,
+                ui.svc,
+                ui.policy(),
+                s.identity,
+                pid,
                 "reject" if action == "reject" else "approve",
-                reason=str(form.get("reason", "")) or None, content=content,
-                category=category, expected_revision=revision,
+                reason=str(form.get("reason", "")) or None,
+                content=content,
+                category=category,
+                expected_revision=revision,
             )  # fmt: skip
         )
     except Conflict as exc:  # changed since the page was read: show it again, current text
+        conflict = exc
         return await ui.page(
             request, s, "review.html",
-            lambda: {**inbox(ui, s, "pending", None), "conflict": exc, "conflict_id": pid},
+            lambda: {**inbox(ui, s, "pending", None), "conflict": conflict, "conflict_id": pid},
             status=409,
         )  # fmt: skip
     done = "rejected" if action == "reject" else "approved"

@@ -96,7 +96,9 @@ async def login(request: Request) -> Response:
         s = ui.logins.redeem_link(request.query_params["t"])
         if s is not None:
             return signed_in(s, request)
-        error = "This login link is invalid, expired or already used: run `pattern-memory ui` again."
+        error = (
+            "This login link is invalid, expired or already used: run `pattern-memory ui` again."
+        )
         status = 403
     elif request.method == "POST":
         form = await request.form()
@@ -229,9 +231,10 @@ async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response
     try:
         done = await ui.run(save)
     except Conflict as exc:  # a stale page: show the message, the current text and our draft
+        conflict = exc
         return await ui.page(
             request, s, "memory.html",
-            lambda: {**memory_context(ui, s, mid), "conflict": exc, "draft": content},
+            lambda: {**memory_context(ui, s, mid), "conflict": conflict, "draft": content},
             status=409,
         )  # fmt: skip
     return RedirectResponse(f"{PREFIX}/memory/{mid}?msg={done}", status_code=303)
