@@ -167,12 +167,17 @@ async def memories(ui: Dashboard, request: Request, s: UiSession) -> Response:
     sort = q.get("sort", "updated")
     desc = q.get("dir", "desc") != "asc"
     kind = q.get("kind", "memory")
+    try:
+        limit = int(q.get("limit", "50"))
+    except ValueError:
+        raise InvalidInput("limit must be a number") from None
 
     def build() -> dict:
         page = browse.list_records(ui.svc, s.identity, scope, kind=kind, sort=sort,
-                                   descending=desc, cursor=q.get("cursor") or None)  # fmt: skip
+                                   descending=desc, cursor=q.get("cursor") or None,
+                                   limit=limit)  # fmt: skip
         return {"page": page, "scope": scope, "scopes": SCOPES, "sort": sort, "desc": desc,
-                "kind": kind, "kinds": [k.value for k in Kind], "active": "memories",
+                "kind": kind, "limit": limit, "kinds": [k.value for k in Kind], "active": "memories",
                 "message": msg(request)}  # fmt: skip
 
     return await ui.page(request, s, "memories.html", build)
