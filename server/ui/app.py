@@ -223,7 +223,7 @@ class _Secure:
                     (b"content-security-policy", CSP.encode()),
                     (b"x-frame-options", b"DENY"),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
+                    (b"referrer-policy", b"same-origin"),  # no-referrer makes Origin "null"
                     (b"server-timing", f"app;dur={ms:.1f}".encode()),
                 ]
                 if not static:

@@ -45,7 +45,9 @@
               "target-arrow-shape": "triangle", "curve-style": "bezier", "label": "data(label)",
               "font-size": 8, "color": "#637083", "text-rotation": "autorotate" } }
           ],
-          layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: 9000, idealEdgeLength: 90 }
+          layout: { name: "cose", animate: false, randomize: true, padding: 30, nodeRepulsion: 30000,
+            nodeOverlap: 20, idealEdgeLength: 70, gravity: 1, numIter: 1500, componentSpacing: 60,
+            nodeDimensionsIncludeLabels: true }
         });
         window.pmGraph = cy; // the browser tests click nodes at their rendered positions
         function open(name) {
@@ -60,7 +62,7 @@
           if (!d) return;
           cy.$(":selected").unselect();
           var n = cy.getElementById(d.getAttribute("data-entity"));
-          if (n.nonempty()) { n.select(); cy.animate({ center: { eles: n } }, { duration: 200 }); }
+          if (n.nonempty()) n.select();
         });
         box.setAttribute("data-ready", "yes");
       })
