@@ -368,3 +368,41 @@ def test_activity_stream_sends_visible_changes_only(ui):
     kinds = c.get(f"/ui/activity/stream?after={head}&kind=observation").text
     assert "data: {" not in kinds and f"id: {head + 3}" in kinds  # the cursor still moves on
     assert c.get("/ui/activity?kind=nonsense").status_code == 400
+
+
+def test_schema_v6_migrates_a_v5_store_and_its_indexes_serve_the_lists(tmp_path):
+    import sqlite3
+
+    from retrieval import schema
+    from retrieval.store import SQLiteStore
+
+    path = tmp_path / "db.sqlite3"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    for name in ("proposals", "ingest_runs"):
+        conn.execute(f"DROP TABLE {name}")
+    for name in ("records_bucket_updated", "records_bucket_created", "records_bucket_priority",
+                 "records_turns"):  # fmt: skip
+        conn.execute(f"DROP INDEX {name}")
+    conn.execute("PRAGMA user_version = 5")
+    conn.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.reader.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        plan = lambda sql, params: " ".join(  # noqa: E731
+            r["detail"] for r in store.reader.execute("EXPLAIN QUERY PLAN " + sql, params)
+        )
+        for col, index in (("updated_at", "records_bucket_updated"),
+                           ("created_at", "records_bucket_created"),
+                           ("priority", "records_bucket_priority")):  # fmt: skip
+            sql = (f"SELECT rowid, id FROM records WHERE bucket=? AND kind=? AND ({col}, rowid) "
+                   f"< (?, ?) ORDER BY {col} DESC, rowid DESC LIMIT 50")  # fmt: skip
+            got = plan(sql, ["b", "memory", "x", 1])
+            assert index in got and "TEMP B-TREE" not in got, got
+        sql = ("SELECT id FROM records WHERE kind='turn' AND bucket=? AND "
+               "json_extract(metadata, '$.session') = ? ORDER BY "
+               "CAST(json_extract(metadata, '$.turn') AS INTEGER) LIMIT 100")  # fmt: skip
+        assert "records_turns" in plan(sql, ["b", "s"])
+        assert store.reader.execute("SELECT count(*) FROM proposals").fetchone()[0] == 0
+    finally:
+        store.close()
