@@ -406,3 +406,15 @@ def test_schema_v6_migrates_a_v5_store_and_its_indexes_serve_the_lists(tmp_path)
         assert store.reader.execute("SELECT count(*) FROM proposals").fetchone()[0] == 0
     finally:
         store.close()
+
+
+def test_expired_records_are_neither_listed_nor_counted(ui):
+    from server.service import browse
+
+    owner = ui.rt.identity
+    gone = Record(project_id="p1", agent_id="owner", scope=Scope.private, category="recent",
+                  content="an expired note", expires_at=utcnow() - timedelta(hours=1))  # fmt: skip
+    ui.svc.engine.add([gone])
+    page = browse.list_records(ui.svc, owner, "private")
+    assert page.total == 7 and "an expired note" not in [m.content for m in page.items]
+    assert "an expired note" not in ui.owner().get("/ui/memories?scope=private").text

@@ -19,9 +19,10 @@ from pydantic import BaseModel, Field
 
 from ingest.pipeline import IngestReport
 from retrieval.errors import InvalidInput
-from retrieval.records import Kind, Record, RecordFilter, Scope
+from retrieval.records import Kind, Record, Scope
 from retrieval.store import ts
 
+from .changes import Change, latest_changes
 from .identity import Identity
 from .memory import MemoryService
 from .models import Memory
@@ -102,7 +103,7 @@ def list_records(
     merged = merged[:limit]
     found = svc.store.get([r["id"] for r in merged])
     items = [Memory.from_record(found[r["id"]]) for r in merged if r["id"] in found]
-    total = svc.store.count(RecordFilter(buckets=buckets, kinds=[Kind(kind)], now=svc.clock()))
+    total = count_live(svc, buckets, kind)
     return MemoryPage(
         items=items,
         total=total,
@@ -110,6 +111,26 @@ def list_records(
         sort=sort,
         descending=descending,
     )
+
+
+def count_live(svc: MemoryService, buckets: list[str], kind: str) -> int:
+    """Unexpired records of ``kind`` in ``buckets``: every record, counted on the (bucket,
+    kind) index alone, minus the expired ones, found through the partial index of expiring
+    records (few: cleanup deletes them). A plain count with the expiry test reads every row
+    of the bucket (40 ms for a 12k-record bucket on a loaded 2-core box, < 1 ms this way)."""
+    conn = svc.store.reader
+    now = ts(svc.clock())
+    total = 0
+    for b in buckets:
+        total += conn.execute(
+            "SELECT count(*) FROM records WHERE bucket=? AND kind=?", (b, kind)
+        ).fetchone()[0]
+        total -= conn.execute(
+            "SELECT count(*) FROM records INDEXED BY records_expires WHERE expires_at IS NOT NULL "
+            "AND expires_at <= ? AND bucket=? AND kind=?",
+            (now, b, kind),
+        ).fetchone()[0]
+    return total
 
 
 def get_record(svc: MemoryService, who: Identity, record_id: str) -> Record:
@@ -277,3 +298,43 @@ def store_size(svc: MemoryService) -> dict[str, int]:
             except FileNotFoundError:
                 continue
     return {"sqlite_bytes": db, "vector_bytes": vectors}
+
+
+# ---------------------------------------------------------------------- activity
+def recent_changes(
+    svc: MemoryService,
+    who: Identity,
+    limit: int = 50,
+    *,
+    kind: str | None = None,
+    agent: str | None = None,
+    window: int = 300,
+) -> tuple[list[Change], int]:
+    """The newest ``limit`` changes the caller can see (as the ``changes`` tool), newest last,
+    filtered by kind and author; a filter looks back over the last ``window`` changes. Records
+    are loaded only for the changes kept. Returns the changes and the head (to follow on)."""
+    res = latest_changes(svc, who, limit=window if kind or agent else limit, include_records=False)
+    rows = [c for c in res.changes if kind is None or c.kind == kind]
+    if agent is None:
+        rows = rows[-limit:]
+    buckets = set(who.visible_buckets())
+    wanted = [c.record_id for c in rows if c.op != "delete"]
+    found = {k: v for k, v in svc.store.get(wanted).items() if v.bucket in buckets}
+    out = []
+    for c in rows:
+        rec = found.get(c.record_id) if c.op != "delete" else None
+        c = c.model_copy(update={"record": Memory.from_record(rec) if rec else None})
+        if agent is None or author_of(c, who) == agent:
+            out.append(c)
+    return out[-limit:], res.next_cursor
+
+
+def author_of(c: Change, who: Identity) -> str | None:
+    """Who made a change: the record's author; for a delete (the record is gone) only a
+    private/personal bucket names it, and those the caller sees are its own (or, for a
+    sub-agent's private scope, possibly its parent's: unknown)."""
+    if c.record is not None:
+        return c.record.agentId
+    if c.scope == "personal" or (c.scope == "private" and not who.is_subagent):
+        return who.agent_id
+    return None

@@ -47,8 +47,8 @@ def graph_slice(
         raise InvalidInput(f"limit must be between 1 and {MAX_NODES}")
     g = graph_services(svc).graph
     bucket = who.bucket(parse_scope(scope).value)
-    page = g.read_graph(who, scope, None, limit)
     if not query or not query.strip():
+        page = g.read_graph(who, scope, None, limit)
         names = [e.name for e in page.entities]
         return GraphSlice(
             entities=page.entities,
@@ -65,12 +65,17 @@ def graph_slice(
             near.setdefault(rel.to if rel.from_ == name else rel.from_)
     names = list(near)[:limit]
     graph = g.open_nodes(who, names, scope)
+    n_ent, n_rel = svc.store.reader.execute(
+        "SELECT (SELECT count(*) FROM entities WHERE bucket=?), "
+        "(SELECT count(*) FROM relations WHERE bucket=?)",
+        (bucket, bucket),
+    ).fetchone()
     return GraphSlice(
         entities=graph.entities,
         relations=graph.relations[:MAX_RELATIONS],
         focus=focus,
-        totalEntities=page.totalEntities,
-        totalRelations=page.totalRelations,
+        totalEntities=n_ent,
+        totalRelations=n_rel,
         truncated=len(near) > limit,
     )
 

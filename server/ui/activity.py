@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 
 from retrieval.errors import InvalidInput
 from retrieval.records import Kind
+from server.service.browse import author_of, recent_changes
 from server.service.changes import Change, latest_changes, read_changes
 
 from .app import Dashboard, _short, route, view
@@ -33,20 +34,10 @@ KEEPALIVE_SECONDS = 15.0
 FIRST_PAGE = 50
 
 
-def agent_of(c: Change, s: UiSession) -> str | None:
-    """Who made the change: the record's author; for a delete (the record is gone) only a
-    private/personal bucket names it, and those the caller sees are its own (or its parent's)."""
-    if c.record is not None:
-        return c.record.agentId
-    if c.scope == "personal" or (c.scope == "private" and not s.identity.is_subagent):
-        return s.identity.agent_id
-    return None
-
-
 def row(c: Change, s: UiSession) -> dict:
     return {
         "seq": c.seq, "op": c.op, "kind": c.kind, "scope": c.scope, "revision": c.revision,
-        "at": c.at.strftime("%Y-%m-%d %H:%M:%S"), "agent": agent_of(c, s) or "",
+        "at": c.at.strftime("%Y-%m-%d %H:%M:%S"), "agent": author_of(c, s.identity) or "",
         "id": c.record_id, "text": _short(c.record.content, 140) if c.record else "",
         "present": c.record is not None,
     }  # fmt: skip
@@ -69,10 +60,10 @@ async def activity_page(ui: Dashboard, request: Request, s: UiSession) -> Respon
     agent, kind = filters(request)
 
     def build() -> dict:
-        # a filter may hide most changes: look further back for it (still one bounded read)
-        res = latest_changes(ui.svc, s.identity, limit=300 if agent or kind else FIRST_PAGE)
-        rows = [r for r in (row(c, s) for c in res.changes) if matches(r, agent, kind)]
-        return {"rows": rows[::-1][:FIRST_PAGE], "cursor": res.next_cursor, "agent": agent or "",
+        # a filter may hide most changes: it looks further back (still one bounded read)
+        changes, head = recent_changes(ui.svc, s.identity, FIRST_PAGE, kind=kind, agent=agent)
+        rows = [row(c, s) for c in changes]
+        return {"rows": rows[::-1], "cursor": head, "agent": agent or "",
                 "kind": kind or "", "kinds": [k.value for k in Kind], "active": "activity"}  # fmt: skip
 
     return await ui.page(request, s, "activity.html", build)

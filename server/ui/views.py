@@ -144,7 +144,7 @@ async def search(ui: Dashboard, request: Request, s: UiSession) -> Response:
                "kinds": recall_kinds(), "active": "search", "result": None}  # fmt: skip
         if form["q"]:
             args = validated(
-                RecallInput, query=form["q"], budget=200_000, unit="chars", limit=30,
+                RecallInput, query=form["q"], budget=200_000, unit="chars", limit=20,
                 kinds=[form["kind"]] if form["kind"] else None,
                 scopes=[form["scope"]] if form["scope"] else None,
                 categories=[form["category"]] if form["category"] else None,
