@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                       "p95_ms": round(pct(server, 95), 1), "max_ms": round(max(server), 1),
                       "wall_p50_ms": round(statistics.median(wall), 1)}  # fmt: skip
     # baselines: the ranking alone, and OFFSET pagination deep into the biggest bucket
-    args_recall = RecallInput(query=query, budget=200_000, unit="chars", limit=30)
+    args_recall = RecallInput(query=query, budget=200_000, unit="chars", limit=20)
     base = {"recall service call (search page's ranking)": lambda: recall(svc, who, args_recall)}
     bucket = who.bucket("team")
     base["OFFSET 5000 page of team (not used)"] = lambda: svc.store.reader.execute(

@@ -176,10 +176,10 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
             transport_security=security, host=host, json_response=True, stateless_http=True
         )
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
-        from .ui import Dashboard
+        from .ui.mount import DashboardMount
 
         # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP
-        dashboard = Dashboard(rt, secret=secret, authenticate=authenticate)
+        dashboard = DashboardMount(rt, secret=secret, authenticate=authenticate)
         wrapped = dashboard.mount(AuthMiddleware(app, authenticate, info))
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30

@@ -418,3 +418,18 @@ def test_expired_records_are_neither_listed_nor_counted(ui):
     page = browse.list_records(ui.svc, owner, "private")
     assert page.total == 7 and "an expired note" not in [m.content for m in page.items]
     assert "an expired note" not in ui.owner().get("/ui/memories?scope=private").text
+
+
+def test_activity_page_filters_by_agent_and_kind(ui):
+    import re
+
+    c = ui.owner()
+    rows = lambda html: re.findall(r'<tr data-seq="\d+">(.*?)</tr>', html, re.S)  # noqa: E731
+    alice = rows(c.get("/ui/activity?agent=alice").text)
+    assert alice and all("<code>alice</code>" in r for r in alice)
+    assert any("staging uses Postgres 16" in r for r in alice)
+    assert not any("secret plan" in r for r in alice)  # her private memory: invisible
+    turns = rows(c.get("/ui/activity?kind=turn").text)
+    assert len(turns) == 3 and all("<td>turn</td>" in r for r in turns)
+    everything = rows(c.get("/ui/activity").text)
+    assert len(everything) >= len(alice) + len(turns) and len(everything) <= 50

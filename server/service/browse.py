@@ -315,18 +315,34 @@ def recent_changes(
     are loaded only for the changes kept. Returns the changes and the head (to follow on)."""
     res = latest_changes(svc, who, limit=window if kind or agent else limit, include_records=False)
     rows = [c for c in res.changes if kind is None or c.kind == kind]
-    if agent is None:
-        rows = rows[-limit:]
     buckets = set(who.visible_buckets())
+    if agent is not None:  # authors first (two columns), whole records for the kept rows only
+        authors = _authors(svc, [c.record_id for c in rows if c.op != "delete"], buckets)
+        rows = [
+            c
+            for c in rows
+            if (authors.get(c.record_id) if c.op != "delete" else author_of(c, who)) == agent
+        ]
+    rows = rows[-limit:]
     wanted = [c.record_id for c in rows if c.op != "delete"]
     found = {k: v for k, v in svc.store.get(wanted).items() if v.bucket in buckets}
     out = []
     for c in rows:
         rec = found.get(c.record_id) if c.op != "delete" else None
-        c = c.model_copy(update={"record": Memory.from_record(rec) if rec else None})
-        if agent is None or author_of(c, who) == agent:
-            out.append(c)
-    return out[-limit:], res.next_cursor
+        out.append(c.model_copy(update={"record": Memory.from_record(rec) if rec else None}))
+    return out, res.next_cursor
+
+
+def _authors(svc: MemoryService, ids: list[str], buckets: set[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        rows = svc.store.reader.execute(
+            f"SELECT id, agent_id, bucket FROM records WHERE id IN ({','.join('?' * len(part))})",
+            part,
+        ).fetchall()
+        out.update((r[0], r[1]) for r in rows if r[2] in buckets)
+    return out
 
 
 def author_of(c: Change, who: Identity) -> str | None:

@@ -119,7 +119,7 @@ class Dashboard:
                 return await dashboard(scope, receive, send)
             return await inner(scope, receive, send)
 
-        return app
+        return app  # the daemon uses server.ui.mount.DashboardMount (built on first use)
 
     def close(self) -> None:
         """The daemon is stopping: live streams end, running ingest jobs are asked to stop."""
