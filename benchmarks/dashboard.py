@@ -55,7 +55,6 @@ def fill_extras(home: Path) -> dict:
     from graph.lesson_models import LessonInput
     from graph.models import EntityInput, Relation
     from server.service import review
-    from server.service.graphs import graph_services
     from server.service.identity import Identity
     from server.service.models import MemoryInput
     from server.service.runtime import Runtime
@@ -64,7 +63,7 @@ def fill_extras(home: Path) -> dict:
     rt = Runtime.start(env(home), ROOT, background=False)
     who = Identity(project_id=PROJECT, agent_id=AGENT)
     rng = random.Random(5)
-    g = graph_services(rt.service)
+    g = rt.graphs
     kinds = ["service", "database", "person", "team", "library", "queue"]
     names = [f"{rng.choice(kinds)}-{i:03d}" for i in range(500)]
     for i in range(0, 500, 100):

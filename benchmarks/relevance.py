@@ -366,7 +366,7 @@ class BenchCaller:
         self.project_id, self.agent_id = project_id, agent_id
 
     def bucket(self, scope: str) -> str:
-        from retrieval.records import bucket_of
+        from retrieval.buckets import bucket_of
 
         return bucket_of(scope, self.project_id, self.agent_id)
 

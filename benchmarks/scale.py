@@ -39,10 +39,11 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from retrieval.buckets import bucket_of  # noqa: E402
 from retrieval.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.lexical import LexicalIndex  # noqa: E402
-from retrieval.records import Record, RecordFilter, Scope, bucket_of, utcnow  # noqa: E402
+from retrieval.records import Record, RecordFilter, Scope, utcnow  # noqa: E402
 
 DATA = Path("/work/shared/data/scifact")
 N_AGENTS = 20

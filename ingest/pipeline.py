@@ -29,9 +29,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from retrieval.buckets import bucket_of
 from retrieval.engine import Engine
 from retrieval.errors import Conflict
-from retrieval.records import Kind, Record, Scope, bucket_of
+from retrieval.records import Kind, Record, Scope
 
 from . import filetable as ft
 from .artifacts import ArtifactStore, sha256_bytes

@@ -1,7 +1,10 @@
-"""The typed error tree. Every error carries a stable ``code`` and JSON-able ``data``.
+"""The root of the typed error tree and the errors the storage layers raise themselves.
 
-The MCP layer turns these into tool errors; the CLI turns them into messages. Nothing
-below ``server/`` raises anything else on purpose.
+Every error carries a stable ``code`` and JSON-able ``data``. The service's own rule errors
+(``AccessDenied``, ``CoreProtected``, ``LimitExceeded``) live with the service, in
+``server/service/errors.py``, which re-exports these so the faces import one module. The MCP
+layer turns errors into tool errors; the CLI turns them into messages. Nothing below
+``server/`` raises anything else on purpose.
 """
 
 from __future__ import annotations
@@ -30,24 +33,12 @@ class NotFound(PatternError):
     code = "not_found"
 
 
-class AccessDenied(PatternError):
-    code = "access_denied"
-
-
-class CoreProtected(PatternError):
-    code = "core_protected"
-
-
 class InvalidInput(PatternError):
     code = "invalid_input"
 
 
 class Conflict(PatternError):
     code = "conflict"
-
-
-class LimitExceeded(PatternError):
-    code = "limit_exceeded"
 
 
 class StoreUnavailable(PatternError):

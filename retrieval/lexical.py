@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 from .analyzer import fts_or_query, query_terms
+from .buckets import bucket_token
 from .postings import Postings
 from .records import RecordFilter, utcnow
-from .schema import bucket_token
 from .store import SQLiteStore, ts, where_clause
 
 COLUMN_WEIGHTS = (1.0, 0.6, 0.8)

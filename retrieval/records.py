@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .buckets import Scope, bucket_of
 from .errors import InvalidInput
 
 
@@ -19,13 +20,6 @@ class Kind(StrEnum):
     lesson = "lesson"
     chunk = "chunk"
     turn = "turn"  # one turn of an indexed session transcript (the session indexer)
-
-
-class Scope(StrEnum):
-    private = "private"
-    personal = "personal"
-    team = "team"
-    public = "public"
 
 
 MAX_TEXT_BYTES = 32 * 1024  # a memory's content, an observation, one lesson field
@@ -56,23 +50,6 @@ def new_id() -> str:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def bucket_of(scope: Scope | str, project_id: str, agent_id: str) -> str:
-    """The visibility bucket of a record (Pattern's KV buckets).
-
-    private  -> one per (project, agent); personal -> one per agent;
-    team     -> one per project;          public   -> one for everyone.
-    A recall lists the buckets its caller may see; no per-record visibility test is needed.
-    """
-    scope = Scope(scope)
-    if scope is Scope.private:
-        return f"private/{project_id}/{agent_id}"
-    if scope is Scope.personal:
-        return f"personal/{agent_id}"
-    if scope is Scope.team:
-        return f"team/{project_id}"
-    return "public"
 
 
 class Record(BaseModel):

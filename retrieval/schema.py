@@ -8,17 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 
+from .buckets import bucket_token
 from .errors import StoreUnavailable
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-
-
-def bucket_token(bucket: str) -> str:
-    """The single FTS5 token a record's bucket is indexed as (``records_fts.bucket``): ``bkt``
-    and three decimal digits per UTF-8 byte of the bucket name. Exact and injective (no hash:
-    the lexical fast path relies on it for visibility), one token whatever the bucket contains,
-    and ending in a digit so the porter stemmer leaves it alone."""
-    return "bkt" + "".join(f"{b:03d}" for b in bucket.encode("utf-8"))
 
 
 MIGRATIONS: list[list[str]] = [

@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from .analyzer import identifier_parts
+from .buckets import bucket_token
 from .errors import NotFound, StoreUnavailable
 from .records import Kind, Record, RecordFilter, Scope, utcnow
-from .schema import bucket_token, migrate
+from .schema import migrate
 
 _TS = "%Y-%m-%dT%H:%M:%S.%fZ"
 

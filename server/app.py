@@ -35,7 +35,7 @@ def create_server(
             if runtime is None:
                 rt.close()
 
-    bus = InMemorySubscriptionBus()  # pattern://changes notifications (server/stream.py)
+    bus = InMemorySubscriptionBus()  # pattern://changes notifications (server/tools/stream.py)
     server = MCPServer(
         name="pattern-memory",
         instructions=INSTRUCTIONS,
@@ -44,11 +44,7 @@ def create_server(
         log_level="WARNING",
         subscriptions=bus,
     )
-    from . import stream, tools
+    from .tools import register_all
 
-    tools.register(server)
-    __import__("server.ingest_tools").ingest_tools.register(server)  # ingest_workspace
-    __import__("server.graph_tools").graph_tools.register(server)  # knowledge graph, lessons
-    __import__("server.review_tools").review_tools.register(server)  # review inbox
-    stream.register(server, bus)
+    register_all(server, bus)
     return server

@@ -3,7 +3,8 @@
 - The daemon writes a random *local secret* into ``<home>/daemon.json`` (mode 0600). A bridge
   that can read it runs as the same user on the same machine, so it may pass the identity of
   its MCP client in headers (``X-Pattern-Project``, ``X-Pattern-Agent``,
-  ``X-Pattern-Subagent-Type``, ``X-Pattern-Parent-Agent``): the trusted envelope.
+  ``X-Pattern-Subagent-Type``, ``X-Pattern-Parent-Agent``, ``X-Pattern-Root``: the client's
+  project folder, percent-encoded): the trusted envelope.
 - Remote agents present a token made by ``pattern-memory token create --agent ID``. Tokens are
   stored hashed (sha256) in ``<home>/tokens.json``; each maps to one agent id, so a remote
   agent can choose its project (header) but never its agent.
@@ -21,10 +22,11 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote, unquote
 
-from retrieval.errors import InvalidInput, NotFound
-
+from .service.errors import InvalidInput, NotFound
 from .service.identity import Identity
+from .service.review import ReviewPolicy
 
 HEADER_PREFIX = "x-pattern-"
 
@@ -149,6 +151,7 @@ def make_authenticator(
                 agent_id=agent,
                 subagent_type=env.get("subagent-type") or None,
                 parent_agent_id=env.get("parent-agent") or None,
+                root=unquote(env["root"]) if env.get("root") else None,
             )
         entry = tokens.lookup(token)
         if entry is None:
@@ -168,4 +171,13 @@ def envelope_headers(who: Identity, secret: str) -> dict[str, str]:
         headers["X-Pattern-Subagent-Type"] = who.subagent_type
     if who.parent_agent_id:
         headers["X-Pattern-Parent-Agent"] = who.parent_agent_id
+    if who.root:  # percent-encoded: header values are latin-1, paths may be anything
+        headers["X-Pattern-Root"] = quote(who.root)
     return headers
+
+
+def review_policy(rt) -> ReviewPolicy:
+    """Where team review is on (``PATTERN_TEAM_REVIEW``) and who reviews: the store owner (the
+    runtime's own identity) and the agents of active ``--reviewer`` tokens (read when asked)."""
+    tokens = TokenStore(rt.settings.home)
+    return ReviewPolicy(rt.settings.team_review, rt.identity.agent_id, tokens.reviewer_agents)

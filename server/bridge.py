@@ -348,6 +348,7 @@ def run_bridge(env: dict[str, str] | None = None) -> int:
     headers = {k: v for k, v in envelope_headers(who, "").items() if k != "Authorization"}
     env["PATTERN_HOME"] = str(settings.home)
     local = DaemonLink(settings.home, headers, env)
+    headers = {k: v for k, v in headers.items() if k != "X-Pattern-Root"}  # local only
     table = load_routes(env)
     router = None
     if table is not None:

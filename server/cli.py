@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from retrieval.errors import PatternError
+from .service.errors import PatternError
 
 
 def _runtime(background: bool = False):
@@ -101,68 +101,29 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def paragraphs(text: str, min_chars: int = 40) -> list[str]:
-    """Blank-line separated paragraphs (code fences kept whole), skipping tiny ones."""
-    out, buf, fence = [], [], False
-    for line in text.splitlines():
-        if line.strip().startswith("```"):
-            fence = not fence
-        if not line.strip() and not fence:
-            if buf:
-                out.append("\n".join(buf).strip())
-                buf = []
-            continue
-        buf.append(line)
-    if buf:
-        out.append("\n".join(buf).strip())
-    return [p for p in out if len(p) >= min_chars]
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """Store the paragraphs of README.md and docs/ as team memories, then recall."""
-    from retrieval.records import Kind, Record, RecordFilter, Scope, content_hash
+    from .service.demo import ask, doc_files, store_docs
 
     rt = _runtime()
     root = Path(args.root).resolve()
-    files = [root / "README.md", *sorted((root / "docs").glob("**/*.md"))]
     who = rt.identity
-    bucket = who.bucket("team")
-    have = {
-        r[0]
-        for r in rt.engine.store.reader.execute(
-            "SELECT content_hash FROM records WHERE bucket=?", (bucket,)
-        )
-    }
-    new = []
-    for path in files:
-        if not path.is_file():
-            continue
-        for para in paragraphs(path.read_text(encoding="utf-8", errors="replace")):
-            rec = Record(
-                project_id=who.project_id, agent_id=who.agent_id, scope=Scope.team,
-                category="architecture", content=para[:30000],
-                metadata={"source": str(path.relative_to(root)), "tags": ["docs"]},
-            )  # fmt: skip
-            if rec.content_hash not in have and content_hash(rec.content + "\x00") not in have:
-                have.add(rec.content_hash)
-                new.append(rec)
     print(f"store: {rt.settings.home}  (project {who.project_id}, agent {who.agent_id})")
     print("loading the embedding model …", flush=True)
     rt.wait_ready()
     if rt.model_error:
         print(f"warning: {rt.model_error}; ranking is lexical", file=sys.stderr)
-    rt.engine.add(new)
-    print(f"stored {len(new)} new paragraphs from {len(files)} files")
-    f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.memory])
+    stored = store_docs(rt.service, who, root)
+    print(f"stored {stored} new paragraphs from {len(doc_files(root))} files")
     for query in args.query or ["where is the fusion of lexical and vector scores done",
                                 "how do I run the tests"]:  # fmt: skip
         print(f"\nrecall: {query!r}")
-        for i, hit in enumerate(rt.engine.search(query, f, k=args.k), 1):
-            e = hit.explanation
-            text = " ".join(hit.record.content.split())[:110]
+        for i, (item, source) in enumerate(ask(rt.service, who, query, args.k), 1):
+            e = item.explanation
+            text = " ".join(item.content.split())[:110]
             print(
-                f"{i:2}. {hit.score:.3f}  lex#{e.lexical_rank or '-'} vec={e.vector_similarity}"
-                f"  [{hit.record.metadata.get('source')}] {text}"
+                f"{i:2}. {item.score:.3f}  lex#{e.get('lexical_rank') or '-'} "
+                f"vec={e.get('vector_similarity')}  [{source}] {text}"
             )
     rt.close()
     return 0
@@ -187,7 +148,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .service.transfer import export_memories
 
     rt = _runtime()
-    dirs = [*rt.settings.allowed_dirs, Path.cwd()]
+    dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
     res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
     print(res.model_dump_json())
     rt.close()
@@ -198,7 +159,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from .service.transfer import import_memories
 
     rt = _runtime()
-    dirs = [*rt.settings.allowed_dirs, Path(args.file).resolve().parent]
+    dirs = [*rt.settings.allowed_for(rt.identity), Path(args.file).resolve().parent]
     rt.wait_ready()
     res = import_memories(rt.service, rt.identity, dirs, args.file, args.overwrite)
     print(res.model_dump_json())
@@ -208,89 +169,70 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_import_graph(args: argparse.Namespace) -> int:
     """memory.jsonl of the official memory server and/or the lessons fork's lesson.json."""
-    from graph.compat import import_files
-
-    from .service.graphs import graph_services
-
     rt = _runtime()
     rt.wait_ready()
-    g = graph_services(rt.service)
-    res = import_files(g.graph, g.lessons, rt.identity, args.files, args.scope)
+    res = rt.graphs.import_files(rt.identity, args.files, args.scope)
     print(res.model_dump_json(indent=2 if res.skipped else None))
     rt.close()
     return 0
 
 
 def cmd_export_graph(args: argparse.Namespace) -> int:
-    from graph.compat import export_files
-
-    from .service.graphs import graph_services
-
     rt = _runtime()
-    g = graph_services(rt.service)
-    res = export_files(g.graph, g.lessons, rt.identity, args.file, args.lessons, args.scope)
+    res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope)
     print(res.model_dump_json())
     rt.close()
     return 0
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from .service.maintenance import reindex
+
     rt = _runtime(background=False)
-    if rt.model_error:
-        raise PatternError(rt.model_error)
-    print(f"reindexed {rt.engine.reindex()} records")
-    rt.close()
+    try:
+        if rt.model_error:
+            raise PatternError(rt.model_error)
+        print(f"reindexed {reindex(rt.service)} records")
+    finally:
+        rt.close()
     return 0
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest a folder's files as searchable chunks; the model loads only if something changed."""
-    import threading
-
     from ingest.progress import ProgressPrinter, summary
-    from retrieval.engine import Engine
 
+    from .daemon import StoreLock
     from .service.config import Settings
-    from .service.identity import identity_from_env
-    from .service.workspace import check_root, make_ingestor
+    from .service.runtime import Runtime
+    from .service.workspace import check_root, ingest_workspace, watch_workspace
 
     settings = Settings.from_env()
-    who = identity_from_env(None, settings.cwd)
-    if args.project:
-        who = who.model_copy(update={"project_id": args.project})
-    root = check_root(args.path, settings.allowed_dirs, settings.cwd)
-    from .daemon import StoreLock
-
+    root = check_root(args.path, settings.allowed_dirs, settings.cwd)  # this process = caller
     # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
     lock = StoreLock(settings.home, "pattern-memory ingest")
     lock.acquire()
-    engine = Engine(
-        settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
-    )
-    loaded = threading.Lock()
-
-    def load_model() -> None:
-        with loaded:
-            if engine.embedder is None and (emb := settings.make_embedder()) is not None:
-                engine.set_embedder(emb)
+    rt = Runtime.start(model="on_demand")
+    who = rt.identity
+    if args.project:
+        who = who.model_copy(update={"project_id": args.project})
 
     def show(report) -> None:
         print(report.model_dump_json(indent=2) if args.json else summary(report), flush=True)
 
-    ingestor = make_ingestor(engine, who, args.max_file_kb, load_model)
     progress = None if args.quiet else ProgressPrinter(sys.stderr)
     try:
         if args.watch:
-            from ingest.watch import watch
-
             print(f"watching {root} (Ctrl-C to stop)", file=sys.stderr)
-            watch(ingestor, root, show, progress=progress)
+            watch_workspace(rt, who, root, show, max_file_kb=args.max_file_kb, progress=progress)
         else:
-            report = ingestor.run(root, progress)
+            report = ingest_workspace(
+                rt, who, root, max_file_kb=args.max_file_kb, progress=progress
+            )
             show(report)
             return 130 if report.interrupted else 0
     finally:
-        engine.close()
+        rt.close()
         lock.release()
     return 0
 
@@ -308,19 +250,17 @@ def cmd_compact_changes(args: argparse.Namespace) -> int:
     """Delete old change-stream rows (consumers behind the new horizon get reset_required)."""
     from datetime import timedelta
 
-    from retrieval.store import SQLiteStore
+    from .service.changes import compact
+    from .service.runtime import Runtime
 
-    from .service.changes import compact_changes, compact_older_than
-    from .service.config import Settings
-
-    store = SQLiteStore(Settings.from_env().home / "pattern.sqlite3")  # no model, no Chroma
+    rt = Runtime.start(model="off")  # no model, no Chroma
     try:
         if args.before_seq is not None:
-            res = compact_changes(store, args.before_seq)
+            res = compact(rt.service, before_seq=args.before_seq)
         else:
-            res = compact_older_than(store, timedelta(days=args.older_than_days))
+            res = compact(rt.service, older_than=timedelta(days=args.older_than_days))
     finally:
-        store.close()
+        rt.close()
     print(res.model_dump_json())
     return 0
 

@@ -17,9 +17,8 @@ import socket
 import sys
 from pathlib import Path
 
-from retrieval.errors import StoreUnavailable
-
 from .auth import TokenStore, make_authenticator, write_private
+from .service.errors import StoreUnavailable
 
 LOCK_FILE = "daemon.lock"
 INFO_FILE = "daemon.json"

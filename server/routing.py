@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from retrieval.errors import InvalidInput
+from .service.errors import InvalidInput
 
 SCOPES = ("private", "personal", "team", "public")
 LOCAL = "local"

@@ -222,3 +222,71 @@ def test_bridge_starts_the_daemon_and_survives_its_restart(tmp_path):
     while read_info(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert read_info(tmp_path) is None  # clean shutdown removed daemon.json
+
+
+def test_graph_and_lesson_tools_act_as_the_caller_not_the_daemon(daemon, tmp_path):
+    """Through the daemon, the graph tools used the daemon's own identity (project p1, agent
+    owner) whatever the caller: agent B of project p2 wrote into p1's team graph."""
+    tokens = TokenStore(tmp_path)
+    token_b = tokens.create("agent-b", "p2")
+    token_c = tokens.create("agent-c", "p1")
+    proc, info = daemon()
+    entity = {"name": "billing_service", "entityType": "service", "observations": ["owns invoices"]}
+    status, body = call(info, bearer(token_b, "p2"), "create_entities", {"entities": [entity]})
+    assert status == 200 and not body["result"]["isError"], body
+    lesson = {
+        "name": "PG_TIMEOUT", "entityType": "lesson", "observations": ["raise the timeout"],
+        "errorPattern": {"type": "TimeoutError", "message": "read timed out", "context": "api"},
+        "metadata": {"severity": "medium", "environment": {}, "frequency": 1, "successRate": 1.0},
+        "verificationSteps": [{"command": "make test", "expectedOutput": "ok",
+                               "successIndicators": ["passed"]}],
+    }  # fmt: skip
+    status, body = call(info, bearer(token_b, "p2"), "create_lesson", {"lesson": lesson})
+    assert status == 200 and not body["result"]["isError"], body
+
+    # the daemon's project (p1) sees neither: they are in p2's team graph
+    status, body = call(info, bearer(token_c, "p1"), "read_graph", {})
+    assert body["result"]["structuredContent"]["entities"] == []
+    query = {
+        "errorPattern": {"type": "TimeoutError", "message": "read timed out", "context": "api"}
+    }
+    status, body = call(info, bearer(token_c, "p1"), "find_similar_errors", query)
+    assert body["result"]["structuredContent"]["lessons"] == []
+    # the caller's project does
+    status, body = call(info, bearer(token_b, "p2"), "read_graph", {})
+    names = [e["name"] for e in body["result"]["structuredContent"]["entities"]]
+    assert "billing_service" in names
+    status, body = call(info, bearer(token_b, "p2"), "find_similar_errors", query)
+    assert [m["name"] for m in body["result"]["structuredContent"]["lessons"]] == ["PG_TIMEOUT"]
+
+
+def test_a_bridged_caller_ingests_and_exports_in_its_own_project_folder(
+    daemon, tmp_path, tmp_path_factory
+):
+    """The daemon's cwd is whichever project first started it; a caller from another project
+    folder must get its own folder as the default ingest path and allowed directory (it got the
+    daemon's), and a remote agent, which has no folder here, must name one."""
+    from server.auth import envelope_headers
+    from server.service.identity import Identity
+
+    proj_b = tmp_path_factory.mktemp("proj b é")  # outside the store; percent-encoded
+    (proj_b / "notes.md").write_text("# Billing\n\nInvoices are sent by the billing worker.\n")
+    proc, info = daemon()
+    secret = json.loads((tmp_path / "daemon.json").read_text())["secret"]
+    who = Identity(project_id="pb", agent_id="agent-b", root=str(proj_b))
+    headers = envelope_headers(who, secret)
+    status, body = call(info, headers, "ingest_workspace", {})
+    assert status == 200 and not body["result"]["isError"], body
+    assert body["result"]["structuredContent"]["files_indexed"] == 1, body
+    status, body = call(
+        info, headers, "recall", {"query": "who sends invoices", "kinds": ["chunk"]}
+    )
+    items = body["result"]["structuredContent"]["items"]
+    assert items and items[0]["location"].startswith("notes.md:")
+    status, body = call(info, headers, "export-memories", {"outputPath": "backup.json"})
+    assert not body["result"]["isError"], body
+    assert (proj_b / "backup.json").is_file()  # relative to the caller's folder
+
+    token = TokenStore(tmp_path).create("remote-agent", "pb")
+    status, body = call(info, bearer(token, "pb"), "ingest_workspace", {})
+    assert body["result"]["isError"] and "give a path" in body["result"]["content"][0]["text"]

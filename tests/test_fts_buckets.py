@@ -16,9 +16,9 @@ import pytest
 
 from retrieval import lexical as lexical_mod
 from retrieval import schema
+from retrieval.buckets import bucket_token
 from retrieval.lexical import LexicalIndex, RowidScores
 from retrieval.records import RecordFilter, Scope, utcnow
-from retrieval.schema import bucket_token
 from retrieval.store import SQLiteStore
 
 V4_FTS = (

@@ -13,9 +13,10 @@ import pytest
 from graph.entities import GraphService
 from graph.lessons import SUCCESS_WEIGHT, LessonService
 from graph.search import search_nodes
+from retrieval.buckets import bucket_of
 from retrieval.embedder import HashEmbedder
 from retrieval.errors import Conflict, InvalidInput, NotFound
-from retrieval.records import Kind, RecordFilter, bucket_of
+from retrieval.records import Kind, RecordFilter
 
 
 class Who:

@@ -392,7 +392,7 @@ def test_recall_and_recall_context_show_chunks_as_path_lines(tree, tmp_path, eng
 
 
 def test_ingest_path_must_be_inside_the_allowed_directories(tmp_path):
-    from retrieval.errors import AccessDenied, InvalidInput
+    from server.service.errors import AccessDenied, InvalidInput
     from server.service.workspace import check_root
 
     allowed = tmp_path / "allowed"

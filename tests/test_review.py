@@ -11,8 +11,8 @@ import pytest
 
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
-from retrieval.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from server.service import review as rv
+from server.service.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from server.service.identity import Identity
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.errors import AccessDenied, InvalidInput
 from retrieval.records import RecordFilter
 from server.service import transfer
+from server.service.errors import AccessDenied, InvalidInput
 from server.service.identity import Identity
 from server.service.models import MemoryInput, MemoryMetadata
 from tests.mcp_util import FakeClock, clocked_service, write_json

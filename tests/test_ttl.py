@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from retrieval.errors import InvalidInput, LimitExceeded, NotFound
 from retrieval.records import Kind, RecordFilter
 from server.service import bulk, context, maintenance, recall
+from server.service.errors import InvalidInput, LimitExceeded, NotFound
 from server.service.identity import Identity
 from server.service.models import MemoryInput, MemoryMetadata, RecallContextInput, RecallInput
 from server.service.scopes import MAX_CONTENT_BYTES, MAX_CORE_PER_AGENT

@@ -13,7 +13,6 @@ import pytest
 from graph.lesson_models import LessonInput
 from graph.models import EntityInput, Relation
 from retrieval.records import Kind, Record, Scope, utcnow
-from server.service.graphs import graph_services
 from server.service.identity import Identity
 from server.service.models import MemoryInput
 from server.service.workspace import ingest_workspace
@@ -75,7 +74,7 @@ def ui(tmp_path):
         ALICE, MemoryInput(content="alice's own secret plan")
     ).memoryId
     h.ids["xss"] = svc.remember(owner, MemoryInput(content=XSS, scope="team")).memoryId
-    g = graph_services(svc)
+    g = h.rt.graphs
     g.graph.create_entities(owner, [
         EntityInput(name="billing-service", entityType="service", observations=["charges cards nightly", XSS]),
         EntityInput(name="postgres", entityType="database", observations=["version 16"]),

@@ -292,7 +292,6 @@ def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
     from graph.models import EntityInput, Relation
     from retrieval.records import Kind, Record, Scope, utcnow
     from server.service import review
-    from server.service.graphs import graph_services
     from server.service.identity import Identity
     from server.service.models import MemoryInput, MemoryMetadata
     from server.service.workspace import ingest_workspace
@@ -318,7 +317,7 @@ def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
         MemoryInput(content="The nightly export job retries three times, then pages on-call."),
     ).memoryId
     review.share_learning(svc, review.ReviewPolicy("on", owner.agent_id), alice, ids["proposal"])
-    g = graph_services(svc)
+    g = rt.graphs
     g.graph.create_entities(owner, [EntityInput(name=n, entityType=t, observations=o)
                                     for n, t, o in DEMO_ENTITIES])  # fmt: skip
     g.graph.add_observations(owner, [{"entityName": "payments-sandbox", "contents": [XSS]}])

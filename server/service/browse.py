@@ -18,11 +18,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ingest.pipeline import IngestReport
-from retrieval.errors import InvalidInput
 from retrieval.records import Kind, Record, Scope
 from retrieval.store import ts
 
 from .changes import Change, latest_changes
+from .errors import InvalidInput
 from .identity import Identity
 from .memory import MemoryService
 from .models import Memory

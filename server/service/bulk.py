@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from retrieval.errors import InvalidInput, LimitExceeded, PatternError
 from retrieval.records import Record
 
 from . import idempotency as idem
+from .errors import InvalidInput, LimitExceeded, PatternError
 from .identity import Identity
 from .memory import MemoryService
 from .models import BulkForgetResult, BulkRememberResult, MemoryInput

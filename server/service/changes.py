@@ -36,11 +36,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from retrieval.errors import InvalidInput
 from retrieval.records import utcnow
 from retrieval.store import SQLiteStore, parse_ts, ts
 
 from . import idempotency as idem
+from .errors import InvalidInput
 from .identity import Identity
 from .memory import MemoryService
 from .models import Memory, ScopeName
@@ -348,3 +348,15 @@ def latest_changes(
     return ChangesResult(
         changes=changes, cursor=start, next_cursor=top, has_more=False, horizon=low, head=top
     )
+
+
+def compact(
+    svc: MemoryService, *, before_seq: int | None = None, older_than: timedelta | None = None
+) -> CompactResult:
+    """``pattern-memory compact-changes``: compact before a sequence number, or every change
+    older than an age (exactly one of the two)."""
+    if (before_seq is None) == (older_than is None):
+        raise InvalidInput("give either before_seq or older_than")
+    if before_seq is not None:
+        return compact_changes(svc.store, before_seq)
+    return compact_older_than(svc.store, older_than)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from retrieval.errors import InvalidInput
-
+from .errors import InvalidInput
 from .identity import project_root
 
 
@@ -26,6 +25,7 @@ class Settings(BaseModel):
     chroma_host: str | None = None
     chroma_port: int = 8000
     allowed_dirs: list[Path]
+    allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
     team_review: str = ""  # PATTERN_TEAM_REVIEW: on | off | project ids (service/review.py)
 
@@ -56,9 +56,25 @@ class Settings(BaseModel):
             chroma_host=env.get("PATTERN_CHROMA_HOST") or None,
             chroma_port=port,
             allowed_dirs=allowed,
+            allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,
             team_review=env.get("PATTERN_TEAM_REVIEW", "").strip(),
         )
+
+    def allowed_for(self, who) -> list[Path]:
+        """The directories ``who`` may export to, import from, ingest and cite:
+        ``PATTERN_ALLOWED_DIRS`` when set, else the caller's project root (a bridged client's,
+        not the daemon's) and the store's exports folder; a caller without a root (a remote
+        agent) gets the exports folder only."""
+        if self.allowed_dirs_set:
+            return list(self.allowed_dirs)
+        root = getattr(who, "root", None)
+        return [Path(root), self.home / "exports"] if root else [self.home / "exports"]
+
+    def base_for(self, who) -> Path:
+        """Where ``who``'s relative paths start: its project root, else this process's cwd."""
+        root = getattr(who, "root", None)
+        return Path(root) if root else self.cwd
 
     def make_embedder(self):
         """The configured embedder, loaded (this is the slow part of start-up)."""

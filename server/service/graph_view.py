@@ -1,5 +1,5 @@
 """Read-only views of the knowledge graph and lessons for the dashboard, on top of
-``graph/`` (through :func:`server.service.graphs.graph_services`): a bounded slice of a graph
+``graph/`` (through the runtime's :class:`~server.service.graphs.GraphServices`): a bounded slice of a graph
 to draw, one entity with its observations and its relations both ways, and pages of lessons.
 The caller reaches only its own graphs (``Identity.bucket(scope)``), as with the tools.
 """
@@ -11,10 +11,9 @@ from pydantic import BaseModel, Field
 from graph.common import parse_scope
 from graph.lesson_models import Lesson
 from graph.models import Entity, Relation
-from graph.search import search_nodes
-from retrieval.errors import InvalidInput, NotFound
 
-from .graphs import graph_services
+from .errors import InvalidInput, NotFound
+from .graphs import GraphServices
 from .identity import Identity
 from .memory import MemoryService
 
@@ -38,14 +37,14 @@ class EntityDetail(BaseModel):
 
 
 def graph_slice(
-    svc: MemoryService, who: Identity, scope: str = "team", query: str | None = None,
-    limit: int = 150,
+    svc: MemoryService, gs: GraphServices, who: Identity, scope: str = "team",
+    query: str | None = None, limit: int = 150,
 ) -> GraphSlice:  # fmt: skip
     """What to draw: without ``query`` the first ``limit`` entities of the graph and the
     relations among them; with it, the best matches of ``search_nodes`` and their neighbours."""
     if not 1 <= limit <= MAX_NODES:
         raise InvalidInput(f"limit must be between 1 and {MAX_NODES}")
-    g = graph_services(svc).graph
+    g = gs.graph
     bucket = who.bucket(parse_scope(scope).value)
     if not query or not query.strip():
         page = g.read_graph(who, scope, None, limit)
@@ -57,7 +56,7 @@ def graph_slice(
             totalRelations=page.totalRelations,
             truncated=page.nextCursor is not None,
         )
-    found = search_nodes(g, who, query, scope, min(limit, 25))
+    found = gs.search_nodes(who, query, scope, min(limit, 25))
     focus = [e.name for e in found.entities]
     near = dict.fromkeys(focus)
     for name in focus:
@@ -95,8 +94,10 @@ def neighbours(svc: MemoryService, bucket: str, name: str, limit: int) -> list[R
     return out
 
 
-def entity_detail(svc: MemoryService, who: Identity, scope: str, name: str) -> EntityDetail:
-    g = graph_services(svc).graph
+def entity_detail(
+    svc: MemoryService, gs: GraphServices, who: Identity, scope: str, name: str
+) -> EntityDetail:
+    g = gs.graph
     bucket = who.bucket(parse_scope(scope).value)
     found = g.open_nodes(who, [name], scope)
     if not found.entities:
@@ -110,12 +111,13 @@ def entity_detail(svc: MemoryService, who: Identity, scope: str, name: str) -> E
 
 
 def list_lessons(
-    svc: MemoryService, who: Identity, scope: str = "team", after: int = 0, limit: int = 25
-) -> tuple[list[tuple[int, Lesson]], int | None]:
+    svc: MemoryService, gs: GraphServices, who: Identity, scope: str = "team", after: int = 0,
+    limit: int = 25,
+) -> tuple[list[tuple[int, Lesson]], int | None]:  # fmt: skip
     """A page of the lessons of a graph (oldest first) and the cursor of the next page."""
     if not 1 <= limit <= 100:
         raise InvalidInput("limit must be between 1 and 100")
-    lessons = graph_services(svc).lessons
+    lessons = gs.lessons
     sc = parse_scope(scope).value
     rows = svc.store.reader.execute(
         "SELECT * FROM lessons WHERE bucket=? AND id>? ORDER BY id LIMIT ?",

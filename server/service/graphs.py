@@ -1,4 +1,6 @@
-"""The knowledge-graph and lesson services of a memory service (one pair per store).
+"""The knowledge-graph and lesson services of a memory service: one pair per store, built
+once by the :class:`~server.service.runtime.Runtime` (``rt.graphs``), since the graph service's
+lock must be the only one serialising that store's graph writes in the process.
 
 ``graph/`` knows nothing of identities' origin or secret policies; this is where the server's
 rules are plugged in: the memory service's clock, and its secret policy for every observation
@@ -7,12 +9,16 @@ and lesson text (warn / block / redact, like ``remember``).
 
 from __future__ import annotations
 
-import threading
-import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from graph.common import Caller
+from graph.compat import export_files, import_files
 from graph.entities import GraphService
 from graph.lessons import LessonService
+from graph.models import ExportGraphResult, ImportGraphResult, SearchNodesResult
+from graph.search import search_nodes
 
 from .memory import MemoryService
 from .secrets import apply_policy
@@ -20,22 +26,39 @@ from .secrets import apply_policy
 
 @dataclass
 class GraphServices:
+    """The graph and lesson services of one store, and the operations that span both or rank
+    (the faces call these, never ``graph.search`` or ``graph.compat`` around the services)."""
+
     graph: GraphService
     lessons: LessonService
 
+    def search_nodes(
+        self, who: Caller, query: str, scope: str | None = None, limit: int = 10
+    ) -> SearchNodesResult:
+        """Entities ranked by hybrid relevance over names, types and observations."""
+        return search_nodes(self.graph, who, query, scope, limit)
 
-_cache: weakref.WeakKeyDictionary[MemoryService, GraphServices] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+    def import_files(
+        self, who: Caller, paths: Iterable[str | Path], scope: str | None = None
+    ) -> ImportGraphResult:
+        """The official server's memory.jsonl and/or the lessons fork's lesson.json."""
+        return import_files(self.graph, self.lessons, who, paths, scope)
+
+    def export_files(
+        self,
+        who: Caller,
+        path: str | Path,
+        lessons_path: str | Path | None = None,
+        scope: str | None = None,
+    ) -> ExportGraphResult:
+        """The graph as the official memory.jsonl (lessons inline, or in ``lessons_path``)."""
+        return export_files(self.graph, self.lessons, who, path, lessons_path, scope)
 
 
 def graph_services(svc: MemoryService) -> GraphServices:
-    with _lock:
-        found = _cache.get(svc)
-        if found is None:
-            graph = GraphService(
-                svc.engine,
-                clock=svc.clock,
-                screen=lambda text: apply_policy(text, svc.secret_policy),
-            )
-            found = _cache[svc] = GraphServices(graph, LessonService(graph))
-        return found
+    """New graph and lesson services over ``svc``'s engine, with its clock and secret policy
+    (the runtime builds the one pair a process uses)."""
+    graph = GraphService(
+        svc.engine, clock=svc.clock, screen=lambda text: apply_policy(text, svc.secret_policy)
+    )
+    return GraphServices(graph, LessonService(graph))

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from retrieval.errors import Conflict, InvalidInput
 from retrieval.store import ts
+
+from .errors import Conflict, InvalidInput
 
 TTL = timedelta(hours=24)
 MAX_KEY_CHARS = 200

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from retrieval.records import bucket_of
+from retrieval.buckets import bucket_of
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:
@@ -42,12 +42,16 @@ def project_root(cwd: Path) -> Path:
 
 
 class Identity(BaseModel):
-    """The caller. ``parent_agent_id`` is set for sub-agents."""
+    """The caller. ``parent_agent_id`` is set for sub-agents. ``root`` is the caller's project
+    folder on this machine (local callers only: its own process, or a bridge on the same
+    machine, trusted through the local secret): the default folder to ingest, the base of
+    relative paths, the default allowed directory. A remote agent has none."""
 
     project_id: str
     agent_id: str
     subagent_type: str | None = None
     parent_agent_id: str | None = None
+    root: str | None = None
 
     @property
     def is_subagent(self) -> bool:
@@ -103,4 +107,5 @@ def identity_from_env(env: Mapping[str, str] | None = None, cwd: Path | None = N
         agent_id=agent or derive_agent_id(cwd),
         subagent_type=subagent,
         parent_agent_id=parent,
+        root=str(project_root(cwd.resolve())),
     )

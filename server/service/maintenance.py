@@ -69,3 +69,9 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         pendingVectorWrites=pending,
         issues=issues,
     )
+
+
+def reindex(svc: MemoryService) -> int:
+    """Rebuild every vector collection of the current model from SQLite (no re-embedding of
+    what has stored vectors); returns the number of records indexed."""
+    return svc.engine.reindex()

@@ -16,7 +16,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from retrieval.engine import Engine
-from retrieval.errors import (
+from retrieval.records import Kind, Record, Scope, content_hash, utcnow
+
+from . import idempotency as idem
+from . import scopes as rules
+from .errors import (
     AccessDenied,
     Conflict,
     CoreProtected,
@@ -25,10 +29,6 @@ from retrieval.errors import (
     NotFound,
     PatternError,
 )
-from retrieval.records import Kind, Record, Scope, content_hash, utcnow
-
-from . import idempotency as idem
-from . import scopes as rules
 from .identity import Identity
 from .models import (
     CommitInsightResult,

@@ -30,12 +30,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from retrieval.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from retrieval.records import Record, Scope, new_id
 from retrieval.store import parse_ts, ts
 
 from . import idempotency as idem
 from . import scopes as rules
+from .errors import AccessDenied, Conflict, InvalidInput, NotFound
 from .identity import Identity
 from .memory import MemoryService
 from .models import ShareLearningResult
@@ -345,8 +345,8 @@ def review_proposal(
 
 
 def _close(pid: str, status: str, **cols) -> Callable:
-    """A transaction step: the proposal goes from pending to ``status`` (Conflict if another
-    reviewer decided first: the whole write rolls back)."""
+    """A transaction step, run first: the proposal goes from pending to ``status`` (Conflict
+    if another reviewer decided first; the whole write rolls back with any later failure)."""
 
     def step(conn) -> None:
         sets = ", ".join(f"{c}=?" for c in cols)
@@ -426,12 +426,14 @@ def _reject(svc, p: Proposal, rec: Record, stamp: dict, reason, claim) -> Review
                 "reviewedAt": parse_ts(stamp["reviewedAt"]), "content": rec.content,
                 "revision": rec.revision})  # fmt: skip
     result = ReviewResult(proposal=done, memoryId=rec.id)
+    close = _close(p.id, "rejected", reason=reason, reviewer=stamp["reviewer"],
+                   reviewed_at=stamp["reviewedAt"], content=rec.content, revision=rec.revision)  # fmt: skip
     svc.engine.apply(
         replace=[kept],
-        check=svc.checks(svc.bind(claim, result), svc.revision_check(rec.id, rec.revision, None)),
-        extra=_close(p.id, "rejected", reason=reason, reviewer=stamp["reviewer"],
-                     reviewed_at=stamp["reviewedAt"], content=rec.content, revision=rec.revision),
-    )  # fmt: skip
+        check=svc.checks(
+            close, svc.bind(claim, result), svc.revision_check(rec.id, rec.revision, None)
+        ),
+    )
     return result
 
 
@@ -470,17 +472,18 @@ def _approve(svc, p: Proposal, rec: Record, stamp, content, category, now, claim
                 "content": text, "revision": rec.revision, "edited": edited})  # fmt: skip
     result = ReviewResult(proposal=done, memoryId=shared.id, warnings=warnings)
     proposer = Identity(project_id=rec.project_id, agent_id=rec.agent_id)
+    close = _close(p.id, "approved", reviewer=stamp["reviewer"], category=target,
+                   reviewed_at=stamp["reviewedAt"], shared_memory_id=shared.id, content=text,
+                   revision=rec.revision, edited=int(edited))  # fmt: skip
     svc.engine.apply(
         add=[shared],
         replace=replace,
         delete=delete,
         check=svc.checks(
+            close,  # first: a proposal another reviewer decided meanwhile is a Conflict
             svc.bind(claim, result),
             svc.revision_check(rec.id, rec.revision, None),
             svc._limits_check(proposer, [shared]),
         ),
-        extra=_close(p.id, "approved", reviewer=stamp["reviewer"], category=target,
-                     reviewed_at=stamp["reviewedAt"], shared_memory_id=shared.id, content=text,
-                     revision=rec.revision, edited=int(edited)),
-    )  # fmt: skip
+    )
     return result

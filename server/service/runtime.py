@@ -2,7 +2,9 @@
 
 Built by the MCP lifespan and by the CLI; no module-level state. The SQLite store opens at
 once (milliseconds); the embedding model and Chroma load in a background thread, and until
-they are ready every search is lexical and says so.
+they are ready every search is lexical and says so. A command that may not need the model at
+all (``ingest`` of an unchanged tree, ``compact-changes``) starts with ``model="on_demand"``
+or ``"off"``: the model then loads on the first :meth:`Runtime.wait_ready`, or never.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from retrieval.engine import Engine
 
 from .config import Settings
+from .graphs import GraphServices, graph_services
 from .identity import Identity, identity_from_env
 from .memory import MemoryService
 from .secrets import policy_from_env
+
+ModelLoad = Literal["background", "now", "on_demand", "off"]
 
 
 @dataclass
@@ -26,9 +32,16 @@ class Runtime:
     settings: Settings
     identity: Identity
     service: MemoryService
+    graphs: GraphServices | None = None  # built from the service when not given
     model_error: str | None = None
     model_ready: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _load_lock: threading.Lock = field(default_factory=threading.Lock)
+    _on_demand: bool = False
+
+    def __post_init__(self) -> None:
+        if self.graphs is None:
+            self.graphs = graph_services(self.service)
 
     @classmethod
     def start(
@@ -37,24 +50,30 @@ class Runtime:
         cwd: Path | None = None,
         *,
         background: bool = True,
+        model: ModelLoad | None = None,
     ) -> Runtime:
+        """Open the store; load the model per ``model``: in a ``background`` thread (the
+        default; ``background=False`` means ``now``), ``now``, ``on_demand`` (at the first
+        :meth:`wait_ready`) or ``off`` (lexical only, the model never loads)."""
+        model = model or ("background" if background else "now")
         settings = Settings.from_env(env, cwd)
         identity = identity_from_env(env, settings.cwd)
         engine = Engine(
             settings.home, chroma_host=settings.chroma_host, chroma_port=settings.chroma_port
         )
-        rt = cls(
-            settings,
-            identity,
-            MemoryService(
-                engine, secret_policy=policy_from_env(os.environ if env is None else env)
-            ),
+        service = MemoryService(
+            engine, secret_policy=policy_from_env(os.environ if env is None else env)
         )
-        if background:
+        rt = cls(settings, identity, service)
+        if model == "background":
             rt._thread = threading.Thread(target=rt._load_model, name="model-loader", daemon=True)
             rt._thread.start()
-        else:
+        elif model == "now":
             rt._load_model()
+        elif model == "on_demand":
+            rt._on_demand = True
+        else:
+            rt.model_ready.set()  # off: lexical only, nothing to wait for
         return rt
 
     @property
@@ -62,16 +81,22 @@ class Runtime:
         return self.service.engine
 
     def _load_model(self) -> None:
-        try:
-            embedder = self.settings.make_embedder()
-            if embedder is not None:
-                self.engine.set_embedder(embedder)
-        except Exception as exc:  # reported by pattern_health; search stays lexical
-            self.model_error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.model_ready.set()
+        with self._load_lock:  # on demand, two callers may ask at once: load once
+            if self.model_ready.is_set():
+                return
+            try:
+                embedder = self.settings.make_embedder()
+                if embedder is not None:
+                    self.engine.set_embedder(embedder)
+            except Exception as exc:  # reported by pattern_health; search stays lexical
+                self.model_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self.model_ready.set()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait for the model (loading it now when it loads on demand)."""
+        if self._on_demand and not self.model_ready.is_set():
+            self._load_model()
         return self.model_ready.wait(timeout)
 
     def close(self) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from retrieval.errors import InvalidInput
 from retrieval.records import MAX_TEXT_BYTES, RecordFilter, Scope, check_text
+
+from .errors import InvalidInput
 
 CATEGORIES: dict[Scope, tuple[str, ...]] = {
     Scope.private: ("recent", "tasks", "longterm"),

@@ -79,7 +79,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval.errors import InvalidInput
+from .errors import InvalidInput
 
 __all__ = [
     "KINDS",

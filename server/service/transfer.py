@@ -19,10 +19,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from retrieval.errors import AccessDenied, InvalidInput, PatternError
 from retrieval.records import Kind, RecordFilter, Scope
 
 from . import scopes as rules
+from .errors import AccessDenied, InvalidInput, PatternError
 from .identity import Identity
 from .memory import MemoryService
 from .models import ExportResult, ImportResult, Memory

@@ -13,8 +13,8 @@ from pathlib import Path
 from ingest.pipeline import IngestOptions, Ingestor, IngestReport, Progress
 from ingest.walker import DEFAULT_MAX_FILE_KB
 from retrieval.engine import Engine
-from retrieval.errors import AccessDenied, InvalidInput
 
+from .errors import AccessDenied, InvalidInput
 from .identity import Identity
 from .runtime import Runtime
 
@@ -65,6 +65,30 @@ def ingest_workspace(
     stop: threading.Event | None = None,
 ) -> IngestReport:
     root = check_root(
-        path, rt.settings.allowed_dirs if allowed is None else allowed, rt.settings.cwd
-    )
+        path, rt.settings.allowed_for(who) if allowed is None else allowed,
+        rt.settings.base_for(who),
+    )  # fmt: skip
     return make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready).run(root, progress, stop)
+
+
+def watch_workspace(
+    rt: Runtime,
+    who: Identity,
+    path: str | Path,
+    on_report: Callable[[IngestReport], None],
+    *,
+    allowed: Sequence[Path] | None = None,
+    max_file_kb: int | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """``ingest --watch``: ingest ``path``, then keep its chunks current as files change, until
+    ``stop`` is set or the process is interrupted."""
+    from ingest.watch import watch
+
+    root = check_root(
+        path, rt.settings.allowed_for(who) if allowed is None else allowed,
+        rt.settings.base_for(who),
+    )  # fmt: skip
+    ingestor = make_ingestor(rt.engine, who, max_file_kb, rt.wait_ready)
+    watch(ingestor, root, on_report, progress=progress, stop=stop)

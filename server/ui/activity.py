@@ -20,10 +20,10 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from retrieval.errors import InvalidInput
 from retrieval.records import Kind
 from server.service.browse import author_of, recent_changes
 from server.service.changes import Change, latest_changes, read_changes
+from server.service.errors import InvalidInput
 
 from .app import Dashboard, _short, route, view
 from .logins import UiSession

@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from retrieval.errors import PatternError
+from server.service.errors import PatternError
 from server.service.identity import Identity
 from server.service.review import ReviewPolicy, count_pending
 from server.service.runtime import Runtime
@@ -78,7 +78,7 @@ class Dashboard:
         policy: Callable[[], ReviewPolicy] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from server.review_tools import review_policy
+        from server.auth import review_policy
 
         from . import activity, graph_views, review_views, views, workspace_views
         from .jobs import IngestJobs

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ingest.pipeline import IngestReport, Progress
-from retrieval.errors import NotFound, PatternError
+from server.service.errors import NotFound, PatternError
 from server.service.identity import Identity
 from server.service.runtime import Runtime
 from server.service.workspace import check_root, ingest_workspace
@@ -51,7 +51,7 @@ class IngestJobs:
 
     def start(self, rt: Runtime, who: Identity, path: str) -> IngestJob:
         """Start (or join the running) re-ingest of ``path`` for ``who``'s project."""
-        root = str(check_root(path, rt.settings.allowed_dirs, rt.settings.cwd))
+        root = str(check_root(path, rt.settings.allowed_for(who), rt.settings.base_for(who)))
         with self._lock:
             for job in self._jobs.values():
                 if not job.done and job.root == root and job.project_id == who.project_id:

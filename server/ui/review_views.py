@@ -6,8 +6,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from retrieval.errors import Conflict, InvalidInput
 from server.service import review
+from server.service.errors import Conflict, InvalidInput
 
 from .app import PREFIX, Dashboard, route, view
 from .logins import UiSession

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from retrieval.errors import Conflict, InvalidInput
 from retrieval.records import Kind
 from server.service import browse, review
+from server.service.errors import Conflict, InvalidInput
 from server.service.maintenance import health
 from server.service.models import RecallInput
 from server.service.recall import recall

@@ -7,8 +7,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from retrieval.errors import InvalidInput
 from server.service import browse
+from server.service.errors import InvalidInput
 
 from .app import Dashboard, route, view
 from .logins import UiSession

@@ -28,9 +28,9 @@ from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
-from .service import changes as stream
-from .service.changes import AckResult, ChangesResult
-from .tools import ScopeArg, call, session_of
+from ..service import changes as stream
+from ..service.changes import AckResult, ChangesResult
+from .common import ScopeArg, call, session_of
 
 CHANGES_URI = "pattern://changes"
 logger = logging.getLogger(__name__)
