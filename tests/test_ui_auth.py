@@ -148,9 +148,17 @@ def test_owner_switches_project_and_sees_that_projects_team(ui):
     c = ui.owner()
     assert "p2 deploys" not in c.get("/ui/memories?scope=team").text
     assert "p2" in c.get("/ui/projects").text
+    folder = ui.home / "p1-folder"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# p1 notes\n")
+    ok = c.post("/ui/workspace/ingest", data={"csrf": csrf_of(c), "root": str(folder)})
+    assert ok.status_code == 200  # the owner's own project folder
     r = c.post("/ui/projects", data={"project": "p2", "csrf": csrf_of(c)})
     assert r.status_code == 303
     assert "p2 deploys" in c.get("/ui/memories?scope=team").text
+    # in p2 the owner's p1 folder is not an allowed directory (it would land in p2's team)
+    refused = c.post("/ui/workspace/ingest", data={"csrf": csrf_of(c), "root": str(folder)})
+    assert refused.status_code == 403 and "outside the allowed directories" in refused.text
     # a token bound to p1 cannot switch
     t = ui.token_client(ui.tokens.create("alice", "p1"))
     r = t.post("/ui/projects", data={"project": "p2", "csrf": csrf_of(t)})

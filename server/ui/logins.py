@@ -172,8 +172,9 @@ class Logins:
 
     def switch_project(self, s: UiSession, project: str) -> bool:
         """Act in another project: the owner may; a token only where the daemon lets it."""
-        if s.is_owner:
-            s.identity = s.identity.model_copy(update={"project_id": project})
+        if s.is_owner:  # the owner's project folder belongs to its own project only
+            root = self.owner.root if project == self.owner.project_id else None
+            s.identity = s.identity.model_copy(update={"project_id": project, "root": root})
             return True
         who = self._check(s.bearer or "", project)
         if who is None:
