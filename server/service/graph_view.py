@@ -18,6 +18,8 @@ from .identity import Identity
 from .memory import MemoryService
 
 MAX_NODES = 300
+FOCUS = 10  # entities a graph search focuses on (search_nodes ranks 5x as many)
+NEIGHBOURS = 15  # relations drawn per focused entity, each way
 MAX_RELATIONS = 500
 
 
@@ -56,11 +58,11 @@ def graph_slice(
             totalRelations=page.totalRelations,
             truncated=page.nextCursor is not None,
         )
-    found = gs.search_nodes(who, query, scope, min(limit, 25))
+    found = gs.search_nodes(who, query, scope, min(limit, FOCUS))
     focus = [e.name for e in found.entities]
     near = dict.fromkeys(focus)
     for name in focus:
-        for rel in neighbours(svc, bucket, name, 20):
+        for rel in neighbours(svc, bucket, name, NEIGHBOURS):
             near.setdefault(rel.to if rel.from_ == name else rel.from_)
     names = list(near)[:limit]
     graph = g.open_nodes(who, names, scope)
