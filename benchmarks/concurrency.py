@@ -5,8 +5,15 @@
 Starts N agent processes; each runs the official MCP client over stdio against its own
 ``pattern-memory serve`` bridge (so N bridges share one daemon), writes W memories with
 interleaved recalls (one every 10 writes), and reports per-call latencies. Then counts what the
-store holds: expected, present, duplicated. JSON keys: expected, present, duplicated,
-writes_per_s, p50_ms, p95_ms (+ recall latencies and the standalone scenario).
+store holds: expected, present, duplicated, and the vectors Chroma holds for them (every
+memory must have its vector, and the outbox must be empty). JSON keys: expected, present,
+duplicated, vectors_missing, outbox, writes_per_s, p50_ms, p95_ms (+ recall latencies and the
+standalone scenario).
+
+Baseline in the same run, after the agents stop: ``encode_single_per_s``, the model alone
+embedding the same texts one per call (as a single ``remember`` does) from as many threads
+as there are cores; ``write_ratio`` = writes_per_s / encode_single_per_s (target >= 0.5: the
+whole MCP path, bridges and store included, at half the speed of the bare model).
 
 Second scenario (baseline): two ``serve --standalone`` processes on one store — the second must
 be refused cleanly (one owner per store) and the store must stay intact.
@@ -67,6 +74,65 @@ def worker_main(args) -> int:
     out = anyio.run(agent, args.home, args.name, args.writes, args.embedder)
     Path(args.out).write_text(json.dumps(out))
     return 0
+
+
+def texts(agents: int, writes: int) -> list[str]:
+    """Every memory the agents write (as :func:`agent` builds them)."""
+    return [
+        f"a{a} note {i}: the build step {i % 37} needs cache key {i * 7919 % 1000}"
+        for a in range(agents)
+        for i in range(writes)
+    ]
+
+
+def encode_single(all_texts: list[str], embedder: str) -> dict:
+    """The model alone, as a single write uses it: ``embed_documents([text])`` per text, from
+    as many threads as cores (the same texts, after the agents stopped)."""
+    import threading
+
+    from retrieval.engine import DEFAULT_WINDOW_WORDS, embed_views
+    from retrieval.records import Record
+    from server.service.config import Settings
+
+    emb = Settings.from_env({**os.environ, "PATTERN_EMBEDDER": embedder}).make_embedder()
+    jobs = []  # the texts a write embeds for each memory (one window, one view here)
+    for text in all_texts:
+        rec = Record(project_id="load", agent_id="a", content=text)
+        jobs.append([t for w in embed_views(rec, DEFAULT_WINDOW_WORDS, 16) for t, _ in w])
+    for job in jobs[:20]:  # warm-up: sessions, caches
+        emb.embed_documents(job)
+    threads = os.cpu_count() or 1
+    t0 = time.perf_counter()
+
+    def run(part: list[list[str]]) -> None:
+        for job in part:
+            emb.embed_documents(job)
+
+    workers = [threading.Thread(target=run, args=(jobs[i::threads],)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    wall = time.perf_counter() - t0
+    return {"encode_single_per_s": round(len(jobs) / wall, 1), "encode_threads": threads}
+
+
+def count_vectors(home: str) -> dict:
+    """Vectors in Chroma for the memories (each must have one) and the outbox left over."""
+    from retrieval.vectors import VectorIndex
+
+    db = sqlite3.connect(f"file:{home}/pattern.sqlite3?mode=ro", uri=True)
+    ids = {r[0] for r in db.execute("SELECT id FROM records WHERE kind='memory'")}
+    models = {r[0] for r in db.execute("SELECT DISTINCT embedding_model FROM records")}
+    outbox = db.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
+    db.close()
+    index = VectorIndex(f"{home}/chroma")
+    found: set[str] = set()
+    for model in models - {None}:
+        for bucket in index.buckets(model):
+            found.update(v.split("#", 1)[0] for v in index.ids(bucket, model))
+    index.close()
+    return {"vectors_missing": len(ids - found), "outbox": outbox}
 
 
 def count_store(home: str, agents: int, writes: int) -> dict:
@@ -160,9 +226,16 @@ def main() -> int:
     subprocess.run([*serve_cmd()[:1], "stop", "--home", home] if serve_cmd()[0].endswith("pattern-memory")
                    else [sys.executable, "-m", "server.cli", "stop", "--home", home], check=False)  # fmt: skip
     counts = count_store(home, args.agents, args.writes)
+    counts.update(count_vectors(home))
+    load_agents = os.getloadavg()[0]
+    base = encode_single(texts(args.agents, args.writes), args.embedder)
+    writes_per_s = round(len(writes) / wall, 1)
     result = {
         **counts,
-        "writes_per_s": round(len(writes) / wall, 1),
+        "writes_per_s": writes_per_s,
+        **base,
+        "write_ratio": round(writes_per_s / base["encode_single_per_s"], 3),
+        "loadavg_after_agents": round(load_agents, 2),
         "p50_ms": pct(writes, 50),
         "p95_ms": pct(writes, 95),
         "recall_p50_ms": pct(recalls, 50),
@@ -176,8 +249,9 @@ def main() -> int:
     }
     shutil.rmtree(home, ignore_errors=True)
     print(f"{'metric':<22}{'value':>12}")
-    for key in ("expected", "present", "duplicated", "integrity", "writes_per_s", "p50_ms", "p95_ms",
-                "recall_p50_ms", "recall_p95_ms", "wall_s"):  # fmt: skip
+    for key in ("expected", "present", "duplicated", "vectors_missing", "outbox", "integrity",
+                "writes_per_s", "encode_single_per_s", "write_ratio", "p50_ms", "p95_ms",
+                "recall_p50_ms", "recall_p95_ms", "wall_s", "loadavg_after_agents"):  # fmt: skip
         print(f"{key:<22}{result[key]!s:>12}")
     sa = result["standalone"]
     print(f"\nbaseline: two --standalone servers on one store -> second exits {sa['second_exit_code']}:"
@@ -185,7 +259,14 @@ def main() -> int:
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(result, indent=2))
-    return 0 if counts["present"] == counts["expected"] and counts["duplicated"] == 0 else 1
+    intact = (
+        counts["present"] == counts["expected"]
+        and counts["duplicated"] == 0
+        and counts["vectors_missing"] == 0
+        and counts["outbox"] == 0
+        and not errors
+    )
+    return 0 if intact else 1
 
 
 if __name__ == "__main__":

@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
+import numpy as np
 from pydantic import BaseModel
 
 from retrieval.analyzer import identifier_parts
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
-from retrieval.records import MAX_TEXT_BYTES, Scope, check_text, utcnow
+from retrieval.records import MAX_TEXT_BYTES, Record, Scope, check_text, utcnow
 from retrieval.store import parse_ts, ts
 
 MAX_BATCH = 1000  # items per call
@@ -77,9 +78,16 @@ def chunks(seq: Sequence, size: int = 500) -> Iterable[Sequence]:
 
 
 class GraphBase:
-    """Engine, clock, screening and one lock serialising graph writes in this process (the
-    SQLite transaction makes each write atomic; the lock makes read-check-write sequences
-    consistent between threads)."""
+    """Engine, clock, screening and the graph's write lock.
+
+    :attr:`lock` is owned by the :class:`~graph.entities.GraphService` (one per store) and
+    shared by its :class:`~graph.lessons.LessonService`, which edits the same graph tables; no
+    other module takes it. The SQLite transaction makes each write atomic and checks what
+    another process may have changed (names taken, entities gone); the lock makes the
+    read-modify-write sequences of this process consistent (observation lists, lesson
+    counters). Nothing slow runs under it: a write plans and embeds first
+    (:meth:`embed_ahead`), then takes the lock, plans again from a fresh read and writes with
+    the vectors made ahead (:meth:`ahead_for`)."""
 
     def __init__(self, engine: Engine, *, clock=utcnow, screen: Screen | None = None) -> None:
         self.engine = engine
@@ -96,6 +104,20 @@ class GraphBase:
         out, found = self.screen(text)
         warnings.extend(f"{what}: {w}" for w in found)
         return out
+
+    # ---------------------------------------------------------------- embedding ahead
+    def embed_ahead(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
+        """Vectors of the records a write is about to store, made before it takes :attr:`lock`
+        (embedding is the slow part of a write), keyed by content hash: the plan redone under
+        the lock builds new record objects (new ids) for the same texts."""
+        vecs = self.engine.embed(records)
+        return {r.current_hash(): vecs[r.id] for r in records if r.id in vecs}
+
+    @staticmethod
+    def ahead_for(ahead: dict[str, np.ndarray], records: Sequence[Record]) -> dict:
+        """``Engine.apply(vectors=)`` for ``records`` from :meth:`embed_ahead`'s vectors (a text
+        not embedded ahead is embedded by ``apply``)."""
+        return {r.id: ahead[h] for r in records if (h := r.current_hash()) in ahead}
 
     # ---------------------------------------------------------------- reads
     @property

@@ -101,7 +101,8 @@ class GraphService(GraphBase):
                 continue
             obs = [self.clean(o, f"observation of {e.name!r}", warnings) for o in e.observations]
             wanted[e.name] = (e.entityType, list(dict.fromkeys(obs)))
-        with self.lock:
+
+        def plan():
             existing = set(self.entity_rows(bucket, list(wanted)))
             new = {n: v for n, v in wanted.items() if n not in existing}
             now = self.clock()
@@ -110,6 +111,11 @@ class GraphService(GraphBase):
                 for name, (etype, obs) in new.items()
                 for text in obs
             ]
+            return existing, new, now, records
+
+        ahead = self.embed_ahead(plan()[3])  # the slow part, before the lock
+        with self.lock:
+            existing, new, now, records = plan()  # again: another writer may have been first
 
             def check(conn) -> None:  # another process may have created one of them meanwhile
                 taken = self.entity_rows(bucket, list(new), conn)
@@ -124,11 +130,13 @@ class GraphService(GraphBase):
                 for name, (etype, _obs) in new.items():
                     self.insert_entity(conn, bucket, who, name, etype, now)
 
-            self.engine.apply(add=records, check=check, extra=extra)
+            done = self.engine.apply(
+                add=records, check=check, extra=extra, vectors=self.ahead_for(ahead, records)
+            )
         return CreateEntitiesResult(
             created=[Entity(name=n, entityType=t, observations=o) for n, (t, o) in new.items()],
             skipped=[n for n in wanted if n in existing],
-            warnings=warnings,
+            warnings=warnings + done.warnings,
         )
 
     def delete_entities(
@@ -214,7 +222,8 @@ class GraphService(GraphBase):
                 self.clean(c, f"observation of {o.entityName!r}", warnings) for c in o.contents
             ]
             wanted.setdefault(o.entityName, []).extend(texts)
-        with self.lock:
+
+        def plan():
             rows = self.entity_rows(bucket, list(wanted))
             missing = [n for n in wanted if n not in rows]
             if missing:
@@ -244,6 +253,12 @@ class GraphService(GraphBase):
                     etype = rows[name]["entity_type"]
                     records += [self._observation(who, sc, name, etype, t, now) for t in added]
                 results.append(AddedObservations(entityName=name, addedObservations=added))
+            return now, records, results, replace, extras
+
+        first = plan()
+        ahead = self.embed_ahead([*first[1], *first[3]])  # the slow part, before the lock
+        with self.lock:
+            now, records, results, replace, extras = plan()  # again, from a fresh read
 
             def extra(conn) -> None:
                 self.touch(
@@ -259,8 +274,14 @@ class GraphService(GraphBase):
                         f"add_observations: entity {gone[0]!r} was just deleted", missing=gone
                     )
 
-            self.engine.apply(add=records, replace=replace, check=check, extra=extra)
-        return AddObservationsResult(results=results, warnings=warnings)
+            done = self.engine.apply(
+                add=records,
+                replace=replace,
+                check=check,
+                extra=extra,
+                vectors=self.ahead_for(ahead, [*records, *replace]),
+            )
+        return AddObservationsResult(results=results, warnings=warnings + done.warnings)
 
     def delete_observations(
         self, who: Caller, deletions: Sequence[ObservationDeletion | dict], scope: str | None = None
@@ -268,7 +289,8 @@ class GraphService(GraphBase):
         bucket = who.bucket(parse_scope(scope).value)
         items = validated(ObservationDeletion, deletions)
         check_batch(items, "deletion groups")
-        with self.lock:
+
+        def plan():
             rows = self.entity_rows(bucket, [d.entityName for d in items])
             plain = [n for n, r in rows.items() if r["entity_type"] != "lesson"]
             obs = self.observation_rows(bucket, plain)
@@ -291,9 +313,17 @@ class GraphService(GraphBase):
                 gone = [rid for rid, c in obs.get(d.entityName, []) if c in drop and rid not in ids]
                 ids += gone
                 deleted += len(gone)
+            return ids, replace, extras, deleted
+
+        ahead = self.embed_ahead(plan()[1])  # edited lessons are embedded again: before the lock
+        with self.lock:
+            ids, replace, extras, deleted = plan()  # again, from a fresh read
             if ids or replace:
                 self.engine.apply(
-                    replace=replace, delete=ids, extra=lambda conn: [fn(conn) for fn in extras]
+                    replace=replace,
+                    delete=ids,
+                    extra=lambda conn: [fn(conn) for fn in extras],
+                    vectors=self.ahead_for(ahead, replace),
                 )
         return DeleteResult(deleted=deleted, message=f"deleted {deleted} observations")
 

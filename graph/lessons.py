@@ -334,8 +334,12 @@ class LessonService:
                 self._insert_row(conn, bucket, who, lesson, rec.id)
                 self._add_terms(conn, rec.id, lesson_terms(lesson))
 
+        records = [r for _, r in items]
+        vectors = self.engine.embed(records)  # the slow part, before the lock
         with g.lock:
-            self.engine.apply(add=[r for _, r in items], check=check, extra=extra)
+            done = self.engine.apply(add=records, check=check, extra=extra, vectors=vectors)
+        for result in results:
+            result.warnings += done.warnings
         return results
 
     @staticmethod
@@ -420,7 +424,8 @@ class LessonService:
     ) -> LessonSuccessResult:
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
-        with self.graph.lock:
+
+        def plan():
             row = self._row(bucket, name)
             lesson = self.from_row(row, sc.value)
             md = lesson.metadata
@@ -431,6 +436,13 @@ class LessonService:
             now = self.graph.clock()
             md.updatedAt = now
             rec, extra, vectors = self._rewrite(who, bucket, row, lesson, now, same_text=True)
+            return md, now, rec, extra, vectors
+
+        first = plan()  # same text: stored vectors, embedded (before the lock) only if missing
+        ahead = {} if first[4] else self.graph.embed_ahead([first[2]])
+        with self.graph.lock:
+            md, now, rec, extra, vectors = plan()  # again: the counters must be current
+            vectors = vectors or self.graph.ahead_for(ahead, [rec])
             self.engine.apply(replace=[rec], extra=extra, vectors=vectors)
         return LessonSuccessResult(
             name=name, successRate=round(md.successRate, 6), frequency=md.frequency, updatedAt=now

@@ -66,6 +66,10 @@ class IngestReport(BaseModel):
         "read and embed stages run beside the write stage.",
     )
     interrupted: bool = False
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Writes that committed with a warning (the vector index catching up).",
+    )
 
 
 @dataclass
@@ -291,7 +295,8 @@ class Ingestor:
             ft.put_rows(conn, self.bucket, new_rows)
 
         t = time.perf_counter()
-        self.engine.apply(add=add, delete=delete, check=check, vectors=vectors)
+        done = self.engine.apply(add=add, delete=delete, check=check, vectors=vectors)
+        self._warnings.update(dict.fromkeys(done.warnings))
         self._timings["write"] += time.perf_counter() - t
         return len(delete)
 
@@ -329,6 +334,7 @@ class Ingestor:
         done = report.files_unchanged
         self._timings["walk"] = time.perf_counter() - t0
         self._embedded = 0
+        self._warnings: dict[str, None] = {}
         elapsed = lambda: time.perf_counter() - t0  # noqa: E731
         progress(Progress(done, total, 0, elapsed()))
         for i in range(0, len(removed), opts.max_batch_files):
@@ -386,6 +392,7 @@ class Ingestor:
                 for t in threads:
                     t.join(timeout=0.2 if report.interrupted else None)
         report.chunks_embedded = self._embedded
+        report.warnings = list(self._warnings)
         report.timings = {k: round(v, 3) for k, v in self._timings.items()}
         report.seconds = round(time.perf_counter() - t0, 3)
         with self.engine.store.transaction() as conn:  # the workspace page lists the roots

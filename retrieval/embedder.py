@@ -27,7 +27,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from retrieval import onnx_model
 from retrieval.onnx_model import OnnxEncoder
+from retrieval.tokenizer import ModelTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +104,17 @@ def default_model_path() -> str:
 
 
 class SentenceTransformerEmbedder:
-    """sentence-transformers model loaded offline; normalized float32 vectors.
+    """A sentence-transformers model loaded offline; normalized float32 vectors.
 
     ``model`` is a local path or a model name already in the local cache; ``None`` means the
     packaged all-MiniLM-L6-v2. Loading is lazy (first use) or explicit via :meth:`load`, so a
-    server can answer its handshake before torch is even imported.
+    server can answer its handshake before the model is read.
+
+    The ``onnx`` backend (``auto`` picks it for a local Transformer -> mean Pooling folder) runs
+    the cached ONNX export with the folder's own ``tokenizer.json``: the process never imports
+    torch, transformers or sentence-transformers (the one-time export runs in a child process,
+    :mod:`retrieval.onnx_model`). The ``torch`` backend loads the sentence-transformers model
+    in-process; ``auto`` falls back to it, with a warning, when the export is impossible.
     """
 
     def __init__(
@@ -145,46 +153,59 @@ class SentenceTransformerEmbedder:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
         self.dimension = 384 if self.model_name == DEFAULT_MODEL else 0
-        self._model = None
+        self.max_seq_length = 256
+        self._model = None  # the sentence-transformers model (torch backend only)
         self._onnx: OnnxEncoder | None = None
         self._lock = threading.Lock()
         self._tok_lock = threading.Lock()  # HF fast tokenizers are not safe to share across threads
         self._pool = None
 
     @property
+    def model_path(self) -> str:
+        return self._path or default_model_path()
+
+    @property
     def loaded(self) -> bool:
-        return self._model is not None
+        return self._onnx is not None or self._model is not None
+
+    @property
+    def export_pending(self) -> bool:
+        """True when loading will first export the model to ONNX (a one-time minute or so)."""
+        if self.backend == "torch" or self.loaded:
+            return False
+        path = self.model_path
+        if onnx_model.unsupported(path):
+            return False
+        return not onnx_model.cached_path(path, self.quantize).exists()
 
     def load(self) -> SentenceTransformerEmbedder:
         with self._lock:
-            if self._model is None:
+            if not self.loaded:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                torch.set_num_threads(self.query_threads)
-                path = self._path or default_model_path()
-                model = SentenceTransformer(path, device="cpu")
-                model.eval()
-                self.dimension = int(model.get_embedding_dimension())
-                self._onnx = self._load_onnx(model, path)
-                self._model = model
+                path = self.model_path
+                if self.backend != "torch":
+                    self._onnx = self._load_onnx(path)
+                if self._onnx is not None:
+                    self.dimension = self._onnx.dimension
+                    self.max_seq_length = self._onnx.tokenizer.max_length
+                else:
+                    model = onnx_model.load_sentence_transformer(path, self.query_threads)
+                    self.dimension = int(model.get_embedding_dimension())
+                    self.max_seq_length = int(model.max_seq_length or 256)
+                    self._model = model
         return self
 
-    def _load_onnx(self, model: object, path: str) -> OnnxEncoder | None:
-        """The ONNX Runtime encoder, or None for torch (backend ``torch``, or ``auto`` when the
-        model's pipeline is not mean pooling or the export fails)."""
-        if self.backend == "torch":
-            return None
-        from retrieval import onnx_model
-
+    def _load_onnx(self, path: str) -> OnnxEncoder | None:
+        """The ONNX Runtime encoder, or None for torch (``auto`` when the folder is not a mean
+        pooling model or the export fails)."""
         try:
-            if not onnx_model.supported(model):
-                raise ValueError("only Transformer -> mean Pooling models are exported")
-            onnx_path = onnx_model.ensure_exported(model, path, self.quantize)
-            return OnnxEncoder(onnx_path, onnx_model.input_names(model))
+            reason = onnx_model.unsupported(path)
+            if reason:
+                raise ValueError(reason)
+            graph = onnx_model.ensure_exported(path, self.quantize)
+            return OnnxEncoder(graph, ModelTokenizer(path), self.query_threads)
         except Exception as exc:
             if self.backend == "onnx" or self.quantize:
                 raise
@@ -196,28 +217,36 @@ class SentenceTransformerEmbedder:
         return "onnx" if self.load()._onnx is not None else "torch"
 
     def _forward(self, texts: list[str], threads: int = 1) -> np.ndarray:
-        """One batch through the model's module pipeline (tokenize, transformer, pooling),
-        normalised: what ``SentenceTransformer.encode`` computes, without its per-call work
-        (``eval()`` walks every module, batching, bookkeeping: ~2 ms of a 13 ms query).
-        The model is put in eval mode once, at load. With the ONNX backend the same tokens go
-        through ONNX Runtime with ``threads`` intra-op threads (torch's count is set by callers)."""
+        """One batch through the model, normalised. ONNX: the folder's tokenizer, then ONNX
+        Runtime with ``threads`` intra-op threads. torch: the model's module pipeline
+        (tokenize, transformer, pooling), what ``SentenceTransformer.encode`` computes without
+        its per-call work (``eval()`` walks every module, batching, bookkeeping: ~2 ms of a
+        13 ms query); torch's thread count is set by callers."""
+        self.load()
+        if self._onnx is not None:
+            return self._onnx(texts, threads)
         import torch
 
-        model = self.load()._model
+        model = self._model
         with self._tok_lock:
             features = model.preprocess(texts)
-        if self._onnx is not None:
-            return self._onnx(features, threads)
         with torch.inference_mode():
             emb = model(features)["sentence_embedding"]
             emb = torch.nn.functional.normalize(emb, p=2, dim=1)
         return emb.float().numpy()
 
-    def _encode_query(self, text: str) -> np.ndarray:
+    @contextmanager
+    def _threads(self, n: int) -> Iterator[None]:
+        """torch's thread count for the block (ONNX Runtime gets it per call instead)."""
         if self.load()._onnx is not None:
+            yield
+        else:
+            with torch_threads(n):
+                yield
+
+    def _encode_query(self, text: str) -> np.ndarray:
+        with self._threads(self.query_threads):
             return self._forward([text], self.query_threads)[0]
-        with torch_threads(self.query_threads):
-            return self._forward([text])[0]
 
     def _encode_batches(self, texts: list[str], workers: int, threads: int) -> np.ndarray:
         """Length-sorted mini-batches of ``BULK_WORKER_BATCH``, spread over ``workers`` threads
@@ -232,7 +261,7 @@ class SentenceTransformerEmbedder:
         def run(idx: np.ndarray) -> None:
             out[idx] = self._forward([texts[j] for j in idx], threads)
 
-        with torch_threads(threads):
+        with self._threads(threads):
             if workers > 1 and len(batches) > 1:
                 if self._pool is None:
                     from concurrent.futures import ThreadPoolExecutor
@@ -273,5 +302,4 @@ class SentenceTransformerEmbedder:
     @property
     def max_words(self) -> int:
         """Rough word budget of one window (the model truncates at max_seq_length tokens)."""
-        seq = getattr(self.load()._model, "max_seq_length", 256) or 256
-        return max(32, int(seq * 0.6))
+        return max(32, int(self.load().max_seq_length * 0.6))

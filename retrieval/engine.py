@@ -1,31 +1,55 @@
 """The engine: one object that owns a store folder (SQLite + Chroma) and exposes the public
 record API: add, update, delete, get, list, search, sync (outbox), reindex.
 
-Write path: embed (outside any lock) -> one SQLite transaction (record, FTS, tags, embeddings,
-change log, outbox) -> COMMIT -> apply the outbox to Chroma -> return. A crash after COMMIT
-leaves outbox rows that :meth:`sync` replays at the next start.
+Write path (:meth:`Engine.apply`, and :meth:`Engine.add` for batches):
+
+1. read the embedder once (the model may attach while a write runs: a write is embedded by
+   one model or by none, never split between the two);
+2. embed, holding no lock (callers may pass vectors made earlier by :meth:`Engine.embed`);
+3. one SQLite transaction (record, FTS, tags, embeddings, change log, outbox row), which runs
+   the caller's ``check`` first and ``extra`` last: the store's write lock and ``BEGIN
+   IMMEDIATE`` make this transaction the one coordination point of all writers;
+4. COMMIT: the write is durable and will be reported as done;
+5. apply the outbox to Chroma (:mod:`retrieval.vector_sync`): if that fails, the write still
+   returns success, with a warning that the vector index is catching up, and a background
+   retry replays the outbox. A crash after COMMIT leaves outbox rows that are replayed when the
+   model attaches at the next start.
+
+Locks: the engine takes none of its own; the store owns the write lock, :class:`VectorSync`
+the outbox lock and the retry timer.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .embedder import Embedder
-from .errors import NotFound
 from .hybrid import FusionConfig, HybridRanker
 from .lexical import LexicalIndex
 from .records import Hit, Record, RecordFilter
 from .store import SQLiteStore, parse_ts
-from .vectors import VectorIndex, VectorItem, windows, words_of
+from .vector_sync import VectorSync
+from .vectors import VectorIndex, windows, words_of
 
 EmbedText = Callable[[Record], str]
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Applied:
+    """What a committed write reports: the records it deleted, and warnings for the caller
+    (the vector index catching up after a Chroma failure)."""
+
+    deleted: list[Record] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 # Words per embedding window. all-MiniLM-L6-v2 reads 256 tokens but was trained on 128: a
@@ -75,10 +99,6 @@ def embed_views(rec: Record, max_words: int, overlap: int = 0) -> list[list[tupl
     return out
 
 
-def _epoch(dt) -> float:
-    return dt.timestamp() if dt is not None else 0.0
-
-
 class Engine:
     def __init__(
         self,
@@ -104,7 +124,7 @@ class Engine:
         self.embed_text = embed_text
         self._window_words = window_words
         self.window_overlap = window_overlap
-        self._sync_lock = threading.Lock()
+        self._sync = VectorSync(self)
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self._buckets: set[str] = set(self.store.all_buckets())
         if embedder is not None:
@@ -114,14 +134,20 @@ class Engine:
     def set_embedder(self, embedder: Embedder) -> None:
         """Attach the (loaded) embedder, opening the vector index; replays the outbox,
         embedding what is missing. Until then the engine writes and ranks lexically."""
+        self.open_vectors()
+        self.embedder = embedder
+        self.ranker.embedder = embedder
+        self._queue_other_models(embedder.model_id)
+        for warning in self._sync.after_commit():  # a failing Chroma must not fail the model
+            log.warning("%s", warning)
+
+    def open_vectors(self) -> None:
+        """Open the vector index (importing chromadb takes ~0.6 s: a runtime does it beside
+        the model load, see server/service/runtime.py). Not thread-safe: one caller at a time."""
         if self.vectors is None:
             path, host, port = self._chroma
             self.vectors = VectorIndex(path, host=host, port=port)
             self.ranker.vectors = self.vectors
-        self.embedder = embedder
-        self.ranker.embedder = embedder
-        self._queue_other_models(embedder.model_id)
-        self.sync()
 
     def _queue_other_models(self, model_id: str) -> None:
         """Records last embedded by another model (or never) are queued for re-embedding:
@@ -150,9 +176,13 @@ class Engine:
         text = self.embed_text(rec)
         return [[(w, 1.0)] for w in windows(text, self.window_words, self.window_overlap)]
 
-    def _vectors_for(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
-        """Embed records (all windows in one batch); {record id: windows x dim}."""
-        if self.embedder is None or not records:
+    def vectors_for(
+        self, records: Sequence[Record], embedder: Embedder | None
+    ) -> dict[str, np.ndarray]:
+        """Embed records with ``embedder`` (all windows in one batch); {record id: windows x
+        dim}. Empty without an embedder. Callers read ``self.embedder`` once per write and pass
+        it here, so a model attaching meanwhile cannot split one write between two states."""
+        if embedder is None or not records:
             return {}
         texts, owners = [], []  # owners: (record id, window, weight) per text
         for rec in records:
@@ -160,7 +190,7 @@ class Engine:
                 for text, weight in window_views:
                     texts.append(text)
                     owners.append((rec.id, i, weight))
-        mat = self.embedder.embed_documents(texts)
+        mat = embedder.embed_documents(texts)
         sums: dict[tuple[str, int], np.ndarray] = {}
         for (rid, i, weight), vec in zip(owners, mat, strict=True):
             v = np.asarray(vec, dtype=np.float32) * np.float32(weight)
@@ -172,62 +202,42 @@ class Engine:
         return {rid: np.stack(v) for rid, v in out.items()}
 
     def embed(self, records: Sequence[Record]) -> dict[str, np.ndarray]:
-        """The vectors :meth:`apply` would make for ``records`` (for ``apply(vectors=)``)."""
-        return self._vectors_for(records)
+        """The vectors :meth:`apply` would make for ``records`` (for ``apply(vectors=)``), made
+        by the current embedder; empty while no model is attached. Call it outside any lock:
+        this is the slow part of a write."""
+        return self.vectors_for(records, self.embedder)
 
     # ------------------------------------------------------------------ writes
     def add(self, records: Sequence[Record], *, batch: int = 512) -> list[Record]:
-        """Insert records atomically per batch; returns them once committed and indexed.
+        """Insert records atomically per batch; returns them once committed (and, unless
+        Chroma failed, indexed: a failure is logged and retried in the background).
 
         With several batches, the next batch is embedded (on the embedder's workers) while
         this one is written and applied to Chroma, so the single-threaded store work overlaps
         the embedding instead of following it."""
         records = list(records)
         parts = [records[i : i + batch] for i in range(0, len(records), batch)]
+        embedder = self.embedder  # one model for the whole call (see vectors_for)
         ahead = ThreadPoolExecutor(1, thread_name_prefix="embed-ahead") if len(parts) > 1 else None
         try:
-            self._add_parts(parts, ahead)
+            pending = ahead.submit(self.vectors_for, parts[0], embedder) if ahead else None
+            for j, part in enumerate(parts):
+                vecs = pending.result() if pending is not None else None
+                pending = None
+                if ahead is not None and j + 1 < len(parts):
+                    pending = ahead.submit(self.vectors_for, parts[j + 1], embedder)
+                self._write(part, (), (), None, vecs, None, embedder)
         finally:
             if ahead is not None:
                 ahead.shutdown(wait=True, cancel_futures=True)
         return records
 
-    def _add_parts(self, parts: list[list[Record]], ahead: ThreadPoolExecutor | None) -> None:
-        pending = ahead.submit(self._vectors_for, parts[0]) if ahead and parts else None
-        for j, part in enumerate(parts):
-            vecs = pending.result() if pending is not None else self._vectors_for(part)
-            pending = None
-            if ahead is not None and j + 1 < len(parts):
-                pending = ahead.submit(self._vectors_for, parts[j + 1])
-            model = self.embedder.model_id if self.embedder else None
-            with self.store.transaction() as conn:
-                self.store.insert(conn, part)
-                if model:
-                    self.store.put_embeddings(
-                        conn, model, [(r.id, r.content_hash, vecs[r.id]) for r in part]
-                    )
-            self._buckets.update(r.bucket for r in part)
-            self.sync()
-
     def update(self, record: Record) -> Record:
-        vecs = self._vectors_for([record])
-        with self.store.transaction() as conn:
-            self.store.replace(conn, record)
-            if vecs:
-                self.store.put_embeddings(
-                    conn,
-                    self.embedder.model_id,
-                    [(record.id, record.content_hash, vecs[record.id])],
-                )
-        self._buckets.add(record.bucket)
-        self.sync()
+        self.apply(replace=[record])
         return record
 
     def delete(self, ids: Sequence[str]) -> list[Record]:
-        with self.store.transaction() as conn:
-            gone = self.store.delete(conn, ids)
-        self.sync()
-        return gone
+        return self.apply(delete=ids).deleted
 
     def apply(
         self,
@@ -237,18 +247,27 @@ class Engine:
         check=None,
         vectors: Mapping[str, np.ndarray] | None = None,
         extra=None,
-    ) -> list[Record]:
+    ) -> Applied:
         """One atomic unit of work: inserts, replacements and deletions commit together or not
         at all. ``check(conn)`` runs inside the transaction first (limits, revisions) and may
-        raise to abort. ``vectors``: windows already made by :meth:`embed` with the current
-        embedder (a pipeline embeds the next batch while this one is written); records missing
-        from it are embedded here. ``extra(conn)`` runs last inside the transaction, after the
-        records are written (graph rows, extra FTS terms); it may raise to abort too.
-        Returns the deleted records."""
+        raise to abort. ``vectors``: windows already made by :meth:`embed` (a caller embeds
+        before taking a lock of its own; a pipeline embeds the next batch while this one is
+        written); records missing from it are embedded here, before the transaction.
+        ``extra(conn)`` runs last inside the transaction, after the records are written (graph
+        rows, extra FTS terms); it may raise to abort too.
+
+        Returns the deleted records and the warnings of a write that committed but whose
+        vectors could not be applied yet (:func:`~retrieval.vector_sync.catching_up`)."""
+        return self._write(add, replace, delete, check, vectors, extra, self.embedder)
+
+    def _write(self, add, replace, delete, check, vectors, extra, embedder) -> Applied:
+        """:meth:`apply` with the embedder read once by the caller: embed what ``vectors``
+        lacks (no lock held), one transaction, then the outbox to Chroma."""
         changed = [*add, *replace]
-        vecs = dict(vectors or {}) if self.embedder is not None else {}
-        vecs.update(self._vectors_for([r for r in changed if r.id not in vecs]))
-        model = self.embedder.model_id if self.embedder else None
+        vecs: dict[str, np.ndarray] = {}
+        if embedder is not None and changed:
+            vecs = dict(vectors or {})
+            vecs.update(self.vectors_for([r for r in changed if r.id not in vecs], embedder))
         with self.store.transaction() as conn:
             if check is not None:
                 check(conn)
@@ -257,78 +276,41 @@ class Engine:
                 self.store.insert(conn, add)
             for rec in replace:
                 self.store.replace(conn, rec)
-            if model and changed:
+            if embedder is not None and changed:
                 self.store.put_embeddings(
-                    conn, model, [(r.id, r.content_hash, vecs[r.id]) for r in changed]
+                    conn, embedder.model_id, [(r.id, r.content_hash, vecs[r.id]) for r in changed]
                 )
             if extra is not None:
                 extra(conn)
         self._buckets.update(r.bucket for r in changed)
-        self.sync()
-        return gone
+        known = {r.id: (r, vecs[r.id]) for r in changed if r.id in vecs}
+        return Applied(gone, self._sync.after_commit(known))
 
     # ------------------------------------------------------------------ outbox -> Chroma
     def sync(self) -> int:
-        """Apply pending outbox rows to Chroma (embedding records that have no vector yet).
-        Returns the number of rows applied; a no-op without an embedder."""
-        if self.embedder is None:
-            return 0
-        model = self.embedder.model_id
-        applied = 0
-        with self._sync_lock:
-            while rows := self.store.outbox(2000):
-                last = rows[-1]["seq"]
-                latest: dict[str, tuple[str, str]] = {}
-                deletes: dict[str, dict[str, None]] = defaultdict(dict)
-                for r in rows:  # the last op per record wins
-                    latest[r["record_id"]] = (r["op"], r["bucket"])
-                    # every bucket named (a moved record left one); upserts clear stale windows
-                    deletes[r["bucket"]][r["record_id"]] = None
-                for bucket, rids in deletes.items():
-                    self.vectors.delete(bucket, model, list(rids))
-                upserts = [rid for rid, (op, _) in latest.items() if op == "upsert"]
-                self._upsert(upserts, model)
-                self.store.clear_outbox(last)
-                applied += len(rows)
-        return applied
+        """Apply pending outbox rows to Chroma now (:meth:`VectorSync.run`)."""
+        return self._sync.run()
 
-    def _upsert(self, ids: list[str], model: str) -> None:
-        recs = self.store.get(ids)
-        stored = self.store.embeddings(list(recs), model)
-        missing = [recs[r] for r in recs if r not in stored]
-        if missing:
-            fresh = self._vectors_for(missing)
-            with self.store.transaction() as conn:
-                self.store.put_embeddings(
-                    conn, model, [(r.id, r.content_hash, fresh[r.id]) for r in missing]
-                )
-            stored.update(fresh)
-        by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
-        for rid, rec in recs.items():
-            meta = {
-                "kind": str(rec.kind),
-                "category": rec.category,
-                "priority": rec.priority,
-                "created_at": _epoch(rec.created_at),
-                "expires_at": _epoch(rec.expires_at) or 1e12,
-            }
-            for w, vec in enumerate(stored[rid]):
-                by_bucket[rec.bucket].append(VectorItem(rid, w, vec, meta))
-        for bucket, items in by_bucket.items():
-            self.vectors.upsert(bucket, model, items)
+    def flush_vectors(self) -> list[str]:
+        """Apply the outbox now, as after a commit: a Chroma failure is returned as a warning
+        (the rows stay for the next start) instead of raised."""
+        return self._sync.after_commit()
+
+    def orphan_vectors(self) -> dict[str, list[str]]:
+        """Vector ids whose record is gone or elsewhere, per bucket (:meth:`VectorSync.orphans`)."""
+        return self._sync.orphans()
+
+    def remove_orphan_vectors(self) -> int:
+        return self._sync.remove_orphans()
 
     def reindex(self) -> int:
-        """Rebuild every Chroma collection of the current model from SQLite."""
-        if self.embedder is None:
-            raise NotFound("no embedding model is loaded; reindex needs one")
-        model = self.embedder.model_id
-        self.vectors.drop_model(model)
-        total = 0
-        for _bucket, ids in self.store.all_ids_by_bucket().items():
-            for i in range(0, len(ids), 2000):
-                self._upsert(ids[i : i + 2000], model)
-                total += len(ids[i : i + 2000])
-        return total
+        """Rebuild every Chroma collection of the current model from SQLite; returns the number
+        of records indexed (orphan vectors go with the old collections)."""
+        return self._sync.reindex()[0]
+
+    def rebuild_vectors(self) -> tuple[int, int]:
+        """:meth:`reindex`, also counting the orphan vectors it removed."""
+        return self._sync.reindex()
 
     # ------------------------------------------------------------------ reads
     def get(self, rec_id: str) -> Record:
@@ -348,12 +330,14 @@ class Engine:
         ]
 
     def close(self) -> None:
+        self._sync.close()
         if self.vectors is not None:
             self.vectors.close()
         self.store.close()
 
 
 __all__ = [
+    "Applied",
     "BARE_VIEW_WEIGHT",
     "Engine",
     "FusionConfig",

@@ -1,23 +1,30 @@
-"""The sentence-transformers model run by ONNX Runtime: same vectors, less CPU per text.
+"""The sentence-transformers model run by ONNX Runtime: same vectors, less CPU, no torch.
 
 A mean-pooling model (Transformer -> mean Pooling -> optional Normalize, as all-MiniLM-L6-v2) is
 exported once, from the local weights, to an ONNX graph in the cache folder
-(``PATTERN_CACHE_DIR``, default the user cache folder); nothing is downloaded. ONNX Runtime
-then runs it with one intra-op thread per call, so concurrent calls from worker threads run in
-parallel (the GIL is released inside ``run``).
+(``PATTERN_CACHE_DIR``, default the user cache folder); nothing is downloaded. The export needs
+torch and sentence-transformers, so it runs in a child process (``python -m
+retrieval.onnx_model FOLDER --out-dir DIR``): the serving process imports only ``onnxruntime``
+and ``tokenizers`` (:mod:`retrieval.tokenizer`), and its memory holds one copy of the weights.
+The child checks its graph against sentence-transformers' own ``encode`` before the file
+lands in the cache (cosine >= :data:`CHECK_COSINE`), and prints nothing unless it fails.
 
-Measured on the 2-core benchmark machine (24-word SciFact sentences, one thread, see
-docs/benchmarks.md "Session 3"): a query takes 8-9 ms instead of torch's 14 ms, and small
-batches embed ~110 texts/s instead of ~95; the vectors equal torch's (cosine 1.0000).
+ONNX Runtime runs the graph with one intra-op thread per call, so concurrent calls from worker
+threads run in parallel (the GIL is released inside ``run``). Measured on the 2-core benchmark
+machine (24-word SciFact sentences, one thread, see docs/benchmarks.md "Session 3"): a query
+takes 8-9 ms instead of torch's 14 ms, and small batches embed ~110 texts/s instead of ~95.
 ``quantize="int8"`` adds per-channel dynamic int8 weights for the MatMuls: ~2x faster again, at
 cosine ~0.993 to the float model, so it is a different model id and opt-in.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,10 +33,25 @@ from typing import Any
 
 import numpy as np
 
+from .tokenizer import ModelTokenizer, read_json, sbert_config
+
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = 1  # bump when the exported graph changes; old cache entries are ignored
 OPSET = 17
+EXPORT_TIMEOUT_S = 1800.0
+CHECK_COSINE = 0.9999  # the float graph against sentence-transformers' encode, at export time
+CHECK_TEXTS = [
+    "The cat sat on the mat.",
+    "NullPointerException thrown in org.jfree.chart.Foo.bar while rendering the legend",
+    "東京は日本の首都です。 Café naïve 😀",
+    "ok",
+    "word " * 400,  # truncated at max_seq_length
+]
+
+
+class ExportFailed(RuntimeError):
+    """The export child failed; the message ends with the last lines it printed."""
 
 
 def cache_dir() -> Path:
@@ -42,16 +64,34 @@ def cache_dir() -> Path:
     return Path(root).expanduser() / "onnx"
 
 
-def supported(st_model: Any) -> bool:
-    """True for Transformer -> mean Pooling (-> Normalize): the graph :func:`export` writes."""
-    names = [type(m).__name__ for m in st_model]
+def unsupported(folder: str | os.PathLike[str]) -> str | None:
+    """Why the model folder cannot be served by ONNX Runtime, or None when it can: its modules
+    must be Transformer -> mean Pooling (-> Normalize), the graph :func:`export` writes, with a
+    ``tokenizer.json``. Read from the folder's files, without loading the model."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return f"{folder} is not a local model folder"
+    modules = read_json(folder / "modules.json")
+    if not isinstance(modules, list):
+        return "no modules.json"
+    names = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-        return False
-    cfg = st_model[1].get_config_dict()
+        return f"modules {names}: only Transformer -> mean Pooling models are exported"
+    if modules[0].get("path"):
+        return "the Transformer module is not at the folder's root"
+    cfg = read_json(folder / modules[1].get("path", "") / "config.json")
     mean = cfg.get("pooling_mode") == "mean" or (
-        cfg.get("pooling_mode_mean_tokens") and not cfg.get("pooling_mode_cls_token")
+        cfg.get("pooling_mode_mean_tokens")
+        and not any(cfg.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens"))
+        and not cfg.get("pooling_mode_mean_sqrt_len_tokens")
     )
-    return bool(mean) and cfg.get("include_prompt", True)
+    if not mean or not cfg.get("include_prompt", True):
+        return "only Transformer -> mean Pooling models are exported"
+    if not (folder / "tokenizer.json").is_file():
+        return "no tokenizer.json"
+    if sbert_config(folder).get("do_lower_case"):
+        return "do_lower_case models are served by the torch backend"
+    return None
 
 
 def model_digest(model_path: str) -> str:
@@ -65,9 +105,13 @@ def model_digest(model_path: str) -> str:
     return h.hexdigest()[:20]
 
 
-def input_names(st_model: Any) -> list[str]:
-    features = st_model.preprocess(["a"])
-    return [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in features]
+def graph_name(quantize: str | None) -> str:
+    return "model-int8.onnx" if quantize == "int8" else "model.onnx"
+
+
+def cached_path(model_path: str, quantize: str | None = None) -> Path:
+    """Where the export of ``model_path`` lives in the cache (whether or not it exists yet)."""
+    return cache_dir() / model_digest(model_path) / graph_name(quantize)
 
 
 @contextmanager
@@ -80,6 +124,96 @@ def _written(dst: Path) -> Iterator[Path]:
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    """One export per cache folder at a time, across processes (a second one waits, then
+    finds the file done)."""
+    import fcntl
+
+    with open(folder / ".export.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_exported(model_path: str, quantize: str | None = None) -> Path:
+    """The cached ONNX file for this model, exported (and quantized) by a child process on
+    first use; this process never imports torch."""
+    final = cached_path(model_path, quantize)
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(final.parent):
+        if not final.exists():
+            log.info("exporting %s to ONNX (%s, once) into %s", model_path, quantize, final.parent)
+            _run_export_child(model_path, quantize, final.parent)
+    if not final.exists():
+        raise ExportFailed(f"the export child wrote no {final.name} into {final.parent}")
+    return final
+
+
+def _run_export_child(model_path: str, quantize: str | None, out_dir: Path) -> None:
+    root = str(Path(__file__).resolve().parent.parent)  # this checkout, ahead of any install
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    cmd = [sys.executable, "-m", "retrieval.onnx_model", model_path, "--out-dir", str(out_dir)]
+    if quantize:
+        cmd += ["--quantize", quantize]
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, check=False
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise ExportFailed(f"ONNX export of {model_path} failed (exit {proc.returncode}): {tail}")
+
+
+# ---------------------------------------------------------------- the export child (torch)
+
+
+def _quiet() -> None:
+    """No tracer, deprecation or progress-bar output from the export."""
+    import warnings
+
+    for key, value in {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TQDM_DISABLE": "1",
+    }.items():
+        os.environ.setdefault(key, value)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+
+
+def load_sentence_transformer(model_path: str, threads: int | None = None) -> Any:
+    """The sentence-transformers model, offline and quiet (no progress bars)."""
+    _quiet()
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    if threads:
+        torch.set_num_threads(threads)
+    model = SentenceTransformer(model_path, device="cpu")
+    model.eval()
+    return model
+
+
+def input_names(st_model: Any) -> list[str]:
+    features = st_model.preprocess(["a"])
+    return [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in features]
 
 
 def export(st_model: Any, dst: Path) -> None:
@@ -132,30 +266,87 @@ def quantize_int8(src: Path, dst: Path) -> None:
         )
 
 
-def ensure_exported(st_model: Any, model_path: str, quantize: str | None = None) -> Path:
-    """The cached ONNX file for this model, exported (and quantized) on first use."""
-    folder = cache_dir() / model_digest(model_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    final = folder / ("model-int8.onnx" if quantize == "int8" else "model.onnx")
-    if final.exists():
-        return final
-    log.info("exporting %s to ONNX (%s, once) into %s", model_path, quantize or "float", folder)
-    if quantize == "int8":
-        float_path = ensure_exported(st_model, model_path, None)
+def check_export(st_model: Any, model_path: str, graph: Path) -> float:
+    """The lowest cosine between the graph (fed by :class:`ModelTokenizer`, as the server
+    feeds it) and sentence-transformers' ``encode`` over :data:`CHECK_TEXTS`."""
+    ours = OnnxEncoder(graph, ModelTokenizer(model_path))(CHECK_TEXTS)
+    theirs = st_model.encode(CHECK_TEXTS, normalize_embeddings=True, show_progress_bar=False)
+    return float((ours * np.asarray(theirs, dtype=np.float32)).sum(1).min())
+
+
+def export_folder(model_path: str, out_dir: Path, quantize: str | None = None) -> Path:
+    """Export (and check, and quantize) ``model_path`` into ``out_dir``, in this process."""
+    reason = unsupported(model_path)
+    if reason:
+        raise ValueError(reason)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    float_path = out_dir / graph_name(None)
+    if not float_path.exists():
+        st_model = load_sentence_transformer(model_path)
+        export(st_model, float_path)
+        cos = check_export(st_model, model_path, float_path)
+        if cos < CHECK_COSINE:
+            float_path.unlink()
+            raise ValueError(f"the exported graph differs from the model: cosine {cos:.6f}")
+    if quantize != "int8":
+        return float_path
+    final = out_dir / graph_name(quantize)
+    if not final.exists():
         quantize_int8(float_path, final)
-    else:
-        export(st_model, final)
     return final
 
 
-class OnnxEncoder:
-    """Runs the exported graph on tokenised features; thread-safe, one session per thread count."""
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m retrieval.onnx_model",
+        description="Export a sentence-transformers model folder to ONNX (needs torch).",
+    )
+    ap.add_argument("model", help="the local model folder")
+    ap.add_argument(
+        "--out-dir", help="folder for model.onnx (default: the cache entry the server reads)"
+    )
+    ap.add_argument("--quantize", choices=["int8"], help="also write model-int8.onnx")
+    args = ap.parse_args(argv)
+    _quiet()
+    out = Path(args.out_dir) if args.out_dir else cached_path(args.model).parent
+    try:
+        print(export_folder(args.model, out, args.quantize))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
-    def __init__(self, path: Path, input_names: list[str]) -> None:
-        self.path = path
-        self.input_names = input_names
+
+# ---------------------------------------------------------------- serving
+
+
+def _trim_heap() -> None:
+    """Hand freed heap back to the OS (glibc keeps it); a no-op without ``malloc_trim``."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        pass
+
+
+class OnnxEncoder:
+    """Texts -> normalised vectors through the exported graph; thread-safe, one session per
+    thread count. The session for ``threads`` is built (and run once) at construction, so the
+    first query pays neither."""
+
+    def __init__(self, path: Path, tokenizer: ModelTokenizer, threads: int = 1) -> None:
+        self.path = Path(path)
+        self.tokenizer = tokenizer
         self._sessions: dict[int, Any] = {}
         self._lock = threading.Lock()
+        sess = self.session(threads)
+        self.input_names = [i.name for i in sess.get_inputs()]
+        missing = set(self.input_names) - {"input_ids", "attention_mask", "token_type_ids"}
+        if missing:
+            raise ValueError(f"{self.path}: the graph wants inputs {sorted(missing)}")
+        self.dimension = int(self(["warm up"], threads).shape[1])
+        _trim_heap()  # the parsed graph is freed by now: ~30 MB glibc would otherwise keep
 
     def session(self, threads: int) -> Any:
         with self._lock:
@@ -173,7 +364,12 @@ class OnnxEncoder:
                 self._sessions[threads] = sess
             return sess
 
-    def __call__(self, features: dict[str, Any], threads: int = 1) -> np.ndarray:
-        feed = {k: np.asarray(features[k], dtype=np.int64) for k in self.input_names}
+    def __call__(self, texts: list[str], threads: int = 1) -> np.ndarray:
+        features = self.tokenizer(texts)
+        feed = {k: features[k] for k in self.input_names}
         out = self.session(threads).run(None, feed)[0]
         return np.ascontiguousarray(out, dtype=np.float32)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,20 @@
 """The canonical SQLite store (WAL): records, tags, FTS5 rows, embeddings, change log, outbox.
 
 Every mutation is one transaction that writes the record, its FTS row, its tags, a change-log
-row and a vector-outbox row; nothing is reported written before COMMIT. Reads use one
-connection per thread (WAL lets them run beside the writer).
+row and a vector-outbox row; nothing is reported written before COMMIT.
+
+Connections and locks (the store owns both; nothing outside this module touches them):
+
+- **One writer connection, one write lock** (``_write_lock``). :meth:`SQLiteStore.transaction`
+  takes the lock and ``BEGIN IMMEDIATE`` (which also excludes other processes), so the
+  transaction is *the* coordination point of every write in the process: rule checks (limits,
+  revisions, idempotency keys, graph name checks) run inside it and see every committed write.
+  Nothing slow may run inside it: embedding happens before, Chroma after.
+- **Reader connections from a bounded pool** (:class:`ReaderPool`). A thread borrows one on its
+  first read and keeps it until it ends (WAL lets readers run beside the writer); the connection
+  then goes back to the pool, which keeps at most ``PATTERN_SQLITE_READERS`` idle ones (their
+  page caches stay warm for the next thread) and closes the rest. So short-lived worker threads
+  (one per MCP tool call) no longer leave a connection each behind.
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ _TS = "%Y-%m-%dT%H:%M:%S.%fZ"
 # per-connection page cache and mmap window, in MiB (0 = SQLite's default / no mmap)
 SQLITE_CACHE_MB = int(os.environ.get("PATTERN_SQLITE_CACHE_MB", "64"))
 SQLITE_MMAP_MB = int(os.environ.get("PATTERN_SQLITE_MMAP_MB", "1024"))
+# idle reader connections kept for the next threads (each has its own page cache)
+SQLITE_READERS = int(os.environ.get("PATTERN_SQLITE_READERS", "4"))
 
 COLUMNS = (
     "id, kind, project_id, agent_id, scope, bucket, category, content, context, metadata, "
@@ -114,17 +128,91 @@ def where_clause(f: RecordFilter, alias: str = "r") -> tuple[str, list]:
     return (" AND ".join(conds) or "1"), params
 
 
-class SQLiteStore:
-    """Owns one SQLite database file. Thread-safe: one writer lock, per-thread readers."""
+class _Lease:
+    """A reader connection lent to one thread, held in that thread's local storage: when the
+    thread ends, its locals are dropped and the connection goes back to the pool."""
 
-    def __init__(self, path: str | Path) -> None:
+    __slots__ = ("conn", "pool")
+
+    def __init__(self, conn: sqlite3.Connection, pool: ReaderPool) -> None:
+        self.conn = conn
+        self.pool = pool
+
+    def __del__(self) -> None:
+        try:
+            self.pool.give_back(self.conn)
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+class ReaderPool:
+    """Reader connections: one per reading thread while it lives, at most ``idle_max`` kept
+    idle between threads (the rest are closed). Thread-safe."""
+
+    def __init__(self, connect, idle_max: int = SQLITE_READERS) -> None:
+        self._connect = connect
+        self.idle_max = max(0, idle_max)
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._open: set[sqlite3.Connection] = set()
+        self._local = threading.local()
+        self._closed = False
+
+    def get(self) -> sqlite3.Connection:
+        """This thread's reader connection (borrowed on its first read)."""
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        lease = getattr(self._local, "lease", None)
+        if lease is None:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = self._connect()
+                with self._lock:
+                    self._open.add(conn)
+            lease = self._local.lease = _Lease(conn, self)
+        return lease.conn
+
+    def give_back(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if conn not in self._open:  # closed with the pool
+                return
+            if not self._closed and len(self._idle) < self.idle_max:
+                self._idle.append(conn)
+                return
+            self._open.discard(conn)
+        conn.close()
+
+    @property
+    def open_count(self) -> int:
+        """Reader connections open now (lent to live threads or idle)."""
+        with self._lock:
+            return len(self._open)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conns = list(self._open)
+            self._open.clear()
+            self._idle.clear()
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover
+                pass
+
+
+class SQLiteStore:
+    """Owns one SQLite database file. Thread-safe: one writer connection behind the write
+    lock, reader connections from a :class:`ReaderPool` (see the module docstring)."""
+
+    def __init__(self, path: str | Path, *, readers: int = SQLITE_READERS) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
         self._write_lock = threading.RLock()
-        self._all: list[sqlite3.Connection] = []
         self._writer = self._connect()
+        self._readers = ReaderPool(self._connect, readers)
         migrate(self._writer)
 
     def _connect(self) -> sqlite3.Connection:
@@ -145,34 +233,47 @@ class SQLiteStore:
         if SQLITE_CACHE_MB > 0:
             conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_MB * 1024}")
         conn.execute(f"PRAGMA mmap_size={max(0, SQLITE_MMAP_MB) * 2**20}")
-        self._all.append(conn)
         return conn
 
     @property
     def reader(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._connect()
-        return conn
+        """This thread's reader connection (committed data only; see :class:`ReaderPool`)."""
+        return self._readers.get()
+
+    @property
+    def open_readers(self) -> int:
+        return self._readers.open_count
 
     def close(self) -> None:
-        for conn in self._all:
-            try:
-                conn.close()
-            except sqlite3.Error:  # pragma: no cover
-                pass
-        self._all.clear()
+        self._readers.close()
+        try:
+            self._writer.close()
+        except sqlite3.Error:  # pragma: no cover
+            pass
 
     def checkpoint(self) -> None:
         with self._write_lock:
             self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def integrity_check(self) -> list[str]:
-        rows = self._writer.execute("PRAGMA integrity_check").fetchall()
-        problems = [r[0] for r in rows if r[0] != "ok"]
-        fts = self._writer.execute(
-            "SELECT (SELECT count(*) FROM records) - (SELECT count(*) FROM records_fts)"
-        ).fetchone()[0]
+        """SQLite's integrity check plus records vs FTS rows. It reads every page, so it runs
+        on a connection of its own without memory mapping, closed after: through the writer's
+        mmap window the whole file stayed resident in the process (a daemon's RSS grew by the
+        file's size at start, 57 MB at 10k memories; docs/benchmarks.md "Session 4")."""
+        own = self.path != ":memory:"
+        conn = (
+            sqlite3.connect(self.path, isolation_level=None, timeout=30.0) if own else self._writer
+        )
+        try:
+            conn.execute("PRAGMA mmap_size=0")
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+            problems = [r[0] for r in rows if r[0] != "ok"]
+            fts = conn.execute(
+                "SELECT (SELECT count(*) FROM records) - (SELECT count(*) FROM records_fts)"
+            ).fetchone()[0]
+        finally:
+            if own:
+                conn.close()
         if fts:
             problems.append(f"records and FTS rows differ by {fts}")
         return problems
@@ -201,9 +302,10 @@ class SQLiteStore:
             "INSERT INTO changes(record_id, op, kind, bucket, revision, at) VALUES (?,?,?,?,?,?)",
             (rec.id, op, str(rec.kind), rec.bucket, rec.revision, now),
         )
+        # outbox ops: insert (a new record: no vectors to clear first), upsert, delete
         conn.execute(
             "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
-            (rec.id, "delete" if op == "delete" else "upsert", rec.bucket),
+            (rec.id, {"insert": "insert", "delete": "delete"}.get(op, "upsert"), rec.bucket),
         )
 
     def _index(self, conn: sqlite3.Connection, rowid: int, rec: Record) -> None:
@@ -377,6 +479,21 @@ class SQLiteStore:
             params,
         ).fetchall()
         return {r[0]: r[1] for r in rows}
+
+    def versions(self, ids: Sequence[str]) -> dict[str, tuple[int, str, str]]:
+        """(revision, bucket, content hash) per existing record: enough to tell whether a copy
+        held in memory is the stored version (no JSON, timestamps or models built)."""
+        out: dict[str, tuple[int, str, str]] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.reader.execute(
+                "SELECT id, revision, bucket, content_hash FROM records "
+                f"WHERE id IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+            out.update((r[0], (r[1], r[2], r[3])) for r in rows)
+        return out
 
     def embeddings(self, ids: Sequence[str], model_id: str) -> dict[str, np.ndarray]:
         """Stored vectors (windows x dim) per record id for a model, where current."""

@@ -4,6 +4,11 @@ A recall queries only the collections of the buckets its caller may see, so Chro
 evaluates a visibility filter (measured: 2-3 ms unfiltered vs 180 ms with an ``$or`` filter at
 100k vectors). Long records are embedded as several windows (ids ``<record>#<n>``); a record's
 similarity is the best of its windows.
+
+Errors: only Chroma's "collection not found" is taken to mean "nothing there" (a read finds
+nothing, a delete has nothing to do, an upsert recreates the collection). Every other error
+propagates, so the outbox row that asked for the change stays and is applied again later
+(:mod:`retrieval.vector_sync`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,13 @@ HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 200}
 MAX_WINDOWS_ASKED = 2000
 
 
+def _not_found(exc: BaseException) -> bool:
+    """Chroma's "collection does not exist" (and nothing else)."""
+    from chromadb.errors import NotFoundError
+
+    return isinstance(exc, NotFoundError)
+
+
 class VectorIndex:
     """Embedded ``PersistentClient`` by default; ``HttpClient`` when a Chroma host is given."""
 
@@ -103,29 +115,79 @@ class VectorIndex:
             else:
                 try:
                     col = self.client.get_collection(name=name, embedding_function=None)
-                except Exception:
-                    return None
+                except Exception as exc:
+                    if _not_found(exc):
+                        return None
+                    raise  # Chroma is failing: the caller must not take it for "empty"
             self._collections[key] = col
         return col
+
+    def _forget(self, bucket: str, model_id: str) -> None:
+        """Drop a cached handle whose collection was deleted underneath (another process's
+        reindex): the next call looks it up again."""
+        self._collections.pop((bucket, model_id), None)
 
     def upsert(self, bucket: str, model_id: str, items: Sequence[VectorItem]) -> None:
         if not items:
             return
-        col = self._collection(bucket, model_id)
-        for i in range(0, len(items), 4000):
-            part = items[i : i + 4000]
-            col.upsert(
-                ids=[it.vector_id for it in part],
-                embeddings=np.stack([it.vector for it in part]).astype(np.float32),
-                metadatas=[{**it.metadata, "record_id": it.record_id} for it in part],
-            )
+        for attempt in (1, 2):
+            col = self._collection(bucket, model_id)
+            try:
+                for i in range(0, len(items), 4000):
+                    part = items[i : i + 4000]
+                    col.upsert(
+                        ids=[it.vector_id for it in part],
+                        embeddings=np.stack([it.vector for it in part]).astype(np.float32),
+                        metadatas=[{**it.metadata, "record_id": it.record_id} for it in part],
+                    )
+                return
+            except Exception as exc:
+                if attempt == 2 or not _not_found(exc):
+                    raise
+                self._forget(bucket, model_id)  # recreated on the second attempt
 
     def delete(self, bucket: str, model_id: str, record_ids: Sequence[str]) -> None:
+        """Delete every window of these records from the bucket's collection. Only a missing
+        collection counts as done; any other Chroma error propagates."""
         col = self._collection(bucket, model_id, create=False)
         if col is None or not record_ids:
             return
-        for i in range(0, len(record_ids), 1000):
-            col.delete(where={"record_id": {"$in": list(record_ids[i : i + 1000])}})
+        try:
+            for i in range(0, len(record_ids), 1000):
+                col.delete(where={"record_id": {"$in": list(record_ids[i : i + 1000])}})
+        except Exception as exc:
+            if not _not_found(exc):
+                raise
+            self._forget(bucket, model_id)  # the collection is gone: nothing left to delete
+
+    def delete_ids(self, bucket: str, model_id: str, vector_ids: Sequence[str]) -> None:
+        """Delete vectors by their ids (window ids included)."""
+        col = self._collection(bucket, model_id, create=False)
+        if col is None or not vector_ids:
+            return
+        for i in range(0, len(vector_ids), 1000):
+            col.delete(ids=list(vector_ids[i : i + 1000]))
+
+    def buckets(self, model_id: str) -> list[str]:
+        """The buckets that have a collection for this model."""
+        out = []
+        for col in self.client.list_collections():
+            meta = getattr(col, "metadata", None) or {}
+            if meta.get("model_id") == model_id and "bucket" in meta:
+                out.append(meta["bucket"])
+        return sorted(out)
+
+    def ids(self, bucket: str, model_id: str, page: int = 10_000) -> list[str]:
+        """Every vector id in the bucket's collection (no vectors read)."""
+        col = self._collection(bucket, model_id, create=False)
+        if col is None:
+            return []
+        out: list[str] = []
+        while True:
+            got = col.get(include=[], limit=page, offset=len(out))["ids"]
+            out.extend(got)
+            if len(got) < page:
+                return out
 
     def _query_one(self, bucket: str, model_id: str, qvec: np.ndarray, n: int, where):
         """Window hits (record id, cosine) holding at least ``n`` distinct records when the

@@ -44,7 +44,9 @@ def create_server(
         log_level="WARNING",
         subscriptions=bus,
     )
+    from . import client_logging
     from .tools import register_all
 
     register_all(server, bus)
+    client_logging.register(server)  # logging/setLevel
     return server

@@ -6,9 +6,18 @@
   ``X-Pattern-Subagent-Type``, ``X-Pattern-Parent-Agent``, ``X-Pattern-Root``: the client's
   project folder, percent-encoded): the trusted envelope.
 - Remote agents present a token made by ``pattern-memory token create --agent ID``. Tokens are
-  stored hashed (sha256) in ``<home>/tokens.json``; each maps to one agent id, so a remote
-  agent can choose its project (header) but never its agent.
+  stored hashed (sha256) in ``<home>/tokens.json``; each maps to one agent id (a header can
+  never change the agent) and to **one project**: the one given with ``--project``, else the
+  CLI's current project. A header naming another project gets 403. Only a token created with
+  ``--any-project`` picks its project with ``X-Pattern-Project``.
+- Entries written before tokens were bound (``project`` null, no ``any_project`` key) are bound
+  to the daemon's default project (its ``PATTERN_PROJECT_ID``, else its working directory's);
+  ``token list`` says so. Re-create such a token with ``--project`` to pin it.
 - Anything else gets 401 and nothing more.
+
+A token entry: ``agent``, ``project`` (the bound project, null for legacy and any-project
+entries), ``any_project`` (bool), ``label``, ``created``, ``revoked`` (time or null),
+``prefix`` (the token's first 10 characters, shown by ``token list``).
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 from urllib.parse import quote, unquote
 
 from .service.errors import InvalidInput, NotFound
@@ -29,6 +40,8 @@ from .service.identity import Identity
 from .service.review import ReviewPolicy
 
 HEADER_PREFIX = "x-pattern-"
+PREFIX_LEN = 10
+LEGACY_BINDING = "the daemon's default project (legacy token, created before project binding)"
 
 
 def _sha(token: str) -> str:
@@ -42,6 +55,26 @@ def write_private(path: Path, data: dict) -> None:
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh, indent=2)
     os.replace(tmp, path)
+
+
+def is_legacy(entry: dict) -> bool:
+    """Written before tokens were bound to a project: no project and no ``any_project``."""
+    return not entry.get("project") and "any_project" not in entry
+
+
+def bound_project(entry: dict, default_project: str) -> str | None:
+    """The one project a token may reach, or None when it may reach any (``--any-project``).
+    A legacy entry is bound to ``default_project`` (the daemon's)."""
+    if entry.get("any_project"):
+        return None
+    return entry.get("project") or default_project
+
+
+def binding(entry: dict) -> str:
+    """What ``token list`` shows as the token's project."""
+    if entry.get("any_project"):
+        return "any project (--any-project)"
+    return entry.get("project") or LEGACY_BINDING
 
 
 class TokenStore:
@@ -69,22 +102,30 @@ class TokenStore:
         project_id: str | None = None,
         label: str = "",
         *,
+        any_project: bool = False,
         reviewer: bool = False,
     ) -> str:
-        """A new token for ``agent_id``; ``reviewer``: its agent reviews team proposals
-        (``reviewer: true`` in tokens.json; see server/service/review.py)."""
+        """A new token for ``agent_id``, bound to ``project_id`` (or to every project with
+        ``any_project``; exactly one of the two). Returns the token; only its hash is kept.
+        ``reviewer``: its agent reviews team proposals (``reviewer: true`` in tokens.json; see
+        server/service/review.py)."""
         if not agent_id.strip():
-            raise InvalidInput("--agent is required")
+            raise InvalidInput("an agent id is required (token create --agent ID)")
+        if any_project and project_id:
+            raise InvalidInput("give a project or --any-project, not both")
+        if not any_project and not (project_id or "").strip():
+            raise InvalidInput("a token is bound to one project: give a project or --any-project")
         token = "pm_" + secrets.token_urlsafe(32)
         with self._lock:
             data = dict(self._load())
             data[_sha(token)] = {
                 "agent": agent_id,
-                "project": project_id,
+                "project": None if any_project else project_id,
+                "any_project": any_project,
                 "label": label,
                 "created": datetime.now(UTC).isoformat(),
                 "revoked": None,
-                "prefix": token[:10],
+                "prefix": token[:PREFIX_LEN],
             }
             if reviewer:
                 data[_sha(token)]["reviewer"] = True
@@ -93,22 +134,32 @@ class TokenStore:
             self._cache = None
         return token
 
-    def revoke(self, prefix_or_agent: str) -> int:
+    def revoke(self, target: str, by: Literal["any", "agent", "prefix"] = "any") -> list[dict]:
+        """Revoke every active token of an agent (``by="agent"``), the token with this prefix as
+        ``token list`` shows it, or this whole token (``by="prefix"``); ``"any"`` tries all.
+        Returns the revoked entries; nothing matching is a ``NotFound``."""
+        target = target.strip().rstrip("….").strip()
+        if not target:
+            raise InvalidInput("name an agent id or a token prefix to revoke")
         with self._lock:
             data = dict(self._load())
-            n = 0
-            for entry in data.values():
-                if entry["revoked"] is None and prefix_or_agent in (
-                    entry["prefix"],
-                    entry["agent"],
-                ):
+            done = []
+            for key, entry in data.items():
+                if entry["revoked"] is not None:
+                    continue
+                by_agent = by in ("any", "agent") and entry["agent"] == target
+                by_prefix = by in ("any", "prefix") and (
+                    entry["prefix"] == target or key == _sha(target)
+                )
+                if by_agent or by_prefix:
                     entry["revoked"] = datetime.now(UTC).isoformat()
-                    n += 1
-            if not n:
-                raise NotFound(f"no active token matches {prefix_or_agent!r}")
+                    done.append(dict(entry))
+            if not done:
+                what = {"agent": "agent", "prefix": "token prefix"}.get(by, "agent or prefix")
+                raise NotFound(f"no active token matches {what} {target!r}", target=target)
             write_private(self.path, data)
             self._cache = None
-        return n
+        return done
 
     def list(self) -> list[dict]:
         return [dict(v) for v in self._load().values()]
@@ -128,26 +179,39 @@ class TokenStore:
         return entry
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request is not served: 401 (no valid credential) or 403 (a valid token asking for
+    a project it is not bound to)."""
+
+    status: int
+    error: str
+    message: str
+
+
+UNAUTHORIZED = Refusal(401, "unauthorized", "a valid bearer token is required")
+
+
 def make_authenticator(
     local_secret: str, tokens: TokenStore, default_project: str = "default"
-) -> Callable[[dict[str, str]], Identity | None]:
-    """headers (lower-case names) -> Identity, or None for 401."""
+) -> Callable[[dict[str, str]], Identity | Refusal]:
+    """headers (lower-case names) -> the caller's Identity, or a Refusal (401/403)."""
 
-    def authenticate(headers: dict[str, str]) -> Identity | None:
+    def authenticate(headers: dict[str, str]) -> Identity | Refusal:
         auth = headers.get("authorization", "")
         if not auth.lower().startswith("bearer "):
-            return None
+            return UNAUTHORIZED
         token = auth[7:].strip()
         env = {
             k[len(HEADER_PREFIX) :]: v for k, v in headers.items() if k.startswith(HEADER_PREFIX)
         }
-        project = env.get("project") or default_project
+        requested = (env.get("project") or "").strip() or None
         if local_secret and hmac.compare_digest(token, local_secret):
             agent = env.get("agent")
             if not agent:
-                return None
+                return UNAUTHORIZED
             return Identity(
-                project_id=project,
+                project_id=requested or default_project,
                 agent_id=agent,
                 subagent_type=env.get("subagent-type") or None,
                 parent_agent_id=env.get("parent-agent") or None,
@@ -155,8 +219,11 @@ def make_authenticator(
             )
         entry = tokens.lookup(token)
         if entry is None:
-            return None
-        return Identity(project_id=entry.get("project") or project, agent_id=entry["agent"])
+            return UNAUTHORIZED
+        bound = bound_project(entry, default_project)
+        if bound is not None and requested is not None and requested != bound:
+            return Refusal(403, "forbidden", f"this token is not valid for project {requested!r}")
+        return Identity(project_id=bound or requested or default_project, agent_id=entry["agent"])
 
     return authenticate
 

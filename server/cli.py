@@ -37,7 +37,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .daemon import run_daemon
 
-    return run_daemon(Path(args.home) if args.home else None, args.http)
+    return run_daemon(
+        Path(args.home) if args.home else None, args.http, allowed_hosts=args.allowed_host or ()
+    )
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -82,22 +84,45 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from .auth import TokenStore
+    from .auth import TokenStore, binding
     from .service.config import Settings
+    from .service.errors import InvalidInput
 
-    tokens = TokenStore(Settings.from_env().home)
+    settings = Settings.from_env()
+    tokens = TokenStore(settings.home)
     if args.action == "create":
-        print(
-            tokens.create(args.agent or "", args.project, args.label or "", reviewer=args.reviewer)
+        if args.agent and args.name and args.agent != args.name:
+            raise InvalidInput(f"two agents given: {args.name!r} and --agent {args.agent!r}")
+        project = args.project
+        if project is None and not args.any_project:
+            from .service.identity import identity_from_env
+
+            project = identity_from_env(None, settings.cwd).project_id  # the current project
+        token = tokens.create(
+            args.agent or args.name or "",
+            project,
+            args.label or "",
+            any_project=args.any_project,
+            reviewer=args.reviewer,
         )
-        print("store this token now: it is not shown again", file=sys.stderr)
+        print(token)
+        where = "any project" if args.any_project else f"project {project}"
+        role = ", a reviewer" if args.reviewer else ""
+        print(f"token for agent {args.agent or args.name}, bound to {where}{role}; store it now: "
+              "it is not shown again", file=sys.stderr)  # fmt: skip
     elif args.action == "revoke":
-        print(f"revoked {tokens.revoke(args.agent or args.prefix or '')} token(s)")
+        given = [(by, v) for by, v in (("any", args.name), ("agent", args.agent),
+                                       ("prefix", args.prefix)) if v]  # fmt: skip
+        if len(given) != 1:
+            raise InvalidInput("name one agent id or token prefix: token revoke NAME")
+        for t in tokens.revoke(given[0][1], by=given[0][0]):
+            print(f"revoked {t['prefix']}…  agent={t['agent']}  project={binding(t)}")
     else:
         for t in tokens.list():
-            state = "revoked" if t["revoked"] else "active"
+            state = f"revoked {t['revoked'][:10]}" if t["revoked"] else "active"
+            label = f"  label={t['label']}" if t.get("label") else ""
             role = "  reviewer" if t.get("reviewer") else ""
-            print(f"{t['prefix']}…  agent={t['agent']}  project={t['project']}  {state}{role}")
+            print(f"{t['prefix']}…  agent={t['agent']}  project={binding(t)}  {state}{role}{label}")
     return 0
 
 
@@ -105,11 +130,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Store the paragraphs of README.md and docs/ as team memories, then recall."""
     from .service.demo import ask, doc_files, store_docs
 
-    rt = _runtime()
+    rt = _runtime(background=True)  # the status line below prints while the model loads
     root = Path(args.root).resolve()
     who = rt.identity
     print(f"store: {rt.settings.home}  (project {who.project_id}, agent {who.agent_id})")
-    print("loading the embedding model …", flush=True)
+    print(rt.settings.model_status(), flush=True)
     rt.wait_ready()
     if rt.model_error:
         print(f"warning: {rt.model_error}; ranking is lexical", file=sys.stderr)
@@ -192,7 +217,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         if rt.model_error:
             raise PatternError(rt.model_error)
-        print(f"reindexed {reindex(rt.service)} records")
+        records, orphans = reindex(rt.service, orphans_only=args.orphans)
+        if args.orphans:
+            print(f"removed {orphans} orphan vectors")
+        else:
+            print(f"reindexed {records} records, removed {orphans} orphan vectors")
     finally:
         rt.close()
     return 0
@@ -238,10 +267,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .service.maintenance import health
+    from .service.maintenance import health, orphan_vectors
 
-    rt = _runtime()
-    print(health(rt.service, rt.identity, rt.model_error).model_dump_json(indent=2))
+    rt = _runtime(background=False)  # the orphan count needs the model and the vector index
+    res = health(rt.service, rt.identity, rt.model_error, store_wide=True)  # the machine's user
+    res.orphanVectors = orphan_vectors(rt.service)
+    print(res.model_dump_json(indent=2))
     rt.close()
     return 0
 
@@ -275,11 +306,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_serve)
     dm = sub.add_parser("daemon", help="own the store and serve MCP over HTTP")
     dm.add_argument("--http", metavar="HOST:PORT", help="listen here for remote agents (tokens)")
+    dm.add_argument(
+        "--allowed-host", action="append", metavar="NAME[:PORT]",
+        help="a host name remote clients use (Host/Origin check against DNS rebinding; the "
+        "loopback names and the bound address are always allowed); repeatable",
+    )  # fmt: skip
     dm.add_argument("--home", help="store folder (default $PATTERN_HOME)")
     dm.set_defaults(fn=cmd_daemon)
     st = sub.add_parser("stop", help="stop the store's daemon (SIGTERM, graceful)")
-    st.add_argument("--home")
-    st.add_argument("--timeout", type=float, default=60)
+    st.add_argument("--home", help="store folder (default $PATTERN_HOME)")
+    st.add_argument(
+        "--timeout", type=float, default=60, help="seconds to wait for it to stop (default 60)"
+    )
     st.set_defaults(fn=cmd_stop)
     ui = sub.add_parser("ui", help="open the web dashboard (starts the daemon if needed)")
     ui.add_argument("--home", help="store folder (default $PATTERN_HOME)")
@@ -287,30 +325,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-browser", action="store_true", help="only print the one-time sign-in link"
     )
     ui.set_defaults(fn=cmd_ui)
-    tk = sub.add_parser("token", help="bearer tokens for remote agents")
-    tk.add_argument("action", choices=["create", "revoke", "list"])
-    tk.add_argument("--agent")
-    tk.add_argument("--project")
-    tk.add_argument("--label")
-    tk.add_argument("--prefix")
-    tk.add_argument(
-        "--reviewer",
-        action="store_true",
-        help="create: the token's agent reviews team proposals (PATTERN_TEAM_REVIEW)",
-    )
+    tk = sub.add_parser("token", help="bearer tokens for remote agents (each bound to one project)")
+    tks = tk.add_subparsers(dest="action", required=True, metavar="{create,revoke,list}")
+    tc = tks.add_parser(
+        "create", help="print a new token for an agent (shown once, stored hashed)",
+        description="A token reaches one project: --project, else the current one "
+        "(PATTERN_PROJECT_ID or the working directory's); --any-project lets it choose any "
+        "project with the X-Pattern-Project header.",
+    )  # fmt: skip
+    tc.add_argument("name", nargs="?", metavar="AGENT", help="the agent id (or --agent)")
+    tc.add_argument("--agent", help="the agent id")
+    tc.add_argument("--project", help="the one project the token reaches (default: current)")
+    tc.add_argument(
+        "--any-project", action="store_true",
+        help="let the token choose any project with the X-Pattern-Project header",
+    )  # fmt: skip
+    tc.add_argument("--label", help="a note shown by token list")
+    tc.add_argument(
+        "--reviewer", action="store_true",
+        help="the token's agent reviews team proposals (PATTERN_TEAM_REVIEW; review inbox)",
+    )  # fmt: skip
+    tr = tks.add_parser("revoke", help="revoke an agent's tokens or one token by its prefix")
+    tr.add_argument(
+        "name", nargs="?", metavar="AGENT|PREFIX",
+        help="an agent id (all its tokens) or a token prefix as token list shows it",
+    )  # fmt: skip
+    tr.add_argument("--agent", help="revoke every token of this agent")
+    tr.add_argument("--prefix", help="revoke the token with this prefix")
+    tks.add_parser("list", help="every token: prefix, agent, project, state")
     tk.set_defaults(fn=cmd_token)
     d = sub.add_parser("demo", help="store README/docs paragraphs, then recall")
-    d.add_argument("query", nargs="*")
-    d.add_argument("--root", default=".")
-    d.add_argument("-k", type=int, default=5)
+    d.add_argument("query", nargs="*", help="questions to recall (default: two examples)")
+    d.add_argument("--root", default=".", help="folder with README.md and docs/ (default .)")
+    d.add_argument("-k", type=int, default=5, help="results per question (default 5)")
     d.set_defaults(fn=cmd_demo)
     r = sub.add_parser("recall", help="recall from the shell")
-    r.add_argument("query")
-    r.add_argument("--budget", type=int, default=1500)
-    r.add_argument("--json", action="store_true")
+    r.add_argument("query", help="what to recall, in plain words")
+    r.add_argument(
+        "--budget", type=int, default=1500, help="size of the text block in tokens (default 1500)"
+    )
+    r.add_argument("--json", action="store_true", help="print the whole result as JSON")
     r.set_defaults(fn=cmd_recall)
     g = sub.add_parser("ingest", help="index a folder's files (incremental; .gitignore respected)")
-    g.add_argument("path")
+    g.add_argument("path", help="the folder to index (inside PATTERN_ALLOWED_DIRS)")
     g.add_argument("--project", help="project id (default: from the environment / cwd)")
     g.add_argument("--watch", action="store_true", help="keep re-indexing as files change")
     g.add_argument("--max-file-kb", type=int, default=None, help="skip larger files (default 512)")
@@ -318,13 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true", help="no progress output")
     g.set_defaults(fn=cmd_ingest)
     e = sub.add_parser("export", help="export visible memories to JSON")
-    e.add_argument("output", nargs="?")
-    e.add_argument("--scope")
-    e.add_argument("--category")
+    e.add_argument(
+        "output", nargs="?", help="file to write (default memories-backup-TIMESTAMP.json)"
+    )
+    e.add_argument("--scope", help="only this scope (private, personal, team, public)")
+    e.add_argument("--category", help="only this category")
     e.set_defaults(fn=cmd_export)
     i = sub.add_parser("import", help="import an export file")
-    i.add_argument("file")
-    i.add_argument("--overwrite", action="store_true")
+    i.add_argument("file", help="a file written by export (or export-memories)")
+    i.add_argument("--overwrite", action="store_true", help="replace memories with the same id")
     i.set_defaults(fn=cmd_import)
     ig = sub.add_parser(
         "import-graph", help="import a knowledge graph (official memory.jsonl, lesson.json)"
@@ -335,16 +394,22 @@ def build_parser() -> argparse.ArgumentParser:
     eg = sub.add_parser(
         "export-graph", help="export the knowledge graph as the official memory.jsonl"
     )
-    eg.add_argument("file", metavar="FILE")
+    eg.add_argument("file", metavar="FILE", help="the memory.jsonl to write")
     eg.add_argument(
         "--lessons", metavar="FILE", help="write lessons here (lesson.json) instead of FILE"
     )
     eg.add_argument("--scope", default="team", help="graph to export (default team)")
     eg.set_defaults(fn=cmd_export_graph)
-    sub.add_parser("reindex", help="rebuild the vector index from SQLite").set_defaults(
-        fn=cmd_reindex
+    ri = sub.add_parser("reindex", help="rebuild the vector index from SQLite")
+    ri.add_argument(
+        "--orphans",
+        action="store_true",
+        help="only delete orphan vectors (record gone or moved); no rebuild",
     )
-    sub.add_parser("stats", help="store and model status").set_defaults(fn=cmd_stats)
+    ri.set_defaults(fn=cmd_reindex)
+    sub.add_parser("stats", help="store and model status, counting the whole store").set_defaults(
+        fn=cmd_stats
+    )
     cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")
     cc.add_argument("--before-seq", type=int, help="delete changes with a lower sequence number")
     cc.add_argument("--older-than-days", type=float, default=30.0,

@@ -3,8 +3,9 @@
 Lifecycle: take the exclusive lock (a second owner is refused with a message naming the
 holder) -> open the store, check its integrity, replay the vector outbox (in the background
 with the model) -> serve MCP over streamable HTTP on 127.0.0.1 (or ``--http HOST:PORT`` for
-remote agents with bearer tokens) -> on SIGTERM/SIGINT: stop accepting, drain in-flight calls,
-checkpoint the WAL, release the lock, remove ``daemon.json``.
+remote agents with bearer tokens; every request's Host/Origin must be a loopback name, the
+bound address or an ``--allowed-host``: ``server/hostguard.py``) -> on SIGTERM/SIGINT: stop
+accepting, drain in-flight calls, checkpoint the WAL, release the lock, remove ``daemon.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import socket
 import sys
 from pathlib import Path
 
-from .auth import TokenStore, make_authenticator, write_private
+from .auth import Refusal, TokenStore, make_authenticator, write_private
 from .service.errors import StoreUnavailable
 
 LOCK_FILE = "daemon.lock"
@@ -65,7 +66,8 @@ def read_info(home: Path) -> dict | None:
 
 
 class AuthMiddleware:
-    """Pure ASGI: /health is open; everything else needs a valid bearer token (else 401)."""
+    """Pure ASGI: /health is open; everything else needs a valid bearer token (else 401), and a
+    token bound to a project gets 403 for a header naming another one."""
 
     def __init__(self, app, authenticate, info: dict) -> None:
         self.app = app
@@ -90,12 +92,13 @@ class AuthMiddleware:
             return await self._json(send, 200, {"status": "ok", "pid": os.getpid(), **self.info})
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         who = self.authenticate(headers)
-        if who is None:
+        if isinstance(who, Refusal):
+            extra = [(b"www-authenticate", b'Bearer realm="pattern-memory"')]
             return await self._json(
                 send,
-                401,
-                {"error": "unauthorized"},
-                [(b"www-authenticate", b'Bearer realm="pattern-memory"')],
+                who.status,
+                {"error": who.error, "message": who.message},
+                extra if who.status == 401 else None,
             )
         scope = dict(scope)
         scope["state"] = {**(scope.get("state") or {}), "pattern_identity": who}
@@ -105,6 +108,8 @@ class AuthMiddleware:
 def _graceful_server(config, on_exit=None):
     """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
     re-raises the signal after draining, which would kill us before the WAL checkpoint).
+    Its handlers are installed when it is made, before ``daemon.json`` tells anyone our pid:
+    a signal that arrives before uvicorn serves still means "drain and stop", not death.
     ``on_exit()`` runs at the signal: long-lived responses (the dashboard's event streams)
     end, so the drain does not wait for them."""
     import contextlib
@@ -113,8 +118,9 @@ def _graceful_server(config, on_exit=None):
     import uvicorn
 
     class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self):
+        def __init__(self, config) -> None:
+            super().__init__(config)
+
             def handler(signum, frame):
                 if self.should_exit:
                     self.force_exit = True
@@ -122,20 +128,56 @@ def _graceful_server(config, on_exit=None):
                 if on_exit is not None:
                     on_exit()
 
-            old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+            self._old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        @contextlib.contextmanager
+        def capture_signals(self):
             try:
                 yield
             finally:
-                for s, h in old.items():
+                for s, h in self._old.items():
                     signal.signal(s, h)
 
     return Server(config)
 
 
-def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> int:
-    """Run the daemon in the foreground until SIGTERM/SIGINT."""
+def local_address(bind_host: str) -> str:
+    """The address a process on this machine uses to reach a daemon bound to ``bind_host``:
+    the loopback address for the wildcard binds (``0.0.0.0``/``::``), so that the bridge's
+    ``Host`` header is a loopback name the Host guard accepts."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_host, bind_host)
+
+
+def build_app(server, authenticate, info: dict, security, mount=None):
+    """The daemon's ASGI app: the MCP endpoint behind bearer auth, all of it behind the
+    Host/Origin guard (``security`` from :func:`server.hostguard.guard_settings`, also given to
+    the SDK's own transport check). Routes added later go inside the guard too: ``mount(app)``
+    puts the dashboard (``/ui``, server.ui.mount) in front of the bearer-authenticated app."""
+    from .hostguard import HostGuard
+
+    app = server.streamable_http_app(
+        transport_security=security, host=info["host"], json_response=True, stateless_http=True
+    )
+    inner = AuthMiddleware(app, authenticate, info)
+    return HostGuard(mount(inner) if mount else inner, security)
+
+
+def run_daemon(
+    home: Path | None = None,
+    http: str | None = None,
+    env=None,
+    allowed_hosts: list[str] | tuple[str, ...] = (),
+) -> int:
+    """Run the daemon in the foreground until SIGTERM/SIGINT. ``allowed_hosts``: the public
+    names clients use for ``--http`` (the loopback names are always allowed)."""
+    from .hostguard import guard_settings, host_literal, is_loopback
     from .service.config import Settings
 
+    host, port = ("127.0.0.1", 0)
+    if http:
+        host, _, p = http.rpartition(":")
+        host, port = host.strip("[]") or "127.0.0.1", int(p)
+    security = guard_settings(host, allowed_hosts)  # a bad --allowed-host fails before the lock
     env = dict(os.environ if env is None else env)
     settings = Settings.from_env(env)
     home = Path(home or settings.home)
@@ -144,54 +186,51 @@ def run_daemon(home: Path | None = None, http: str | None = None, env=None) -> i
     lock.acquire()
     info_path = home / INFO_FILE
     try:
+        from .service.runtime import Runtime
+
+        rt = Runtime.start(env)  # the model loads in the background from here on
         import anyio  # heavy imports after the lock: a losing racer exits at once
         import uvicorn
 
         from .app import create_server
-        from .service.runtime import Runtime
 
-        rt = Runtime.start(env)
         problems = rt.engine.store.integrity_check()
         if problems:
             raise StoreUnavailable(f"integrity check failed: {problems[:3]}", problems=problems)
-        host, port = ("127.0.0.1", 0)
-        if http:
-            host, _, p = http.rpartition(":")
-            host, port = host or "127.0.0.1", int(p)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)  # connections queue from now on, before uvicorn accepts
         port = sock.getsockname()[1]
         secret = secrets.token_urlsafe(32)
-        info = {"host": host, "port": port, "url": f"http://{host}:{port}/mcp"}
-        server = create_server(runtime=rt)
-        from mcp.server.transport_security import TransportSecuritySettings
-
-        security = (
-            TransportSecuritySettings(enable_dns_rebinding_protection=False) if http else None
-        )
-        app = server.streamable_http_app(
-            transport_security=security, host=host, json_response=True, stateless_http=True
-        )
+        near = local_address(host)  # where a local bridge connects (and what its Host says)
+        info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         from .ui.mount import DashboardMount
 
-        # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP
+        # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP; the
+        # Host/Origin guard covers both (a cookie is what DNS rebinding would steal)
         dashboard = DashboardMount(rt, secret=secret, authenticate=authenticate)
-        wrapped = dashboard.mount(AuthMiddleware(app, authenticate, info))
+        wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
+                            mount=dashboard.mount)  # fmt: skip
+        if not allowed_hosts and not is_loopback(host):
+            print("pattern-memory daemon: accepting Host " + ", ".join(security.allowed_hosts)
+                  + "; add --allowed-host NAME for the name remote clients use",
+                  file=sys.stderr, flush=True)  # fmt: skip
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
         uv = _graceful_server(config, on_exit=dashboard.close)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
-        print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']} (store {home})",
-              file=sys.stderr, flush=True)  # fmt: skip
+        bound = f", listening on {host_literal(host)}:{port}" if near != host else ""
+        print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']}{bound} "
+              f"(store {home})", file=sys.stderr, flush=True)  # fmt: skip
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
             rt.wait_ready(30)
-            rt.engine.sync()
+            for warning in rt.engine.flush_vectors():  # a failing Chroma: replayed at next start
+                print(f"pattern-memory daemon: {warning}", file=sys.stderr, flush=True)
             rt.engine.store.checkpoint()  # WAL folded into the main file
             rt.close()
         return 0

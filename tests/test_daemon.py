@@ -108,8 +108,8 @@ def test_second_daemon_exits_with_a_clear_message(daemon, tmp_path):
 
 def test_http_tokens(daemon, tmp_path):
     tokens = TokenStore(tmp_path)
-    token_a = tokens.create("agent-a")
-    token_b = tokens.create("agent-b")
+    token_a = tokens.create("agent-a", "p1")
+    token_b = tokens.create("agent-b", "p1")
     proc, info = daemon()
     remember = {"content": "agent A private note about the billing service", "scope": "private"}
 
@@ -136,6 +136,111 @@ def test_http_tokens(daemon, tmp_path):
     assert call(info, bearer(token_a), "recall-context", {})[0] == 401  # revoked
 
 
+def cli(home: Path, *argv: str, project: str = "p1") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": project}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *argv], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def team_note(info: dict, project: str, text: str) -> None:
+    """A team memory of ``project``, written through the local bridge's envelope."""
+    hdr = {"Authorization": f"Bearer {info['secret']}", "X-Pattern-Project": project,
+           "X-Pattern-Agent": "writer"}  # fmt: skip
+    status, body = call(info, hdr, "remember", {"content": text, "scope": "team",
+                                                 "category": "decisions"})  # fmt: skip
+    assert status == 200 and not body["result"]["isError"], body
+
+
+def team_seen(info: dict, headers: dict) -> tuple[int, list[str] | None]:
+    status, body = call(info, headers, "recall-context", {})
+    if status != 200:
+        return status, None
+    return status, [m["content"] for m in body["result"]["structuredContent"]["team"]]
+
+
+def test_a_token_reaches_only_its_project(daemon, tmp_path):
+    """``token create`` binds the token to the CLI's current project; another project's
+    header gets 403 and nothing of that project; --any-project tokens choose by header."""
+    made = cli(tmp_path, "token", "create", "--agent", "alice", project="p1")
+    assert made.returncode == 0, made.stderr
+    bound = made.stdout.strip()
+    anywhere = cli(tmp_path, "token", "create", "bob", "--any-project").stdout.strip()
+    assert "project=p1" in cli(tmp_path, "token", "list").stdout
+    proc, info = daemon()
+    team_note(info, "p1", "p1 decision: deploy on Fridays")
+    team_note(info, "p2", "p2 secret plan: migrate billing to Rust")
+
+    assert team_seen(info, bearer(bound, "p1")) == (200, ["p1 decision: deploy on Fridays"])
+    # no header: the token's own project
+    assert team_seen(info, {"Authorization": f"Bearer {bound}"})[1] == [
+        "p1 decision: deploy on Fridays"
+    ]
+    status, body = call(info, bearer(bound, "p2"), "recall", {"query": "billing Rust plan"})
+    assert status == 403 and body["error"] == "forbidden"
+    assert "Rust" not in json.dumps(body)
+    assert team_seen(info, bearer(bound, "p2")) == (403, None)
+    # a write to the other project is refused as well, and stores nothing
+    status, _ = call(info, bearer(bound, "p2"), "remember",
+                     {"content": "planted", "scope": "team", "category": "decisions"})  # fmt: skip
+    assert status == 403
+    assert team_seen(info, bearer(anywhere, "p2")) == (200, ["p2 secret plan: migrate billing to Rust"])  # fmt: skip
+    assert team_seen(info, bearer(anywhere, "p1"))[1] == ["p1 decision: deploy on Fridays"]
+
+
+def test_legacy_tokens_are_bound_to_the_daemons_project(daemon, tmp_path):
+    """tokens.json entries from before project binding (project null) reach only the
+    daemon's default project (p1 here), and token list says so."""
+    tokens = TokenStore(tmp_path)
+    token = tokens.create("old-agent", "p1")
+    data = json.loads(tokens.path.read_text())
+    for entry in data.values():  # as the previous version wrote them
+        entry["project"] = None
+        del entry["any_project"]
+    tokens.path.write_text(json.dumps(data))
+    assert "legacy" in cli(tmp_path, "token", "list").stdout
+    proc, info = daemon()
+    team_note(info, "p2", "p2 only")
+    assert team_seen(info, bearer(token, "p1")) == (200, [])
+    assert team_seen(info, bearer(token, "p2")) == (403, None)
+
+
+def test_token_cli_accepts_what_the_readme_shows(tmp_path):
+    """``token revoke alice`` (an agent) and ``token revoke PREFIX…`` (as token list prints
+    it) both revoke; the revoked token no longer authenticates."""
+    first = cli(tmp_path, "token", "create", "--agent", "alice").stdout.strip()
+    cli(tmp_path, "token", "create", "--agent", "carol")
+    out = cli(tmp_path, "token", "revoke", "alice")
+    assert out.returncode == 0 and "alice" in out.stdout, out.stderr
+    assert TokenStore(tmp_path).lookup(first) is None
+    carol = [line for line in cli(tmp_path, "token", "list").stdout.splitlines() if "carol" in line]
+    prefix = carol[0].split()[0]  # "pm_xxxxxxx…"
+    assert cli(tmp_path, "token", "revoke", prefix).returncode == 0
+    assert all(t["revoked"] for t in TokenStore(tmp_path).list())
+    missing = cli(tmp_path, "token", "revoke", "nobody")
+    assert missing.returncode == 2 and "not_found" in missing.stderr
+
+
+def test_sigterm_as_soon_as_daemon_json_appears_drains_cleanly(tmp_path):
+    """daemon.json announces the pid only once SIGTERM means "drain and stop": a stop sent
+    the moment it appears exits 0 and removes the file (it used to kill the daemon outright
+    when it came before uvicorn installed its handlers)."""
+    for round_no in range(2):
+        home = tmp_path / f"h{round_no}"
+        env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash"}
+        proc = subprocess.Popen([sys.executable, "-m", "server.cli", "daemon"], env=env,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while (read_info(home) or {}).get("pid") != proc.pid:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert read_info(home) is None
+
+
 @pytest.mark.slow
 def test_sigkill_during_bulk_writes_loses_no_acknowledged_write(tmp_path):
     """20 times: write continuously, SIGKILL the daemon, restart; every acknowledged write is
@@ -156,7 +261,7 @@ def test_sigkill_during_bulk_writes_loses_no_acknowledged_write(tmp_path):
                 batch = [{"content": f"round {n} item {i} {j}", "scope": "team"} for j in range(5)]
                 try:
                     status, body = call(info, headers, "remember-bulk", {"memories": batch})
-                except OSError:
+                except (OSError, http.client.HTTPException):  # killed mid-answer
                     return
                 if status == 200 and not body["result"]["isError"]:
                     acked.extend(body["result"]["structuredContent"]["memoryIds"])

@@ -23,12 +23,12 @@ def test_apply_commits_adds_replacements_and_deletions_together(engine, make_rec
     keep, edit, drop = make_record("keep"), make_record("edit me"), make_record("drop me")
     engine.add([keep, edit, drop])
     new = make_record("brand new entry")
-    gone = engine.apply(
+    done = engine.apply(
         add=[new],
         replace=[edit.model_copy(update={"content": "edited entry"})],
         delete=[drop.id],
     )
-    assert [r.id for r in gone] == [drop.id]
+    assert [r.id for r in done.deleted] == [drop.id] and done.warnings == []
     assert {r.id for r in engine.store.list(RecordFilter())} == {keep.id, edit.id, new.id}
     assert engine.get(edit.id).content == "edited entry"
     assert engine.store.outbox() == []

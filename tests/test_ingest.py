@@ -467,33 +467,81 @@ def test_mcp_tool_reports_progress(tree, tmp_path):
     rt.engine.close()
 
 
+class Watching:
+    """``watch`` on a thread; its reports arrive on a queue. Every wait has a deadline."""
+
+    def __init__(self, ingestor, root, **kw) -> None:
+        import queue
+        import threading
+
+        from ingest.watch import watch
+
+        self.reports: queue.Queue = queue.Queue()
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                watch(ingestor, root, self.reports.put, stop=self.stop, debounce_ms=200, **kw)
+            except BaseException as exc:  # surfaced by wait_until
+                self.errors.append(exc)
+                self.reports.put(None)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def next_report(self, deadline: float):
+        import queue
+
+        try:
+            report = self.reports.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError("no ingest report before the deadline") from None
+        assert not self.errors, self.errors
+        return report
+
+    def wait_until(self, condition, deadline: float):
+        """Take reports until ``condition()`` holds after one (fails at the deadline)."""
+        while not condition():
+            self.next_report(deadline)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive()
+
+
 def test_watch_reindexes_changed_files(tree, engine, ingestor):
-    import threading
-
-    from ingest.watch import watch
-
-    reports = []
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=watch,
-        args=(ingestor, tree, reports.append),
-        kwargs={"stop": stop, "debounce_ms": 200},
-    )
-    thread.start()
+    watching = Watching(ingestor, tree)
     try:
         deadline = time.monotonic() + 30
-        while not reports and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert reports and reports[0].files_indexed == 4
-        time.sleep(0.5)  # let the watcher start
+        assert watching.next_report(deadline).files_indexed == 4  # watching since before it
         write(tree, "src/new.py", "def narwhal():\n    return 'tusk'\n")
         (tree / "notes.txt").unlink()
-        while time.monotonic() < deadline and (
-            "src/new.py" not in paths(engine) or "notes.txt" in paths(engine)
-        ):
-            time.sleep(0.1)
-        assert "src/new.py" in paths(engine) and "notes.txt" not in paths(engine)
+        watching.wait_until(
+            lambda: "src/new.py" in paths(engine) and "notes.txt" not in paths(engine), deadline
+        )
     finally:
-        stop.set()
-        thread.join(timeout=10)
-    assert not thread.is_alive()
+        watching.close()
+
+
+def test_watch_sees_a_change_made_during_the_first_run(tree, engine, ingestor):
+    """The watcher starts before the first run: a file rewritten after the first run has read
+    it (here: when that run reports it is done) is indexed by the next run. Watching only after
+    the first run lost this change for good."""
+    changed = []
+
+    def progress(p) -> None:
+        if p.phase == "done" and not changed:
+            write(tree, "src/util.py", "def helper():\n    return 'narwhal tusk'\n")
+            changed.append(True)
+
+    watching = Watching(ingestor, tree, progress=progress)
+    try:
+        deadline = time.monotonic() + 30
+        first = watching.next_report(deadline)
+        assert first.files_indexed == 4 and changed
+        assert lexical(engine, "narwhal") == []  # the first run read the old text
+        watching.wait_until(lambda: lexical(engine, "narwhal") == ["src/util.py"], deadline)
+    finally:
+        watching.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ TEXTS = [
     "Vitamin D deficiency is associated with an increased risk of fractures in older adults, "
     "according to a cohort study of twelve thousand participants followed for ten years.",
     "ok",
+    "東京は日本の首都です。 Café naïve résumé 😀",
+    "  leading and trailing whitespace\t\n",
+    "a long text past the model's 256 tokens " * 40,
 ]
 
 
@@ -47,7 +52,9 @@ def test_cache_key_follows_the_weights(tmp_path):
 
 @pytest.mark.slow
 def test_onnx_vectors_equal_torch_vectors(real_embedder):
-    assert real_embedder.backend_in_use == "onnx"
+    """The served vectors (ONNX Runtime fed by the folder's tokenizer.json, no torch) equal the
+    sentence-transformers model's on torch: cosine >= 0.9999, batched and one by one."""
+    assert real_embedder.backend_in_use == "onnx" and real_embedder._model is None
     torch_emb = SentenceTransformerEmbedder(backend="torch").load()
     assert torch_emb.backend_in_use == "torch"
     a = real_embedder.embed_documents(TEXTS)
@@ -60,38 +67,43 @@ def test_onnx_vectors_equal_torch_vectors(real_embedder):
 
 
 @pytest.mark.slow
-def test_export_is_cached_and_int8_is_close(tmp_path, monkeypatch, real_embedder):
+def test_export_runs_quietly_in_a_child_is_cached_and_int8_is_close(
+    tmp_path, monkeypatch, real_embedder
+):
     monkeypatch.setenv("PATTERN_CACHE_DIR", str(tmp_path))
-    model, path = real_embedder._model, real_embedder._path or onnx_model_path()
-    first = onnx_model.ensure_exported(model, path)
-    assert first.is_relative_to(tmp_path) and first.stat().st_size > 1_000_000
-    stamp = first.stat().st_mtime_ns
-    assert onnx_model.ensure_exported(model, path) == first
-    assert first.stat().st_mtime_ns == stamp  # reused, not exported again
-    assert not list(first.parent.glob("*.tmp*"))
+    path = real_embedder.model_path
+    expected = onnx_model.cached_path(path)
+    assert expected.is_relative_to(tmp_path) and not expected.exists()
+    # the command the server runs as a child: no tracer, deprecation or progress-bar output
+    proc = subprocess.run(
+        [sys.executable, "-m", "retrieval.onnx_model", path, "--out-dir", str(expected.parent)],
+        capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and proc.stdout.strip() == str(expected)
+    assert expected.stat().st_size > 1_000_000
+    stamp = expected.stat().st_mtime_ns
+    assert onnx_model.ensure_exported(path) == expected
+    assert expected.stat().st_mtime_ns == stamp  # reused, not exported again
+    assert not list(expected.parent.glob("*.tmp*"))
 
     int8 = SentenceTransformerEmbedder(backend="onnx", quantize="int8").load()
-    assert int8._onnx.path.parent == first.parent and int8._onnx.path.name == "model-int8.onnx"
+    assert int8._onnx.path == expected.parent / "model-int8.onnx"
+    assert expected.stat().st_mtime_ns == stamp  # quantized from the cached float graph
     a = int8.embed_documents(TEXTS)
     b = real_embedder.embed_documents(TEXTS)
     assert float((a * b).sum(1).min()) > 0.95  # "ok" is the farthest: 0.967
 
 
-def onnx_model_path() -> str:
-    from retrieval.embedder import default_model_path
-
-    return default_model_path()
-
-
 @pytest.mark.slow
 def test_auto_falls_back_to_torch_for_other_pipelines(monkeypatch, caplog):
-    monkeypatch.setattr(onnx_model, "supported", lambda model: False)
+    monkeypatch.setattr(onnx_model, "unsupported", lambda path: "a CLS pooling model")
     with caplog.at_level(logging.WARNING, logger="retrieval.embedder"):
         emb = SentenceTransformerEmbedder(backend="auto").load()
     assert emb.backend_in_use == "torch"
     assert "embedding with torch" in caplog.text
     assert emb.embed_documents(TEXTS[:2]).shape == (2, 384)
-    with pytest.raises(ValueError, match="mean Pooling"):
+    with pytest.raises(ValueError, match="CLS pooling"):
         SentenceTransformerEmbedder(backend="onnx").load()
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
@@ -11,7 +14,7 @@ import pytest
 from retrieval import schema
 from retrieval.errors import NotFound, StoreUnavailable
 from retrieval.records import Kind, RecordFilter, Scope, content_hash
-from retrieval.store import SQLiteStore, parse_ts, ts
+from retrieval.store import SQLITE_READERS, SQLiteStore, parse_ts, ts
 
 TABLES = ("records", "records_fts", "record_tags", "embeddings", "changes", "vector_outbox")
 
@@ -131,7 +134,7 @@ def test_insert_writes_every_row_in_one_transaction(store, make_record):
     assert tuple(change) == (rec.id, "insert", "memory", rec.bucket, 1)
     outbox = store.outbox()
     assert [(r["record_id"], r["op"], r["bucket"]) for r in outbox] == [
-        (rec.id, "upsert", rec.bucket)
+        (rec.id, "insert", rec.bucket)
     ]
     tags = store.reader.execute("SELECT tag, record_rowid FROM record_tags ORDER BY tag").fetchall()
     assert [tuple(t) for t in tags] == [("t1", rowid), ("t2", rowid)]
@@ -330,3 +333,88 @@ def test_embeddings_are_returned_only_while_current(store, make_record):
     np.testing.assert_array_equal(got[rec.id], vec)
     assert store.embeddings([rec.id], "other") == {}
     assert store.get_one(rec.id).embedding_model == "other"
+
+
+# ---------------------------------------------------------------------- reader connections
+def open_fds() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def test_short_lived_threads_do_not_leak_reader_connections(store, make_record):
+    """MCP tool calls run on short-lived worker threads: 1,000 reads from threads that end
+    leave at most the pool's idle connections open, and the descriptor count stays flat."""
+    rec = make_record("read me from many threads")
+    add(store, rec)
+    seen: list[str] = []
+
+    def read(together: threading.Barrier) -> None:
+        together.wait()  # every thread of a wave reads while the others are alive
+        seen.append(store.get_one(rec.id).content)
+        together.wait()
+
+    def wave(n: int) -> None:
+        together = threading.Barrier(n)
+        threads = [threading.Thread(target=read, args=(together,)) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    wave(10)  # warm up: the pool's idle connections exist from here on (and SQLite keeps the
+    fds = open_fds()  # descriptors of closed connections for reuse while others are open)
+    for _ in range(99):
+        wave(10)
+    assert len(seen) == 1000 and set(seen) == {"read me from many threads"}
+    assert Counter(open_fds()) - Counter(fds) == Counter()  # nothing more is open
+    assert store.open_readers <= SQLITE_READERS
+
+
+def test_a_reader_lent_to_a_live_thread_is_its_own(store, make_record):
+    """While a thread lives it keeps its connection; concurrent threads get distinct ones."""
+    add(store, make_record("x"))
+    got: list[int] = []
+    barrier = threading.Barrier(3)
+
+    def hold() -> None:
+        mine = store.reader
+        got.append(id(mine))
+        barrier.wait()  # all three alive at once
+        assert store.reader is mine
+
+    threads = [threading.Thread(target=hold) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 3
+    assert store.open_readers <= max(SQLITE_READERS, 1)
+
+
+def test_closing_the_store_closes_every_reader(tmp_path, make_record):
+    s = SQLiteStore(tmp_path / "db.sqlite3")
+    add(s, make_record("y"))
+    ready, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        s.reader.execute("SELECT 1").fetchone()
+        ready.set()
+        release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    ready.wait(5)
+    s.reader.execute("SELECT 1").fetchone()
+    assert s.open_readers == 2
+    s.close()
+    assert s.open_readers == 0
+    release.set()
+    t.join()
+    assert s.open_readers == 0
+    with pytest.raises(StoreUnavailable):
+        s.reader  # noqa: B018 - a closed store lends nothing

@@ -342,7 +342,12 @@ def test_health_page(ui):
     c = ui.owner()
     r = c.get("/ui/health")
     assert r.status_code == 200 and "hash" in r.text and "vector write" in r.text
-    assert "memory" in r.text and "Orphan vectors" in r.text
+    assert "memory" in r.text and "Orphan vectors" in r.text and "count them" in r.text
+    counted = c.get("/ui/health?orphans=1")
+    assert counted.status_code == 200 and 'id="orphans">0 (store-wide' in counted.text
+    token = ui.token_client(ui.tokens.create("alice", "p1"))
+    other = token.get("/ui/health?orphans=1").text  # not the owner: no store-wide count
+    assert "count them" not in other and "counted by the store owner" in other
 
 
 def test_activity_stream_sends_visible_changes_only(ui):

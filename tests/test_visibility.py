@@ -253,3 +253,52 @@ def test_identity_environment_variables_and_loominal_aliases(tmp_path):
     assert plain.parent_agent_id is None and plain.visible_buckets(["private"]) == [
         f"private/{plain.project_id}/X"
     ]
+
+
+def test_pattern_health_counts_only_what_the_caller_sees(world):
+    connect, labels, _ = world
+    for viewer, project in VIEWERS:
+        with connect(viewer, project) as c:
+            h = c.ok("pattern_health", {})
+        assert h["view"] == "caller" and h["pendingVectorWrites"] == 0
+        assert h["records"] == {"memory": len(expected(viewer, project))}, (viewer, project)
+    assert len(labels) == 36  # what the whole store holds
+
+
+def test_pending_vector_writes_are_the_callers_and_stats_is_store_wide(tmp_path):
+    """Outbox rows left for two projects (as after a crash before Chroma caught up): each
+    caller's pattern_health counts its own; ``health(store_wide=True)`` and the local
+    ``pattern-memory stats`` count the whole store."""
+    import os
+    import subprocess
+    import sys
+
+    from server.service.maintenance import health
+
+    home = tmp_path / "home"
+    svc = clocked_service(home, FakeClock())
+    ids = {}
+    for project in PROJECTS:
+        rt = runtime_on(svc, identity_env(home, project, "A"), tmp_path)
+        with in_process(rt) as c:
+            note = {"content": f"team note of {project}", "scope": "team", "category": "decisions"}
+            ids[project] = c.ok("remember", note)["memoryId"]
+    with svc.store.transaction() as conn:
+        for project, rid in ids.items():
+            conn.execute(
+                "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?, 'upsert', ?)",
+                (rid, f"team/{project}"),
+            )
+    with in_process(runtime_on(svc, identity_env(home, "P1", "B"), tmp_path)) as c:
+        h = c.ok("pattern_health", {})
+    assert (h["records"], h["pendingVectorWrites"]) == ({"memory": 1}, 1)
+    who = runtime_on(svc, identity_env(home, "P1", "B"), tmp_path).identity
+    wide = health(svc, who, store_wide=True)
+    assert (wide.view, wide.records, wide.pendingVectorWrites) == ("store", {"memory": 2}, 2)
+    svc.engine.close()
+    env = {**os.environ, **identity_env(home, "P1", "B")}
+    out = subprocess.run([sys.executable, "-m", "server.cli", "stats"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    stats = json.loads(out.stdout)
+    assert stats["view"] == "store" and stats["records"] == {"memory": 2}

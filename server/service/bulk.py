@@ -4,6 +4,10 @@ Better than the seed's "not atomic": the valid items of a call are written in on
 so a crash never leaves half a batch; per-item errors are reported with their index or id.
 When a limit stops some items, the ones that fit (in order) are still written together in one
 transaction. Both accept an ``idempotency_key`` (see :mod:`.idempotency`).
+
+No lock: the limits and the existence of what is deleted are checked inside the write
+transaction (:mod:`.memory`, "Write coordination"); when a concurrent writer changed what a
+call read, the call reads again and retries.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from retrieval.records import Record
 from . import idempotency as idem
 from .errors import InvalidInput, LimitExceeded, PatternError
 from .identity import Identity
-from .memory import MemoryService
+from .memory import STALE_RETRIES, MemoryService
 from .models import BulkForgetResult, BulkRememberResult, MemoryInput
 
 MAX_BULK = 1000
@@ -83,18 +87,23 @@ def _remember_bulk(
             failed=len(memories) - len(stored),
             errors=errors,
             memoryIds=[r.id for r in stored],
-            warnings=warnings,
+            warnings=list(warnings),
         )
 
-    try:
-        done = result(prepared, errors)
-        svc.store_records(who, prepared, check=svc.bind(claim, done))
-    except LimitExceeded:
-        with svc._lock:  # store what fits (in order, one transaction), report the rest
+    vectors = svc.engine.embed(prepared)  # once, even if the limits make us write fewer
+    fit, over = prepared, []
+    for _ in range(STALE_RETRIES):
+        done = result(fit, errors + over)
+        try:
+            done.warnings += svc.store_records(
+                who, fit, check=svc.bind(claim, done), vectors=vectors
+            )
+            return done
+        except LimitExceeded:
+            # store what fits (in order, one transaction), report the rest; the transaction
+            # checks the limits again, so a writer that took the room meanwhile means: again
             fit, over = svc.fitting(who, prepared, stop_on_error)
-            done = result(fit, errors + over)
-            svc.store_records(who, fit, check=svc.bind(claim, done))
-    return done
+    raise LimitExceeded("the limits kept changing while the memories were being written; retry")
 
 
 def forget_bulk(
@@ -122,9 +131,9 @@ def _forget_bulk(
     force: bool,
     claim: idem.Claim | None,
 ) -> BulkForgetResult:
-    ok: list[str] = []
-    errors: list[str] = []
-    with svc._lock:
+    def attempt() -> BulkForgetResult:
+        ok: list[str] = []
+        errors: list[str] = []
         for mid in dict.fromkeys(memory_ids):
             try:
                 rec = svc.get_visible(who, mid)
@@ -135,9 +144,11 @@ def _forget_bulk(
                 if stop_on_error:
                     break
         result = BulkForgetResult(deleted=len(ok), failed=len(errors), errors=errors)
-        if ok:
-            svc.engine.apply(delete=ok, check=svc.checks(svc.bind(claim, result)))
-        elif claim is not None:  # nothing to delete: still remember the answer
-            with svc.store.transaction() as conn:
-                svc.bind(claim, result)(conn)
-    return result
+        # one transaction, also when nothing is deleted (the idempotency claim is stored);
+        # a record deleted by another writer since it was read: read again
+        svc.engine.apply(
+            delete=ok, check=svc.checks(svc.bind(claim, result), svc.present_check(ok))
+        )
+        return result
+
+    return svc.retrying(attempt)

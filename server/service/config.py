@@ -85,3 +85,17 @@ class Settings(BaseModel):
         if self.embedder == "hash":
             return HashEmbedder()
         return SentenceTransformerEmbedder(self.embedding_model).load()
+
+    def model_status(self) -> str:
+        """The one line a command prints while the model loads: prepared (the one-time ONNX
+        export, in a child process) or only loaded."""
+        if self.embedder == "sentence-transformers":
+            from retrieval.embedder import SentenceTransformerEmbedder
+
+            try:
+                pending = SentenceTransformerEmbedder(self.embedding_model).export_pending
+            except ValueError:  # a bad backend setting: the load itself reports it
+                pending = False
+            if pending:
+                return "preparing the embedding model (one-time ONNX export, about a minute) …"
+        return "loading the embedding model …"

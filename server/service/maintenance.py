@@ -1,4 +1,5 @@
-"""``cleanup`` (expire TTL memories, enforce per-category limits) and ``pattern_health``."""
+"""``cleanup`` (expire TTL memories, enforce per-category limits), ``pattern_health``, and
+the vector index's upkeep for the local CLI (orphan vectors, reindex)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def cleanup(svc: MemoryService, who: Identity, expire_only: bool = False) -> Cle
     limits (oldest first). Only the caller's own buckets are touched."""
     now = svc.clock()
     own = [who.bucket("private"), who.bucket("personal")]
-    with svc._lock:
+
+    def attempt() -> tuple[list[str], list[str], dict[str, int]]:
         rows = svc.store.reader.execute(
             f"SELECT id FROM records WHERE bucket IN ({','.join('?' * len(own))}) "
             "AND expires_at IS NOT NULL AND expires_at <= ?",
@@ -36,14 +38,39 @@ def cleanup(svc: MemoryService, who: Identity, expire_only: bool = False) -> Cle
                 if extra:
                     enforced[category] = len(extra)
                     trim.extend(extra)
-        if expired or trim:
-            svc.engine.apply(delete=[*expired, *trim])
+        if expired or trim:  # a concurrent cleanup deleted some meanwhile: count again
+            svc.engine.apply(delete=[*expired, *trim], check=svc.present_check([*expired, *trim]))
+        return expired, trim, enforced
+
+    expired, trim, enforced = svc.retrying(attempt)
     return CleanupResult(
         expired=len(expired), deleted=len(expired) + len(trim), enforced=enforced, errors=[]
     )
 
 
-def health(svc: MemoryService, who: Identity, model_error: str | None = None) -> HealthResult:
+def orphan_vectors(svc: MemoryService) -> int | None:
+    """Vectors in Chroma whose record is gone or lives in another bucket, store-wide (None
+    while no model is loaded). Lists every vector id: for ``pattern-memory stats``."""
+    if svc.engine.embedder is None or svc.engine.vectors is None:
+        return None
+    return sum(map(len, svc.engine.orphan_vectors().values()))
+
+
+def reindex(svc: MemoryService, orphans_only: bool = False) -> tuple[int, int]:
+    """(records indexed, orphan vectors removed): rebuild the vector index from SQLite, or
+    with ``orphans_only`` just delete the orphan vectors."""
+    if orphans_only:
+        return 0, svc.engine.remove_orphan_vectors()
+    return svc.engine.rebuild_vectors()
+
+
+def health(
+    svc: MemoryService, who: Identity, model_error: str | None = None, *, store_wide: bool = False
+) -> HealthResult:
+    """Store and model status. Counts cover what ``who`` may see: records by kind in its
+    visible buckets and the vector writes pending for them. ``store_wide`` counts the whole
+    store instead: only for the local ``pattern-memory stats`` (the machine's own user), never
+    for an MCP caller."""
     eng = svc.engine
     issues: list[str] = []
     ready = eng.embedder is not None and eng.vectors is not None
@@ -51,14 +78,24 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         issues.append(f"embedding model failed to load: {model_error}")
     elif not ready:
         issues.append("embedding model is loading: ranking is lexical until it is ready")
-    pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
-    kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
+    if store_wide:
+        pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
+        kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
+    else:
+        buckets = who.visible_buckets()
+        pending = svc.store.reader.execute(
+            f"SELECT count(*) FROM vector_outbox WHERE bucket IN ({','.join('?' * len(buckets))})",
+            buckets,
+        ).fetchone()[0]
+        f = RecordFilter(buckets=buckets, include_expired=True)
+        kinds = svc.store.count(f, group_by="kind")
     return HealthResult(
         status="ok" if ready and not model_error else "degraded",
         version=VERSION,
         projectId=who.project_id,
         agentId=who.agent_id,
         subagent=who.is_subagent,
+        view="store" if store_wide else "caller",
         store=str(eng.home),
         embeddingModel=eng.embedder.model_id if eng.embedder else None,
         embeddingBackend=getattr(eng.embedder, "backend_in_use", None) if ready else None,
@@ -69,9 +106,3 @@ def health(svc: MemoryService, who: Identity, model_error: str | None = None) ->
         pendingVectorWrites=pending,
         issues=issues,
     )
-
-
-def reindex(svc: MemoryService) -> int:
-    """Rebuild every vector collection of the current model from SQLite (no re-embedding of
-    what has stored vectors); returns the number of records indexed."""
-    return svc.engine.reindex()

@@ -2,14 +2,26 @@
 
 Every method takes the caller's :class:`Identity` (from the environment or an authenticated
 connection, never from tool arguments) and either returns a pydantic result or raises an
-error of ``retrieval.errors``. Writes are one engine transaction each; limits are checked
-inside that transaction, so concurrent writers cannot overshoot them.
+error of ``retrieval.errors``.
+
+Write coordination: the service holds no lock. Each write is one :meth:`Engine.apply`, which
+embeds first (holding no lock, so concurrent writers embed in parallel) and then runs one
+SQLite transaction; every rule that depends on what others wrote runs *inside* that
+transaction as a check: limits (:meth:`MemoryService.limits_check`), the revision a change
+was built from (:meth:`MemoryService.revision_check`), that deleted records still exist
+(:meth:`MemoryService.present_check`) and idempotency claims (:mod:`.idempotency`). A check
+that finds the record changed since it was read raises ``_Stale`` and :meth:`retrying` redoes
+the read-modify-write; an expected revision that does not match is a ``Conflict``. So
+concurrent writers can neither overshoot a limit nor lose an update, and nothing outside the
+store's transaction coordinates them (bulk, maintenance and transfer use the same checks).
+
+A write that committed returns success; if the vector index could not be updated afterwards,
+its result carries the engine's warning (the index catches up in the background).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -65,7 +77,6 @@ class MemoryService:
         self.store = engine.store
         self.clock = clock
         self.secret_policy = secret_policy
-        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ helpers
     def visible(self, who: Identity, rec: Record) -> bool:
@@ -121,7 +132,7 @@ class MemoryService:
         )
         return rec, warnings
 
-    def _limits_check(self, who: Identity, records: list[Record]):
+    def limits_check(self, who: Identity, records: list[Record]):
         """A check run inside the write transaction: no limit is ever silently exceeded."""
 
         def check(conn) -> None:
@@ -182,24 +193,34 @@ class MemoryService:
         return conn.execute(sql, params).fetchone()[0]
 
     def store_records(
-        self, who: Identity, records: list[Record], check: Check | None = None
-    ) -> None:
-        """Insert records in one transaction; ``check`` (e.g. an idempotency claim) runs first."""
-        with self._lock:
-            self.engine.apply(
-                add=records, check=self.checks(check, self._limits_check(who, records))
-            )
+        self,
+        who: Identity,
+        records: list[Record],
+        check: Check | None = None,
+        vectors: dict | None = None,
+    ) -> list[str]:
+        """Insert records in one transaction; ``check`` (e.g. an idempotency claim) runs first,
+        then the limits (inside the transaction). Embedding happens before it, holding no
+        lock (``vectors``: made earlier by ``engine.embed``). Returns the write's warnings
+        (the vector index catching up)."""
+        applied = self.engine.apply(
+            add=records,
+            check=self.checks(check, self.limits_check(who, records)),
+            vectors=vectors,
+        )
+        return applied.warnings
 
     def fitting(
         self, who: Identity, records: list[Record], stop_on_error: bool = False
     ) -> tuple[list[Record], list[str]]:
         """The records that fit the limits, in order (greedy: as if stored one by one), and an
-        error per record that does not. Call under ``self._lock``; the write re-checks."""
+        error per record that does not, as of now. The write re-checks the limits inside its
+        transaction (another writer may take the room meanwhile: ``LimitExceeded`` again)."""
         fit: list[Record] = []
         errors: list[str] = []
         for rec in records:
             try:
-                self._limits_check(who, [*fit, rec])(self.store.reader)
+                self.limits_check(who, [*fit, rec])(self.store.reader)
                 fit.append(rec)
             except LimitExceeded as exc:
                 errors.append(f"[{rec.id}] {exc.message}")
@@ -280,7 +301,49 @@ class MemoryService:
 
         return check
 
+    @staticmethod
+    def present_check(ids: Sequence[str]) -> Check:
+        """Inside the write transaction: every record in ``ids`` still exists (else another
+        writer deleted one since it was read: the caller's read-check-write is redone)."""
+        wanted = list(dict.fromkeys(ids))
+
+        def check(conn) -> None:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                n = conn.execute(
+                    f"SELECT count(*) FROM records WHERE id IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchone()[0]
+                if n != len(part):
+                    raise _Stale
+
+        return check
+
+    @staticmethod
+    def absent_check(ids: Sequence[str]) -> Check:
+        """Inside the write transaction: no record in ``ids`` exists yet (``Conflict`` when
+        another writer created one since the caller looked; nothing is written)."""
+        wanted = list(dict.fromkeys(ids))
+
+        def check(conn) -> None:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                row = conn.execute(
+                    f"SELECT id FROM records WHERE id IN ({','.join('?' * len(part))}) LIMIT 1",
+                    part,
+                ).fetchone()
+                if row is not None:
+                    raise Conflict(
+                        f"memory {row[0]} was stored by another writer meanwhile; nothing was "
+                        "written: retry (it is then reported as existing)",
+                        memoryId=row[0],
+                    )
+
+        return check
+
     def retrying(self, fn: Callable[[], T]) -> T:
+        """Run a read-check-write until its transaction checks find nothing changed since the
+        read (at most ``STALE_RETRIES`` times)."""
         for _ in range(STALE_RETRIES):
             try:
                 return fn()
@@ -303,7 +366,7 @@ class MemoryService:
                 memoryId=rec.id, scope=rec.scope.value, category=rec.category,
                 expiresAt=rec.expires_at, warnings=warnings,
             )  # fmt: skip
-            self.store_records(who, [rec], check=self.bind(claim, result))
+            result.warnings += self.store_records(who, [rec], check=self.bind(claim, result))
             return result
 
         return self.once(
@@ -371,48 +434,47 @@ class MemoryService:
         if content is not None:
             rules.check_content(content)
             content, warnings = apply_policy(content, self.secret_policy)
-        with self._lock:
-            rec = self.get_visible(who, memory_id)
-            self.check_owner(who, rec, "update")
-            if rec.kind is not Kind.memory:
-                raise InvalidInput(
-                    f"{memory_id} is a {rec.kind.value}, not a memory; use the "
-                    f"{rec.kind.value} tools to change it",
-                    memoryId=memory_id,
-                    kind=rec.kind.value,
-                )
-            if expected is not None and rec.revision != expected:
-                raise self.conflict(memory_id, rec.revision, expected)
-            meta = dict(rec.metadata)
-            if patch:
-                for key, value in patch.items():
-                    if value is None:
-                        meta.pop(key, None)
-                    else:
-                        meta[key] = value
-                meta = rules.check_metadata(meta)
-                if not meta.get("tags"):
-                    meta.pop("tags", None)
-            text = rec.content if content is None else content
-            updated = rec.model_copy(
-                update={
-                    "content": text,
-                    "metadata": meta,
-                    "updated_at": self.clock(),
-                    "revision": rec.revision + 1,
-                    "content_hash": content_hash(text + "\x00" + rec.context),
-                }
+        rec = self.get_visible(who, memory_id)
+        self.check_owner(who, rec, "update")
+        if rec.kind is not Kind.memory:
+            raise InvalidInput(
+                f"{memory_id} is a {rec.kind.value}, not a memory; use the "
+                f"{rec.kind.value} tools to change it",
+                memoryId=memory_id,
+                kind=rec.kind.value,
             )
-            result = UpdateMemoryResult(
-                memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
-                scope=rec.scope.value, category=rec.category, warnings=warnings,
-            )  # fmt: skip
-            self.engine.apply(
-                replace=[updated],
-                check=self.checks(
-                    self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
-                ),
-            )
+        if expected is not None and rec.revision != expected:
+            raise self.conflict(memory_id, rec.revision, expected)
+        meta = dict(rec.metadata)
+        if patch:
+            for key, value in patch.items():
+                if value is None:
+                    meta.pop(key, None)
+                else:
+                    meta[key] = value
+            meta = rules.check_metadata(meta)
+            if not meta.get("tags"):
+                meta.pop("tags", None)
+        text = rec.content if content is None else content
+        updated = rec.model_copy(
+            update={
+                "content": text,
+                "metadata": meta,
+                "updated_at": self.clock(),
+                "revision": rec.revision + 1,
+                "content_hash": content_hash(text + "\x00" + rec.context),
+            }
+        )
+        result = UpdateMemoryResult(
+            memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
+            scope=rec.scope.value, category=rec.category, warnings=warnings,
+        )  # fmt: skip
+        result.warnings += self.engine.apply(
+            replace=[updated],
+            check=self.checks(
+                self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
+            ),
+        ).warnings
         return result
 
     def commit_insight(
@@ -442,43 +504,42 @@ class MemoryService:
         expected: int | None,
         claim: idem.Claim | None,
     ) -> CommitInsightResult:
-        with self._lock:
-            rec = self.get_visible(who, memory_id)
-            self.check_owner(who, rec, "commit")
-            if expected is not None and rec.revision != expected:
-                raise self.conflict(memory_id, rec.revision, expected)
-            if rec.category not in rules.TTL:
-                raise InvalidInput(
-                    f"memory {memory_id} is already permanent ({rec.category}); only recent "
-                    "and tasks memories can be committed",
-                    memoryId=memory_id,
-                    category=rec.category,
-                )
-            previous = rec.category
-            content = rec.content
-            if new_content is not None:
-                rules.check_content(new_content)
-                content, _ = apply_policy(new_content, self.secret_policy)
-            updated = rec.model_copy(
-                update={
-                    "category": "longterm",
-                    "content": content,
-                    "expires_at": None,
-                    "updated_at": self.clock(),
-                    "revision": rec.revision + 1,
-                    "content_hash": content_hash(content + "\x00" + rec.context),
-                }
+        rec = self.get_visible(who, memory_id)
+        self.check_owner(who, rec, "commit")
+        if expected is not None and rec.revision != expected:
+            raise self.conflict(memory_id, rec.revision, expected)
+        if rec.category not in rules.TTL:
+            raise InvalidInput(
+                f"memory {memory_id} is already permanent ({rec.category}); only recent "
+                "and tasks memories can be committed",
+                memoryId=memory_id,
+                category=rec.category,
             )
-            result = CommitInsightResult(
-                memoryId=rec.id, previousCategory=previous, category="longterm",
-                scope=rec.scope.value, revision=rec.revision + 1,
-            )  # fmt: skip
-            self.engine.apply(
-                replace=[updated],
-                check=self.checks(
-                    self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
-                ),
-            )
+        previous = rec.category
+        content = rec.content
+        if new_content is not None:
+            rules.check_content(new_content)
+            content, _ = apply_policy(new_content, self.secret_policy)
+        updated = rec.model_copy(
+            update={
+                "category": "longterm",
+                "content": content,
+                "expires_at": None,
+                "updated_at": self.clock(),
+                "revision": rec.revision + 1,
+                "content_hash": content_hash(content + "\x00" + rec.context),
+            }
+        )
+        result = CommitInsightResult(
+            memoryId=rec.id, previousCategory=previous, category="longterm",
+            scope=rec.scope.value, revision=rec.revision + 1,
+        )  # fmt: skip
+        self.engine.apply(
+            replace=[updated],
+            check=self.checks(
+                self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
+            ),
+        )
         return result
 
     def check_forget(self, who: Identity, rec: Record, force: bool) -> None:
@@ -495,13 +556,20 @@ class MemoryService:
         force: bool = False,
         idempotency_key: str | None = None,
     ) -> ForgetResult:
-        def run(claim: idem.Claim | None) -> ForgetResult:
-            with self._lock:
-                rec = self.get_visible(who, memory_id)
-                self.check_forget(who, rec, force)
-                result = ForgetResult(deleted=True, memoryId=rec.id)
-                self.engine.apply(delete=[rec.id], check=self.checks(self.bind(claim, result)))
+        def attempt(claim: idem.Claim | None) -> ForgetResult:
+            rec = self.get_visible(who, memory_id)
+            self.check_forget(who, rec, force)
+            result = ForgetResult(deleted=True, memoryId=rec.id)
+            self.engine.apply(
+                delete=[rec.id],
+                check=self.checks(
+                    self.bind(claim, result), self.revision_check(rec.id, rec.revision, None)
+                ),
+            )
             return result
+
+        def run(claim: idem.Claim | None) -> ForgetResult:
+            return self.retrying(lambda: attempt(claim))
 
         request = {"memoryId": memory_id, "force": force}
         return self.once(who, idempotency_key, "forget", request, ForgetResult, run)
@@ -518,7 +586,9 @@ class MemoryService:
         request = {"memoryId": memory_id, "category": category, "keepOriginal": keep_original}
         return self.once(
             who, idempotency_key, "share-learning", request, ShareLearningResult,
-            lambda claim: self._share_learning(who, memory_id, category, keep_original, claim),
+            lambda claim: self.retrying(
+                lambda: self._share_learning(who, memory_id, category, keep_original, claim)
+            ),
         )  # fmt: skip
 
     def _share_learning(
@@ -529,26 +599,29 @@ class MemoryService:
         keep_original: bool,
         claim: idem.Claim | None,
     ) -> ShareLearningResult:
-        with self._lock:
-            rec = self.get_visible(who, memory_id)
-            self.check_owner(who, rec, "share")
-            if rec.scope not in (Scope.private, Scope.personal):
-                raise InvalidInput(
-                    f"memory {memory_id} is already shared ({rec.scope.value})", memoryId=memory_id
-                )
-            rules.check_scope_category(Scope.team, category)
-            now = self.clock()
-            shared = Record(
-                kind=Kind.memory, project_id=who.project_id, agent_id=who.agent_id,
-                scope=Scope.team, category=category, content=rec.content, context=rec.context,
-                metadata={**rec.metadata, "sharedFrom": rec.id}, created_at=now, updated_at=now,
-            )  # fmt: skip
-            result = ShareLearningResult(
-                memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
+        rec = self.get_visible(who, memory_id)
+        self.check_owner(who, rec, "share")
+        if rec.scope not in (Scope.private, Scope.personal):
+            raise InvalidInput(
+                f"memory {memory_id} is already shared ({rec.scope.value})", memoryId=memory_id
             )
-            self.engine.apply(
-                add=[shared],
-                delete=[] if keep_original else [rec.id],
-                check=self.checks(self.bind(claim, result), self._limits_check(who, [shared])),
-            )
+        rules.check_scope_category(Scope.team, category)
+        now = self.clock()
+        shared = Record(
+            kind=Kind.memory, project_id=who.project_id, agent_id=who.agent_id,
+            scope=Scope.team, category=category, content=rec.content, context=rec.context,
+            metadata={**rec.metadata, "sharedFrom": rec.id}, created_at=now, updated_at=now,
+        )  # fmt: skip
+        result = ShareLearningResult(
+            memoryId=shared.id, originalId=rec.id, originalKept=keep_original, category=category
+        )
+        self.engine.apply(
+            add=[shared],
+            delete=[] if keep_original else [rec.id],
+            check=self.checks(
+                self.bind(claim, result),
+                self.revision_check(rec.id, rec.revision, None),  # shared once, from this version
+                self.limits_check(who, [shared]),
+            ),
+        )
         return result

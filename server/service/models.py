@@ -181,6 +181,11 @@ class HealthResult(BaseModel):
     projectId: str
     agentId: str
     subagent: bool
+    view: Literal["caller", "store"] = Field(
+        default="caller",
+        description="caller: records and pending vector writes you may see; store: the whole "
+        "store (the local `pattern-memory stats` only).",
+    )
     store: str
     embeddingModel: str | None
     embeddingBackend: str | None = None  # "onnx" or "torch" (None for the test embedders)
@@ -189,6 +194,11 @@ class HealthResult(BaseModel):
     lexicalPostings: str | None = None  # in-memory bm25 postings: empty/building/ready/failed
     records: dict[str, int]
     pendingVectorWrites: int
+    orphanVectors: int | None = Field(
+        default=None,
+        description="Vectors whose record is gone or moved (store-wide; `pattern-memory stats` "
+        "only; `pattern-memory reindex` removes them).",
+    )
     issues: list[str] = Field(default_factory=list)
 
 

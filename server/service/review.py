@@ -483,7 +483,7 @@ def _approve(svc, p: Proposal, rec: Record, stamp, content, category, now, claim
             close,  # first: a proposal another reviewer decided meanwhile is a Conflict
             svc.bind(claim, result),
             svc.revision_check(rec.id, rec.revision, None),
-            svc._limits_check(proposer, [shared]),
+            svc.limits_check(proposer, [shared]),
         ),
     )
     return result

@@ -85,13 +85,36 @@ class Runtime:
             if self.model_ready.is_set():
                 return
             try:
-                embedder = self.settings.make_embedder()
+                embedder = self._make_embedder_beside_vectors()
                 if embedder is not None:
                     self.engine.set_embedder(embedder)
             except Exception as exc:  # reported by pattern_health; search stays lexical
                 self.model_error = f"{type(exc).__name__}: {exc}"
             finally:
                 self.model_ready.set()
+
+    def _make_embedder_beside_vectors(self):
+        """The embedder, while another thread opens the vector index: building the ONNX
+        session releases the GIL, importing chromadb holds it, so the two overlap (~0.4 s of
+        the first vector query's wait, docs/benchmarks.md "Session 4")."""
+        if self.settings.embedder == "none":
+            return None
+        failed: list[BaseException] = []
+
+        def open_vectors() -> None:
+            try:
+                self.engine.open_vectors()
+            except BaseException as exc:  # re-raised below, in the loader thread
+                failed.append(exc)
+
+        opener = threading.Thread(target=open_vectors, name="vector-index-opener", daemon=True)
+        opener.start()
+        try:
+            return self.settings.make_embedder()
+        finally:
+            opener.join()
+            if failed:
+                raise failed[0]
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait for the model (loading it now when it loads on demand)."""

@@ -174,12 +174,13 @@ def import_memories(
                 ) from None
             errors.append(message)
     moved = [r for op, r in replaces if op == "move"]
-    with svc._lock:
-        svc.engine.apply(
-            add=[*adds, *moved],
-            replace=[r for op, r in replaces if op == "replace"],
-            delete=[r.id for r in moved],
-            check=svc._limits_check(who, adds),
-        )
+    svc.engine.apply(
+        add=[*adds, *moved],
+        replace=[r for op, r in replaces if op == "replace"],
+        delete=[r.id for r in moved],
+        # inside the transaction: the limits, and that the new ids are still new (Conflict
+        # when a concurrent import of the same file stored them first)
+        check=svc.checks(svc.absent_check([r.id for r in adds]), svc.limits_check(who, adds)),
+    )
     imported = len(adds) + len(replaces)
     return ImportResult(imported=imported, skipped=len(items) - imported, errors=errors)

@@ -85,6 +85,7 @@ async def import_memories(
 
 @tools("pattern_health")
 async def pattern_health(ctx: Context) -> HealthResult:
-    """Server health: store, embedding model readiness, ranking mode, your identity."""
+    """Server health: store, embedding model readiness, ranking mode, your identity, and the
+    record counts and pending vector writes of what you can see."""
     rt, who = session_of(ctx)
     return await call(lambda: maintenance.health(rt.service, who, rt.model_error))

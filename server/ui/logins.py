@@ -34,7 +34,7 @@ COOKIE = "pm_ui"
 LOGIN_COOKIE = "pm_ui_login"  # the login form's CSRF token (before any session exists)
 _PURPOSE = b"pattern-memory ui login\x00"
 
-Authenticate = Callable[[dict[str, str]], Identity | None]
+Authenticate = Callable[[dict[str, str]], object]  # Identity, else a refusal
 
 
 def _b64(data: bytes) -> str:
@@ -138,8 +138,8 @@ class Logins:
         headers = {"authorization": f"Bearer {bearer}"}
         if project:
             headers["x-pattern-project"] = project
-        who = self.authenticate(headers)
-        if who is None or (project and who.project_id != project):
+        who = self.authenticate(headers)  # an Identity, or a refusal (None or auth.Refusal)
+        if not isinstance(who, Identity) or (project and who.project_id != project):
             return None
         if hmac.compare_digest(bearer, self.secret):  # the local secret is no login token
             return None

@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from retrieval.records import Kind
 from server.service import browse, review
 from server.service.errors import Conflict, InvalidInput
-from server.service.maintenance import health
+from server.service.maintenance import health, orphan_vectors
 from server.service.models import RecallInput
 from server.service.recall import recall
 from server.service.scopes import ALL_CATEGORIES
@@ -34,7 +34,8 @@ MESSAGES = {
 }
 HEALTH_SHOWN = {"status", "version", "projectId", "agentId", "subagent", "store",
                 "embeddingModel", "embeddingBackend", "modelReady", "ranking",
-                "lexicalPostings", "records", "pendingVectorWrites", "issues"}  # fmt: skip
+                "lexicalPostings", "records", "pendingVectorWrites", "issues", "view",
+                "orphanVectors"}  # fmt: skip
 
 
 def recall_kinds() -> list[str]:
@@ -277,8 +278,13 @@ async def share_memory(ui: Dashboard, request: Request, s: UiSession) -> Respons
 # ---------------------------------------------------------------------- health, projects
 @view
 async def health_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+    count_orphans = s.is_owner and request.query_params.get("orphans") == "1"
+
     def build() -> dict:
-        h = health(ui.svc, s.identity, ui.rt.model_error).model_dump(mode="json")
+        res = health(ui.svc, s.identity, ui.rt.model_error)
+        if count_orphans:  # store-wide, like `pattern-memory stats`: the owner only, on demand
+            res.orphanVectors = orphan_vectors(ui.svc)
+        h = res.model_dump(mode="json")
         extra = {k: v for k, v in h.items() if k not in HEALTH_SHOWN}
         return {"h": h, "extra": extra, "size": browse.store_size(ui.svc), "active": "health"}
 

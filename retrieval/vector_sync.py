@@ -1,0 +1,300 @@
+"""The vector outbox applied to Chroma: after each commit, in the background after a failure,
+at start-up; orphan vectors; reindex.
+
+Chroma is derived from SQLite. Every write commits one ``vector_outbox`` row per changed record
+(``insert``, ``upsert`` or ``delete``, with the bucket) in the same transaction as the record,
+so a write is durable at COMMIT whatever Chroma does next. :class:`VectorSync` then applies the
+rows and clears them, a row only once Chroma has accepted it:
+
+- **After every commit** the writing thread applies the outbox before it returns (a search
+  right after a write sees its vectors). If Chroma fails, the write still succeeded: the caller
+  gets a warning that the vector index is catching up (:func:`catching_up`), and
+  :class:`RetryTimer` replays the outbox in the background with exponential backoff until it
+  succeeds, without waiting for the next write. Keyword search finds the record at once.
+- **One application at a time**: :attr:`VectorSync.lock` (owned here, taken by nothing else).
+  Writers that commit while another applies the outbox find their rows applied, or apply them
+  together next: concurrent single writes share Chroma calls (a group commit).
+- Rows left by a crash are replayed when the model attaches (:meth:`Engine.set_embedder`).
+- **Orphans** are vectors whose record is gone, lives in another bucket, or has fewer windows
+  now; :meth:`VectorSync.orphans` counts them (``pattern-memory stats``) and
+  :meth:`VectorSync.remove_orphans` / :meth:`VectorSync.reindex` remove them. A Chroma error
+  while deleting keeps the outbox row (only "collection not found" means "nothing to delete").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .errors import NotFound
+from .vectors import VectorItem
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .embedder import Embedder
+    from .engine import Engine
+    from .records import Record
+
+log = logging.getLogger(__name__)
+
+# {record id: (the record as just committed, its windows x dim vectors)}
+Known = dict[str, tuple["Record", "np.ndarray"]]
+
+OUTBOX_BATCH = 2000  # outbox rows applied per round
+RETRY_FIRST_S = 0.5  # first background retry after a failed application, doubled up to
+RETRY_MAX_S = 30.0
+
+
+def catching_up(exc: BaseException) -> str:
+    """The warning a write returns when it committed but Chroma failed afterwards."""
+    return (
+        f"saved; the vector index is catching up ({type(exc).__name__}: {exc}): keyword search "
+        "finds this now, meaning search once the index has replayed it (automatic, in the "
+        "background); do not write it again"
+    )
+
+
+def _epoch(dt) -> float:
+    return dt.timestamp() if dt is not None else 0.0
+
+
+class RetryTimer:
+    """Runs ``fn`` in one background thread after :meth:`kick`, again with exponential backoff
+    (``first`` doubled up to ``cap`` seconds) while it raises, until it succeeds with no kick
+    since its last start. :meth:`close` stops the thread (waiting for a run in progress)."""
+
+    def __init__(
+        self,
+        fn: Callable[[], object],
+        *,
+        first: float = RETRY_FIRST_S,
+        cap: float = RETRY_MAX_S,
+        name: str = "vector-index-retry",
+    ) -> None:
+        self._fn = fn
+        self.first, self.cap, self.name = first, cap, name
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._wanted = False
+        self.attempts = 0
+        self.last_error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        with self._lock:
+            return self._thread is not None
+
+    def kick(self) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._wanted = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        delay = self.first
+        while not self._stop.wait(delay):
+            with self._lock:
+                self._wanted = False
+            try:
+                self.attempts += 1
+                self._fn()
+                ok = True
+            except Exception as exc:  # Chroma raises many kinds; try again later
+                ok = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "vector index retry failed (next in %.1f s): %s", min(self.cap, delay * 2), exc
+                )
+            with self._lock:
+                if ok and not self._wanted:
+                    self.last_error = None
+                    self._thread = None
+                    return
+            delay = self.first if ok else min(self.cap, delay * 2)
+        with self._lock:
+            self._thread = None
+
+    def close(self, timeout: float = 30.0) -> None:
+        with self._lock:
+            self._stop.set()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+class VectorSync:
+    """Applies the outbox of one engine's store to its vector index (see the module docstring)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.lock = threading.Lock()
+        self.retry = RetryTimer(self.run)
+
+    # ------------------------------------------------------------------ applying the outbox
+    def run(self, known: Known | None = None) -> int:
+        """Apply pending outbox rows to Chroma (embedding records that have no vector yet).
+        Returns the number of rows applied; a no-op without an embedder. Raises what Chroma
+        raises, leaving the rows not applied in the outbox.
+
+        ``known``: records the caller just committed, with their vectors; those still at the
+        stored version are applied from memory instead of being read back from SQLite."""
+        embedder = self.engine.embedder  # read once: every vector of this run is this model's
+        if embedder is None:
+            return 0
+        vectors = self.engine.vectors
+        model = embedder.model_id
+        applied = 0
+        with self.lock:
+            while rows := self.store.outbox(OUTBOX_BATCH):
+                last = rows[-1]["seq"]
+                latest: dict[str, str] = {}
+                deletes: dict[str, dict[str, None]] = defaultdict(dict)
+                for r in rows:  # the last op per record wins
+                    latest[r["record_id"]] = r["op"]
+                    if r["op"] != "insert":  # a new record has no vectors to clear yet;
+                        # every bucket named (a moved record left one); upserts clear stale windows
+                        deletes[r["bucket"]][r["record_id"]] = None
+                for bucket, rids in deletes.items():
+                    vectors.delete(bucket, model, list(rids))
+                upserts = [rid for rid, op in latest.items() if op != "delete"]
+                self._upsert(upserts, embedder, known)
+                self.store.clear_outbox(last)
+                applied += len(rows)
+        return applied
+
+    def after_commit(self, known: Known | None = None) -> list[str]:
+        """Apply the outbox after a commit; a failure becomes a warning and a background retry
+        (the write itself is durable: it must not be reported as an error)."""
+        try:
+            self.run(known)
+        except Exception as exc:  # Chroma raises many kinds
+            log.warning("vector index update failed after commit (will retry): %s", exc)
+            self.retry.kick()
+            return [catching_up(exc)]
+        return []
+
+    def _current(self, ids: list[str], known: Known | None) -> Known:
+        """The entries of ``known`` for ``ids`` that are still the stored version (another
+        writer may have replaced a record after this one committed it)."""
+        cand = [rid for rid in ids if rid in known] if known else []
+        if not cand:
+            return {}
+        stored = self.store.versions(cand)
+        return {
+            rid: known[rid]
+            for rid in cand
+            if stored.get(rid)
+            == (known[rid][0].revision, known[rid][0].bucket, known[rid][0].content_hash)
+        }
+
+    def _upsert(self, ids: list[str], embedder: Embedder, known: Known | None = None) -> None:
+        model = embedder.model_id
+        ready = self._current(ids, known)
+        recs = self.store.get([rid for rid in ids if rid not in ready])
+        stored = self.store.embeddings(list(recs), model)
+        missing = [recs[r] for r in recs if r not in stored]
+        if missing:
+            fresh = self.engine.vectors_for(missing, embedder)
+            with self.store.transaction() as conn:
+                self.store.put_embeddings(
+                    conn, model, [(r.id, r.content_hash, fresh[r.id]) for r in missing]
+                )
+            stored.update(fresh)
+        for rid, (rec, vecs) in ready.items():
+            recs[rid], stored[rid] = rec, vecs
+        by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
+        for rid, rec in recs.items():
+            meta = {
+                "kind": str(rec.kind),
+                "category": rec.category,
+                "priority": rec.priority,
+                "created_at": _epoch(rec.created_at),
+                "expires_at": _epoch(rec.expires_at) or 1e12,
+            }
+            for w, vec in enumerate(stored[rid]):
+                by_bucket[rec.bucket].append(VectorItem(rid, w, vec, meta))
+        for bucket, items in by_bucket.items():
+            self.engine.vectors.upsert(bucket, model, items)
+
+    # ------------------------------------------------------------------ orphans, reindex
+    def _model(self) -> str:
+        if self.engine.embedder is None or self.engine.vectors is None:
+            raise NotFound("no embedding model is loaded; the vector index needs one")
+        return self.engine.embedder.model_id
+
+    def orphans(self) -> dict[str, list[str]]:
+        """Vector ids of the current model whose record is gone, lives in another bucket, or
+        has fewer windows now, per bucket. Records with pending outbox rows are left out (the
+        outbox will fix them)."""
+        model = self._model()
+        pending = {r[0] for r in self.store.reader.execute("SELECT record_id FROM vector_outbox")}
+        out: dict[str, list[str]] = {}
+        for bucket in self.engine.vectors.buckets(model):
+            ids = self.engine.vectors.ids(bucket, model)
+            windows = self._windows(model, {vid.split("#", 1)[0] for vid in ids})
+            bad = []
+            for vid in ids:
+                rid, _, w = vid.partition("#")
+                if rid in pending:
+                    continue
+                found = windows.get(rid)
+                if found is None or found[0] != bucket or (found[1] and int(w or 0) >= found[1]):
+                    bad.append(vid)
+            if bad:
+                out[bucket] = bad
+        return out
+
+    def _windows(self, model: str, rids: set[str]) -> dict[str, tuple[str, int]]:
+        """{record id: (bucket, windows stored for the model's current vectors)}."""
+        out: dict[str, tuple[str, int]] = {}
+        ids = list(rids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.store.reader.execute(
+                "SELECT r.id, r.bucket, (SELECT count(*) FROM embeddings e WHERE "
+                "e.record_rowid = r.rowid AND e.model_id = ? AND e.content_hash = r.content_hash) "
+                f"FROM records r WHERE r.id IN ({','.join('?' * len(part))})",
+                [model, *part],
+            ).fetchall()
+            out.update((r[0], (r[1], r[2])) for r in rows)
+        return out
+
+    def remove_orphans(self) -> int:
+        """Delete every orphan vector (see :meth:`orphans`); returns how many."""
+        model = self._model()
+        with self.lock:
+            found = self.orphans()
+            for bucket, ids in found.items():
+                self.engine.vectors.delete_ids(bucket, model, ids)
+        return sum(map(len, found.values()))
+
+    def reindex(self) -> tuple[int, int]:
+        """Rebuild every Chroma collection of the current model from SQLite (stored vectors;
+        records without one are embedded). Returns (records indexed, orphans removed)."""
+        embedder = self.engine.embedder
+        model = self._model()
+        with self.lock:
+            orphans = sum(map(len, self.orphans().values()))
+            self.engine.vectors.drop_model(model)
+            total = 0
+            for _bucket, ids in self.store.all_ids_by_bucket().items():
+                for i in range(0, len(ids), OUTBOX_BATCH):
+                    part: Sequence[str] = ids[i : i + OUTBOX_BATCH]
+                    self._upsert(list(part), embedder)
+                    total += len(part)
+        return total, orphans
+
+    def close(self) -> None:
+        self.retry.close()
+
+
+__all__ = ["OUTBOX_BATCH", "RetryTimer", "VectorSync", "catching_up"]

@@ -1,0 +1,289 @@
+"""Every ``pattern-memory …`` command line in the README's code blocks parses and runs.
+
+The lines are read from README.md (fenced code blocks only; a trailing ``# comment`` is dropped,
+a trailing ``\\`` joins the next line) and run in README order, as a user would type them, in one
+temporary store (``PATTERN_HOME``) from one temporary working directory that holds the files the
+README's examples name (:data:`FILES`), with ``PATTERN_EMBEDDER=hash`` (no model is needed to
+check that a command works). Each must exit 0. So a README section added later is covered
+without touching this file, unless its command needs something special:
+
+- a command that runs until stopped (``daemon``, ``ingest --watch``) is started, waited for
+  until it is ready (an event with a deadline), stopped with a signal and must exit cleanly:
+  :data:`RUNS_UNTIL_STOPPED`, keyed by the sub-command or flag, so every such line is covered;
+- ``--http HOST:PORT`` is rewritten to ``127.0.0.1:<free port>`` (:func:`rewrite`): a test must
+  not listen on every interface or a fixed port of a shared machine;
+- a command that cannot run here is only parsed: :data:`PARSE_ONLY`, each entry with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from server.cli import build_parser
+from server.daemon import read_info
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+COMMAND = re.compile(r"^(?:\S*/)?pattern-memory(?:\s|$)")
+RUN_TIMEOUT = 180  # seconds for one command that should finish by itself
+READY_TIMEOUT = 90  # seconds for a long-running command to become ready
+
+# Command lines (after ``pattern-memory``) that are only parsed, never run, by prefix -> reason.
+PARSE_ONLY: dict[str, str] = {
+    "serve": "speaks MCP on stdin/stdout and starts a detached daemon: run by test_mcp_stdio.py "
+    "and test_daemon.py's bridge test",
+    "stop": "stops whatever daemon owns the store: run by test_daemon.py",
+    "ui": "starts a detached daemon and opens a browser: run by test_ui_cli.py (and the "
+    "browser tests)",
+}
+
+# Files the README's examples name, created in the working directory before the first command.
+OFFICIAL_GRAPH = [
+    {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["writes tests"]},
+    {"type": "entity", "name": "Lovelace_Lab", "entityType": "team", "observations": []},
+    {"type": "relation", "from": "Ada", "to": "Lovelace_Lab", "relationType": "works_in"},
+]
+LESSON = {
+    "name": "YAML_MISSING_01", "entityType": "lesson", "observations": ["install PyYAML"],
+    "errorPattern": {"type": "ModuleNotFoundError", "message": "No module named 'yaml'",
+                     "context": "running the tests"},
+    "metadata": {"severity": "medium", "environment": {"os": "linux"}, "frequency": 1,
+                 "successRate": 1.0},
+    "verificationSteps": [{"command": "pip install pyyaml", "expectedOutput": "Successfully",
+                           "successIndicators": ["installed"]}],
+}  # fmt: skip
+FILES: dict[str, str] = {
+    "README.md": "# Demo\n\nHow do we deploy: the release job pushes a tag.\n",
+    "docs/guide.md": "# Guide\n\nThe fusion of lexical and vector scores is in fusion.py.\n",
+    "src/app.py": "def deploy():\n    '''Push a release tag.'''\n    return 'tag'\n",
+    "memory.jsonl": "".join(json.dumps(r) + "\n" for r in OFFICIAL_GRAPH),
+    "lesson.json": json.dumps([LESSON]),
+}
+
+
+@dataclass
+class Line:
+    lineno: int
+    text: str
+    argv: list[str]  # after "pattern-memory"
+
+    @property
+    def id(self) -> str:
+        return f"L{self.lineno}: {' '.join(self.argv)}"[:90]
+
+
+def readme_commands(text: str | None = None) -> list[Line]:
+    """Every ``pattern-memory`` command line of the README's fenced code blocks, in order."""
+    lines = (README.read_text(encoding="utf-8") if text is None else text).splitlines()
+    out: list[Line] = []
+    fence = False
+    i = 0
+    while i < len(lines):
+        raw, start = lines[i], i + 1
+        i += 1
+        if raw.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        if not fence:
+            continue
+        while raw.rstrip().endswith("\\") and i < len(lines):  # a continued line
+            raw = raw.rstrip()[:-1] + " " + lines[i].strip()
+            i += 1
+        if COMMAND.match(raw.strip()):
+            words = shlex.split(raw, comments=True)
+            out.append(Line(start, raw.strip(), words[1:]))
+    return out
+
+
+def parse_only_reason(argv: list[str]) -> str | None:
+    joined = " ".join(argv)
+    for prefix, reason in PARSE_ONLY.items():
+        if joined == prefix or joined.startswith(prefix + " "):
+            return reason
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rewrite(argv: list[str]) -> list[str]:
+    """``--http HOST:PORT`` -> ``--http 127.0.0.1:<free port>`` (see the module docstring)."""
+    out = list(argv)
+    for i, word in enumerate(out[:-1]):
+        if word == "--http":
+            out[i + 1] = f"127.0.0.1:{free_port()}"
+    return out
+
+
+# --------------------------------------------------------------------------- running
+@dataclass
+class Workspace:
+    home: Path
+    cwd: Path
+    env: dict[str, str]
+
+    def popen(self, argv: list[str], **kw) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "server.cli", *argv], cwd=self.cwd, env=self.env,
+            stdin=subprocess.DEVNULL, text=True, **kw,
+        )  # fmt: skip
+
+
+def lines_of(proc: subprocess.Popen, stream) -> list[str]:
+    """Collect a pipe's lines on a thread (so a full pipe never blocks the child)."""
+    got: list[str] = []
+
+    def pump() -> None:
+        for line in stream:
+            got.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return got
+
+
+def wait_for(ready: Callable[[], bool], proc: subprocess.Popen, what: str, err: list[str]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited with {proc.returncode}: {''.join(err)}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} was not ready within {READY_TIMEOUT}s: {''.join(err)}")
+        time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen, sig: int, ok: tuple[int, ...], what: str, err: list[str]):
+    proc.send_signal(sig)
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"{what} did not stop on signal {sig}") from None
+    assert code in ok, f"{what} exited with {code} when stopped: {''.join(err)}"
+
+
+def run_daemon(ws: Workspace, argv: list[str], what: str) -> None:
+    """Ready when it has written daemon.json with its pid; SIGTERM drains and exits 0."""
+    proc = ws.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = lines_of(proc, proc.stderr)
+    try:
+        wait_for(lambda: (read_info(ws.home) or {}).get("pid") == proc.pid, proc, what, err)
+    finally:
+        stop(proc, signal.SIGTERM, (0,), what, err)
+
+
+def run_watch(ws: Workspace, argv: list[str], what: str) -> None:
+    """Ready when the first run's report is printed; Ctrl-C (SIGINT) ends it (0, or 130 when
+    the signal lands outside the wait for changes)."""
+    proc = ws.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = lines_of(proc, proc.stdout), lines_of(proc, proc.stderr)
+    try:
+        wait_for(lambda: any("files" in line for line in out), proc, what, err)
+    finally:
+        stop(proc, signal.SIGINT, (0, 130), what, err)
+
+
+# how to run a command that runs until stopped: by sub-command, or by a flag anywhere in it
+RUNS_UNTIL_STOPPED: dict[str, Callable[[Workspace, list[str], str], None]] = {
+    "daemon": run_daemon,
+    "--watch": run_watch,
+}
+
+
+def runner_for(argv: list[str]):
+    for key, fn in RUNS_UNTIL_STOPPED.items():
+        if (key.startswith("--") and key in argv) or (argv and argv[0] == key):
+            return fn
+    return None
+
+
+def run_to_completion(ws: Workspace, argv: list[str], what: str) -> None:
+    proc = ws.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(
+            f"{what} ran longer than {RUN_TIMEOUT}s: if it runs until stopped, add a runner to "
+            "RUNS_UNTIL_STOPPED; if it needs special setup, add it to PARSE_ONLY with a reason"
+        ) from None
+    assert proc.returncode == 0, f"{what} exited with {proc.returncode}:\n{err}\n{out}"
+
+
+# --------------------------------------------------------------------------- tests
+COMMANDS = readme_commands()
+
+
+def test_the_readme_has_command_lines():
+    """The extractor finds the README's commands (a broken extractor must not pass silently)."""
+    texts = [" ".join(c.argv) for c in COMMANDS]
+    assert len(COMMANDS) >= 10
+    assert "token revoke alice" in texts and "stats" in texts
+    sample = 'x\n```sh\npattern-memory recall "a b" --json  # the text\n```\npattern-memory no\n'
+    assert [c.argv for c in readme_commands(sample)] == [["recall", "a b", "--json"]]
+
+
+@pytest.mark.parametrize("line", COMMANDS, ids=[c.id for c in COMMANDS])
+def test_readme_command_parses(line):
+    try:
+        build_parser().parse_args(rewrite(line.argv))
+    except SystemExit as exc:
+        pytest.fail(f"README.md line {line.lineno} does not parse ({exc.code}): {line.text}")
+
+
+def test_readme_commands_run(tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    for rel, text in FILES.items():
+        (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / rel).write_text(text, encoding="utf-8")
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "readme", "PATTERN_AGENT_ID": "reader",
+           "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(
+               [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    ws = Workspace(home, cwd, env)
+    ran = 0
+    for line in COMMANDS:
+        if parse_only_reason(line.argv):
+            continue
+        argv = rewrite(line.argv)
+        what = f"README.md line {line.lineno} ({line.text})"
+        (runner_for(argv) or run_to_completion)(ws, argv, what)
+        ran += 1
+    assert ran >= 10
+
+
+def test_every_cli_option_has_a_help_line():
+    missing = []
+
+    def walk(parser, path: str) -> None:
+        for action in parser._actions:
+            if action.dest == "help":
+                continue
+            if hasattr(action, "choices") and isinstance(action.choices, dict):  # sub-commands
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    if not helps.get(name):
+                        missing.append(f"{path} {name} (sub-command)")
+                    walk(sub, f"{path} {name}")
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "pattern-memory")
+    assert missing == []
