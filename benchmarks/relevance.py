@@ -48,10 +48,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # first: benchmarks/ingest.py must not shadow the ingest package
 
 from benchmarks.metrics import METRICS, mean_metrics, query_metrics  # noqa: E402
+from ingest.turns import DEFAULT_CONTEXT, turn_context, turn_text  # noqa: E402
+from ingest.turns import context_spec as turns_spec  # noqa: E402
 from retrieval.engine import Engine, FusionConfig  # noqa: E402
 from retrieval.records import Record, RecordFilter, Scope  # noqa: E402
 
@@ -238,7 +239,7 @@ LOCOMO_CATEGORIES = {
     5: "adversarial",
 }
 _DIA = re.compile(r"D\d+:\d+")
-DEFAULT_LOCOMO_CONTEXT = "date,caption,prev2,next1"
+DEFAULT_LOCOMO_CONTEXT = DEFAULT_CONTEXT
 
 
 def locomo_date(text: str) -> datetime | None:
@@ -258,29 +259,8 @@ def locomo_sessions(conv: dict) -> list[tuple[int, str, list[dict]]]:
     return sorted(out)
 
 
-def turn_text(turn: dict) -> str:
-    return f"{turn['speaker']}: {turn['text']}"
-
-
-def turn_context(turns: list[dict], i: int, date: str, spec: set[str]) -> str:
-    """What a client knows around a turn when it stores it: the session date, the image the
-    speaker shared (its caption), and the neighbouring turns (``prevN`` / ``nextN``)."""
-    parts = []
-    if "date" in spec and date:
-        parts.append(f"[{date}]")
-    n_prev = max([int(s[4:]) for s in spec if re.fullmatch(r"prev\d+", s)] or [0])
-    n_next = max([int(s[4:]) for s in spec if re.fullmatch(r"next\d+", s)] or [0])
-    for j in range(max(0, i - n_prev), i):
-        parts.append(turn_text(turns[j]))
-    if "caption" in spec and turns[i].get("blip_caption"):
-        parts.append(f"{turns[i]['speaker']} shared {turns[i]['blip_caption']}")
-    for j in range(i + 1, min(len(turns), i + 1 + n_next)):
-        parts.append(turn_text(turns[j]))
-    return "\n".join(parts)
-
-
 def locomo_records(sample: dict, context_spec: str) -> list[Record]:
-    spec = {s.strip() for s in context_spec.split(",") if s.strip()}
+    spec = turns_spec(context_spec)
     project = f"locomo-{sample['sample_id']}"
     recs = []
     for _n, date, turns in locomo_sessions(sample["conversation"]):
@@ -354,6 +334,23 @@ def cmd_locomo(args) -> dict:
         print(f"  {1000 * run.seconds[ranker] / max(1, len(qs)):.1f} ms/query")
         payload[ranker] = {**headline, "categories": cats}
     print(f"fusion {engine.ranker.config}")
+    if args.via_sessions:
+        from benchmarks import sessions_bench
+
+        helpers = (locomo_sessions, locomo_date, evidence_ids)
+        via = sessions_bench.run(args, data, embedder, helpers, summarize, format_table,
+                                 LOCOMO_CATEGORIES)  # fmt: skip
+        direct = payload.get("hybrid", {}).get("recall@10")
+        for label, res in via.items():
+            if "recall@10" in res and direct is not None:
+                res["delta_recall@10_vs_direct"] = round(res["recall@10"] - direct, 4)
+                print(f"{label}: recall@10 {res['recall@10']:.4f} vs direct {direct:.4f} "
+                      f"({res['recall@10'] - direct:+.4f})")  # fmt: skip
+        if "long prompts" in via:
+            gap = via["long prompts"]["recall@10"] - via["via sessions"]["recall@10"]
+            via["long prompts"]["delta_recall@10_vs_bare"] = round(gap, 4)
+            print(f"long prompts vs bare questions: recall@10 {gap:+.4f}")
+        payload["sessions"] = via
     write_json(args.json, payload)
     return payload
 
@@ -461,6 +458,11 @@ def cmd_errors(args) -> dict:
     print(format_table(f"{folder.name} ({split}), lessons fusion {lessons.ranker.config}", table))
     for r, sec in run.seconds.items():
         print(f"  {r}: {1000 * sec / max(1, len(qs)):.1f} ms/query")
+    if args.abstain:
+        from benchmarks import lesson_noise
+
+        results["abstain"] = lesson_noise.run(corpus, queries, qrels, embedder, lesson_of,
+                                              BenchCaller, args.limit or 300)  # fmt: skip
     write_json(args.json, results)
     return results
 
@@ -503,6 +505,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="what goes in each turn's context: comma list of date, caption, "
         "prevN, nextN ('' = nothing)",
     )
+    lo.add_argument(
+        "--via-sessions",
+        action="store_true",
+        help="also: conversations as Claude Code transcripts, indexed by the session "
+        "indexer, asked through the UserPromptSubmit hook's selection code",
+    )
+    lo.add_argument(
+        "--long-prompts",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FILE",
+        help="with --via-sessions: also ask each question wrapped in a long prompt "
+        "(JSON list of texts with {question}; default "
+        "benchmarks/data/long_prompts.json)",
+    )
+    lo.add_argument("--abstain", action="store_true",
+                    help="with --via-sessions: the noise-control threshold curve")  # fmt: skip
     common(lo)
     lo.set_defaults(func=cmd_locomo)
 
@@ -512,6 +532,11 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--query-context", choices=["none", "test"], default="test",
                     help="errorPattern.context of a query: its failing test (default, when the "
                          "query has one) or nothing")  # fmt: skip
+    er.add_argument(
+        "--abstain",
+        action="store_true",
+        help="also: the failed-command hooks' lesson-threshold curve (per project)",
+    )
     common(er)
     er.set_defaults(func=cmd_errors)
     return p

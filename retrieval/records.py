@@ -19,7 +19,7 @@ class Kind(StrEnum):
     observation = "observation"
     lesson = "lesson"
     chunk = "chunk"
-    turn = "turn"  # one turn of an indexed session transcript (the session indexer)
+    turn = "turn"  # a conversation turn from an agent transcript (server/service/sessions.py)
 
 
 MAX_TEXT_BYTES = 32 * 1024  # a memory's content, an observation, one lesson field
@@ -53,7 +53,8 @@ def content_hash(text: str) -> str:
 
 
 class Record(BaseModel):
-    """One embedded, searchable unit: a memory, an observation, a lesson or a workspace chunk."""
+    """One embedded, searchable unit: a memory, an observation, a lesson, a workspace chunk or a
+    conversation turn."""
 
     model_config = ConfigDict(use_enum_values=False)
 

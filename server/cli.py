@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .service.errors import PatternError
+if TYPE_CHECKING:  # imported when a command runs: ``hook`` must start in milliseconds
+    import argparse
 
 
 def _runtime(background: bool = False):
@@ -211,6 +212,7 @@ def cmd_export_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from .service.errors import PatternError
     from .service.maintenance import reindex
 
     rt = _runtime(background=False)
@@ -296,7 +298,28 @@ def cmd_compact_changes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hooks(args: argparse.Namespace) -> int:
+    from . import hook_install
+
+    if args.action == "status":
+        lines = hook_install.status()
+    else:
+        fn = hook_install.install if args.action == "install" else hook_install.uninstall
+        lines = fn("user" if args.user else "project")
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_index_sessions(args: argparse.Namespace) -> int:
+    from .session_client import index_sessions
+
+    return index_sessions(args.paths, watch=args.watch, quiet=args.quiet,
+                          interval=args.interval)  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="MCP over stdio, bridged to the store's daemon")
@@ -410,6 +433,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("stats", help="store and model status, counting the whole store").set_defaults(
         fn=cmd_stats
     )
+    hk = sub.add_parser(
+        "hook", help="answer a client hook event (reads its JSON on stdin; see README)"
+    )
+    hk.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, "
+                    "PostToolUseFailure, PreCompact, Stop or SessionEnd")  # fmt: skip
+    hs = sub.add_parser("hooks", help="install our Claude Code hooks and MCP server entry")
+    hs.add_argument("action", choices=["install", "uninstall", "status"],
+                    help="install (idempotent, backs up first), uninstall (exactly what install "
+                         "added) or status")  # fmt: skip
+    where = hs.add_mutually_exclusive_group()
+    where.add_argument("--project", action="store_true",
+                       help=".claude/settings.json and .mcp.json here (default)")  # fmt: skip
+    where.add_argument("--user", action="store_true",
+                       help="~/.claude/settings.json and ~/.claude.json")  # fmt: skip
+    hs.set_defaults(fn=cmd_hooks)
+    ix = sub.add_parser("index-sessions", help="index agent transcripts as searchable turns")
+    ix.add_argument("paths", nargs="*", metavar="PATH",
+                    help="transcripts (.jsonl) or folders (default: ~/.claude/projects)")  # fmt: skip
+    ix.add_argument("--watch", action="store_true", help="keep indexing as transcripts grow")
+    ix.add_argument("--interval", type=float, default=2.0, help="--watch poll seconds")
+    ix.add_argument("--quiet", action="store_true", help="no per-file lines")
+    ix.set_defaults(fn=cmd_index_sessions)
     cc = sub.add_parser("compact-changes", help="delete old change-stream rows (sets the horizon)")
     cc.add_argument("--before-seq", type=int, help="delete changes with a lower sequence number")
     cc.add_argument("--older-than-days", type=float, default=30.0,
@@ -419,6 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
+        from .hookclient import main as hook_main  # the fast path: standard library only
+
+        return hook_main(argv[1:])
+    from .service.errors import PatternError
+
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:

@@ -148,16 +148,18 @@ def local_address(bind_host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_host, bind_host)
 
 
-def build_app(server, authenticate, info: dict, security, mount=None):
+def build_app(server, authenticate, info: dict, security, routes=None, mount=None):
     """The daemon's ASGI app: the MCP endpoint behind bearer auth, all of it behind the
     Host/Origin guard (``security`` from :func:`server.hostguard.guard_settings`, also given to
-    the SDK's own transport check). Routes added later go inside the guard too: ``mount(app)``
-    puts the dashboard (``/ui``, server.ui.mount) in front of the bearer-authenticated app."""
+    the SDK's own transport check). ``routes`` (the client hooks' routes) go inside both;
+    ``mount(app)`` puts the dashboard (``/ui``, server.ui.mount: its own cookie sessions) in
+    front of the bearer-authenticated app, inside the guard."""
     from .hostguard import HostGuard
 
     app = server.streamable_http_app(
         transport_security=security, host=info["host"], json_response=True, stateless_http=True
     )
+    app.router.routes.extend(routes or [])  # the hook routes: local secret only, inside both
     inner = AuthMiddleware(app, authenticate, info)
     return HostGuard(mount(inner) if mount else inner, security)
 
@@ -205,6 +207,10 @@ def run_daemon(
         secret = secrets.token_urlsafe(32)
         near = local_address(host)  # where a local bridge connects (and what its Host says)
         info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
+        from .hook_routes import hook_routes
+        from .service.hooks import HookService
+
+        hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
         authenticate = make_authenticator(secret, TokenStore(home), rt.identity.project_id)
         from .ui.mount import DashboardMount
 
@@ -212,7 +218,7 @@ def run_daemon(
         # Host/Origin guard covers both (a cookie is what DNS rebinding would steal)
         dashboard = DashboardMount(rt, secret=secret, authenticate=authenticate)
         wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
-                            mount=dashboard.mount)  # fmt: skip
+                            routes=hook_routes(hooks, secret), mount=dashboard.mount)  # fmt: skip
         if not allowed_hosts and not is_loopback(host):
             print("pattern-memory daemon: accepting Host " + ", ".join(security.allowed_hosts)
                   + "; add --allowed-host NAME for the name remote clients use",
@@ -228,6 +234,7 @@ def run_daemon(
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
+            hooks.close()
             rt.wait_ready(30)
             for warning in rt.engine.flush_vectors():  # a failing Chroma: replayed at next start
                 print(f"pattern-memory daemon: {warning}", file=sys.stderr, flush=True)

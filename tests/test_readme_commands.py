@@ -49,6 +49,11 @@ PARSE_ONLY: dict[str, str] = {
     "stop": "stops whatever daemon owns the store: run by test_daemon.py",
     "ui": "starts a detached daemon and opens a browser: run by test_ui_cli.py (and the "
     "browser tests)",
+    "hooks install --user": "writes the user's own ~/.claude/settings.json and ~/.claude.json: "
+    "run by test_hook_install.py under a temporary HOME",
+    "hooks uninstall --user": "the same files: run by test_hook_install.py",
+    "index-sessions": "reads the user's ~/.claude/projects and starts the store's daemon (which "
+    "would hold the store the later commands use): run by test_index_sessions.py",
 }
 
 # Files the README's examples name, created in the working directory before the first command.

@@ -437,3 +437,27 @@ def test_activity_page_filters_by_agent_and_kind(ui):
     assert len(turns) == 3 and all("<td>turn</td>" in r for r in turns)
     everything = rows(c.get("/ui/activity").text)
     assert len(everything) >= len(alice) + len(turns) and len(everything) <= 50
+
+
+def test_sessions_pages_show_a_transcript_indexed_by_the_session_indexer(tmp_path):
+    """The Sessions pages read what the real indexer writes (not only hand-made turn records)."""
+    from server.service.sessions import SessionIndexer
+    from tests.transcript_util import TranscriptWriter
+
+    h = UiHarness(tmp_path / "store")
+    try:
+        w = TranscriptWriter(tmp_path / "s.jsonl", session="sess-real", cwd="/repo", branch="dev")
+        w.user("Where is the retry logic?")
+        w.assistant("In net/retry.py, with exponential backoff.")
+        w.tool("Bash", {"command": "pytest tests/test_retry.py"}, "FAILED test_backoff", is_error=True)  # fmt: skip
+        report = SessionIndexer(h.svc).index_file(h.rt.identity, w.path, flush=True)
+        assert report.added == 3
+        c = h.owner()
+        listing = c.get("/ui/sessions").text
+        assert "sess-real" in listing and "<td>3</td>" in listing and "dev" in listing
+        page = c.get("/ui/sessions/sess-real").text
+        assert page.index("Where is the retry logic?") < page.index("In net/retry.py")
+        assert page.index("In net/retry.py") < page.index("FAILED test_backoff")
+        assert "role-tool" in page
+    finally:
+        h.close()

@@ -358,6 +358,39 @@ def test_changing_the_embedding_model_re_embeds_existing_records(tmp_path):
         assert [h.record.id for h in hits] == [rec.id]
     finally:
         eng.close()
+    eng = Engine(tmp_path, HashEmbedder(48))  # the same model again: nothing is queued
+    try:
+        assert eng.store.outbox() == []
+    finally:
+        eng.close()
+    eng = Engine(tmp_path, HashEmbedder(32))  # and back: queued and indexed again
+    try:  # (from the hash-32 vectors still stored in SQLite: no re-embedding needed)
+        hits = eng.search("blue whales songs", k=1, mode="vector")
+        assert [h.record.id for h in hits] == [rec.id]
+        assert eng.store.outbox() == []
+    finally:
+        eng.close()
+
+
+def test_the_model_change_scan_skips_a_store_attached_to_the_same_model(tmp_path, monkeypatch):
+    from retrieval.embedder import HashEmbedder
+    from retrieval.engine import Engine
+    from retrieval.records import Record
+
+    eng = Engine(tmp_path, HashEmbedder(32))
+    eng.add([Record(project_id="p", agent_id="a", content="kept")])
+    eng.close()
+    scans = []
+    real = Engine._queue_other_models
+
+    def spy(self, model_id):
+        scans.append(self.store.meta("attached_model"))
+        return real(self, model_id)
+
+    monkeypatch.setattr(Engine, "_queue_other_models", spy)
+    eng = Engine(tmp_path, HashEmbedder(32))
+    eng.close()
+    assert scans == ["hash-32"]  # asked, and the marker says the model is the same
 
 
 # ---------------------------------------------------------------------- views

@@ -6,10 +6,7 @@ arguments: a model cannot claim to be another agent.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,28 +14,17 @@ from pydantic import BaseModel
 
 from retrieval.buckets import bucket_of
 
-
-def _first(env: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = env.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "root"
+from . import ids
+from .ids import derive_agent_id, derive_project_id, identity_fields  # noqa: F401 - re-exported
 
 
 def git_root(path: Path) -> Path | None:
-    for parent in [path, *path.parents]:
-        if (parent / ".git").exists():
-            return parent
-    return None
+    found = ids.git_root(path)
+    return Path(found) if found is not None else None
 
 
 def project_root(cwd: Path) -> Path:
-    return git_root(cwd) or cwd
+    return Path(ids.project_root(cwd))
 
 
 class Identity(BaseModel):
@@ -76,36 +62,7 @@ class Identity(BaseModel):
         return list(dict.fromkeys(out))
 
 
-def derive_project_id(cwd: Path) -> str:
-    root = project_root(cwd.resolve())
-    digest = hashlib.sha256(str(root).encode()).hexdigest()[:8]
-    return f"{_slug(root.name)}-{digest}"
-
-
-def derive_agent_id(cwd: Path) -> str:
-    """Stable per host + project path: a restarted agent keeps its memories."""
-    root = project_root(cwd.resolve())
-    digest = hashlib.sha256(f"{socket.gethostname()}|{root}".encode()).hexdigest()[:12]
-    return f"agent-{digest}"
-
-
 def identity_from_env(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Identity:
     env = os.environ if env is None else env
     cwd = cwd or Path.cwd()
-    project = _first(env, "PATTERN_PROJECT_ID", "LOOMINAL_PROJECT_ID") or derive_project_id(cwd)
-    subagent = _first(env, "PATTERN_SUBAGENT_TYPE", "LOOMINAL_SUBAGENT_TYPE")
-    parent = _first(env, "PATTERN_PARENT_AGENT_ID", "LOOMINAL_PARENT_AGENT_ID")
-    agent = _first(env, "PATTERN_AGENT_ID", "LOOMINAL_AGENT_ID")
-    if subagent:
-        parent = parent or agent or derive_agent_id(cwd)
-        if agent is None or agent == parent:
-            agent = f"{parent}.{_slug(subagent)}"
-    else:
-        parent = None
-    return Identity(
-        project_id=project,
-        agent_id=agent or derive_agent_id(cwd),
-        subagent_type=subagent,
-        parent_agent_id=parent,
-        root=str(project_root(cwd.resolve())),
-    )
+    return Identity(**identity_fields(env, cwd), root=str(project_root(cwd.resolve())))

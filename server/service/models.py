@@ -254,7 +254,7 @@ class RecallInput(BaseModel):
     unit: Literal["tokens", "chars"] = Field(
         default="tokens", description="Budget unit; tokens are estimated as characters / 4."
     )
-    kinds: list[Literal["memory", "observation", "lesson", "chunk"]] | None = Field(
+    kinds: list[Literal["memory", "observation", "lesson", "chunk", "turn"]] | None = Field(
         default=None, description="Record kinds to include (default: all)."
     )
     scopes: list[ScopeName] | None = None

@@ -66,7 +66,7 @@ async def recall_tool(
     ] = 1500,
     unit: Literal["tokens", "chars"] = "tokens",
     kinds: Annotated[
-        list[Literal["memory", "observation", "lesson", "chunk"]] | None,
+        list[Literal["memory", "observation", "lesson", "chunk", "turn"]] | None,
         Field(description="Default: all kinds."),
     ] = None,
     scopes: list[ScopeArg] | None = None,
@@ -77,8 +77,9 @@ async def recall_tool(
     limit: Annotated[int, Field(ge=1, le=100)] = 20,
 ) -> RecallResult:
     """Find what you know about a topic: the most relevant memories, knowledge-graph
-    observations, lessons and workspace file chunks you can see, ranked by meaning and
-    keywords, near-duplicates removed, packed into `budget`. Use `text` as context."""
+    observations, lessons, workspace file chunks and past conversation turns (`turn`, from
+    indexed sessions) you can see, ranked by meaning and keywords, near-duplicates removed,
+    packed into `budget`. Use `text` as context."""
     rt, who = session_of(ctx)
     args = RecallInput(
         query=query, budget=budget, unit=unit, kinds=kinds, scopes=scopes,

@@ -1,0 +1,407 @@
+"""Agent transcripts read as conversation turns, incrementally, from a byte offset.
+
+Two formats, told apart by the first entry of a file:
+
+- **Claude Code** (``~/.claude/projects/<folder>/<session>.jsonl``; a sub-agent's sidechain in
+  ``<session>/subagents/agent-<id>.jsonl``). One JSON object per line. We read the entries of
+  ``type`` ``user`` and ``assistant``: ``message.content`` is a string or a list of blocks
+  (``text``, ``tool_use`` {id, name, input}, ``tool_result`` {tool_use_id, content, is_error},
+  ``thinking``, which we skip), with ``uuid``, ``sessionId``, ``timestamp`` (ISO 8601), ``cwd``,
+  ``gitBranch``, ``isSidechain`` and, on sidechain entries, ``agentId``. Every other type
+  (summary, system, file-history-snapshot, …) is skipped. The entry shape is the one shown in
+  https://docs.claude.com/en/docs/claude-code/sdk/sdk-sessions ; the fields beyond it are
+  read only when present (a missing one is never guessed).
+- **Generic JSONL**: ``{"session", "role", "content", "timestamp"}`` per line (role ``user``,
+  ``assistant`` or ``tool``; optional ``cwd``, ``gitBranch``, ``parentSession``).
+
+A *turn* is one user message, one assistant reply (consecutive text blocks joined), or one
+tool call with its result, abbreviated: the tool, its key arguments and the first lines of an
+error (a large output is never stored whole).
+
+Incremental reading: :func:`read_turns` parses complete lines from an offset and returns the
+turns with *checkpoints*: line ends where nothing is half-read (no reply that may go on, no
+tool call waiting for its result). A caller commits turns up to a checkpoint together with the
+checkpoint (offset, hash of the line that ends there); the next read starts there, after
+checking that line is still the same: a transcript that was rewritten or truncated is read
+again from the start (turn ids are derived from the entries, so nothing is stored twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NAMESPACE = uuid.UUID("8d3f6c2e-41b7-4a0e-9c55-7e2b1f0a9d64")
+MAX_TURN_CHARS = 8000  # a pasted log is kept up to this, the rest is marked as omitted
+TOOL_RESULT_CHARS = 400  # a tool result: its first lines up to this
+ERROR_LINES = 6
+COMPACT_PREFIX = "This session is being continued from a previous conversation"
+
+# the arguments that say what a call did (Claude Code's tool names); others: first scalars
+KEY_ARGS = {
+    "Bash": ("command",),
+    "Read": ("file_path",),
+    "Write": ("file_path",),
+    "Edit": ("file_path",),
+    "MultiEdit": ("file_path",),
+    "NotebookEdit": ("notebook_path",),
+    "Grep": ("pattern", "path", "glob"),
+    "Glob": ("pattern", "path"),
+    "WebFetch": ("url",),
+    "WebSearch": ("query",),
+    "Task": ("subagent_type", "description"),
+    "Agent": ("subagent_type", "description"),
+}
+
+# an output that failed although the tool did not say so
+_FAILED = re.compile(
+    r"Traceback \(most recent call last\)|^\s*(?:\w+\.)*\w*(?:Error|Exception)\b[:(]|"
+    r"^(?:error|fatal|FAILED|FAIL)\b[:\s]|\bexit (?:code|status)[: ]+[1-9]\d*|"
+    r"^npm ERR!|panicked at|Segmentation fault|command not found",
+    re.MULTILINE,
+)
+
+
+def line_hash(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()[:32]
+
+
+def clip(text: str, limit: int = MAX_TURN_CHARS) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()} … [{len(text) - limit} more characters not stored]"
+
+
+def error_excerpt(text: str, is_error: bool = False, lines: int = ERROR_LINES) -> str | None:
+    """The first lines of an error when ``text`` reports one (``is_error``, a traceback, an
+    ``…Error:`` line, a non-zero exit status), from the first line that says so; else None."""
+    if not text or not text.strip():
+        return "(no output)" if is_error else None
+    m = _FAILED.search(text)
+    if m is None and not is_error:
+        return None
+    rows = text.strip().splitlines()
+    start = text[: m.start()].count("\n") if m else 0
+    if m and "Traceback" in m.group(0):  # the exception line of a Python traceback is last
+        tail = [r for r in rows[start:] if r.strip()]
+        picked = tail[:2] + tail[-(lines - 2) :] if len(tail) > lines else tail
+    else:
+        picked = rows[start : start + lines]
+    return clip("\n".join(picked), TOOL_RESULT_CHARS * 2)
+
+
+def key_args(name: str, args: object) -> str:
+    if not isinstance(args, dict):
+        return ""
+    keys = (
+        KEY_ARGS.get(name) or [k for k, v in args.items() if isinstance(v, str | int | float)][:2]
+    )
+    parts = []
+    for k in keys:
+        v = args.get(k)
+        if v is None or v == "":
+            continue
+        v = " ".join(str(v).split())
+        parts.append(f"{k}={v[:200] + '…' if len(v) > 200 else v}")
+    return ", ".join(parts)
+
+
+def result_text(content: object) -> str:
+    """A tool_result's content (a string, or blocks of which the text ones count)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text":
+                out.append(str(b.get("text", "")))
+            elif isinstance(b, dict):
+                out.append(f"[{b.get('type', 'block')}]")
+        return "\n".join(out)
+    return "" if content is None else str(content)
+
+
+def tool_turn_text(name: str, args: object, result: str | None, is_error: bool) -> str:
+    """``Bash(command=pytest -q) → error: <first lines>`` / ``→ ok: <first line> (N lines)``."""
+    head = f"{name}({key_args(name, args)})"
+    if result is None:
+        return f"{head} → no result recorded"
+    err = error_excerpt(result, is_error)
+    if err is not None:
+        return f"{head} → error:\n{err}"
+    rows = [r for r in result.strip().splitlines() if r.strip()]
+    if not rows:
+        return f"{head} → ok"
+    first = rows[0][:TOOL_RESULT_CHARS]
+    more = f" ({len(rows)} lines, {len(result)} characters)" if len(rows) > 1 else ""
+    return f"{head} → ok: {first}{more}"
+
+
+@dataclass
+class Turn:
+    session: str
+    role: str  # user | assistant | tool
+    text: str
+    key: str  # stable within its session: the entry uuid (+ block), the tool_use id, …
+    timestamp: str | None = None
+    cwd: str | None = None
+    git_branch: str | None = None
+    parent_session: str | None = None
+
+    def record_id(self) -> str:
+        return str(uuid.uuid5(NAMESPACE, f"{self.session}\x00{self.key}"))
+
+
+@dataclass
+class Checkpoint:
+    offset: int  # bytes consumed
+    turns: int  # turns emitted before it
+    line_hash: str  # of the line ending at offset
+    line_len: int
+
+
+@dataclass
+class ReadResult:
+    format: str | None
+    turns: list[Turn] = field(default_factory=list)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    bad_lines: int = 0
+
+
+def detect_format(entry: dict) -> str | None:
+    if "message" in entry or entry.get("type") in ("user", "assistant", "summary", "system"):
+        return "claude-code"
+    if "role" in entry and "content" in entry:
+        return "generic"
+    return None
+
+
+class _ClaudeCode:
+    """Parser state of a Claude Code transcript: a reply being read, calls awaiting results."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.reply: list[str] = []
+        self.reply_entry: dict | None = None
+        self.calls: dict[str, tuple[str, object, dict]] = {}  # tool_use id -> (name, input, entry)
+
+    def clean(self) -> bool:
+        return not self.reply and not self.calls
+
+    def _session(self, e: dict) -> tuple[str, str | None]:
+        sid = str(e.get("sessionId") or self.path.stem)
+        if e.get("isSidechain"):
+            agent = e.get("agentId") or self.path.stem.removeprefix("agent-")
+            return f"{sid}/agent-{agent}", sid
+        return sid, None
+
+    def _turn(self, e: dict, role: str, text: str, key: str) -> Turn:
+        session, parent = self._session(e)
+        return Turn(session, role, text, key, e.get("timestamp"), e.get("cwd"),
+                    e.get("gitBranch"), parent)  # fmt: skip
+
+    def flush_reply(self) -> list[Turn]:
+        if not self.reply:
+            return []
+        e = self.reply_entry or {}
+        text = clip("\n\n".join(self.reply))
+        self.reply, self.reply_entry = [], None
+        return [self._turn(e, "assistant", text, f"{e.get('uuid') or e.get('_at')}#a")]
+
+    def flush_calls(self) -> list[Turn]:
+        out = [self._turn(e, "tool", tool_turn_text(name, args, None, False), f"tool:{cid}")
+               for cid, (name, args, e) in self.calls.items()]  # fmt: skip
+        self.calls.clear()
+        return out
+
+    def feed(self, e: dict) -> list[Turn]:
+        kind = e.get("type")
+        msg = e.get("message")
+        if kind not in ("user", "assistant") or not isinstance(msg, dict) or e.get("isMeta"):
+            return []
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            return []
+        out: list[Turn] = []
+        if kind == "assistant":
+            for b in blocks:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "text" and str(b.get("text", "")).strip():
+                    if not self.reply:
+                        self.reply_entry = e
+                    self.reply.append(str(b["text"]))
+                elif b.get("type") == "tool_use":
+                    out += self.flush_reply()
+                    self.calls[str(b.get("id") or f"{e.get('_at')}")] = (
+                        str(b.get("name") or "tool"), b.get("input"), e)  # fmt: skip
+            return out
+        out += self.flush_reply()
+        texts = []
+        for b in blocks:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_result":
+                cid = str(b.get("tool_use_id") or "")
+                name, args, _ = self.calls.pop(cid, ("tool", None, e))
+                text = tool_turn_text(name, args, result_text(b.get("content")),
+                                      bool(b.get("is_error")))  # fmt: skip
+                out.append(self._turn(e, "tool", text, f"tool:{cid or e.get('_at')}"))
+            elif b.get("type") == "text" and str(b.get("text", "")).strip():
+                texts.append(str(b["text"]))
+        text = "\n\n".join(texts).strip()
+        if text and not e.get("isCompactSummary") and not text.startswith(COMPACT_PREFIX):
+            if not text.startswith(("<command-", "<local-command-")):
+                out.append(self._turn(e, "user", clip(text), f"{e.get('uuid') or e.get('_at')}#u"))
+        return out
+
+
+def _generic_turn(e: dict, path: Path, at: int) -> list[Turn]:
+    role = str(e.get("role") or "").strip().lower()
+    if role not in ("user", "assistant", "tool"):
+        return []
+    content = e.get("content")
+    text = result_text(content) if not isinstance(content, str) else content
+    if not text.strip():
+        return []
+    session = str(e.get("session") or path.stem)
+    digest = hashlib.sha256(f"{role}\x00{text}".encode()).hexdigest()[:16]
+    key = f"{e.get('timestamp') or f'@{at}'}#{digest}"  # the same line read again: same key
+    return [Turn(session, role, clip(text), key, e.get("timestamp"), e.get("cwd"),
+                 e.get("gitBranch"), e.get("parentSession"))]  # fmt: skip
+
+
+def valid_offset(path: Path, offset: int, expected_hash: str, length: int) -> bool:
+    """True when the line ending at ``offset`` is still the one we read (not rewritten)."""
+    if offset == 0:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            if fh.seek(0, 2) < offset or length <= 0 or length > offset:
+                return False
+            fh.seek(offset - length)
+            return line_hash(fh.read(length)) == expected_hash
+    except OSError:
+        return False
+
+
+def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flush: bool = False,
+               final: bool = False, max_bytes: int | None = None) -> ReadResult:  # fmt: skip
+    """Parse complete lines from ``offset``. ``flush``: the reply at the end is complete (the
+    client said its turn ended); ``final``: the session is over, calls without results are
+    recorded too. ``max_bytes``: stop at the first checkpoint after about that much (a long
+    backfill in parts). Turns after the last checkpoint are half-read: the caller drops them."""
+    path = Path(path)
+    res = ReadResult(fmt)
+    cc = _ClaudeCode(path)
+    pos, line = offset, b""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while True:
+            line = fh.readline()
+            if not line:
+                break
+            if not line.endswith(b"\n") and not final:
+                break  # still being written
+            start, pos = pos, pos + len(line)
+            try:
+                entry = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                entry = None
+            if isinstance(entry, dict):
+                res.format = res.format or detect_format(entry)
+                entry["_at"] = f"@{start}"
+                if res.format == "claude-code":
+                    res.turns += cc.feed(entry)
+                elif res.format == "generic":
+                    res.turns += _generic_turn(entry, path, start)
+            elif line.strip():
+                res.bad_lines += 1
+            last = line
+            if cc.clean():
+                res.checkpoints.append(Checkpoint(pos, len(res.turns), line_hash(last), len(last)))
+                if max_bytes is not None and pos - offset >= max_bytes:
+                    return res
+    if (flush or final) and not cc.clean() and pos > offset:
+        res.turns += cc.flush_reply()
+        if final:
+            res.turns += cc.flush_calls()
+        if cc.clean():
+            res.checkpoints.append(Checkpoint(pos, len(res.turns), line_hash(last), len(last)))
+    return res
+
+
+def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
+    """The last reply (or message) of a transcript, read from its end: what a short prompt
+    such as "yes, do that" refers to."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return None
+    for raw in reversed(data.splitlines()):
+        try:
+            e = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(e, dict):
+            continue
+        if detect_format(e) == "generic":
+            turns = _generic_turn(e, path, 0)
+        else:
+            cc = _ClaudeCode(path)
+            turns = cc.feed(e) + cc.flush_reply()
+        turns = [t for t in turns if t.role in ("user", "assistant")]
+        if turns:
+            return clip(turns[-1].text, 2000)
+    return None
+
+
+def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
+    """The first ``cwd`` a transcript names (it decides the project, as for identity)."""
+    try:
+        with open(path, "rb") as fh:
+            for _, raw in zip(range(max_lines), fh, strict=False):
+                try:
+                    e = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(e, dict) and isinstance(e.get("cwd"), str) and e["cwd"]:
+                    return e["cwd"]
+    except OSError:
+        return None
+    return None
+
+
+def tool_result_text(path: str | Path, tool_use_id: str, max_bytes: int = 262_144) -> str | None:
+    """The output of one tool call (its ``tool_result`` block), looked up from the end."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return None
+    needle = tool_use_id.encode()
+    for raw in reversed(data.splitlines()):
+        if needle not in raw:
+            continue
+        try:
+            e = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        content = (e.get("message") or {}).get("content") if isinstance(e, dict) else None
+        for b in content if isinstance(content, list) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_result":
+                if b.get("tool_use_id") == tool_use_id:
+                    return result_text(b.get("content"))
+    return None

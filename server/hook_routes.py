@@ -1,0 +1,92 @@
+"""The daemon's routes for client hooks and the session indexer (local callers only).
+
+- ``POST /hooks/{EVENT}``: body ``{"input": <the client's hook JSON>, "config": {…}}`` ->
+  ``{"output": <the client's output JSON or null>, "note": …, "injected": [ids]}``.
+- ``POST /sessions/index``: body ``{"path": …, "flush": bool, "final": bool, "maxBatches": n}``
+  -> the indexer's report (``pattern-memory index-sessions`` calls it per transcript, in parts).
+
+Why routes and not an MCP tool: these are the client's plumbing, not something a model should
+see or call (a tool would sit in every agent's tool list, and a model could index any file it
+names); and a hook's whole budget is tens of milliseconds, which a plain JSON POST keeps
+(no JSON-RPC envelope, no MCP request handling). They sit on the same ASGI app as ``/mcp``, so
+the daemon's auth middleware authenticates them first (identity from the trusted envelope);
+on top of that they accept only the *local* secret, never a remote bearer token: a hook names
+files to read on this machine, which only a process of the same user may ask for.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+import anyio
+from pydantic import BaseModel, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from retrieval.errors import PatternError
+
+from .service.hooks import EVENTS, HookRequest, HookService
+from .service.identity import Identity
+
+
+class IndexRequest(BaseModel):
+    path: str = Field(min_length=1)
+    flush: bool = False
+    final: bool = False
+    maxBatches: int | None = Field(default=None, ge=1)
+
+
+def _local(request: Request, secret: str) -> bool:
+    auth = request.headers.get("authorization", "")
+    token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    return bool(secret) and hmac.compare_digest(token.encode(), secret.encode())
+
+
+def _who(request: Request) -> Identity | None:
+    return (request.scope.get("state") or {}).get("pattern_identity")
+
+
+def _error(status: int, code: str, message: str, **data) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, "data": data}, status_code=status)
+
+
+def hook_routes(hooks: HookService, secret: str) -> list[Route]:
+    async def guarded(request: Request, fn):
+        who = _who(request)
+        if who is None or not _local(request, secret):
+            return _error(403, "access_denied", "hook routes accept the local secret only")
+        try:
+            body = json.loads(await request.body() or b"{}")
+            return JSONResponse(await anyio.to_thread.run_sync(fn, who, body))
+        except (ValidationError, ValueError) as exc:
+            return _error(400, "invalid_input", str(exc)[:2000])
+        except PatternError as exc:
+            status = 400 if exc.code in ("invalid_input", "not_found") else 409
+            return _error(status, exc.code, exc.message, **exc.data)
+
+    async def hook(request: Request):
+        event = request.path_params["event"]
+        if event not in EVENTS:
+            return _error(404, "not_found", f"unknown hook event {event!r}")
+
+        def run(who, body):
+            req = HookRequest.model_validate({**body, "event": event})
+            return hooks.handle(who, req).model_dump()
+
+        return await guarded(request, run)
+
+    async def index(request: Request):
+        def run(who, body):
+            req = IndexRequest.model_validate(body)
+            report = hooks.indexer.index_file(who, req.path, flush=req.flush, final=req.final,
+                                              max_batches=req.maxBatches)  # fmt: skip
+            return {**report.model_dump(), "done": report.done}
+
+        return await guarded(request, run)
+
+    return [
+        Route("/hooks/{event}", hook, methods=["POST"]),
+        Route("/sessions/index", index, methods=["POST"]),
+    ]

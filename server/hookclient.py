@@ -1,0 +1,280 @@
+"""``pattern-memory hook EVENT``: a client lifecycle event, answered by the store's daemon.
+
+Reads the client's hook JSON on stdin, posts it to the daemon (``POST /hooks/EVENT`` with the
+caller's identity in the local-secret envelope, as the ``serve`` bridge does) and prints the
+client's output JSON when there is something to inject, else nothing. Standard library only,
+and few modules of it (no ``http.client``: its email parser costs more than the whole request),
+so a hook costs little more than the interpreter's start. Hooks installed by ``pattern-memory
+hooks install`` run this file directly with ``python -S`` (no site-packages scan):
+
+    /path/to/python -S /path/to/server/hookclient.py UserPromptSubmit
+
+A hook never breaks or slows its client:
+- a hard deadline (``PATTERN_HOOK_DEADLINE`` seconds, default 1.5): past it the process
+  prints nothing and exits 0;
+- any error: exit 0, print nothing, one line in ``$PATTERN_HOME/hooks.log``;
+- no daemon: one is started detached, and the hook waits for it only within the deadline
+  (the daemon answers before its model is loaded: it ranks lexically meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+if __package__ in (None, ""):  # run as a file: import the package from the checkout
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from server.service.ids import identity_fields, project_root, store_home  # noqa: E402
+
+DEFAULT_DEADLINE = 1.5
+MAX_FIELD = 65_536  # a tool output longer than this is sent as its head and tail
+CONFIG_ENV = {  # client-side settings forwarded to the daemon (validated there)
+    "PATTERN_HOOK_BRIEFING_TOKENS": ("briefing_tokens", int),
+    "PATTERN_HOOK_PROMPT_TOKENS": ("prompt_tokens", int),
+    "PATTERN_HOOK_THRESHOLD": ("threshold", float),
+    "PATTERN_HOOK_LESSON_THRESHOLD": ("lesson_threshold", float),
+    "PATTERN_HOOK_MAX_ITEMS": ("max_items", int),
+}
+
+
+class HookError(Exception):
+    pass
+
+
+def log_line(home, event: str, message: str) -> None:
+    """One line per failure, never more (the log must not grow with every prompt)."""
+    try:
+        os.makedirs(home, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        text = " ".join(str(message).split())[:500]
+        with open(os.path.join(home, "hooks.log"), "a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} pid {os.getpid()} {event or '-'}: {text}\n")
+    except OSError:
+        pass
+
+
+def _trim(value):
+    if isinstance(value, str) and len(value) > MAX_FIELD:
+        half = MAX_FIELD // 2
+        return (
+            f"{value[:half]}\n… [{len(value) - MAX_FIELD} characters left out] …\n{value[-half:]}"
+        )
+    if isinstance(value, dict):
+        return {k: _trim(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trim(v) for v in value]
+    return value
+
+
+def config_from_env(env) -> dict:
+    out = {}
+    for name, (key, typ) in CONFIG_ENV.items():
+        raw = env.get(name, "").strip()
+        if raw:
+            try:
+                out[key] = typ(raw)
+            except ValueError:
+                continue
+    return out
+
+
+def read_info(home) -> dict | None:
+    try:
+        with open(os.path.join(home, "daemon.json"), encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def owner_alive(home) -> bool:
+    """True while a process holds the store lock (a daemon running or starting)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(home, "daemon.lock"), os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def spawn_daemon(home, env) -> None:
+    """``pattern-memory daemon`` detached (its own session; the hook does not wait for it)."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    child = dict(env)
+    child["PATTERN_HOME"] = str(home)
+    child["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "daemon.log"), "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+
+
+def http_post(host: str, port: int, path: str, body: bytes, headers: dict, timeout: float):
+    """(status, body) of one HTTP/1.1 POST (``Connection: close``)."""
+    literal = f"[{host}]" if ":" in host else host  # the daemon's Host guard reads this
+    head = [f"POST {path} HTTP/1.1", f"Host: {literal}:{port}", "Content-Type: application/json",
+            f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    # a plain connect, not create_connection: getaddrinfo would import the idna codec
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(max(0.05, timeout))
+        s.connect((host, port))
+        s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        chunks = []
+        while True:
+            data = s.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    raw = b"".join(chunks)
+    header, _, payload = raw.partition(b"\r\n\r\n")
+    lines = header.decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        raise HookError(f"bad HTTP answer: {lines[0][:80]!r}") from None
+    if any(x.lower().replace(" ", "") == "transfer-encoding:chunked" for x in lines[1:]):
+        payload = _unchunk(payload)
+    return status, payload
+
+
+def _unchunk(data: bytes) -> bytes:
+    out, pos = [], 0
+    while True:
+        end = data.index(b"\r\n", pos)
+        size = int(data[pos:end].split(b";")[0], 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(data[end + 2 : end + 2 + size])
+        pos = end + 4 + size
+
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def percent_encode(text: str) -> str:
+    """``urllib.parse.quote(text)`` (safe ``/``) without importing urllib (the daemon unquotes
+    it)."""
+    return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
+
+
+def envelope(who: dict, secret: str) -> dict:
+    headers = {"Authorization": f"Bearer {secret}", "X-Pattern-Project": who["project_id"],
+               "X-Pattern-Agent": who["agent_id"]}  # fmt: skip
+    if who.get("subagent_type"):
+        headers["X-Pattern-Subagent-Type"] = who["subagent_type"]
+    if who.get("parent_agent_id"):
+        headers["X-Pattern-Parent-Agent"] = who["parent_agent_id"]
+    if who.get("root"):  # the caller's project folder (local secret only), percent-encoded
+        headers["X-Pattern-Root"] = percent_encode(who["root"])
+    return headers
+
+
+def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) -> dict:
+    """POST to the daemon, starting it when none runs; gives up at ``until``."""
+    body = json.dumps(payload).encode()
+    spawned = False
+    while True:
+        info = read_info(home)
+        if info:
+            try:
+                status, data = http_post(info["host"], info["port"], path, body,
+                                         envelope(who, info["secret"]), until - time.monotonic())  # fmt: skip
+            except (ConnectionRefusedError, FileNotFoundError):
+                info = None  # a stale daemon.json: the daemon is gone
+            except TimeoutError:
+                raise HookError("the daemon did not answer within the deadline") from None
+            else:
+                if status != 200:
+                    raise HookError(f"daemon answered {status}: {data[:300]!r}")
+                return json.loads(data)
+        if not spawned and not owner_alive(home):
+            spawn_daemon(home, env)
+            spawned = True
+        if time.monotonic() + 0.05 >= until:
+            raise HookError("no daemon answered within the deadline (started one)")
+        time.sleep(0.05)
+
+
+def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
+    if not event:
+        raise HookError("usage: pattern-memory hook EVENT")
+    data = json.loads(stdin or b"{}")
+    if not isinstance(data, dict):
+        raise HookError("the hook input is not a JSON object")
+    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
+    who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}
+    payload = {"input": _trim(data), "config": config_from_env(env)}
+    answer = call_daemon(home, env, f"/hooks/{event}", payload, who, until)
+    out = answer.get("output")
+    return json.dumps(out, ensure_ascii=False) if out else None
+
+
+def _arm(seconds: float, handler):
+    """Call ``handler`` after ``seconds`` (SIGALRM; a timer thread where there is none);
+    returns the function that cancels it."""
+    if hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        return lambda: signal.setitimer(signal.ITIMER_REAL, 0)
+    import threading
+
+    timer = threading.Timer(seconds, handler, (None, None))
+    timer.daemon = True
+    timer.start()
+    return timer.cancel
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    event = argv[0] if argv else ""
+    env = os.environ
+    home = store_home(env)
+    try:
+        deadline = float(env.get("PATTERN_HOOK_DEADLINE") or DEFAULT_DEADLINE)
+    except ValueError:
+        deadline = DEFAULT_DEADLINE
+    start = time.monotonic()
+
+    def expired(_signum, _frame):
+        log_line(home, event, f"deadline of {deadline}s reached; nothing injected")
+        os._exit(0)
+
+    disarm = _arm(max(0.01, deadline), expired)
+    try:
+        text = run(event, sys.stdin.buffer.read(), env, home, start + deadline - 0.02)
+    except BaseException as exc:  # noqa: BLE001 - a hook never fails its client
+        disarm()
+        log_line(home, event, f"{type(exc).__name__}: {exc}")
+        return 0
+    disarm()
+    if text:
+        try:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        except OSError:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Client lifecycle events -> what to inject, and what to index (the daemon side of hooks).
+
+``pattern-memory hook EVENT`` (``server/hookclient.py``) posts the client's hook JSON here
+through the daemon (``server/hook_routes.py``). The input fields are Claude Code's, as its hooks
+reference documents them (https://code.claude.com/docs/en/hooks): every event has
+``session_id``, ``transcript_path``, ``cwd`` and ``hook_event_name``; SessionStart adds
+``source`` (startup | resume | clear | compact), UserPromptSubmit ``prompt``, PostToolUse
+``tool_name``, ``tool_input``, ``tool_response``, PostToolUseFailure ``tool_name``,
+``tool_input``, ``error`` and ``is_interrupt``, PreCompact ``trigger``, SessionEnd ``reason``.
+A field a client leaves out is treated as absent, never guessed. The answer, when there is
+something to inject, is the client's output JSON:
+``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}``.
+
+Indexing (PreCompact, Stop, SessionEnd) runs on one background worker, so the hook returns at
+once; the transcript's sub-agent sidechains (``<session>/subagents/*.jsonl``) are indexed with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ingest.transcripts import error_excerpt, key_args, last_turn, result_text, tool_result_text
+from retrieval.errors import InvalidInput
+
+from . import autorecall as ar
+from .graphs import GraphServices
+from .identity import Identity
+from .ledger import Ledger, prune_ledgers
+from .memory import MemoryService
+from .sessions import SessionIndexer
+
+log = logging.getLogger("pattern_memory.hooks")
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure",
+          "PreCompact", "Stop", "SessionEnd")  # fmt: skip
+
+
+class HookInput(BaseModel):
+    """The client's hook JSON (unknown fields are kept and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str | None = None
+    transcript_path: str | None = None
+    cwd: str | None = None
+    hook_event_name: str | None = None
+    source: str | None = None
+    prompt: str | None = None
+    tool_name: str | None = None
+    tool_input: Any = None
+    tool_response: Any = None
+    tool_use_id: str | None = None
+    error: str | None = None
+    is_interrupt: bool | None = None
+    trigger: str | None = None
+    reason: str | None = None
+
+
+class HookRequest(BaseModel):
+    event: str
+    input: HookInput = Field(default_factory=HookInput)
+    config: ar.HookConfig = Field(default_factory=ar.HookConfig)
+
+
+class HookAnswer(BaseModel):
+    output: dict | None = None
+    note: str = ""
+    injected: list[str] = Field(default_factory=list)
+
+
+def output(event: str, text: str) -> dict | None:
+    if not text:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def response_failure(response: Any) -> tuple[str, bool]:
+    """(output text, failed?) of a PostToolUse ``tool_response``. Its shape is the tool's own
+    (a string, or an object such as Bash's); an exit status is used when the object has one."""
+    if isinstance(response, dict):
+        status = next((response[k] for k in ("exit_code", "exitCode", "returncode", "status")
+                       if isinstance(response.get(k), int) and not isinstance(response.get(k), bool)),
+                      0)  # fmt: skip
+        parts = [result_text(response.get(k)) for k in ("stderr", "stdout", "output", "error",
+                                                        "result", "content") if response.get(k)]  # fmt: skip
+        flagged = bool(response.get("is_error") or response.get("isError"))
+        return "\n".join(parts), status != 0 or flagged or response.get("success") is False
+    return result_text(response), False
+
+
+def transcript_file(raw: str | None) -> Path | None:
+    """A transcript path from the client, if it names an existing ``.jsonl`` file."""
+    if not raw:
+        return None
+    p = Path(raw).expanduser()
+    if p.suffix != ".jsonl" or not p.is_file():
+        return None
+    return p.resolve()
+
+
+class HookService:
+    """One per daemon: the session indexer, its background worker, the event handlers."""
+
+    def __init__(self, svc: MemoryService, graphs: GraphServices) -> None:
+        self.svc = svc
+        self.lessons = graphs.lessons  # the runtime's one pair (its lock serialises graph writes)
+        self.indexer = SessionIndexer(svc)
+        self._jobs: queue.Queue = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self._pending: set[tuple] = set()
+
+    # ------------------------------------------------------------------ background indexing
+    def _run_jobs(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            who, path, flush, final, compacting = job
+            try:
+                self.index_transcript(who, path, flush=flush, final=final)
+                if compacting:  # the session's turns indexed so far may now be recalled in it
+                    state = self.indexer.progress(str(path)).sessions.get(compacting)
+                    Ledger(self.svc, compacting).set_compacted(state.turns if state else 0)
+            except Exception:  # one line in the daemon log; the next run retries
+                log.exception("indexing %s failed", path)
+            finally:
+                with self._worker_lock:
+                    self._pending.discard((who.agent_id, str(path), flush, final))
+                self._jobs.task_done()
+
+    def schedule(self, who: Identity, path: Path, *, flush: bool, final: bool,
+                 compacting: str | None = None) -> bool:  # fmt: skip
+        """Queue an indexing run; ``compacting``: the session the client is about to compact."""
+        key = (who.agent_id, str(path), flush, final)
+        with self._worker_lock:
+            if key in self._pending:
+                return False  # the same run is already queued
+            self._pending.add(key)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._run_jobs, name="session-indexer",
+                                                daemon=True)  # fmt: skip
+                self._worker.start()
+        self._jobs.put((who, path, flush, final, compacting))
+        return True
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for queued indexing (tests, shutdown)."""
+        done = threading.Event()
+        threading.Thread(target=lambda: (self._jobs.join(), done.set()), daemon=True).start()
+        done.wait(timeout)
+
+    def index_transcript(self, who: Identity, path: Path, *, flush: bool, final: bool):
+        reports = [self.indexer.index_file(who, path, flush=flush, final=final)]
+        side = path.with_suffix("") / "subagents"
+        if side.is_dir():
+            for sub in sorted(side.glob("*.jsonl")):
+                reports.append(self.indexer.index_file(who, sub, flush=True, final=final))
+        return reports
+
+    # ------------------------------------------------------------------ events
+    def handle(self, who: Identity, req: HookRequest) -> HookAnswer:
+        if req.event not in EVENTS:
+            raise InvalidInput(f"unknown hook event {req.event!r}; one of {', '.join(EVENTS)}")
+        return getattr(self, "on_" + req.event)(who, req.input, req.config)
+
+    def _answer(self, event: str, sel: ar.Selection, ledger: Ledger, note: str) -> HookAnswer:
+        if sel.picked:
+            ledger.add(sel.ids)
+        return HookAnswer(output=output(event, sel.text), injected=sel.ids,
+                          note=f"{note}: {len(sel.picked)} of {sel.candidates} candidates")  # fmt: skip
+
+    def on_SessionStart(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        ledger = Ledger(self.svc, inp.session_id)
+        if inp.source in ("clear", "compact"):
+            ledger.reset()
+        if inp.source in (None, "startup"):
+            prune_ledgers(self.svc)
+        lessons = ar.useful_lessons(self.svc, who, self.lessons)
+        sel = ar.briefing(self.svc, who, config=config, ledger=ledger, lessons=lessons)
+        return self._answer("SessionStart", sel, ledger, "briefing")
+
+    def on_UserPromptSubmit(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        prompt = (inp.prompt or "").strip()
+        if not prompt or (prompt.startswith("/") and " " not in prompt):
+            return HookAnswer(note="no prompt to recall for")
+        ledger = Ledger(self.svc, inp.session_id)
+        path = transcript_file(inp.transcript_path)
+        last = last_turn(path) if path is not None and ar.refers_back(prompt) else None
+        sel = ar.select_for_prompt(self.svc, who, prompt, config=config, ledger=ledger,
+                                   session=inp.session_id, last_turn=last)  # fmt: skip
+        return self._answer("UserPromptSubmit", sel, ledger, "prompt recall")
+
+    def _failure(self, event: str, who, inp: HookInput, text: str, failed: bool, config):
+        excerpt = error_excerpt(text, failed)
+        if excerpt is None or inp.is_interrupt:
+            return HookAnswer(note="no failure")
+        ledger = Ledger(self.svc, inp.session_id)
+        context = f"{inp.tool_name or 'tool'}({key_args(inp.tool_name or '', inp.tool_input)})"
+        sel = ar.lessons_for_failure(self.svc, who, self.lessons, excerpt,
+                                     context, config=config, ledger=ledger)  # fmt: skip
+        return self._answer(event, sel, ledger, "lessons for the failure")
+
+    def on_PostToolUse(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        text, failed = response_failure(inp.tool_response)
+        return self._failure("PostToolUse", who, inp, text, failed, config)
+
+    def on_PostToolUseFailure(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        text = inp.error or ""
+        path = transcript_file(inp.transcript_path)
+        if path is not None and inp.tool_use_id:  # the output itself, when already written
+            found = tool_result_text(path, inp.tool_use_id)
+            if found and found.strip() not in text:
+                text = f"{text}\n{found}".strip()
+        return self._failure("PostToolUseFailure", who, inp, text, True, config)
+
+    def _index(self, who, inp: HookInput, *, flush: bool, final: bool, note: str,
+               compacting: bool = False) -> HookAnswer:  # fmt: skip
+        path = transcript_file(inp.transcript_path)
+        if path is None:
+            return HookAnswer(note="no transcript to index")
+        queued = self.schedule(who, path, flush=flush, final=final,
+                               compacting=inp.session_id if compacting else None)  # fmt: skip
+        return HookAnswer(note=f"{note}: {'queued' if queued else 'already queued'} {path}")
+
+    def on_PreCompact(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        # what the client held is about to be summarised: once indexed, the session's own turns
+        # may be recalled in it (SessionStart with source "compact" then clears the ledger)
+        return self._index(who, inp, flush=True, final=False, note="index before compaction",
+                           compacting=True)  # fmt: skip
+
+    def on_Stop(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        return self._index(who, inp, flush=True, final=False, note="index the turn")
+
+    def on_SessionEnd(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
+        return self._index(who, inp, flush=True, final=True, note="index the session")
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self._worker is not None and self._worker.is_alive():
+            self.drain(timeout)
+            self._jobs.put(None)

@@ -1,0 +1,110 @@
+"""``pattern-memory index-sessions [PATH ...] [--watch]``: transcripts -> ``kind=turn`` records.
+
+The indexing runs in the store's daemon (the one writer; started when none runs), which this
+client asks, transcript by transcript, to index a few batches at a time
+(``POST /sessions/index``) until the file is done, printing progress. Each transcript is indexed
+as the agent of its own project: the identity is derived from the ``cwd`` the transcript names
+(the same derivation as every other identity, ``server/service/ids.py``), so its turns land in
+that agent's private scope of that project.
+
+Default paths: Claude Code's transcripts, ``~/.claude/projects/*/*.jsonl`` and their sub-agent
+sidechains ``~/.claude/projects/*/*/subagents/*.jsonl`` (``$CLAUDE_CONFIG_DIR`` instead of
+``~/.claude`` when set). A folder given as PATH is searched for ``*.jsonl``. A transcript idle
+for ``IDLE_S`` is treated as finished (its pending tool calls are recorded too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .hookclient import HookError, call_daemon
+from .service.ids import identity_fields, project_root, store_home
+from .service.sessions import transcript_cwd
+
+IDLE_S = 1800
+BATCHES_PER_CALL = 2
+CONNECT_S = 600.0  # a request may embed a batch of turns: slow on a busy CPU
+
+
+def claude_home() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def default_paths() -> list[Path]:
+    root = claude_home() / "projects"
+    return sorted([*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl")])
+
+
+def expand(paths: list[str]) -> list[Path]:
+    if not paths:
+        return default_paths()
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            out += sorted(p.rglob("*.jsonl"))
+        elif p.is_file():
+            out.append(p)
+        else:
+            print(f"skipped {p}: not a file or folder", file=sys.stderr)
+    return list(dict.fromkeys(x.resolve() for x in out))
+
+
+def index_one(path: Path, home: str, quiet: bool) -> dict:
+    cwd = transcript_cwd(path) or os.getcwd()
+    who = {**identity_fields(os.environ, cwd), "root": project_root(os.path.realpath(cwd))}
+    final = time.time() - path.stat().st_mtime > IDLE_S
+    totals = {"added": 0, "updated": 0, "existing": 0, "withheld": 0}
+    while True:
+        payload = {"path": str(path), "flush": True, "final": final,
+                   "maxBatches": BATCHES_PER_CALL}  # fmt: skip
+        answer = call_daemon(home, os.environ, "/sessions/index", payload, who,
+                             time.monotonic() + CONNECT_S)  # fmt: skip
+        for k in totals:
+            totals[k] += answer.get(k, 0)
+        if answer.get("restarted") and not quiet:
+            print(f"{path}: rewritten or truncated since the last run: read again from the start")
+        if answer.get("done") or answer.get("offset", 0) >= answer.get("size", 0):
+            break
+        if not quiet:
+            print(f"  {path.name}: {answer['offset']}/{answer['size']} bytes", flush=True)
+    if not quiet and (totals["added"] or totals["updated"] or totals["withheld"]):
+        print(f"{path}: {totals['added']} turns added, {totals['updated']} updated"
+              + (f", {totals['withheld']} withheld (secret policy)" if totals["withheld"] else "")
+              + f"  [{who['project_id']} / {who['agent_id']}]", flush=True)  # fmt: skip
+    return totals
+
+
+def index_sessions(paths: list[str], *, watch: bool = False, quiet: bool = False,
+                   interval: float = 2.0) -> int:  # fmt: skip
+    home = store_home()
+    seen: dict[Path, tuple[int, int]] = {}
+    failed = 0
+    while True:
+        files = expand(paths)
+        grand = {"added": 0, "updated": 0, "existing": 0, "withheld": 0, "files": 0}
+        for path in files:
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if seen.get(path) == (st.st_size, st.st_mtime_ns):
+                continue
+            try:
+                totals = index_one(path, home, quiet)
+            except (HookError, OSError, ValueError) as exc:
+                failed += 1
+                print(f"{path}: {exc}", file=sys.stderr)
+                continue
+            seen[path] = (st.st_size, st.st_mtime_ns)
+            grand["files"] += 1
+            for k in totals:
+                grand[k] += totals[k]
+        if not watch:
+            print(json.dumps(grand))
+            return 1 if failed else 0
+        time.sleep(interval)

@@ -1,0 +1,173 @@
+"""``pattern-memory index-sessions``: Claude Code's transcript folder and generic JSONL, through
+the daemon it starts, incremental across runs; and the hook path's lean imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from server.daemon import read_info
+from server.hook_install import CLIENT
+from server.service.ids import derive_agent_id, derive_project_id
+from tests.transcript_util import TranscriptWriter
+
+
+def run_cli(env, *args) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "server.cli", "index-sessions", *args], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def buckets_and_sessions(home: Path) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{home / 'pattern.sqlite3'}?mode=ro", uri=True)
+    try:
+        return conn.execute(
+            "SELECT bucket, json_extract(metadata,'$.session'), count(*) FROM records "
+            "WHERE kind='turn' GROUP BY 1, 2 ORDER BY 2"
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def test_index_sessions_default_folder_incremental_and_generic(tmp_path):
+    home, claude = tmp_path / "store", tmp_path / "claude"
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "CLAUDE_CONFIG_DIR": str(claude)}  # fmt: skip
+    for k in ("PATTERN_PROJECT_ID", "PATTERN_AGENT_ID", "LOOMINAL_PROJECT_ID", "LOOMINAL_AGENT_ID"):
+        env.pop(k, None)
+    web = str(tmp_path / "webapp")
+    a = TranscriptWriter(claude / "projects" / "-webapp" / "s-a.jsonl", session="s-a", cwd=web)
+    a.user("why is the login slow")
+    a.assistant("The session lookup scans the whole table; add an index on sessions.token.")
+    side = TranscriptWriter(claude / "projects" / "-webapp" / "s-a" / "subagents" / "agent-q.jsonl",
+                            session="s-a", cwd=web, sidechain_agent="q")  # fmt: skip
+    side.user("find the sessions query")
+    cli = str(tmp_path / "cli")
+    b = TranscriptWriter(claude / "projects" / "-cli" / "s-b.jsonl", session="s-b", cwd=cli)
+    b.user("add a --verbose flag")
+    try:
+        first = run_cli(env)
+        assert first["files"] == 3 and first["added"] == 4
+        rows = buckets_and_sessions(home)
+        web_bucket = f"private/{derive_project_id(web)}/{derive_agent_id(web)}"
+        cli_bucket = f"private/{derive_project_id(cli)}/{derive_agent_id(cli)}"
+        assert rows == [(web_bucket, "s-a", 2), (web_bucket, "s-a/agent-q", 1),
+                        (cli_bucket, "s-b", 1)]  # fmt: skip
+        assert run_cli(env)["added"] == 0  # nothing new
+        a.user("and the logout?")
+        again = run_cli(env)
+        assert (again["added"], again["updated"]) == (1, 1)  # the new turn; the last one's next
+        generic = tmp_path / "chat.jsonl"
+        generic.write_text(json.dumps({"session": "g", "role": "user", "content": "hello",
+                                       "timestamp": "2024-01-01T00:00:00Z"}) + "\n")  # fmt: skip
+        assert run_cli(env, str(generic))["added"] == 1
+        assert run_cli(env, str(generic))["added"] == 0
+    finally:
+        info = read_info(home)
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+            end = time.monotonic() + 60
+            while read_info(home) and time.monotonic() < end:
+                time.sleep(0.1)
+
+
+def test_the_hook_path_imports_nothing_heavy(tmp_path):
+    """``python -S hookclient.py`` and ``pattern-memory hook``: no model, chromadb, numpy,
+    pydantic or MCP SDK (measured with -X importtime). The store's lock is held and its
+    daemon.json names a closed port, so the hook runs its whole path and gives up at once."""
+    import fcntl
+    import socket
+
+    heavy = ("mcp", "chromadb", "numpy", "pydantic", "torch", "onnxruntime", "retrieval.engine",
+             "sentence_transformers", "uvicorn", "starlette", "http.client")  # fmt: skip
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "daemon.json").write_text(json.dumps({"host": "127.0.0.1", "port": port,
+                                                      "secret": "x", "pid": 1}))  # fmt: skip
+    lock = os.open(tmp_path / "daemon.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_HOOK_DEADLINE": "0.3"}
+    try:
+        for cmd in ([sys.executable, "-S", "-X", "importtime", str(CLIENT), "Stop"],
+                    [sys.executable, "-X", "importtime", "-m", "server.cli", "hook", "Stop"]):  # fmt: skip
+            proc = subprocess.run(cmd, input=b"{}", capture_output=True, env=env, timeout=60)
+            assert proc.returncode == 0 and proc.stdout == b""
+            modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
+                       if line.startswith("import time:")}  # fmt: skip
+            assert "server.service.ids" in modules  # the trace covers the client's imports
+            lean = heavy + (("pathlib", "urllib") if "-S" in cmd else ())
+            for name in lean:
+                assert not any(m == name or m.startswith(name + ".") for m in modules), (cmd, name)
+    finally:
+        os.close(lock)
+
+
+def test_default_home_matches_platformdirs():
+    from server.service.config import default_home
+    from server.service.ids import default_home as stdlib_home
+
+    assert Path(stdlib_home(os.environ)) == default_home()
+
+
+def test_index_sessions_watch_follows_a_growing_transcript(tmp_path):
+    home = tmp_path / "store"
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "w", "PATTERN_AGENT_ID": "w1"}  # fmt: skip
+    w = TranscriptWriter(tmp_path / "t" / "live.jsonl", session="live")
+    w.user("first question")
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "index-sessions", "--watch",
+                             "--interval", "0.3", "--quiet", str(tmp_path / "t")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+    def count() -> int:
+        try:
+            return sum(n for _, _, n in buckets_and_sessions(home))
+        except sqlite3.Error:
+            return 0
+
+    try:
+        end = time.monotonic() + 120
+        while count() < 1 and time.monotonic() < end:
+            time.sleep(0.2)
+        assert count() == 1
+        w.assistant("first answer")
+        w.user("second question")
+        while count() < 3 and time.monotonic() < end:
+            time.sleep(0.2)
+        assert count() == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        info = read_info(home)
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+            stop_by = time.monotonic() + 60
+            while read_info(home) and time.monotonic() < stop_by:
+                time.sleep(0.1)
+
+
+def test_stdlib_ids_match_the_service_identity(tmp_path):
+    """The hook client's identity (server/service/ids.py, os.path only) is the service's."""
+    from urllib.parse import quote
+
+    from server.hookclient import percent_encode
+    from server.service.identity import identity_from_env
+
+    repo = tmp_path / "My Repo (ü)"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    for env in ({}, {"PATTERN_PROJECT_ID": "p"}, {"PATTERN_SUBAGENT_TYPE": "Explore"}):
+        who = identity_from_env(env, repo / "src")
+        from server.service.ids import identity_fields, project_root
+
+        assert identity_fields(env, str(repo / "src")) == who.model_dump(exclude={"root"})
+        assert project_root(str(repo / "src")) == who.root == str(repo)
+    assert percent_encode(str(repo)) == quote(str(repo))
