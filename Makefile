@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint bench clean
+.PHONY: run test install lint bench clean screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the dashboard screenshots in docs/screenshots/ (needs /usr/bin/chromium)
+screenshots: $(STAMP)
+	PATTERN_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/test_ui_browser.py -k screenshots
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -15,6 +15,9 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 
+from retrieval.records import utcnow
+from retrieval.store import ts
+
 NAMESPACE = uuid.UUID("5b0c3a59-86c1-4c43-9d8e-8f1a5d1ac0de")
 INDEXED = "indexed"
 SKIPPED = "skipped"
@@ -93,3 +96,11 @@ def delete_rows(conn: sqlite3.Connection, bucket: str, paths: list[str]) -> None
 def all_shas(conn: sqlite3.Connection) -> set[str]:
     """Every file version some row refers to (what :meth:`ArtifactStore.prune` must keep)."""
     return {r[0] for r in conn.execute("SELECT DISTINCT sha256 FROM files")}
+
+
+def record_run(conn: sqlite3.Connection, bucket: str, root: str, report_json: str) -> None:
+    """Remember an ingested root and its last run's report (``ingest_runs``, schema v7)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO ingest_runs(bucket, root, finished_at, report) VALUES (?,?,?,?)",
+        (bucket, root, ts(utcnow()), report_json),
+    )

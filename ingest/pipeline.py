@@ -434,6 +434,8 @@ class Ingestor:
         report.write_warnings = list(self._warnings)
         report.timings = {k: round(v, 3) for k, v in self._timings.items()}
         report.seconds = round(time.perf_counter() - t0, 3)
+        with self.engine.store.transaction() as conn:  # the workspace page lists the roots
+            ft.record_run(conn, self.bucket, str(root), report.model_dump_json())
         progress(Progress(done, total, report.chunks_added, elapsed(), phase="done"))
         return report
 

@@ -149,6 +149,32 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY(record_id, idx)) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS citations_file ON citations(abs_path)",
     ],
+    # v7: the dashboard and the review inbox (server/service/review.py, server/ui/).
+    # - proposals: share-learning under PATTERN_TEAM_REVIEW proposes a memory for the team
+    #   scope; a reviewer approves (the memory moves, with its provenance) or rejects it.
+    # - ingest_runs: each ingested root with its last report (the workspace page lists the
+    #   roots, their files and the files the walk skipped, with reasons).
+    # - per-bucket orderings of records, so a paginated table (newest / oldest / by priority)
+    #   reads one page from an index instead of sorting a bucket of 100k records.
+    # - session turns (kind 'turn', metadata.session / metadata.turn) by session, in order.
+    [
+        """CREATE TABLE IF NOT EXISTS proposals(
+            id TEXT PRIMARY KEY, project_id TEXT NOT NULL, memory_id TEXT NOT NULL,
+            proposer TEXT NOT NULL, category TEXT NOT NULL, keep_original INTEGER NOT NULL,
+            content TEXT NOT NULL, revision INTEGER NOT NULL, status TEXT NOT NULL,
+            reason TEXT, reviewer TEXT, reviewed_at TEXT, shared_memory_id TEXT,
+            edited INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL)""",
+        "CREATE INDEX IF NOT EXISTS proposals_project ON proposals(project_id, status, created_at)",
+        "CREATE INDEX IF NOT EXISTS proposals_memory ON proposals(memory_id, status)",
+        """CREATE TABLE IF NOT EXISTS ingest_runs(
+            bucket TEXT NOT NULL, root TEXT NOT NULL, finished_at TEXT NOT NULL,
+            report TEXT NOT NULL, PRIMARY KEY(bucket, root)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS records_bucket_updated ON records(bucket, kind, updated_at)",
+        "CREATE INDEX IF NOT EXISTS records_bucket_created ON records(bucket, kind, created_at)",
+        "CREATE INDEX IF NOT EXISTS records_bucket_priority ON records(bucket, kind, priority)",
+        "CREATE INDEX IF NOT EXISTS records_turns ON records(bucket, json_extract(metadata, '$.session'), "
+        "CAST(json_extract(metadata, '$.turn') AS INTEGER)) WHERE kind = 'turn'",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote
 
 from .service.errors import InvalidInput, NotFound
 from .service.identity import Identity
+from .service.review import ReviewPolicy
 
 HEADER_PREFIX = "x-pattern-"
 PG_TOKENS_TTL_S = 1.0
@@ -129,9 +130,12 @@ class TokenStore:
         label: str = "",
         *,
         any_project: bool = False,
+        reviewer: bool = False,
     ) -> str:
         """A new token for ``agent_id``, bound to ``project_id`` (or to every project with
-        ``any_project``; exactly one of the two). Returns the token; only its hash is kept."""
+        ``any_project``; exactly one of the two). Returns the token; only its hash is kept.
+        ``reviewer``: its agent reviews team proposals (``reviewer: true`` in tokens.json; see
+        server/service/review.py)."""
         if not agent_id.strip():
             raise InvalidInput("an agent id is required (token create --agent ID)")
         if any_project and project_id:
@@ -150,6 +154,8 @@ class TokenStore:
                 "revoked": None,
                 "prefix": token[:PREFIX_LEN],
             }
+            if reviewer:
+                data[_sha(token)]["reviewer"] = True
             self._save(data)
             self._cache = None
         return token
@@ -183,6 +189,14 @@ class TokenStore:
 
     def list(self) -> list[dict]:
         return [dict(v) for v in self._load().values()]
+
+    def reviewer_agents(self) -> set[str]:
+        """The agents holding an active token made with ``--reviewer``."""
+        return {
+            e["agent"]
+            for e in self._load().values()
+            if e.get("reviewer") is True and not e.get("revoked")
+        }
 
     def lookup(self, token: str) -> dict | None:
         entry = self._load().get(_sha(token))
@@ -253,3 +267,10 @@ def envelope_headers(who: Identity, secret: str) -> dict[str, str]:
     if who.root:  # percent-encoded: header values are latin-1, paths may be anything
         headers["X-Pattern-Root"] = quote(who.root)
     return headers
+
+
+def review_policy(rt) -> ReviewPolicy:
+    """Where team review is on (``PATTERN_TEAM_REVIEW``) and who reviews: the store owner (the
+    runtime's own identity) and the agents of active ``--reviewer`` tokens (read when asked)."""
+    tokens = TokenStore(rt.settings.home)
+    return ReviewPolicy(rt.settings.team_review, rt.identity.agent_id, tokens.reviewer_agents)

@@ -72,6 +72,24 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    """Open the dashboard: find (or start) the store's daemon, sign a one-time login link."""
+    import webbrowser
+
+    from .bridge import DaemonLink
+    from .service.config import Settings
+    from .ui.logins import LINK_TTL, base_url, login_url
+
+    home = Path(args.home) if args.home else Settings.from_env().home
+    info = DaemonLink(home, {}, dict(os.environ)).connect()  # started if none runs
+    url = login_url(info)
+    print(f"pattern-memory dashboard: {base_url(info)}/ui/ (store {home})")
+    print(f"one-time sign-in link (valid {LINK_TTL} s, once):\n{url}", flush=True)
+    if not args.no_browser and not webbrowser.open(url):
+        print("could not open a browser: open the link above", file=sys.stderr)
+    return 0
+
+
 def cmd_token(args: argparse.Namespace) -> int:
     from .auth import TokenStore, binding
     from .service.config import Settings
@@ -88,11 +106,16 @@ def cmd_token(args: argparse.Namespace) -> int:
 
             project = identity_from_env(None, settings.cwd).project_id  # the current project
         token = tokens.create(
-            args.agent or args.name or "", project, args.label or "", any_project=args.any_project
+            args.agent or args.name or "",
+            project,
+            args.label or "",
+            any_project=args.any_project,
+            reviewer=args.reviewer,
         )
         print(token)
         where = "any project" if args.any_project else f"project {project}"
-        print(f"token for agent {args.agent or args.name}, bound to {where}; store it now: "
+        role = ", a reviewer" if args.reviewer else ""
+        print(f"token for agent {args.agent or args.name}, bound to {where}{role}; store it now: "
               "it is not shown again", file=sys.stderr)  # fmt: skip
     elif args.action == "revoke":
         given = [(by, v) for by, v in (("any", args.name), ("agent", args.agent),
@@ -105,7 +128,8 @@ def cmd_token(args: argparse.Namespace) -> int:
         for t in tokens.list():
             state = f"revoked {t['revoked'][:10]}" if t["revoked"] else "active"
             label = f"  label={t['label']}" if t.get("label") else ""
-            print(f"{t['prefix']}…  agent={t['agent']}  project={binding(t)}  {state}{label}")
+            role = "  reviewer" if t.get("reviewer") else ""
+            print(f"{t['prefix']}…  agent={t['agent']}  project={binding(t)}  {state}{role}{label}")
     return 0
 
 
@@ -382,6 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60, help="seconds to wait for it to stop (default 60)"
     )
     st.set_defaults(fn=cmd_stop)
+    ui = sub.add_parser("ui", help="open the web dashboard (starts the daemon if needed)")
+    ui.add_argument("--home", help="store folder (default $PATTERN_HOME)")
+    ui.add_argument(
+        "--no-browser", action="store_true", help="only print the one-time sign-in link"
+    )
+    ui.set_defaults(fn=cmd_ui)
     tk = sub.add_parser("token", help="bearer tokens for remote agents (each bound to one project)")
     tks = tk.add_subparsers(dest="action", required=True, metavar="{create,revoke,list}")
     tc = tks.add_parser(
@@ -398,6 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the token choose any project with the X-Pattern-Project header",
     )  # fmt: skip
     tc.add_argument("--label", help="a note shown by token list")
+    tc.add_argument(
+        "--reviewer", action="store_true",
+        help="the token's agent reviews team proposals (PATTERN_TEAM_REVIEW; review inbox)",
+    )  # fmt: skip
     tr = tks.add_parser("revoke", help="revoke an agent's tokens or one token by its prefix")
     tr.add_argument(
         "name", nargs="?", metavar="AGENT|PREFIX",

@@ -105,11 +105,13 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-def _graceful_server(config):
+def _graceful_server(config, on_exit=None):
     """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
     re-raises the signal after draining, which would kill us before the WAL checkpoint).
     Its handlers are installed when it is made, before ``daemon.json`` tells anyone our pid:
-    a signal that arrives before uvicorn serves still means "drain and stop", not death."""
+    a signal that arrives before uvicorn serves still means "drain and stop", not death.
+    ``on_exit()`` runs at the signal: long-lived responses (the dashboard's event streams)
+    end, so the drain does not wait for them."""
     import contextlib
     import signal
 
@@ -123,6 +125,8 @@ def _graceful_server(config):
                 if self.should_exit:
                     self.force_exit = True
                 self.should_exit = True
+                if on_exit is not None:
+                    on_exit()
 
             self._old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
@@ -144,17 +148,20 @@ def local_address(bind_host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind_host, bind_host)
 
 
-def build_app(server, authenticate, info: dict, security, routes=None):
+def build_app(server, authenticate, info: dict, security, routes=None, mount=None):
     """The daemon's ASGI app: the MCP endpoint behind bearer auth, all of it behind the
     Host/Origin guard (``security`` from :func:`server.hostguard.guard_settings`, also given to
-    the SDK's own transport check). ``routes`` (the client hooks' routes) go inside both."""
+    the SDK's own transport check). ``routes`` (the client hooks' routes) go inside both;
+    ``mount(app)`` puts the dashboard (``/ui``, server.ui.mount: its own cookie sessions) in
+    front of the bearer-authenticated app, inside the guard."""
     from .hostguard import HostGuard
 
     app = server.streamable_http_app(
         transport_security=security, host=info["host"], json_response=True, stateless_http=True
     )
     app.router.routes.extend(routes or [])  # the hook routes: local secret only, inside both
-    return HostGuard(AuthMiddleware(app, authenticate, info), security)
+    inner = AuthMiddleware(app, authenticate, info)
+    return HostGuard(mount(inner) if mount else inner, security)
 
 
 def run_daemon(
@@ -206,8 +213,13 @@ def run_daemon(
         hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
         tokens = TokenStore(home, settings.store_url)  # PostgreSQL: one table for every node
         authenticate = make_authenticator(secret, tokens, rt.identity.project_id)
+        from .ui.mount import DashboardMount
+
+        # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP; the
+        # Host/Origin guard covers both (a cookie is what DNS rebinding would steal)
+        dashboard = DashboardMount(rt, secret=secret, authenticate=authenticate)
         wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
-                            routes=hook_routes(hooks, secret))  # fmt: skip
+                            routes=hook_routes(hooks, secret), mount=dashboard.mount)  # fmt: skip
         if not allowed_hosts and not is_loopback(host):
             print("pattern-memory daemon: accepting Host " + ", ".join(security.allowed_hosts)
                   + "; add --allowed-host NAME for the name remote clients use",
@@ -215,7 +227,7 @@ def run_daemon(
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
-        uv = _graceful_server(config)
+        uv = _graceful_server(config, on_exit=dashboard.close)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
         bound = f", listening on {host_literal(host)}:{port}" if near != host else ""
         print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']}{bound} "

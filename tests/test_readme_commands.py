@@ -47,6 +47,8 @@ PARSE_ONLY: dict[str, str] = {
     "serve": "speaks MCP on stdin/stdout and starts a detached daemon: run by test_mcp_stdio.py "
     "and test_daemon.py's bridge test",
     "stop": "stops whatever daemon owns the store: run by test_daemon.py",
+    "ui": "starts a detached daemon and opens a browser: run by test_ui_cli.py (and the "
+    "browser tests)",
     "hooks install --user": "writes the user's own ~/.claude/settings.json and ~/.claude.json: "
     "run by test_hook_install.py under a temporary HOME",
     "hooks uninstall --user": "the same files: run by test_hook_install.py",

@@ -41,6 +41,7 @@ class Settings(BaseModel):
     allowed_dirs: list[Path]
     allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
+    team_review: str = ""  # PATTERN_TEAM_REVIEW: on | off | project ids (service/review.py)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -72,6 +73,7 @@ class Settings(BaseModel):
             allowed_dirs=allowed,
             allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,
+            team_review=env.get("PATTERN_TEAM_REVIEW", "").strip(),
         )
 
     def allowed_for(self, who) -> list[Path]:

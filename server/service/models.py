@@ -121,11 +121,19 @@ class ForgetResult(BaseModel):
 
 
 class ShareLearningResult(BaseModel):
-    memoryId: str = Field(description="Id of the new team memory.")
+    memoryId: str = Field(
+        description="Id of the new team memory (status proposed: still your own memory's id)."
+    )
     originalId: str
     originalKept: bool
     category: str
     warnings: list[str] = Field(default_factory=list)
+    status: Literal["shared", "proposed"] = Field(
+        default="shared",
+        description="proposed: team review is on for this project; a reviewer approves (the "
+        "memory then moves to the team) or rejects it (it stays yours, with the reason).",
+    )
+    proposalId: str | None = Field(default=None, description="The review proposal (proposed).")
 
 
 class Counts(BaseModel):

@@ -75,15 +75,26 @@ def _similarity_fn(svc: MemoryService, hits: list[Hit]):
 def diversify(
     svc: MemoryService, hits: list[Hit], scores: dict[str, float]
 ) -> tuple[list[Hit], int]:
-    """MMR order; near-duplicates dropped. Returns (ordered hits, number dropped)."""
+    """MMR order; near-duplicates dropped. Returns (ordered hits, number dropped).
+
+    Each candidate's similarity to the chosen set is kept up to date as items are chosen
+    (one similarity per pair instead of one per pair and round: 60 candidates cost 1.8k
+    similarities, not 108k; the order is the same)."""
     sim = _similarity_fn(svc, hits)
     pool = sorted(hits, key=lambda h: -scores[h.record.id])
     chosen: list[Hit] = []
+    near: dict[str, float] = {}  # candidate id -> max similarity to the chosen ones
     dropped = 0
     while pool:
         best, best_val, dup = None, -1e9, []
+        if chosen:
+            last = chosen[-1].record
+            for h in pool:
+                s = sim(h.record, last)
+                rid = h.record.id
+                near[rid] = s if len(chosen) == 1 else max(near[rid], s)
         for h in pool:
-            max_sim = max((sim(h.record, c.record) for c in chosen), default=0.0)
+            max_sim = near.get(h.record.id, 0.0)
             if max_sim >= DUPLICATE_SIM:
                 dup.append(h)
                 continue

@@ -6,7 +6,8 @@
 - ``graph``: the knowledge-graph tools; ``lessons``: the lesson tools;
 - ``verify``: verify-memories (memories whose cited code changed);
 - ``ingest``: ingest_workspace; ``stream``: changes, changes-ack, the ``pattern://changes``
-  resource and its subscriptions; ``admin``: cleanup, export/import, pattern_health.
+  resource and its subscriptions; ``admin``: cleanup, export/import, pattern_health;
+- ``review``: list-proposals, review-proposal (the review inbox).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import SubscriptionBus
 
-from . import admin, graph, ingest, lessons, memories, recall, stream, verify
+from . import admin, graph, ingest, lessons, memories, recall, review, stream, verify
 
-DOMAINS = (memories, recall, graph, lessons, ingest, admin, verify)
+DOMAINS = (memories, recall, graph, lessons, ingest, admin, verify, review)
 
 
 def register_all(server: MCPServer, bus: SubscriptionBus) -> None:

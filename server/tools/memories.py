@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import bulk
+from ..auth import review_policy
+from ..service import bulk, review
 from ..service.models import (
     CITATIONS_HELP,
     BulkForgetResult,
@@ -190,10 +191,14 @@ async def share_learning(
     idempotencyKey: IdempotencyKey = None,
 ) -> ShareLearningResult:
     """Share one of your memories with every agent of this project (team scope). Review it
-    for sensitive content first: it cannot be unshared, only deleted."""
+    for sensitive content first: it cannot be unshared, only deleted. Where team review is
+    on, it is proposed instead (status "proposed"): a reviewer approves or rejects it."""
     rt, who = session_of(ctx)
+    policy = review_policy(rt)
     return await call(
-        lambda: rt.service.share_learning(who, memoryId, category, keepOriginal, idempotencyKey)
+        lambda: review.share_learning(
+            rt.service, policy, who, memoryId, category, keepOriginal, idempotencyKey
+        )
     )
 
 
