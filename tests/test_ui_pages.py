@@ -348,6 +348,21 @@ def test_health_page(ui):
     token = ui.token_client(ui.tokens.create("alice", "p1"))
     other = token.get("/ui/health?orphans=1").text  # not the owner: no store-wide count
     assert "count them" not in other and "counted by the store owner" in other
+    assert 'id="replica-lag">none: one SQLite store' in r.text
+
+
+@pytest.mark.backends("postgres")
+def test_health_page_shows_the_replica(tmp_path, store_url):
+    """With PATTERN_STORE_URL the health page shows this daemon's replica: node, lag in log rows
+    (0 right after its own write: read-your-writes), applied/head, rebuilds."""
+    h = UiHarness(tmp_path / "store", env={"PATTERN_STORE_URL": store_url})
+    try:
+        h.svc.remember(h.rt.identity, MemoryInput(content="written through PostgreSQL"))
+        text = h.owner().get("/ui/health").text
+        assert 'id="replica-lag">0 log rows behind' in text and "PostgreSQL" in text
+        assert "password" not in text.lower()
+    finally:
+        h.close()
 
 
 def test_activity_stream_sends_visible_changes_only(ui):

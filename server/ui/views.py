@@ -35,7 +35,7 @@ MESSAGES = {
 HEALTH_SHOWN = {"status", "version", "projectId", "agentId", "subagent", "store",
                 "embeddingModel", "embeddingBackend", "modelReady", "ranking",
                 "lexicalPostings", "records", "pendingVectorWrites", "issues", "view",
-                "orphanVectors"}  # fmt: skip
+                "orphanVectors", "replica"}  # fmt: skip
 
 
 def recall_kinds() -> list[str]:
