@@ -54,7 +54,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import InvalidInput
+from .secrets import env_policy
 
 __all__ = [
     "Finding",
@@ -79,24 +79,9 @@ class InjectionPolicy(StrEnum):
 
 
 def policy_from_env(environ: Mapping[str, str] = os.environ) -> InjectionPolicy | None:
-    """The configured policy, or ``None`` when content scanning is disabled
-    (``PATTERN_DISABLE_CONTENT_SCAN``). Raises ``InvalidInput`` for an unknown value."""
-    if environ.get(DISABLE_ENV, "").strip().lower() in {"true", "1", "yes"}:
-        return None
-    raw = environ.get(POLICY_ENV, "").strip()
-    if not raw:
-        return InjectionPolicy.warn
-    try:
-        return InjectionPolicy(raw.lower())
-    except ValueError:
-        allowed = [p.value for p in InjectionPolicy]
-        raise InvalidInput(
-            f"{POLICY_ENV} must be one of {', '.join(allowed)} (got {raw!r}); "
-            f"set {DISABLE_ENV}=true to turn content scanning off",
-            variable=POLICY_ENV,
-            value=raw,
-            allowed=allowed,
-        ) from None
+    """The configured ``PATTERN_INJECTION_POLICY``, or ``None`` when content scanning is
+    disabled (``PATTERN_DISABLE_CONTENT_SCAN``); see :func:`.secrets.env_policy`."""
+    return env_policy(environ, POLICY_ENV, InjectionPolicy)
 
 
 class Finding(BaseModel):

@@ -659,6 +659,18 @@ class MemoryService:
             ),
         )  # fmt: skip
 
+    def shareable(self, who: Identity, memory_id: str, category: str) -> Record:
+        """The caller's own private or personal memory, which may go to the team under
+        ``category`` (share-learning, and its proposal under team review)."""
+        rec = self.get_visible(who, memory_id)
+        self.check_owner(who, rec, "share")
+        if rec.scope not in (Scope.private, Scope.personal):
+            raise InvalidInput(
+                f"memory {memory_id} is already shared ({rec.scope.value})", memoryId=memory_id
+            )
+        rules.check_scope_category(Scope.team, category)
+        return rec
+
     def _share_learning(
         self,
         who: Identity,
@@ -667,13 +679,7 @@ class MemoryService:
         keep_original: bool,
         claim: idem.Claim | None,
     ) -> ShareLearningResult:
-        rec = self.get_visible(who, memory_id)
-        self.check_owner(who, rec, "share")
-        if rec.scope not in (Scope.private, Scope.personal):
-            raise InvalidInput(
-                f"memory {memory_id} is already shared ({rec.scope.value})", memoryId=memory_id
-            )
-        rules.check_scope_category(Scope.team, category)
+        rec = self.shareable(who, memory_id, category)
         now = self.clock()
         shared = Record(
             kind=Kind.memory, project_id=who.project_id, agent_id=who.agent_id,

@@ -273,13 +273,7 @@ def _propose(
     keep_original: bool,
     claim: idem.Claim | None,
 ) -> ShareLearningResult:
-    rec = svc.get_visible(who, memory_id)
-    svc.check_owner(who, rec, "share")
-    if rec.scope not in (Scope.private, Scope.personal):
-        raise InvalidInput(
-            f"memory {memory_id} is already shared ({rec.scope.value})", memoryId=memory_id
-        )
-    rules.check_scope_category(Scope.team, category)
+    rec = svc.shareable(who, memory_id, category)
     pending = pending_for_memory(svc, rec.id)
     if pending is not None:  # proposed before: the same proposal, nothing new
         return ShareLearningResult(

@@ -75,6 +75,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -86,6 +87,7 @@ __all__ = [
     "Finding",
     "SecretPolicy",
     "apply_policy",
+    "env_policy",
     "policy_from_env",
     "scan",
 ]
@@ -93,6 +95,7 @@ __all__ = [
 POLICY_ENV = "PATTERN_SECRET_POLICY"
 DISABLE_ENV = "PATTERN_DISABLE_CONTENT_SCAN"
 _TRUTHY = frozenset({"true", "1", "yes"})
+E = TypeVar("E", bound=StrEnum)
 
 
 class SecretPolicy(StrEnum):
@@ -103,27 +106,31 @@ class SecretPolicy(StrEnum):
     redact = "redact"
 
 
-def policy_from_env(environ: Mapping[str, str] = os.environ) -> SecretPolicy | None:
-    """The configured policy, or ``None`` when content scanning is disabled.
-
-    Raises ``InvalidInput`` for an unknown ``PATTERN_SECRET_POLICY`` value.
-    """
+def env_policy(environ: Mapping[str, str], variable: str, kind: type[E]) -> E | None:
+    """The policy ``variable`` names (default ``warn``), or ``None`` when content scanning is
+    disabled (``PATTERN_DISABLE_CONTENT_SCAN``). Raises ``InvalidInput`` for an unknown value.
+    Shared by the secret and the injection policies."""
     if environ.get(DISABLE_ENV, "").strip().lower() in _TRUTHY:
         return None
-    raw = environ.get(POLICY_ENV, "").strip()
+    raw = environ.get(variable, "").strip()
     if not raw:
-        return SecretPolicy.warn
+        return kind("warn")
     try:
-        return SecretPolicy(raw.lower())
+        return kind(raw.lower())
     except ValueError:
-        allowed = [p.value for p in SecretPolicy]
+        allowed = [p.value for p in kind]
         raise InvalidInput(
-            f"{POLICY_ENV} must be one of {', '.join(allowed)} (got {raw!r}); "
+            f"{variable} must be one of {', '.join(allowed)} (got {raw!r}); "
             f"set {DISABLE_ENV}=true to turn content scanning off",
-            variable=POLICY_ENV,
+            variable=variable,
             value=raw,
             allowed=allowed,
         ) from None
+
+
+def policy_from_env(environ: Mapping[str, str] = os.environ) -> SecretPolicy | None:
+    """The configured ``PATTERN_SECRET_POLICY`` (see :func:`env_policy`)."""
+    return env_policy(environ, POLICY_ENV, SecretPolicy)
 
 
 class Finding(BaseModel):
