@@ -137,11 +137,11 @@ def test_a_later_migration_is_canonical_without_code(monkeypatch, new_pg_databas
     from retrieval.engine import Engine
 
     extra = [
-        """CREATE TABLE IF NOT EXISTS proposals(
+        """CREATE TABLE IF NOT EXISTS later_things(
             id TEXT PRIMARY KEY, memory_id TEXT NOT NULL, status TEXT NOT NULL,
             n INTEGER NOT NULL DEFAULT 0)""",
-        "CREATE INDEX IF NOT EXISTS proposals_status ON proposals(status)",
-        "CREATE INDEX IF NOT EXISTS records_session ON records(bucket, "
+        "CREATE INDEX IF NOT EXISTS later_things_status ON later_things(status)",
+        "CREATE INDEX IF NOT EXISTS records_later_session ON records(bucket, "
         "json_extract(metadata, '$.session')) WHERE kind = 'turn'",
     ]
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, extra])
@@ -153,13 +153,14 @@ def test_a_later_migration_is_canonical_without_code(monkeypatch, new_pg_databas
     a = Engine(tmp_path / "a", store_url=url)
     b = Engine(tmp_path / "b", store_url=url)
     try:
-        assert "proposals" in a.cluster.catalog.tables
+        assert "later_things" in a.cluster.catalog.tables
         with a.store.transaction() as conn:
             conn.execute(
-                "INSERT INTO proposals(id, memory_id, status) VALUES (?,?,?)", ("p1", "m1", "open")
+                "INSERT INTO later_things(id, memory_id, status) VALUES (?,?,?)",
+                ("p1", "m1", "open"),
             )
         b.store.catch_up()
-        row = b.store.reader.execute("SELECT id, status, n FROM proposals").fetchone()
+        row = b.store.reader.execute("SELECT id, status, n FROM later_things").fetchone()
         assert tuple(row) == ("p1", "open", 0)
     finally:
         a.close()
