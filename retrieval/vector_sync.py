@@ -58,10 +58,6 @@ def catching_up(exc: BaseException) -> str:
     )
 
 
-def _epoch(dt) -> float:
-    return dt.timestamp() if dt is not None else 0.0
-
-
 class RetryTimer:
     """Runs ``fn`` in one background thread after :meth:`kick`, again with exponential backoff
     (``first`` doubled up to ``cap`` seconds) while it raises, until it succeeds with no kick
@@ -233,16 +229,12 @@ class VectorSync:
         for rid, (rec, vecs) in ready.items():
             recs[rid], stored[rid] = rec, vecs
         by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
+        # Chroma keeps only `record_id` beside a vector (VectorIndex.upsert): every filter is
+        # applied to the candidates in SQLite, so more metadata would cost each write ~0.3 ms
+        # of Chroma's metadata indexing for nothing (docs/benchmarks.md, "Scale")
         for rid, rec in recs.items():
-            meta = {
-                "kind": str(rec.kind),
-                "category": rec.category,
-                "priority": rec.priority,
-                "created_at": _epoch(rec.created_at),
-                "expires_at": _epoch(rec.expires_at) or 1e12,
-            }
             for w, vec in enumerate(stored[rid]):
-                by_bucket[rec.bucket].append(VectorItem(rid, w, vec, meta))
+                by_bucket[rec.bucket].append(VectorItem(rid, w, vec, {}))
         for bucket, items in by_bucket.items():
             self.engine.vectors.upsert(bucket, model, items)
 
