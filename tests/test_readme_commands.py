@@ -147,8 +147,16 @@ class Workspace:
     def popen(self, argv: list[str], **kw) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "server.cli", *argv], cwd=self.cwd, env=self.env,
-            stdin=subprocess.DEVNULL, text=True, **kw,
+            stdin=subprocess.DEVNULL, text=True, preexec_fn=default_signals, **kw,
         )  # fmt: skip
+
+
+def default_signals() -> None:
+    """In the child, before exec: SIGINT and SIGTERM as a shell would leave them. A test
+    process may ignore SIGINT (a pytest-xdist worker, a browser driver), and an ignored
+    signal stays ignored across exec: Ctrl-C would then never reach the command."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def lines_of(proc: subprocess.Popen, stream) -> list[str]:
