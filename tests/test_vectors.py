@@ -334,7 +334,9 @@ def test_a_store_without_embedder_writes_and_searches_lexically(open_engine, mak
     assert hybrid[0].explanation.vector_similarity is not None
 
 
-def test_an_attached_model_ranks_hybrid_before_the_vector_index_opens(open_engine, make_record):
+def test_an_attached_model_ranks_hybrid_before_the_vector_index_opens(
+    open_engine, make_record
+):
     """At start the model is attached before Chroma is open (importing and opening it takes
     ~1.9 s): the vector side is exact cosine over the stored vectors meanwhile, equal to the
     index's answer once it is open, and writes made in between wait in the outbox (no warning)
