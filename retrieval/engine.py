@@ -166,23 +166,12 @@ class Engine:
             self._sync.after_commit()  # a Chroma failure: a background retry, as for writes
 
     # ------------------------------------------------------------------ embedder
-    def attach_embedder(self, embedder: Embedder) -> None:
-        """Rank and write with ``embedder`` from now on, before the vector index is open:
-        searches score the stored vectors exactly, and writes keep their outbox rows until
-        :meth:`set_embedder` opens the index and replays them."""
-        self.embedder = embedder
-        self.ranker.embedder = embedder
-
-    def detach_embedder(self) -> None:
-        """Back to lexical ranking (the vector index could not open after all)."""
-        self.embedder = None
-        self.ranker.embedder = None
-
     def set_embedder(self, embedder: Embedder) -> None:
         """Attach the (loaded) embedder, opening the vector index; replays the outbox,
         embedding what is missing. Until then the engine writes and ranks lexically."""
-        self.attach_embedder(embedder)
         self.open_vectors()
+        self.embedder = embedder
+        self.ranker.embedder = embedder
         self._queue_other_models(embedder.model_id)
         for warning in self._sync.after_commit():  # a failing Chroma must not fail the model
             log.warning("%s", warning)

@@ -66,10 +66,7 @@ class HybridRanker:
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
 
     def vector_ready(self) -> bool:
-        """The vector side can rank: the model is attached. Until the vector index (Chroma)
-        is open too, the vector side is exact cosine over the stored vectors (see
-        :meth:`_vector_candidates`)."""
-        return self.embedder is not None
+        return self.embedder is not None and self.vectors is not None
 
     # ---------------------------------------------------------------- vector side
     def _vector_candidates(
@@ -85,12 +82,6 @@ class HybridRanker:
                         best[rid] = sim
             return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
         qvec = qvecs.reshape(-1)
-        if self.vectors is None:
-            # the model is attached, the ANN index still opening (importing and opening Chroma
-            # takes ~1.9 s at start): exact cosine over the records' stored vectors, as a
-            # selective filter gets below, so the first hybrid answer does not wait for it
-            sims = self._exact(qvec, list_ids(self.store, f, EXACT_SCAN_LIMIT))
-            return sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
         model = self.embedder.model_id
         over = depth + 20 if f.is_visibility_only() else depth * 4
         hits = self.vectors.query(buckets, model, qvec, over)

@@ -165,9 +165,9 @@ class VectorSync:
         ``known``: records the caller just committed, with their vectors; those still at the
         stored version are applied from memory instead of being read back from SQLite."""
         embedder = self.engine.embedder  # read once: every vector of this run is this model's
-        vectors = self.engine.vectors
-        if embedder is None or vectors is None:  # the rows wait (Engine.set_embedder drains)
+        if embedder is None:
             return 0
+        vectors = self.engine.vectors
         model = embedder.model_id
         applied = 0
         with self.lock:

@@ -334,39 +334,6 @@ def test_a_store_without_embedder_writes_and_searches_lexically(open_engine, mak
     assert hybrid[0].explanation.vector_similarity is not None
 
 
-def test_an_attached_model_ranks_hybrid_before_the_vector_index_opens(
-    open_engine, make_record
-):
-    """At start the model is attached before Chroma is open (importing and opening it takes
-    ~1.9 s): the vector side is exact cosine over the stored vectors meanwhile, equal to the
-    index's answer once it is open, and writes made in between wait in the outbox (no warning)
-    until set_embedder opens the index and replays them."""
-    eng = open_engine()
-    eng.set_embedder(HashEmbedder())
-    recs = [make_record(f"note {i} about the {w} pipeline") for i, w in
-            enumerate(["deploy", "billing", "search", "deploy staging", "ingest"])]  # fmt: skip
-    eng.add(recs)
-    indexed = eng.search("deploy pipeline", k=5, mode="vector")
-    eng.close()
-
-    eng = open_engine()  # a restart: the model attaches first, the index is still closed
-    eng.attach_embedder(HashEmbedder())
-    assert eng.vectors is None
-    exact = eng.search("deploy pipeline", k=5, mode="vector")
-    sims = {h.record.id: h.explanation.vector_similarity for h in exact}
-    assert sims == pytest.approx({h.record.id: h.explanation.vector_similarity for h in indexed})
-    hybrid = eng.search("deploy pipeline", k=3)
-    assert hybrid[0].explanation.mode == "hybrid"
-    late = make_record("a note written while the index opens")
-    assert eng.apply(add=[late]).warnings == []  # durable, nothing to warn about
-    assert outbox_size(eng) == 1
-    assert [h.record.id for h in eng.search("written while the index opens", k=1,
-                                            mode="vector")] == [late.id]  # fmt: skip
-    eng.set_embedder(HashEmbedder())
-    assert eng.vectors is not None and outbox_size(eng) == 0
-    assert eng.vectors.count(late.bucket, MODEL) == len(recs) + 1
-
-
 def test_a_reopened_engine_searches_every_bucket_it_holds(open_engine, make_record):
     recs = [make_record("shared wiki page", scope=s) for s in Scope]
     open_engine(HashEmbedder()).add(recs)

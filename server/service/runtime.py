@@ -106,9 +106,7 @@ class Runtime:
     def _make_embedder_beside_vectors(self):
         """The embedder, while another thread opens the vector index: building the ONNX
         session releases the GIL, importing chromadb holds it, so the two overlap (~0.4 s of
-        the first vector query's wait, docs/benchmarks.md "Session 4"). The embedder is
-        attached as soon as it is built: searches rank hybrid (exact cosine over the stored
-        vectors) without waiting for Chroma (~1.9 s: docs/benchmarks.md "Session 5")."""
+        the first vector query's wait, docs/benchmarks.md "Session 4")."""
         if self.settings.embedder == "none":
             return None
         failed: list[BaseException] = []
@@ -122,14 +120,10 @@ class Runtime:
         opener = threading.Thread(target=open_vectors, name="vector-index-opener", daemon=True)
         opener.start()
         try:
-            embedder = self.settings.make_embedder()
-            # hybrid ranking from now (exact cosine over stored vectors) while Chroma opens
-            self.engine.attach_embedder(embedder)
-            return embedder
+            return self.settings.make_embedder()
         finally:
             opener.join()
-            if failed:  # no vector index: searches stay lexical and say so
-                self.engine.detach_embedder()
+            if failed:
                 raise failed[0]
 
     def wait_ready(self, timeout: float | None = None) -> bool:
