@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .auth import envelope_headers
-from .daemon import read_info
+from .daemonfiles import owner_alive, read_info
 from .routing import LOCAL, Router, load_routes
 from .service.config import Settings
 from .service.identity import identity_from_env
@@ -44,26 +44,6 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-
-
-def owner_alive(home: Path) -> bool:
-    """True while some process holds the store lock (the authoritative test: a dead owner's
-    lock is released by the kernel, even if it left daemon.json behind)."""
-    import fcntl
-
-    try:
-        fd = os.open(home / "daemon.lock", os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 class DaemonLink:

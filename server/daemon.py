@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from .auth import Refusal, TokenStore, make_authenticator, write_private
+from .daemonfiles import INFO_FILE, LOCK_FILE, read_info
 from .service.errors import StoreUnavailable
 
-LOCK_FILE = "daemon.lock"
-INFO_FILE = "daemon.json"
+__all__ = ["INFO_FILE", "LOCK_FILE", "StoreLock", "read_info", "run_daemon"]
 
 
 class StoreLock:
@@ -56,13 +56,6 @@ class StoreLock:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
-
-
-def read_info(home: Path) -> dict | None:
-    try:
-        return json.loads((Path(home) / INFO_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 class AuthMiddleware:

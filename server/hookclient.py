@@ -29,6 +29,7 @@ import time
 if __package__ in (None, ""):  # run as a file: import the package from the checkout
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from server.daemonfiles import owner_alive, read_info  # noqa: E402
 from server.service.ids import identity_fields, project_root, store_home  # noqa: E402
 
 DEFAULT_DEADLINE = 1.5
@@ -81,33 +82,6 @@ def config_from_env(env) -> dict:
             except ValueError:
                 continue
     return out
-
-
-def read_info(home) -> dict | None:
-    try:
-        with open(os.path.join(home, "daemon.json"), encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
-def owner_alive(home) -> bool:
-    """True while a process holds the store lock (a daemon running or starting)."""
-    import fcntl
-
-    try:
-        fd = os.open(os.path.join(home, "daemon.lock"), os.O_RDWR)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 def spawn_daemon(home, env) -> None:
