@@ -337,16 +337,23 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
     return res
 
 
-def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
-    """The last reply (or message) of a transcript, read from its end: what a short prompt
-    such as "yes, do that" refers to."""
-    path = Path(path)
+def _tail(path: str | Path, max_bytes: int) -> bytes | None:
+    """The last ``max_bytes`` of a file (None when it cannot be read)."""
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(max(0, size - max_bytes))
-            data = fh.read()
+            return fh.read()
     except OSError:
+        return None
+
+
+def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
+    """The last reply (or message) of a transcript, read from its end: what a short prompt
+    such as "yes, do that" refers to."""
+    path = Path(path)
+    data = _tail(path, max_bytes)
+    if data is None:
         return None
     for raw in reversed(data.splitlines()):
         try:
@@ -384,12 +391,8 @@ def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
 
 def tool_result_text(path: str | Path, tool_use_id: str, max_bytes: int = 262_144) -> str | None:
     """The output of one tool call (its ``tool_result`` block), looked up from the end."""
-    try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except OSError:
+    data = _tail(path, max_bytes)
+    if data is None:
         return None
     needle = tool_use_id.encode()
     for raw in reversed(data.splitlines()):
