@@ -234,7 +234,7 @@ class VectorSync:
         # of Chroma's metadata indexing for nothing (docs/benchmarks.md, "Scale")
         for rid, rec in recs.items():
             for w, vec in enumerate(stored[rid]):
-                by_bucket[rec.bucket].append(VectorItem(rid, w, vec, {}))
+                by_bucket[rec.bucket].append(VectorItem(rid, w, vec))
         for bucket, items in by_bucket.items():
             self.engine.vectors.upsert(bucket, model, items)
 

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class VectorItem:
     record_id: str
     window: int
     vector: np.ndarray
-    metadata: dict
+    metadata: dict = field(default_factory=dict)  # beside record_id (the store adds none)
 
     @property
     def vector_id(self) -> str:
