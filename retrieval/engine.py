@@ -40,6 +40,7 @@ from .lexical import LexicalIndex
 from .records import Hit, Record, RecordFilter
 from .store import SQLiteStore, parse_ts
 from .vector_sync import VectorSync
+from .vector_process import VectorProcess
 from .vectors import VectorIndex, windows, words_of
 
 EmbedText = Callable[[Record], str]
@@ -119,7 +120,13 @@ class Engine:
         window_overlap: int = 16,
         screen: Screen | None = None,
         store_url: str | None = None,
+        vector_process: bool = False,
+        background_vectors: bool = False,
     ) -> None:
+        """``vector_process``: Chroma runs in a child process (:mod:`retrieval.vector_process`;
+        not with a Chroma host, which is out of process already). ``background_vectors``: the
+        outbox is applied by a background thread and writes return at COMMIT
+        (:mod:`retrieval.vector_writer`). A serving runtime turns both on."""
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
@@ -133,7 +140,8 @@ class Engine:
                 self.store.close()
                 raise
         self._chroma = (str(self.home / "chroma"), chroma_host, chroma_port)
-        self.vectors: VectorIndex | None = (
+        self._vector_process = vector_process and not chroma_host
+        self.vectors: VectorIndex | VectorProcess | None = (
             None  # opened with the embedder (chromadb is slow to import)
         )
         self.lexical = LexicalIndex(self.store)
@@ -141,8 +149,9 @@ class Engine:
         self.embed_text = embed_text
         self._window_words = window_words
         self.window_overlap = window_overlap
-        self._sync = VectorSync(self)
+        self._sync = VectorSync(self, background=background_vectors)
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
+        self.ranker.pending = self._sync.pending_ids
         self._buckets: set[str] = set(self.store.all_buckets())
         self._screen = screen
         self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
@@ -177,11 +186,17 @@ class Engine:
             log.warning("%s", warning)
 
     def open_vectors(self) -> None:
-        """Open the vector index (importing chromadb takes ~0.6 s: a runtime does it beside
-        the model load, see server/service/runtime.py). Not thread-safe: one caller at a time."""
+        """Open the vector index: in this process (importing chromadb and opening the store
+        hold the GIL ~1.9 s: a runtime does it beside the model load, see
+        server/service/runtime.py), or by starting its child process (returns at once; until
+        the child has opened the store, searches score stored vectors exactly). Not
+        thread-safe: one caller at a time."""
         if self.vectors is None:
             path, host, port = self._chroma
-            self.vectors = VectorIndex(path, host=host, port=port)
+            if self._vector_process:
+                self.vectors = VectorProcess(path)
+            else:
+                self.vectors = VectorIndex(path, host=host, port=port)
             self.ranker.vectors = self.vectors
 
     def _queue_other_models(self, model_id: str) -> None:
@@ -381,9 +396,14 @@ class Engine:
         return self._sync.run()
 
     def flush_vectors(self) -> list[str]:
-        """Apply the outbox now, as after a commit: a Chroma failure is returned as a warning
+        """Apply the outbox now, on this thread: a Chroma failure is returned as a warning
         (the rows stay for the next start) instead of raised."""
-        return self._sync.after_commit()
+        return self._sync.flush()
+
+    def wait_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until the background writer has applied every write so far to the vector
+        index (True at once when writes apply inline); False on timeout or while it fails."""
+        return self._sync.wait(timeout)
 
     def orphan_vectors(self) -> dict[str, list[str]]:
         """Vector ids whose record is gone or elsewhere, per bucket (:meth:`VectorSync.orphans`)."""

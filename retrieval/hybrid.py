@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from .embedder import Embedder
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
+from .vector_process import VectorProcess
 from .vectors import VectorIndex
 
 EXACT_SCAN_LIMIT = 50_000
@@ -54,7 +56,7 @@ class HybridRanker:
         self,
         store: SQLiteStore,
         lexical: LexicalIndex,
-        vectors: VectorIndex | None,
+        vectors: VectorIndex | VectorProcess | None,
         embedder: Embedder | None,
         config: FusionConfig | None = None,
     ) -> None:
@@ -63,6 +65,8 @@ class HybridRanker:
         self.vectors = vectors
         self.embedder = embedder
         self.config = config or FusionConfig()
+        # records whose vectors are not in the index yet (VectorSync.pending_ids; set by Engine)
+        self.pending: Callable[[], set[str]] | None = None
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
 
     def vector_ready(self) -> bool:
@@ -82,19 +86,33 @@ class HybridRanker:
                         best[rid] = sim
             return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
         qvec = qvecs.reshape(-1)
+        if not self.vectors.ready:  # the index process is still opening its store
+            return self._exact_scan(qvec, f, depth)
         model = self.embedder.model_id
         over = depth + 20 if f.is_visibility_only() else depth * 4
         hits = self.vectors.query(buckets, model, qvec, over)
         keep = set(self.store.filter_ids(f, [h[0] for h in hits]))
         kept = [h for h in hits if h[0] in keep]
-        if len(kept) >= min(depth, len(hits)) and len(hits) < over:
-            return kept[:depth]  # the ANN returned everything there is
-        if len(kept) >= depth:
-            return kept[:depth]
-        # selective filter: exact cosine over the filtered records
-        ids = list_ids(self.store, f, EXACT_SCAN_LIMIT)
-        sims = self._exact(qvec, ids)
+        everything = len(kept) >= min(depth, len(hits)) and len(hits) < over  # all there is
+        if not everything and len(kept) < depth:
+            return self._exact_scan(qvec, f, depth)  # a selective filter
+        return self._with_pending(qvec, f, kept, depth)
+
+    def _exact_scan(self, qvec: np.ndarray, f: RecordFilter, depth: int):
+        """Exact cosine over the filtered records' stored vectors (at most EXACT_SCAN_LIMIT)."""
+        sims = self._exact(qvec, list_ids(self.store, f, EXACT_SCAN_LIMIT))
         return sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
+
+    def _with_pending(self, qvec: np.ndarray, f: RecordFilter, hits, depth: int):
+        """The index's hits, with the records still waiting in the vector outbox scored
+        exactly from their stored vectors (read-your-writes while the background writer
+        catches up; a pending update's exact score replaces its old vector's)."""
+        pending = self.pending() if self.pending is not None else ()
+        if not pending:
+            return hits[:depth]
+        best = dict(hits)
+        best.update(self._exact(qvec, self.store.filter_ids(f, list(pending))))
+        return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
 
     def _exact(
         self, qvec: np.ndarray, ids: list[str], stored: dict[str, np.ndarray] | None = None

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .errors import NotFound
+from .vector_writer import BackgroundWriter
 from .vectors import VectorItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,14 +46,19 @@ log = logging.getLogger(__name__)
 Known = dict[str, tuple["Record", "np.ndarray"]]
 
 OUTBOX_BATCH = 2000  # outbox rows applied per round
+# records waiting in the outbox that a search scores exactly (pending_ids); more than this is a
+# bulk re-embedding (a model change), whose records are found by vector once the index has them
+PENDING_EXACT_MAX = 5000
 RETRY_FIRST_S = 0.5  # first background retry after a failed application, doubled up to
 RETRY_MAX_S = 30.0
 
 
-def catching_up(exc: BaseException) -> str:
-    """The warning a write returns when it committed but Chroma failed afterwards."""
+def catching_up(exc: BaseException | str) -> str:
+    """The warning a write returns when it committed but Chroma failed afterwards (or, with
+    the background writer, is failing)."""
+    why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     return (
-        f"saved; the vector index is catching up ({type(exc).__name__}: {exc}): keyword search "
+        f"saved; the vector index is catching up ({why}): keyword search "
         "finds this now, meaning search once the index has replayed it (automatic, in the "
         "background); do not write it again"
     )
@@ -148,13 +154,24 @@ class OwnedLock:
 
 
 class VectorSync:
-    """Applies the outbox of one engine's store to its vector index (see the module docstring)."""
+    """Applies the outbox of one engine's store to its vector index (see the module docstring).
 
-    def __init__(self, engine: Engine) -> None:
+    ``background``: after a commit the rows are applied by one background thread
+    (:mod:`retrieval.vector_writer`) instead of the writing thread, and the write returns at
+    COMMIT; searches then score the records still in the outbox exactly (:meth:`pending_ids`)."""
+
+    def __init__(self, engine: Engine, *, background: bool = False) -> None:
         self.engine = engine
         self.store = engine.store
         self.lock = OwnedLock()
         self.retry = RetryTimer(self.run)
+        self.writer = BackgroundWriter(self._drain) if background else None
+        self._known: Known = {}  # records committed since the writer's last round
+        self._known_lock = threading.Lock()
+        # commits noted (after their COMMIT) vs. the last one known applied: while they differ
+        # the outbox may hold rows and searches ask it (pending_ids); rows left by a crash or a
+        # model change count as one commit at start
+        self._commits, self._applied = 1, 0
 
     # ------------------------------------------------------------------ applying the outbox
     def run(self, known: Known | None = None) -> int:
@@ -171,6 +188,7 @@ class VectorSync:
         model = embedder.model_id
         applied = 0
         with self.lock:
+            noted = self._commits  # every commit noted by now is applied once the outbox is empty
             while rows := self.store.outbox(OUTBOX_BATCH):
                 last = rows[-1]["seq"]
                 latest: dict[str, str] = {}
@@ -186,11 +204,48 @@ class VectorSync:
                 self._upsert(upserts, embedder, known)
                 self.store.clear_outbox(last)
                 applied += len(rows)
+            self._applied = max(self._applied, noted)
         return applied
 
     def after_commit(self, known: Known | None = None) -> list[str]:
-        """Apply the outbox after a commit; a failure becomes a warning and a background retry
-        (the write itself is durable: it must not be reported as an error)."""
+        """Apply the outbox after a commit (inline, or by the background writer); a failure
+        becomes a warning and a retry (the write itself is durable: it must not be reported as
+        an error)."""
+        with self._known_lock:
+            self._commits += 1
+            if known and self.writer is not None:
+                self._known.update(known)
+        if self.writer is None:
+            return self.flush(known)
+        self.writer.kick()
+        failing = self.writer.last_error
+        return [catching_up(failing)] if failing else []
+
+    def _drain(self) -> None:
+        """One round of the background writer: every row committed so far."""
+        with self._known_lock:
+            known, self._known = self._known, {}
+        self.run(known or None)
+
+    def pending_ids(self) -> set[str]:
+        """Records whose outbox rows are not applied yet (a search scores them exactly from
+        their stored vectors); empty when every commit is known applied, and when there are
+        more than :data:`PENDING_EXACT_MAX` (a bulk re-embedding)."""
+        if self._applied >= self._commits:
+            return set()
+        rows = self.store.reader.execute(
+            "SELECT DISTINCT record_id FROM vector_outbox LIMIT ?", (PENDING_EXACT_MAX + 1,)
+        ).fetchall()
+        return {r[0] for r in rows} if len(rows) <= PENDING_EXACT_MAX else set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the background writer has applied every commit so far (True at once
+        without one); False on timeout or while the vector index fails."""
+        return self.writer.wait_idle(timeout) if self.writer is not None else True
+
+    def flush(self, known: Known | None = None) -> list[str]:
+        """Apply the outbox now, on this thread; a failure becomes a warning and a background
+        retry."""
         try:
             self.run(known)
         except Exception as exc:  # Chroma raises many kinds
@@ -307,6 +362,8 @@ class VectorSync:
         return total, orphans
 
     def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
         self.retry.close()
 
 

@@ -78,7 +78,13 @@ def _not_found(exc: BaseException) -> bool:
 
 
 class VectorIndex:
-    """Embedded ``PersistentClient`` by default; ``HttpClient`` when a Chroma host is given."""
+    """Embedded ``PersistentClient`` by default; ``HttpClient`` when a Chroma host is given.
+    :class:`~retrieval.vector_process.VectorProcess` serves the same API from a child process."""
+
+    ready = True  # open once constructed (a VectorProcess may still be opening its store)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return True
 
     def __init__(self, path: str | None = None, *, host: str | None = None, port: int = 8000):
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

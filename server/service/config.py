@@ -38,6 +38,8 @@ class Settings(BaseModel):
     chroma_host: str | None = None
     chroma_port: int = 8000
     store_url: str | None = None  # PATTERN_STORE_URL: PostgreSQL is canonical (many daemons)
+    vector_process: bool = True  # PATTERN_VECTOR_PROCESS: Chroma in a child process
+    vector_writes: str = "background"  # PATTERN_VECTOR_WRITES: background | inline
     allowed_dirs: list[Path]
     allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
@@ -59,6 +61,12 @@ class Settings(BaseModel):
             if allowed_raw
             else [project_root(cwd), home / "exports"]
         )
+        writes = env.get("PATTERN_VECTOR_WRITES", "background").strip().lower()
+        if writes not in ("background", "inline"):
+            raise InvalidInput(f"PATTERN_VECTOR_WRITES={writes!r}: use background or inline")
+        process = env.get("PATTERN_VECTOR_PROCESS", "1").strip().lower()
+        if process not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            raise InvalidInput(f"PATTERN_VECTOR_PROCESS={process!r}: use 1 or 0")
         try:
             port = int(env.get("PATTERN_CHROMA_PORT", "8000"))
         except ValueError:
@@ -70,6 +78,8 @@ class Settings(BaseModel):
             chroma_host=env.get("PATTERN_CHROMA_HOST") or None,
             chroma_port=port,
             store_url=store_url(env),
+            vector_process=process in ("1", "true", "yes", "on"),
+            vector_writes=writes,
             allowed_dirs=allowed,
             allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,

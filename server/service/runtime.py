@@ -72,6 +72,8 @@ class Runtime:
             chroma_host=settings.chroma_host,
             chroma_port=settings.chroma_port,
             store_url=settings.store_url,
+            vector_process=settings.vector_process,
+            background_vectors=settings.vector_writes == "background",
         )
         service = MemoryService(engine, policy=WritePolicy.from_env(env))
         rt = cls(settings, identity, service)
