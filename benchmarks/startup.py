@@ -16,7 +16,10 @@
    daemon) and calls ``recall`` until it answers in ``hybrid`` mode: the time from spawning
    ``serve`` to that answer. Median of ``--ready-runs``.
 3. ``rss_mb``: the idle daemon's resident memory, read from ``/proc`` ``--idle`` seconds after
-   that first hybrid answer (model loaded, Chroma open, the store's pages mapped). Median.
+   that first hybrid answer (model loaded, Chroma open, the store's pages mapped). Median. It
+   is the sum over the daemon and its children (the vector index runs in a child process since
+   session 6: ``daemon_processes``); ``pss_mb`` is the same sum in proportional set size (a
+   library both processes map counts once).
    ``rss_anon_mb`` and ``rss_file_mb`` split it: heap vs mapped files (the model weights are
    heap; SQLite's memory-mapped pages and shared libraries are file pages the kernel can drop).
 4. Baseline in the same run: one start with ``PATTERN_EMBED_BACKEND=torch`` (the
@@ -76,13 +79,31 @@ def stop_daemon(home: str, env: dict[str, str]) -> None:
                    env=env, capture_output=True, timeout=120, cwd=ROOT)  # fmt: skip
 
 
+def children(pid: int) -> list[int]:
+    """The direct children of a process (the daemon's vector index process)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
 def proc_memory(pid: int) -> dict[str, float]:
-    """VmRSS, RssAnon, RssFile of a process, in MB (from /proc/PID/status)."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
+    """VmRSS, RssAnon, RssFile of a process and its children together, in MB (from
+    /proc/PID/status), and their Pss (from smaps_rollup: shared pages divided between the
+    processes that map them, so the libraries both load count once)."""
+    out: dict[str, float] = {"processes": 0, "Pss": 0.0}
+    for p in [pid, *children(pid)]:
+        out["processes"] += 1
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[key] = round(out.get(key, 0.0) + int(value.split()[0]) / 1024, 1)
+        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                out["Pss"] = round(out["Pss"] + int(line.split()[1]) / 1024, 1)
     return out
 
 
@@ -306,6 +327,8 @@ def main() -> int:
                 "rss_mb": statistics.median(r["VmRSS"] for r in ready),
                 "rss_anon_mb": statistics.median(r["RssAnon"] for r in ready),
                 "rss_file_mb": statistics.median(r["RssFile"] for r in ready),
+                "pss_mb": statistics.median(r["Pss"] for r in ready),
+                "daemon_processes": ready[0]["processes"],
                 "ready_runs_s": [round(r["ready_s"], 3) for r in ready],
                 "rss_runs_mb": [r["VmRSS"] for r in ready],
                 "memories": args.memories,
@@ -338,6 +361,8 @@ def main() -> int:
             (f"model_ready s (median of {args.ready_runs})", result["model_ready_s"],
              READY_TARGET_S),
             (f"idle daemon RSS MB ({args.memories} memories)", result["rss_mb"], RSS_TARGET_MB),
+            (f"  over {result['daemon_processes']} processes; their PSS MB", result["pss_mb"],
+             None),
             ("  of which anon / file MB", f"{result['rss_anon_mb']}/{result['rss_file_mb']}", None),
         ]  # fmt: skip
     if "torch_model_ready_s" in result:

@@ -39,8 +39,8 @@ from .hybrid import FusionConfig, HybridRanker
 from .lexical import LexicalIndex
 from .records import Hit, Record, RecordFilter
 from .store import SQLiteStore, parse_ts
-from .vector_sync import VectorSync
 from .vector_process import VectorProcess
+from .vector_sync import VectorSync
 from .vectors import VectorIndex, windows, words_of
 
 EmbedText = Callable[[Record], str]
