@@ -185,19 +185,25 @@ class Engine:
         for warning in self._sync.after_commit():  # a failing Chroma must not fail the model
             log.warning("%s", warning)
 
-    def open_vectors(self) -> None:
+    def open_vectors(self, start: bool = True) -> None:
         """Open the vector index: in this process (importing chromadb and opening the store
         hold the GIL ~1.9 s: a runtime does it beside the model load, see
         server/service/runtime.py), or by starting its child process (returns at once; until
         the child has opened the store, searches score stored vectors exactly). Not
-        thread-safe: one caller at a time."""
+        thread-safe: one caller at a time. ``start=False``: a child process starts at
+        :meth:`start_vectors` (or at its first call)."""
         if self.vectors is None:
             path, host, port = self._chroma
             if self._vector_process:
-                self.vectors = VectorProcess(path)
+                self.vectors = VectorProcess(path, start=start)
             else:
                 self.vectors = VectorIndex(path, host=host, port=port)
             self.ranker.vectors = self.vectors
+
+    def start_vectors(self) -> None:
+        """Start the vector index's process if :meth:`open_vectors` deferred it."""
+        if isinstance(self.vectors, VectorProcess):
+            self.vectors.start()
 
     def _queue_other_models(self, model_id: str) -> None:
         """Records last embedded by another model are queued for re-embedding: the model

@@ -49,13 +49,27 @@ class VectorIndexError(RuntimeError):
 class VectorProcess:
     """:class:`~retrieval.vectors.VectorIndex`'s API, served by a child process."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, start: bool = True) -> None:
+        """``start=False``: the child starts at :meth:`start` or at the first call (a server
+        starts it once it serves, so the child's start-up does not compete with its own)."""
         self.path = path
         self._lock = threading.Lock()  # the connection, the call table and (re)starting
         self._calls: dict[int, Future] = {}
         self._ids = itertools.count(1)
         self._closed = False
-        self._start()
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._opened = threading.Event()
+        self._dead = True  # no child yet
+        self.error: str | None = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start the child unless it runs (or is closed)."""
+        with self._lock:
+            if self._proc is None and not self._closed:
+                self._start()
 
     # ------------------------------------------------------------------ the child
     def _start(self) -> None:
@@ -129,9 +143,10 @@ class VectorProcess:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable("the vector index is closed", path=self.path)
-            if self._dead:  # the child stopped (or never opened): start another one
-                self._proc.wait()
-                self._conn.close()
+            if self._dead:  # not started, stopped, or never opened: start a child
+                if self._proc is not None:
+                    self._proc.wait()
+                    self._conn.close()
                 self._start()
             cid = next(self._ids)
             self._calls[cid] = fut
@@ -176,6 +191,8 @@ class VectorProcess:
             if self._closed:
                 return
             self._closed = True
+            if self._proc is None:
+                return
             try:
                 self._conn.send(None)  # the child finishes its calls, closes Chroma, exits
             except OSError:
@@ -189,11 +206,32 @@ class VectorProcess:
 
 
 # ---------------------------------------------------------------------- the child's side
+def hold_folder(path: str, timeout: float = CLOSE_TIMEOUT_S) -> None:
+    """Take ``<path>.lock`` (an exclusive ``flock``, held until this process exits): a child
+    whose server was killed may still be finishing a call, and a second process must not
+    write the same Chroma folder; the new child waits for it (up to ``timeout``)."""
+    import fcntl
+    import time
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return  # fd stays open: the lock lives as long as the process
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(f"{path} is held by another process", path=path) from None
+            time.sleep(0.05)
+
+
 def serve(fd: int, path: str) -> int:
     """Open the vector index at ``path`` and answer calls on ``fd`` until told to stop or the
     parent goes away (its end of the socket closes)."""
     conn = Connection(fd)
     try:
+        hold_folder(path)
         from .vectors import VectorIndex
 
         index = VectorIndex(path)

@@ -19,7 +19,6 @@ import hashlib
 import http.client
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .auth import envelope_headers
-from .daemonfiles import owner_alive, read_info
+from .daemonfiles import owner_alive, read_info, spawn_daemon
 from .routing import LOCAL, Router, load_routes
 from .service.config import Settings
 from .service.identity import identity_from_env
@@ -55,6 +54,7 @@ class DaemonLink:
         self.identity_headers = headers
         self.info: dict | None = None
         self.protocol_version: str | None = None
+        self.last_spawn = -1e9  # time.monotonic() of the last daemon started for this store
         self._lock = threading.Lock()
 
     def _healthy(self, info: dict) -> bool:
@@ -68,12 +68,7 @@ class DaemonLink:
             return False
 
     def _spawn(self) -> None:
-        log = open(self.home / "daemon.log", "ab")  # noqa: SIM115 - handed to the child
-        cmd = [sys.executable, "-m", "server.cli", "daemon", "--home", str(self.home)]
-        subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
+        spawn_daemon(str(self.home), self.env)
 
     def connect(self, force_new: bool = False) -> dict:
         with self._lock:
@@ -81,15 +76,14 @@ class DaemonLink:
                 return self.info
             self.home.mkdir(parents=True, exist_ok=True)
             deadline = time.monotonic() + START_TIMEOUT
-            last_spawn = -1e9
             while time.monotonic() < deadline:
                 info = read_info(self.home)
                 if info and _alive(info.get("pid", -1)) and self._healthy(info):
                     self.info = info
                     return info
-                if time.monotonic() - last_spawn > 3.0 and not owner_alive(self.home):
+                if time.monotonic() - self.last_spawn > 3.0 and not owner_alive(self.home):
                     self._spawn()  # a losing racer exits: the lock admits one owner
-                    last_spawn = time.monotonic()
+                    self.last_spawn = time.monotonic()
                 time.sleep(0.05)
             raise ConnectionError(f"no pattern-memory daemon answered for {self.home}")
 
@@ -318,7 +312,9 @@ class Bridge:
         return 0
 
 
-def run_bridge(env: dict[str, str] | None = None) -> int:
+def run_bridge(env: dict[str, str] | None = None, spawned_at: float | None = None) -> int:
+    """Pump stdio to the store's daemon; ``spawned_at``: when :func:`~server.daemonfiles.
+    start_early` started it (the bridge waits for that one rather than starting another)."""
     import signal
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # daemons we start are reaped, never zombies
@@ -328,6 +324,8 @@ def run_bridge(env: dict[str, str] | None = None) -> int:
     headers = {k: v for k, v in envelope_headers(who, "").items() if k != "Authorization"}
     env["PATTERN_HOME"] = str(settings.home)
     local = DaemonLink(settings.home, headers, env)
+    if spawned_at is not None:
+        local.last_spawn = spawned_at
     headers = {k: v for k, v in headers.items() if k != "X-Pattern-Root"}  # local only
     table = load_routes(env)
     router = None

@@ -16,6 +16,7 @@ import os
 import secrets
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .auth import Refusal, TokenStore, make_authenticator, write_private
@@ -98,13 +99,13 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-def _graceful_server(config, on_exit=None):
+def _graceful_server(config, on_exit=None, on_started=None):
     """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
     re-raises the signal after draining, which would kill us before the WAL checkpoint).
     Its handlers are installed when it is made, before ``daemon.json`` tells anyone our pid:
     a signal that arrives before uvicorn serves still means "drain and stop", not death.
     ``on_exit()`` runs at the signal: long-lived responses (the dashboard's event streams)
-    end, so the drain does not wait for them."""
+    end, so the drain does not wait for them. ``on_started()`` runs once it serves."""
     import contextlib
     import signal
 
@@ -122,6 +123,11 @@ def _graceful_server(config, on_exit=None):
                     on_exit()
 
             self._old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if on_started is not None and not self.should_exit:
+                on_started()
 
         @contextlib.contextmanager
         def capture_signals(self):
@@ -165,14 +171,15 @@ def run_daemon(
 ) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT. ``allowed_hosts``: the public
     names clients use for ``--http`` (the loopback names are always allowed)."""
-    from .hostguard import guard_settings, host_literal, is_loopback
+    from .hostguard import check_allowed_host
     from .service.config import Settings
 
     host, port = ("127.0.0.1", 0)
     if http:
         host, _, p = http.rpartition(":")
         host, port = host.strip("[]") or "127.0.0.1", int(p)
-    security = guard_settings(host, allowed_hosts)  # a bad --allowed-host fails before the lock
+    for name in allowed_hosts:  # a bad --allowed-host fails before the lock
+        check_allowed_host(name)
     env = dict(os.environ if env is None else env)
     settings = Settings.from_env(env)
     home = Path(home or settings.home)
@@ -183,13 +190,22 @@ def run_daemon(
     try:
         from .service.runtime import Runtime
 
-        rt = Runtime.start(env)  # the model loads in the background from here on
-        import anyio  # heavy imports after the lock: a losing racer exits at once
-        import uvicorn
+        # the model loads in the background from here on; the vector index's process starts
+        # once we serve (its ~1.9 s of CPU would compete with this start-up)
+        rt = Runtime.start(env, defer_vectors=True)
+        # SQLite's integrity check (~0.1 s at 10k memories, GIL released) runs beside the imports
+        checking = ThreadPoolExecutor(1, thread_name_prefix="integrity-check")
+        check = checking.submit(rt.engine.store.integrity_check)
+        checking.shutdown(wait=False)
+        import anyio  # heavy imports after the lock (a losing racer exits at once) and after
+        import uvicorn  # the model started loading (it builds beside them: ~0.7 s for the SDK)
 
         from .app import create_server
+        from .hostguard import guard_settings, host_literal, is_loopback
 
-        problems = rt.engine.store.integrity_check()
+        security = guard_settings(host, allowed_hosts)
+
+        problems = check.result()
         if problems:
             raise StoreUnavailable(f"integrity check failed: {problems[:3]}", problems=problems)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -220,7 +236,7 @@ def run_daemon(
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
-        uv = _graceful_server(config, on_exit=dashboard.close)
+        uv = _graceful_server(config, on_exit=dashboard.close, on_started=rt.start_vectors)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
         bound = f", listening on {host_literal(host)}:{port}" if near != host else ""
         print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']}{bound} "

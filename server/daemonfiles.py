@@ -42,3 +42,38 @@ def owner_alive(home) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def spawn_daemon(home: str, env: dict[str, str]) -> None:
+    """Start the store's daemon detached (``pattern-memory daemon``), its output appended to
+    ``daemon.log``. A second one started meanwhile exits at the store lock."""
+    import subprocess
+    import sys
+
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "daemon.log"), "ab") as log:  # the child keeps its own copy
+        subprocess.Popen(
+            [sys.executable, "-m", "server.cli", "daemon", "--home", home],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+
+
+def start_early(env: dict[str, str]) -> float | None:
+    """``pattern-memory serve`` calls this before its own imports: when the store has no
+    daemon, start one now, so the daemon's start-up runs beside the bridge's (~0.4 s sooner
+    to the first answer). Returns the ``time.monotonic()`` of the spawn (the bridge then
+    waits for that daemon instead of starting another), or None."""
+    import time
+
+    home = env.get("PATTERN_HOME")
+    if home:
+        home = os.path.expanduser(home)
+    else:
+        from platformdirs import user_data_dir  # as server.service.config.default_home
+
+        home = user_data_dir("pattern-memory", appauthor=False)
+    if owner_alive(home):
+        return None
+    spawn_daemon(home, {**env, "PATTERN_HOME": home})
+    return time.monotonic()

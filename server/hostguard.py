@@ -28,12 +28,17 @@ import ipaddress
 import logging
 import re
 from collections.abc import Iterable
-
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from starlette.requests import Request
-from starlette.responses import Response
+from typing import TYPE_CHECKING
 
 from .service.errors import InvalidInput
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.responses import Response
+
+# The MCP SDK and starlette are imported where they are used: the daemon checks its
+# --allowed-host names before taking the store lock, and imports the SDK (~0.7 s) only once
+# the model has started loading.
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +91,8 @@ def guard_settings(bind_host: str, allowed_hosts: Iterable[str] = ()) -> Transpo
             origins += [f"{scheme}://{name}"] if has_port else [
                 f"{scheme}://{name}", f"{scheme}://{name}:*"
             ]  # fmt: skip
+    from mcp.server.transport_security import TransportSecuritySettings
+
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
@@ -94,6 +101,9 @@ def guard_settings(bind_host: str, allowed_hosts: Iterable[str] = ()) -> Transpo
 async def rejection(settings: TransportSecuritySettings, scope) -> Response | None:
     """The response refusing this HTTP request (421 foreign Host, 403 foreign Origin), or None
     when its Host and Origin are allowed. The SDK's own check, without its Content-Type rule."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+    from starlette.requests import Request
+
     return await TransportSecurityMiddleware(settings).validate_request(
         Request(scope), is_post=False
     )

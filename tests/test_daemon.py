@@ -395,3 +395,24 @@ def test_a_bridged_caller_ingests_and_exports_in_its_own_project_folder(
     token = TokenStore(tmp_path).create("remote-agent", "pb")
     status, body = call(info, bearer(token, "pb"), "ingest_workspace", {})
     assert body["result"]["isError"] and "give a path" in body["result"]["content"][0]["text"]
+
+
+def test_serve_starts_the_daemon_before_its_own_imports_and_only_once(tmp_path):
+    from server.daemonfiles import start_early
+
+    env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "p1", "PATTERN_AGENT_ID": "a1"}  # fmt: skip
+    assert isinstance(start_early(env), float)
+    deadline = time.monotonic() + 60
+    while not read_info(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    info = read_info(tmp_path)
+    try:
+        assert info is not None
+        assert start_early(env) is None  # a daemon owns the store: nothing started
+        assert read_info(tmp_path)["pid"] == info["pid"]
+    finally:
+        os.kill(info["pid"], signal.SIGTERM)
+        while read_info(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert read_info(tmp_path) is None

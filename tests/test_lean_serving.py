@@ -218,7 +218,7 @@ def test_the_demo_says_when_the_model_is_being_prepared(tmp_path, monkeypatch):
 def test_a_vector_index_that_cannot_open_is_a_model_error(tmp_path, monkeypatch):
     from retrieval.engine import Engine
 
-    def broken(self):
+    def broken(self, start=True):
         raise RuntimeError("chroma is broken")
 
     monkeypatch.setattr(Engine, "open_vectors", broken)

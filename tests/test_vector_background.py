@@ -267,3 +267,55 @@ def test_the_vector_settings_come_from_the_environment(tmp_path):
     assert not s.vector_process and s.vector_writes == "inline"
     with pytest.raises(InvalidInput, match="PATTERN_VECTOR_WRITES"):
         Settings.from_env({"PATTERN_HOME": str(tmp_path), "PATTERN_VECTOR_WRITES": "later"})
+
+
+def test_a_deferred_child_starts_when_told_or_at_its_first_call(tmp_path):
+    told = VectorProcess(str(tmp_path / "a" / "chroma"), start=False)
+    called = VectorProcess(str(tmp_path / "b" / "chroma"), start=False)
+    try:
+        assert not told.ready and told._proc is None
+        told.start()
+        assert told.wait_ready(120) and told.count("team/x", "m") == 0
+        assert called._proc is None
+        assert called.count("team/x", "m") == 0  # the first call starts it
+        assert called.ready
+    finally:
+        told.close()
+        called.close()
+    never = VectorProcess(str(tmp_path / "c" / "chroma"), start=False)
+    never.close()  # nothing started, nothing to stop
+    assert never._proc is None
+
+
+def test_a_second_child_waits_for_the_first_to_let_go_of_the_folder(tmp_path):
+    path = str(tmp_path / "chroma")
+    first = VectorProcess(path)
+    assert first.wait_ready(120)
+    second = VectorProcess(path)
+    try:
+        assert not second.wait_ready(1.0)  # held by the first
+        first.close()
+        assert second.wait_ready(120) and second.count("team/x", "m") == 0
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_runtime_starts_its_deferred_index_when_told_before_or_after_the_model(tmp_path):
+    from server.service.runtime import Runtime
+
+    for tell_first in (True, False):
+        env = {"PATTERN_HOME": str(tmp_path / f"rt{tell_first}"), "PATTERN_EMBEDDER": "hash",
+               "PATTERN_PROJECT_ID": "p", "PATTERN_AGENT_ID": "a"}  # fmt: skip
+        rt = Runtime.start(env, tmp_path, model="on_demand", defer_vectors=True)
+        try:
+            if tell_first:
+                rt.start_vectors()  # the server serves before the model loaded
+            rt.wait_ready(60)
+            assert isinstance(rt.engine.vectors, VectorProcess)
+            if not tell_first:
+                assert rt.engine.vectors._proc is None  # deferred until told
+                rt.start_vectors()
+            assert rt.engine.vectors.wait_ready(120)
+        finally:
+            rt.close()

@@ -38,6 +38,10 @@ class Runtime:
     _thread: threading.Thread | None = None
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
     _on_demand: bool = False
+    # a server starts the vector index's process once it serves (start_vectors)
+    _defer_vectors: bool = False
+    _vectors_go: bool = False
+    _vectors_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.service.citations is None:  # one per service (runtimes may share a service)
@@ -60,10 +64,13 @@ class Runtime:
         *,
         background: bool = True,
         model: ModelLoad | None = None,
+        defer_vectors: bool = False,
     ) -> Runtime:
         """Open the store; load the model per ``model``: in a ``background`` thread (the
         default; ``background=False`` means ``now``), ``now``, ``on_demand`` (at the first
-        :meth:`wait_ready`) or ``off`` (lexical only, the model never loads)."""
+        :meth:`wait_ready`) or ``off`` (lexical only, the model never loads).
+        ``defer_vectors``: the vector index's process starts at :meth:`start_vectors` (the
+        daemon calls it once it serves; until then searches score stored vectors exactly)."""
         model = model or ("background" if background else "now")
         settings = Settings.from_env(env, cwd)
         identity = identity_from_env(env, settings.cwd)
@@ -77,6 +84,7 @@ class Runtime:
         )
         service = MemoryService(engine, policy=WritePolicy.from_env(env))
         rt = cls(settings, identity, service)
+        rt._defer_vectors = defer_vectors
         if model == "background":
             rt._thread = threading.Thread(target=rt._load_model, name="model-loader", daemon=True)
             rt._thread.start()
@@ -115,7 +123,8 @@ class Runtime:
 
         def open_vectors() -> None:
             try:
-                self.engine.open_vectors()
+                with self._vectors_lock:
+                    self.engine.open_vectors(start=not self._defer_vectors or self._vectors_go)
             except BaseException as exc:  # re-raised below, in the loader thread
                 failed.append(exc)
 
@@ -127,6 +136,13 @@ class Runtime:
             opener.join()
             if failed:
                 raise failed[0]
+
+    def start_vectors(self) -> None:
+        """Start the vector index's process if it was deferred (now, or as soon as the model
+        loader opens the index)."""
+        with self._vectors_lock:
+            self._vectors_go = True
+            self.engine.start_vectors()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait for the model (loading it now when it loads on demand)."""
