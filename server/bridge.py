@@ -56,6 +56,7 @@ class DaemonLink:
         self.protocol_version: str | None = None
         self.last_spawn = -1e9  # time.monotonic() of the last daemon started for this store
         self._lock = threading.Lock()
+        self._conns = threading.local()  # each bridge thread's kept-alive connection
 
     def _healthy(self, info: dict) -> bool:
         try:
@@ -87,6 +88,39 @@ class DaemonLink:
                 time.sleep(0.05)
             raise ConnectionError(f"no pattern-memory daemon answered for {self.home}")
 
+    def _send(self, info: dict, body: bytes, headers: dict) -> tuple:
+        """POST on this thread's kept-alive connection to the daemon (a new TCP connection per
+        message cost the bridge and the daemon's HTTP server a connection set-up each). A
+        kept connection the daemon has closed meanwhile (idle, or a restart) is replaced once
+        at once; the caller retries anything else."""
+        key = (info["host"], info["port"], info.get("pid"))
+        kept = getattr(self._conns, "conn", None)
+        for fresh in (False, True):
+            if fresh or kept is None or kept[0] != key:
+                if kept is not None:
+                    kept[1].close()
+                kept = (key, http.client.HTTPConnection(info["host"], info["port"], timeout=600))
+                self._conns.conn = kept
+            conn = kept[1]
+            try:
+                conn.request("POST", "/mcp", body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                if fresh:
+                    raise
+                continue  # closed while idle: a new connection, once
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._conns.conn = None
+                raise OSError(f"daemon connection: {exc}") from exc
+            if resp.will_close:
+                conn.close()
+                self._conns.conn = None
+            return resp, data
+        raise OSError("unreachable")  # pragma: no cover
+
     def post(self, message: dict) -> dict | None:
         body = json.dumps(message).encode()
         for attempt in range(3):
@@ -99,11 +133,7 @@ class DaemonLink:
             if self.protocol_version:
                 headers["MCP-Protocol-Version"] = self.protocol_version
             try:
-                conn = http.client.HTTPConnection(info["host"], info["port"], timeout=600)
-                conn.request("POST", "/mcp", body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                conn.close()
+                resp, data = self._send(info, body, headers)
             except OSError:
                 time.sleep(0.1 * (attempt + 1))
                 continue
