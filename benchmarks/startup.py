@@ -16,7 +16,8 @@
    daemon) and calls ``recall`` until it answers in ``hybrid`` mode: the time from spawning
    ``serve`` to that answer. Median of ``--ready-runs``.
 3. ``rss_mb``: the idle daemon's resident memory, read from ``/proc`` ``--idle`` seconds after
-   that first hybrid answer (model loaded, Chroma open, the store's pages mapped). Median. It
+   that first hybrid answer and one more recall (model loaded, Chroma open with the agent's
+   collections loaded, the store's pages mapped). Median. It
    is the sum over the daemon and its children (the vector index runs in a child process since
    session 6: ``daemon_processes``); ``pss_mb`` is the same sum in proportional set size (a
    library both processes map counts once).
@@ -136,7 +137,12 @@ async def ready_start(env: dict[str, str], query: str, idle: float) -> dict:
                     raise RuntimeError("the model did not load within 300 s")
                 await anyio.sleep(0.02)
         ready = time.perf_counter() - t0
+        # the first answer may have scored stored vectors exactly (the vector index's process
+        # starts once the daemon serves): after the idle wait, one more recall goes through
+        # Chroma, so the RSS read below includes the index's loaded collections
         await anyio.sleep(idle)
+        await client.call_tool("recall", {"query": query, "limit": 5})
+        await anyio.sleep(1.0)
         info = json.loads((Path(env["PATTERN_HOME"]) / "daemon.json").read_text())
         mem = proc_memory(info["pid"])
     return {"ready_s": ready, "calls": calls, "items": n_items, **mem}

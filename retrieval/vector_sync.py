@@ -6,11 +6,14 @@ Chroma is derived from SQLite. Every write commits one ``vector_outbox`` row per
 so a write is durable at COMMIT whatever Chroma does next. :class:`VectorSync` then applies the
 rows and clears them, a row only once Chroma has accepted it:
 
-- **After every commit** the writing thread applies the outbox before it returns (a search
-  right after a write sees its vectors). If Chroma fails, the write still succeeded: the caller
-  gets a warning that the vector index is catching up (:func:`catching_up`), and
-  :class:`RetryTimer` replays the outbox in the background with exponential backoff until it
-  succeeds, without waiting for the next write. Keyword search finds the record at once.
+- **After every commit** either the writing thread applies the outbox before it returns
+  (inline), or the background writer applies it (``background=True``, what a serving runtime
+  uses: :mod:`retrieval.vector_writer`). Until a record's rows are applied, a search scores it
+  exactly from its stored vector (:meth:`VectorSync.pending_ids`), so a write is found by
+  meaning as soon as it returns. If Chroma fails, the write still succeeded: the caller gets a
+  warning that the vector index is catching up (:func:`catching_up`), and the outbox is
+  replayed in the background with exponential backoff (:class:`RetryTimer` inline, the writer
+  itself in the background) until it succeeds, without waiting for the next write.
 - **One application at a time**: :attr:`VectorSync.lock` (owned here, taken by nothing else).
   Writers that commit while another applies the outbox find their rows applied, or apply them
   together next: concurrent single writes share Chroma calls (a group commit).
@@ -58,8 +61,8 @@ def catching_up(exc: BaseException | str) -> str:
     the background writer, is failing)."""
     why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     return (
-        f"saved; the vector index is catching up ({why}): keyword search "
-        "finds this now, meaning search once the index has replayed it (automatic, in the "
+        f"saved; the vector index is catching up ({why}): search finds this now (its stored "
+        "vector is scored directly until the index has it; the index replays it in the "
         "background); do not write it again"
     )
 
