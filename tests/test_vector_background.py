@@ -319,3 +319,21 @@ def test_a_runtime_starts_its_deferred_index_when_told_before_or_after_the_model
             assert rt.engine.vectors.wait_ready(120)
         finally:
             rt.close()
+
+
+def test_health_reports_a_vector_index_that_cannot_open(tmp_path):
+    from retrieval.engine import Engine
+    from server.service.identity import Identity
+    from server.service.maintenance import health
+    from server.service.memory import MemoryService
+
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "chroma.lock").mkdir()  # the child cannot take its folder lock
+    eng = Engine(tmp_path / "store", HashEmbedder(), vector_process=True)
+    try:
+        assert not eng.vectors.wait_ready(60)
+        res = health(MemoryService(eng), Identity(project_id="p", agent_id="a"))
+        assert res.status == "degraded"
+        assert any("vector index unavailable" in i for i in res.issues)
+    finally:
+        eng.close()

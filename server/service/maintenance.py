@@ -78,6 +78,12 @@ def health(
         issues.append(f"embedding model failed to load: {model_error}")
     elif not ready:
         issues.append("embedding model is loading: ranking is lexical until it is ready")
+    index_error = eng.vector_index_error()
+    if index_error:
+        issues.append(
+            f"vector index unavailable ({index_error}): search by meaning scores the stored "
+            "vectors directly, and new vectors wait in the outbox until it is back"
+        )
     if store_wide:
         pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
         kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
@@ -99,7 +105,7 @@ def health(
             "is back; a newer schema: upgrade this daemon)"
         )
     return HealthResult(
-        status="ok" if ready and not model_error else "degraded",
+        status="ok" if ready and not model_error and not index_error else "degraded",
         version=VERSION,
         projectId=who.project_id,
         agentId=who.agent_id,
