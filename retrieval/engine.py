@@ -203,13 +203,13 @@ class Engine:
     def vector_index_error(self) -> str | None:
         """Why the vector index cannot be used right now: its process could not open the
         store, or applying the outbox keeps failing (None when it works or is not open)."""
-        error = getattr(self.vectors, "error", None)
+        error = self.vectors.error if self.vectors is not None else None
         writer = self._sync.writer
         return error or (writer.last_error if writer is not None else None)
 
     def start_vectors(self) -> None:
         """Start the vector index's process if :meth:`open_vectors` deferred it."""
-        if isinstance(self.vectors, VectorProcess):
+        if self.vectors is not None:
             self.vectors.start()
 
     def _queue_other_models(self, model_id: str) -> None:

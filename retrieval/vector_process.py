@@ -94,7 +94,7 @@ class VectorProcess:
         self._conn = Connection(mine.detach())
         self._opened = threading.Event()
         self._dead = False
-        self.error: str | None = None
+        self.error = None
         reader = threading.Thread(
             target=self._read, args=(self._conn, self._opened), name="vector-index-reader",
             daemon=True,

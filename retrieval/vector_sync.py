@@ -67,10 +67,11 @@ def catching_up(exc: BaseException | str) -> str:
     )
 
 
-class RetryTimer:
-    """Runs ``fn`` in one background thread after :meth:`kick`, again with exponential backoff
-    (``first`` doubled up to ``cap`` seconds) while it raises, until it succeeds with no kick
-    since its last start. :meth:`close` stops the thread (waiting for a run in progress)."""
+class RetryTimer(BackgroundWriter):
+    """Replays the outbox in one background thread after an inline application failed: a
+    :class:`~retrieval.vector_writer.BackgroundWriter` whose every run waits ``first`` seconds
+    first, again with exponential backoff (``first`` doubled up to ``cap`` seconds) while it
+    raises, until it succeeds with no kick since its last start."""
 
     def __init__(
         self,
@@ -80,59 +81,7 @@ class RetryTimer:
         cap: float = RETRY_MAX_S,
         name: str = "vector-index-retry",
     ) -> None:
-        self._fn = fn
-        self.first, self.cap, self.name = first, cap, name
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._wanted = False
-        self.attempts = 0
-        self.last_error: str | None = None
-
-    @property
-    def active(self) -> bool:
-        with self._lock:
-            return self._thread is not None
-
-    def kick(self) -> None:
-        with self._lock:
-            if self._stop.is_set():
-                return
-            self._wanted = True
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        delay = self.first
-        while not self._stop.wait(delay):
-            with self._lock:
-                self._wanted = False
-            try:
-                self.attempts += 1
-                self._fn()
-                ok = True
-            except Exception as exc:  # Chroma raises many kinds; try again later
-                ok = False
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning(
-                    "vector index retry failed (next in %.1f s): %s", min(self.cap, delay * 2), exc
-                )
-            with self._lock:
-                if ok and not self._wanted:
-                    self.last_error = None
-                    self._thread = None
-                    return
-            delay = self.first if ok else min(self.cap, delay * 2)
-        with self._lock:
-            self._thread = None
-
-    def close(self, timeout: float = 30.0) -> None:
-        with self._lock:
-            self._stop.set()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        super().__init__(fn, first=first, cap=cap, name=name, pause_first=True)
 
 
 class OwnedLock:
@@ -367,7 +316,7 @@ class VectorSync:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        self.retry.close()
+        self.retry.close(drain=False)
 
 
 __all__ = ["OUTBOX_BATCH", "RetryTimer", "VectorSync", "catching_up"]

@@ -22,8 +22,12 @@ log = logging.getLogger(__name__)
 
 
 class BackgroundWriter:
-    """Runs ``apply`` in one thread after each :meth:`kick`, again while kicks arrive during a
-    run, and with exponential backoff (``first`` doubled up to ``cap`` s) while it raises."""
+    """Runs ``apply`` in one background thread after :meth:`kick`, again when kicked during a
+    run, and with exponential backoff while it raises: the pause after a failure doubles the
+    one before it, from ``first`` up to ``cap`` seconds. ``pause_first``: every run waits
+    ``first`` seconds before it starts (a retry timer); otherwise a run starts at once unless
+    the one before failed. The thread ends once a run succeeds with no kick since it started;
+    the next kick starts another (:attr:`active`)."""
 
     def __init__(
         self,
@@ -32,16 +36,24 @@ class BackgroundWriter:
         first: float = 0.5,
         cap: float = 30.0,
         name: str = "vector-writer",
+        pause_first: bool = False,
     ) -> None:
         self._apply = apply
         self.first, self.cap, self.name = first, cap, name
+        self.pause_first = pause_first
         self._cond = threading.Condition()
         self._wanted = False  # kicked since the last run started
         self._busy = False
         self._stop = False
         self._thread: threading.Thread | None = None
-        self.runs = 0
+        self.attempts = 0
         self.last_error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """A thread runs, waits to run again, or backs off."""
+        with self._cond:
+            return self._thread is not None
 
     def kick(self) -> None:
         with self._cond:
@@ -54,38 +66,31 @@ class BackgroundWriter:
             self._cond.notify_all()
 
     def _loop(self) -> None:
-        delay = self.first
+        pause = self.first if self.pause_first else 0.0
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._wanted or self._stop)
-                if not self._wanted:
-                    return  # stopped with nothing left to apply
+                stopped = pause > 0 and self._cond.wait_for(lambda: self._stop, pause)
+                if stopped or self._stop or not self._wanted:
+                    self._thread = None  # done, or closing (the outbox keeps what is left)
+                    self._cond.notify_all()
+                    return
                 self._wanted, self._busy = False, True
-            ok = True
+            error = None
             try:
                 self._apply()
             except Exception as exc:  # the vector index raises many kinds: try again later
-                ok = False
-                log.warning("vector index update failed (next try in %.1f s): %s", delay, exc)
                 error = f"{type(exc).__name__}: {exc}"
+                pause = min(self.cap, max(self.first, 2 * pause))
+                log.warning("vector index update failed (next try in %.1f s): %s", pause, exc)
+            else:
+                pause = self.first if self.pause_first else 0.0
             with self._cond:
                 self._busy = False
-                self.runs += 1
-                if ok:
-                    self.last_error, delay = None, self.first
-                else:
-                    self.last_error, self._wanted = error, True
+                self.attempts += 1
+                self.last_error = error
+                if error is not None:
+                    self._wanted = True
                 self._cond.notify_all()
-                if not ok:
-                    if self._cond.wait_for(lambda: self._stop, delay):
-                        return  # closing while the index fails: the outbox keeps the rows
-                    delay = min(self.cap, delay * 2)
-
-    @property
-    def idle(self) -> bool:
-        """Nothing asked for and nothing running."""
-        with self._cond:
-            return not self._wanted and not self._busy
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until every kick so far has been applied; False on timeout (or while the index
@@ -93,12 +98,15 @@ class BackgroundWriter:
         with self._cond:
             return self._cond.wait_for(lambda: not self._wanted and not self._busy, timeout)
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Apply what is asked for (up to ``timeout``; not while the index fails: the outbox
-        keeps the rows for the next start), then stop the thread."""
-        if self.last_error is None:
-            self.wait_idle(timeout)
+    def close(self, timeout: float = 30.0, *, drain: bool = True) -> None:
+        """Stop the thread; with ``drain``, first apply what is asked for (up to ``timeout``,
+        and not past a failed run: the outbox keeps the rows for the next start)."""
         with self._cond:
+            if drain:
+                self._cond.wait_for(
+                    lambda: not self._busy and (not self._wanted or self.last_error is not None),
+                    timeout,
+                )
             self._stop = True
             thread = self._thread
             self._cond.notify_all()

@@ -82,6 +82,10 @@ class VectorIndex:
     :class:`~retrieval.vector_process.VectorProcess` serves the same API from a child process."""
 
     ready = True  # open once constructed (a VectorProcess may still be opening its store)
+    error: str | None = None  # why the index cannot be used (a VectorProcess's child failed)
+
+    def start(self) -> None:
+        """Nothing to start in this process (a VectorProcess may start its child later)."""
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return True

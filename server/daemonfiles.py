@@ -66,13 +66,9 @@ def start_early(env: dict[str, str]) -> float | None:
     waits for that daemon instead of starting another), or None."""
     import time
 
-    home = env.get("PATTERN_HOME")
-    if home:
-        home = os.path.expanduser(home)
-    else:
-        from platformdirs import user_data_dir  # as server.service.config.default_home
+    from .service.ids import store_home  # stdlib only, as the hook client uses it
 
-        home = user_data_dir("pattern-memory", appauthor=False)
+    home = store_home(env)
     if owner_alive(home):
         return None
     spawn_daemon(home, {**env, "PATTERN_HOME": home})
