@@ -61,22 +61,43 @@ def test_ledger_add_reset_compacted_and_prune(engine):
     assert svc.store.meta(LEDGER_KEY + "old") is None and svc.store.meta(LEDGER_KEY + "s1")
 
 
-def turn(n: int, session: str, text: str) -> Record:
+def exchange(first: int, last: int, session: str, text: str) -> Record:
     return Record(kind=Kind.turn, project_id=WHO.project_id, agent_id=WHO.agent_id,
                   scope=Scope.private, category="turn", content=text,
-                  metadata={"session": session, "role": "user", "turn": n})  # fmt: skip
+                  metadata={"session": session, "role": "exchange", "turn": first,
+                            "last_turn": last, "part": 0, "parts": 1})  # fmt: skip
 
 
-def test_own_session_turns_wait_for_compaction(engine):
+def test_own_session_exchanges_wait_for_compaction(engine):
+    """An exchange covers turns ``turn``..``last_turn``: it may be recalled in its own session
+    once all of them were compacted away from the client's context."""
     svc = MemoryService(engine)
-    engine.add([turn(0, "s1", "the flaky test is test_refund_race"),
-                turn(1, "s1", "the flaky test also hits test_refund_race locks")])  # fmt: skip
+    engine.add([exchange(0, 2, "s1", "Prompt: the flaky test is test_refund_race"),
+                exchange(3, 5, "s1", "Prompt: the flaky test also hits test_refund_race locks")])  # fmt: skip
     cfg = ar.HookConfig(threshold=0.0)
     led = Ledger(svc, "s1")
     q = "which test is flaky test_refund_race"
     assert ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=led, session="s1").picked == []
     assert len(ar.select_for_prompt(svc, WHO, q, config=cfg, session="s2").picked) == 2
-    led.set_compacted(1)  # the first turn left the client's context
+    led.set_compacted(2)  # turns 0 and 1 left the context; the first exchange's turn 2 did not
+    sel = ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=Ledger(svc, "s1"), session="s1")
+    assert sel.picked == []
+    led.set_compacted(4)  # the first exchange is gone from the context, the second is not
+    sel = ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=Ledger(svc, "s1"), session="s1")
+    assert [p.record.metadata["turn"] for p in sel.picked] == [0]
+
+
+def test_a_turn_record_without_a_range_waits_for_its_own_turn(engine):
+    """A record that covers one turn (no ``last_turn``) is recalled once that turn is compacted."""
+    svc = MemoryService(engine)
+    engine.add([Record(kind=Kind.turn, project_id=WHO.project_id, agent_id=WHO.agent_id,
+                       scope=Scope.private, category="turn", content=text,
+                       metadata={"session": "s1", "role": "user", "turn": n})
+                for n, text in enumerate(["test_refund_race is flaky",
+                                          "test_refund_race races on locks"])])  # fmt: skip
+    cfg = ar.HookConfig(threshold=0.0)
+    Ledger(svc, "s1").set_compacted(1)
+    q = "which test is flaky test_refund_race"
     sel = ar.select_for_prompt(svc, WHO, q, config=cfg, ledger=Ledger(svc, "s1"), session="s1")
     assert [p.record.metadata["turn"] for p in sel.picked] == [0]
 

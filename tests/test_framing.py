@@ -39,6 +39,14 @@ def test_provenance_names_source_scope_author_and_date():
     turn = Record.model_construct(**{**rec("x").__dict__, "kind": "turn",
                                      "metadata": {"session": "s-42", "role": "user"}})  # fmt: skip
     assert provenance(turn).startswith("turn of session s-42 (user) · team")
+    exchange = rec("x", kind=Kind.turn, category="turn",
+                   metadata={"session": "s-42", "role": "exchange", "turn": 4, "last_turn": 9,
+                             "part": 0, "parts": 1})  # fmt: skip
+    assert provenance(exchange).startswith("exchange of session s-42 (turns 4-9) · team")
+    second = rec("x", kind=Kind.turn, category="turn",
+                 metadata={"session": "s-42", "role": "exchange", "turn": 4, "last_turn": 4,
+                           "part": 1, "parts": 3})  # fmt: skip
+    assert provenance(second).startswith("exchange of session s-42 (turn 4, part 2/3) · team")
     flagged = rec(ATTACK, scope=Scope.private, metadata={SUSPICIOUS: "override"})
     assert provenance(flagged).endswith("· SUSPICIOUS (override)")
 

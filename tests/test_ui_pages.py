@@ -316,6 +316,34 @@ def test_sessions_group_turns_in_order(ui):
     assert c.get("/ui/sessions/sess-alice").text.count('class="turn ') == 0
 
 
+def test_a_session_page_orders_exchanges_and_their_parts(ui):
+    """Exchanges by first turn, a long one's parts in order; a page may end inside one."""
+    from server.service import browse
+
+    owner = ui.rt.identity
+    t0 = utcnow()
+    spans = [(3, 4, 0, 1), (0, 2, 2, 3), (0, 2, 0, 3), (0, 2, 1, 3)]  # stored out of order
+    ui.svc.engine.add([
+        Record(kind=Kind.turn, project_id=owner.project_id, agent_id=owner.agent_id,
+               scope=Scope.private, category="turn", content=f"text of {a}-{b} part {p}",
+               metadata={"session": "sess-long", "role": "exchange", "turn": a, "last_turn": b,
+                         "part": p, "parts": n, "timestamp": (t0 + timedelta(seconds=a)).isoformat()})
+        for a, b, p, n in spans
+    ])  # fmt: skip
+    order = [(r.metadata["turn"], r.metadata["part"]) for r in
+             browse.session_turns(ui.svc, owner, "sess-long")[0]]  # fmt: skip
+    assert order == [(0, 0), (0, 1), (0, 2), (3, 0)]
+    page, more = browse.session_turns(ui.svc, owner, "sess-long", limit=2)
+    assert more and [r.metadata["part"] for r in page] == [0, 1]
+    rest, more = browse.session_turns(ui.svc, owner, "sess-long", after=0, after_part=1)
+    assert not more and [(r.metadata["turn"], r.metadata["part"]) for r in rest] == [(0, 2), (3, 0)]
+    c = ui.owner()
+    text = c.get("/ui/sessions/sess-long", params={"after": 0, "part": 1}).text
+    assert "text of 0-2 part 2" in text and "text of 0-2 part 0" not in text
+    assert "turns 0–2 · part 3/3" in text and "turns 3–4 ·" in text
+    assert "text of 0-2 part 0" not in c.get("/ui/sessions/sess-long?after=0").text
+
+
 def test_workspace_lists_roots_files_skips_and_reingests(ui):
     c = ui.owner()
     page = c.get("/ui/workspace")

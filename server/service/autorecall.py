@@ -229,12 +229,15 @@ def select_for_prompt(
 
 
 def _same_session(rec: Record, session: str, compacted: int) -> bool:
+    """``rec`` is a part of the prompting session (or of its sidechains) that the client still
+    holds: a record covers turns ``turn`` to ``last_turn`` of its session, and leaves the
+    client's context only when all of them came before the compaction (``compacted`` turns)."""
     m = rec.metadata
     mine = m.get("session") == session or m.get("parentSession") == session
     if not mine:
         return False
-    turn = m.get("turn")
-    return not (isinstance(turn, int) and turn < compacted and m.get("session") == session)
+    last = m.get("last_turn", m.get("turn"))
+    return not (isinstance(last, int) and last < compacted and m.get("session") == session)
 
 
 def briefing(

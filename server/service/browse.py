@@ -141,11 +141,13 @@ def get_record(svc: MemoryService, who: Identity, record_id: str) -> Record:
 # ---------------------------------------------------------------------- sessions (kind turn)
 _SESSION = "json_extract(metadata, '$.session')"
 _TURN = "CAST(json_extract(metadata, '$.turn') AS INTEGER)"
+_PART = "COALESCE(CAST(json_extract(metadata, '$.part') AS INTEGER), 0)"
+_LAST = f"COALESCE(CAST(json_extract(metadata, '$.last_turn') AS INTEGER), {_TURN})"
 
 
 class SessionSummary(BaseModel):
     session: str
-    turns: int
+    turns: int = Field(description="Turns read so far (the last stored turn's position + 1).")
     first: str | None = Field(default=None, description="Earliest turn timestamp (ISO 8601).")
     last: str | None = None
     gitBranch: str | None = None
@@ -164,7 +166,7 @@ def list_sessions(
     buckets = who.visible_buckets()
     marks = ",".join("?" * len(buckets))
     rows = svc.store.reader.execute(
-        f"SELECT {_SESSION} AS s, count(*) AS n, "
+        f"SELECT {_SESSION} AS s, max({_LAST}) + 1 AS n, "
         "min(json_extract(metadata, '$.timestamp')) AS first, "
         "max(json_extract(metadata, '$.timestamp')) AS last, "
         "max(json_extract(metadata, '$.gitBranch')) AS branch, "
@@ -195,18 +197,29 @@ def list_sessions(
 
 
 def session_turns(
-    svc: MemoryService, who: Identity, session: str, *, after: int = -1, limit: int = 100
+    svc: MemoryService,
+    who: Identity,
+    session: str,
+    *,
+    after: int = -1,
+    after_part: int | None = None,
+    limit: int = 100,
 ) -> tuple[list[Record], bool]:
-    """The turns of one session in order (``metadata.turn``), after turn ``after``."""
+    """The records of one session in order: its exchanges by first turn (``metadata.turn``),
+    the parts of a long one in order (``metadata.part``). The page starts after turn
+    ``after`` (``after_part``: after that part of the exchange starting there)."""
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidInput("invalid page")
     buckets = who.visible_buckets()
     marks = ",".join("?" * len(buckets))
+    start, args = f"{_TURN} > ?", [after]
+    if after_part is not None:
+        start, args = f"({_TURN} > ? OR ({_TURN} = ? AND {_PART} > ?))", [after, after, after_part]
     rows = svc.store.reader.execute(
         f"SELECT id FROM records WHERE kind='turn' AND bucket IN ({marks}) "
-        f"AND {_SESSION} = ? AND {_TURN} > ? AND (expires_at IS NULL OR expires_at > ?) "
-        f"ORDER BY {_TURN} LIMIT ?",
-        [*buckets, session, after, ts(svc.clock()), limit + 1],
+        f"AND {_SESSION} = ? AND {start} AND (expires_at IS NULL OR expires_at > ?) "
+        f"ORDER BY {_TURN}, {_PART} LIMIT ?",
+        [*buckets, session, *args, ts(svc.clock()), limit + 1],
     ).fetchall()
     ids = [r[0] for r in rows[:limit]]
     found = svc.store.get(ids)

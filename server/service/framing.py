@@ -59,7 +59,7 @@ def location(rec: Record) -> str | None:
 
 def source(rec: Record) -> str:
     """What the record is: a memory (category), a file chunk, a lesson, an observation of an
-    entity, a turn of a session."""
+    entity, an exchange of an indexed session (its turns), a turn of a session."""
     kind = getattr(rec.kind, "value", str(rec.kind))
     meta = rec.metadata
     if kind == "chunk":
@@ -73,8 +73,20 @@ def source(rec: Record) -> str:
     if kind == "turn":
         session = meta.get("session") or meta.get("session_id") or meta.get("sessionId") or "?"
         role = meta.get("role") or meta.get("speaker")
+        if role == "exchange":
+            return f"exchange of session {session} ({span(meta)})"
         return f"turn of session {session}" + (f" ({role})" if role else "")
     return kind
+
+
+def span(meta: Mapping) -> str:
+    """Where an exchange of a session is: ``turns 4-9``, ``turn 4``, ``turns 4-9, part 2/3``."""
+    first, last = meta.get("turn", "?"), meta.get("last_turn", meta.get("turn", "?"))
+    out = f"turn {first}" if first == last else f"turns {first}-{last}"
+    parts = meta.get("parts")
+    if isinstance(parts, int) and parts > 1:
+        out += f", part {int(meta.get('part', 0)) + 1}/{parts}"
+    return out
 
 
 def stale_note(citations: Sequence[CitationState] | None) -> str | None:

@@ -1,6 +1,7 @@
 """Dashboard pages of the workspace (ingested folders, their files, skipped files with
 reasons, re-ingest with progress) and of indexed sessions (``kind=turn`` records grouped by
-``metadata.session``, in ``metadata.turn`` order)."""
+``metadata.session``: exchanges in the order of their first turn, ``metadata.turn``, and of
+their parts, ``metadata.part``)."""
 
 from __future__ import annotations
 
@@ -72,10 +73,12 @@ async def sessions_page(ui: Dashboard, request: Request, s: UiSession) -> Respon
 async def session_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
     sid = request.path_params["sid"]
     after = _int(request, "after", -1)
+    part = _int(request, "part", -1) if "part" in request.query_params else None
 
     def build() -> dict:
-        turns, more = browse.session_turns(ui.svc, s.identity, sid, after=after)
-        last = turns[-1].metadata.get("turn") if turns else None
+        turns, more = browse.session_turns(ui.svc, s.identity, sid, after=after, after_part=part)
+        m = turns[-1].metadata if turns else {}
+        last = (m.get("turn"), m.get("part", 0)) if turns else None
         return {"sid": sid, "turns": turns, "more": more, "last": last, "active": "sessions"}
 
     return await ui.page(request, s, "session.html", build)
