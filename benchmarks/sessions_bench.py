@@ -6,55 +6,66 @@
    (``speaker_a`` speaks as the user, ``speaker_b`` as the assistant; a message's text is
    ``Name: text``, as a chat bridge writes it, and a shared image its caption in brackets), in a
    project of its own (``cwd`` ``/locomo/<sample>``).
-2. The session indexer (``server/service/sessions.py``) indexes them into a fresh store.
+2. The session indexer (``server/service/sessions.py``) indexes them into a fresh store: one
+   record per exchange (a ``speaker_a`` message with the ``speaker_b`` replies until the next
+   one), holding the LoCoMo turns of its turn range (``metadata.turn`` to ``last_turn``).
 3. Every question with evidence is asked through ``autorecall.select_for_prompt`` (the hook's
-   code) with threshold 0, so this measures the ranking; evidence recall@k as the direct
-   benchmark computes it, which runs in the same process on the same data for comparison.
+   code) with threshold 0, so this measures the ranking. The ranked items are exchanges, so the
+   metrics count them: recall@k is the share of evidence turns held by the first k exchanges,
+   nDCG@10 and MRR@10 count an exchange that holds evidence not held by a better one as a hit.
+   The direct benchmark (one record per turn) runs in the same process on the same data.
 ``--long-prompts``: each question is also asked wrapped in a 100-200-word prompt (pasted
 output and instructions; ``benchmarks/data/long_prompts.json`` by default), recall compared
 with the bare question.
 ``--abstain``: the noise control. For every question the store is changed as if its evidence
-turns had never been said (the turns deleted, the turns whose context held them rebuilt without
-them), the hook's selection asked, and the change undone. Reported for every threshold:
-``silent`` (share of those questions where nothing clears it), ``evidence`` (share of answerable
-questions, store intact, where an evidence turn is among what the hook injects: budget and item
-limit applied) and ``unrelated_silent`` (questions asked of another conversation's agent).
+turns had never been said (the exchanges holding them rebuilt from their other turns, or gone
+when nothing else is left), the hook's selection asked, and the change undone. Reported for
+every threshold: ``silent`` (share of those questions where nothing clears it), ``evidence``
+(share of answerable questions, store intact, where an evidence turn is among what the hook
+injects: budget and item limit applied) and ``unrelated_silent`` (questions asked of another
+conversation's agent).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import tempfile
 import time
+import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from benchmarks.metrics import query_metrics
-from ingest.turns import turn_context
+from ingest import exchanges
 from retrieval.engine import Engine
-from retrieval.records import Kind, RecordFilter
+from retrieval.records import Kind, Record, RecordFilter
 from server.service import autorecall as ar
 from server.service.identity import Identity, identity_fields
 from server.service.memory import MemoryService
-from server.service.sessions import CONTEXT_SPEC, SessionIndexer, turn_date
+from server.service.sessions import SessionIndexer, unit_records
 
 DEFAULT_WRAPPERS = Path(__file__).resolve().parent / "data" / "long_prompts.json"
 THRESHOLDS = [round(0.40 + 0.02 * i, 2) for i in range(36)]  # 0.40 … 1.10
 
 
-def transcripts(sample: dict, folder: Path, locomo_sessions, locomo_date) -> dict:
-    """Write one Claude Code transcript per session; {(session id, turn index): dia_id}."""
+def transcripts(sample: dict, folder: Path, locomo_sessions, locomo_date) -> tuple[dict, dict]:
+    """Write one Claude Code transcript per session. Returns ({(session id, turn position):
+    [dia_id, …]}, {(session id, turn position): (role, text)}): the position the indexer gives
+    the turn (consecutive ``speaker_b`` messages are one assistant turn, as a reply in several
+    entries is)."""
     conv = sample["conversation"]
     sid = sample["sample_id"]
     role = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
-    mapping = {}
+    mapping: dict[tuple[str, int], list[str]] = {}
+    texts: dict[tuple[str, int], tuple[str, str]] = {}
     for n, date, turns in locomo_sessions(conv):
         session = f"{sid}-s{n}"
         start = locomo_date(date)
         path = folder / sid / f"{session}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines, parent = [], None
+        lines, parent, pos, prev = [], None, -1, None
         for i, turn in enumerate(turns):
             kind = role.get(turn["speaker"], "user")
             text = f"{turn['speaker']}: {turn['text']}"
@@ -68,23 +79,55 @@ def transcripts(sample: dict, folder: Path, locomo_sessions, locomo_date) -> dic
                           "uuid": uid, "message": {"role": kind, "content": content},
                           **({"timestamp": when.isoformat().replace("+00:00", "Z")} if when else {})})  # fmt: skip
             parent = uid
-            mapping[(session, i)] = turn["dia_id"]
+            if not (kind == "assistant" and prev == "assistant"):
+                pos += 1
+            prev = kind
+            mapping.setdefault((session, pos), []).append(turn["dia_id"])
+            old = texts.get((session, pos))
+            texts[(session, pos)] = (kind, f"{old[1]}\n\n{text}" if old else text)
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return mapping
+    return mapping, texts
 
 
 def who_of(sample_id: str) -> Identity:
     return Identity(**identity_fields({}, Path(f"/locomo/{sample_id}")))
 
 
+def held(rec: Record, mapping: dict) -> list[str]:
+    """The LoCoMo turns (dia ids) an exchange record holds, in order."""
+    m = rec.metadata
+    first, last = m.get("turn"), m.get("last_turn", m.get("turn"))
+    if not isinstance(first, int) or not isinstance(last, int):
+        return []
+    return [d for i in range(first, last + 1) for d in mapping.get((m.get("session"), i), [])]
+
+
+def ranked_units(sel: ar.Selection, mapping: dict) -> list[list[str]]:
+    """The dia ids held by each picked exchange, best first."""
+    return [held(p.record, mapping) for p in sel.picked]
+
+
 def ranked_dia(sel: ar.Selection, mapping: dict) -> list[str]:
-    out = []
-    for p in sel.picked:
-        m = p.record.metadata
-        dia = mapping.get((m.get("session"), m.get("turn")))
-        if dia:
-            out.append(dia)
-    return out
+    return [d for unit in ranked_units(sel, mapping) for d in unit]
+
+
+def unit_metrics(units: Sequence[Sequence[str]], relevant: set[str]) -> dict[str, float]:
+    """recall@5/@10 (share of evidence held by the first k exchanges), nDCG@10 and MRR@10 (an
+    exchange holding evidence that no better one holds is a hit)."""
+    if not relevant:
+        return {"recall@5": 0.0, "recall@10": 0.0, "ndcg@10": 0.0, "mrr@10": 0.0}
+    seen: set[str] = set()
+    hits = []
+    for unit in units[:10]:
+        new = (set(unit) & relevant) - seen
+        hits.append(bool(new))
+        seen |= new
+    covered = [len(relevant.intersection(d for u in units[:k] for d in u)) for k in (5, 10)]
+    dcg = sum(1.0 / math.log2(i + 2) for i, h in enumerate(hits) if h)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(10, len(relevant))))
+    first = next((i for i, h in enumerate(hits) if h), None)
+    return {"recall@5": covered[0] / len(relevant), "recall@10": covered[1] / len(relevant),
+            "ndcg@10": dcg / ideal, "mrr@10": 0.0 if first is None else 1.0 / (first + 1)}  # fmt: skip
 
 
 def ask(svc, who, text, config) -> ar.Selection:
@@ -103,68 +146,59 @@ class SessionStore:
         self.engine = Engine(home, embedder)
         self.svc = MemoryService(self.engine)
         self.indexer = SessionIndexer(self.svc)
-        self.maps: dict[str, dict] = {}
+        self.maps: dict[str, dict] = {}  # sample -> {(session, turn position): [dia ids]}
+        self.texts: dict[str, dict] = {}  # sample -> {(session, turn position): (role, text)}
         self.who: dict[str, Identity] = {}
         t0 = time.perf_counter()
         n = 0
         for sample in data:
             sid = sample["sample_id"]
-            self.maps[sid] = transcripts(sample, folder, locomo_sessions, locomo_date)
+            self.maps[sid], self.texts[sid] = transcripts(sample, folder, locomo_sessions,
+                                                          locomo_date)  # fmt: skip
             self.who[sid] = who_of(sid)
             for path in sorted((folder / sid).glob("*.jsonl")):
                 n += self.indexer.index_file(self.who[sid], path, flush=True, final=True).added
         took = time.perf_counter() - t0
         cache = (f", cache hits {embedder.hits} misses {embedder.misses}"
                  if hasattr(embedder, "hits") else "")  # fmt: skip
-        print(f"indexed {n} turns from {sum(len(m) for m in self.maps.values())} LoCoMo turns "
-              f"through transcripts in {took:.1f}s{cache}", flush=True)  # fmt: skip
+        turns = sum(len(d) for m in self.maps.values() for d in m.values())
+        print(f"indexed {n} exchange records from {turns} LoCoMo turns through transcripts in "
+              f"{took:.1f}s{cache}", flush=True)  # fmt: skip
 
     def close(self) -> None:
         self.engine.close()
 
-    def records_of(self, sid: str) -> dict:
-        """{dia_id: record} of one conversation."""
-        who = self.who[sid]
-        f = RecordFilter(buckets=[who.bucket("private")], kinds=[Kind.turn])
-        inverse = {v: k for k, v in self.maps[sid].items()}
-        out = {}
-        for rec in self.svc.store.list(f):
-            key = (rec.metadata.get("session"), rec.metadata.get("turn"))
-            dia = self.maps[sid].get(key)
-            if dia is not None and key == inverse.get(dia):
-                out[dia] = rec
-        return out
+    def units_of(self, sid: str) -> list[Record]:
+        """The exchange records of one conversation."""
+        f = RecordFilter(buckets=[self.who[sid].bucket("private")], kinds=[Kind.turn])
+        return self.svc.store.list(f)
 
 
-def hidden_changes(recs: dict, hide: set[str]):
-    """(ids to delete, records to replace) for a store that never saw the ``hide`` turns: the
-    turns whose context (two before, one after) held a hidden turn get it rebuilt without them."""
-    by_session: dict[str, list] = {}
-    for rec in recs.values():
-        by_session.setdefault(rec.metadata["session"], []).append(rec)
-    replace = []
-    for rows in by_session.values():
-        rows.sort(key=lambda r: r.metadata["turn"])
-        if not any(r.metadata.get("_dia") in hide for r in rows):
-            continue
-        kept = [r for r in rows if r.metadata["_dia"] not in hide]
-        window = [{"speaker": r.metadata["role"], "text": r.content} for r in kept]
-        for j, r in enumerate(kept):
-            _, date = turn_date(r.metadata.get("timestamp"))
-            ctx = turn_context(window, j, date, CONTEXT_SPEC)
-            if ctx != r.context:
-                new = r.model_copy(update={"context": ctx})
-                new.content_hash = new.current_hash()
-                replace.append(new)
-    delete = [recs[d].id for d in hide if d in recs]
-    return delete, replace
-
-
-def _strip(rec):
-    rec = rec.model_copy(deep=True)
-    rec.metadata.pop("_dia", None)
-    rec.content_hash = rec.current_hash()
-    return rec
+def hidden_changes(store: SessionStore, sid: str, units: list[Record], hide: set[str]):
+    """(records to delete, records to add) for a store that never saw the ``hide`` turns: every
+    exchange holding one is rebuilt from its other turns (under new ids, so undoing the change
+    is deleting them and adding the originals back)."""
+    mapping, texts, who = store.maps[sid], store.texts[sid], store.who[sid]
+    by_exchange: dict[tuple, list[Record]] = {}
+    for rec in units:
+        if set(held(rec, mapping)) & hide:
+            by_exchange.setdefault((rec.metadata["session"], rec.metadata["turn"]), []).append(rec)
+    delete, add = [], []
+    for (session, _first), parts in by_exchange.items():
+        parts.sort(key=lambda r: r.metadata.get("part", 0))
+        m = parts[0].metadata
+        kept = []
+        for i in range(m["turn"], m.get("last_turn", m["turn"]) + 1):
+            dias = mapping.get((session, i), [])
+            if (session, i) in texts and not (set(dias) & hide):
+                role, text = texts[(session, i)]
+                kept.append(exchanges.TurnText(role, text, i))
+        delete += parts
+        units_left = exchanges.units(kept)
+        ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"{parts[0].id}/hidden/{u.part}"))
+               for u in units_left]  # fmt: skip
+        add += unit_records(who, m.get("transcript", ""), session, units_left, m, ids)
+    return delete, add
 
 
 def items_at(sel: ar.Selection, tau: float, config: ar.HookConfig) -> list:
@@ -185,9 +219,7 @@ def run_abstain(store: SessionStore, questions: list, default: ar.HookConfig) ->
         by_conv.setdefault(q["sid"], []).append(q)
     checked = {"silent": 0, "evidence": 0}
     for sid, qs in by_conv.items():
-        recs = store.records_of(sid)
-        for dia, rec in recs.items():
-            rec.metadata["_dia"] = dia
+        units = store.units_of(sid)
         other = store.who[sids[(sids.index(sid) + 1) % len(sids)]]
         for q in qs:
             sel = ask(store.svc, store.who[sid], q["text"], SCAN_CONFIG)
@@ -197,16 +229,14 @@ def run_abstain(store: SessionStore, questions: list, default: ar.HookConfig) ->
             unrelated_max.append(max((p.relevance for p in
                                       ask(store.svc, other, q["text"], SCAN_CONFIG).picked),
                                      default=0.0))  # fmt: skip
-            delete, replace = hidden_changes(recs, q["rel"])
-            gone = [recs[d] for d in q["rel"] if d in recs]
-            store.engine.apply(delete=delete, replace=[_strip(r) for r in replace])
+            gone, rebuilt = hidden_changes(store, sid, units, q["rel"])
+            store.engine.apply(delete=[r.id for r in gone], add=rebuilt)
             try:
                 hsel = ask(store.svc, store.who[sid], q["text"], SCAN_CONFIG)
                 hidden_max.append(max((p.relevance for p in hsel.picked), default=0.0))
                 checked["silent"] += not ask(store.svc, store.who[sid], q["text"], default).picked
             finally:
-                store.engine.apply(add=[_strip(r) for r in gone],
-                                   replace=[_strip(recs[r.metadata["_dia"]]) for r in replace])  # fmt: skip
+                store.engine.apply(delete=[r.id for r in rebuilt], add=gone)
     curve = []
     n = len(questions)
     for tau in THRESHOLDS:
@@ -263,7 +293,8 @@ def run(args, data, embedder, helpers, summarize, format_table, categories) -> d
                 rows = []
                 for q in questions:
                     sel = ask(store.svc, store.who[q["sid"]], text_of(q), RANK_CONFIG)
-                    rows.append((q["qid"], q["cat"], query_metrics(ranked_dia(sel, store.maps[q["sid"]]), q["rel"])))  # fmt: skip
+                    units = ranked_units(sel, store.maps[q["sid"]])
+                    rows.append((q["qid"], q["cat"], unit_metrics(units, q["rel"])))
                 ms = 1000 * (time.perf_counter() - t0) / max(1, len(questions))
                 table = [(f"{c} {categories.get(int(c), '')}", summarize(rows, {c}))
                          for c in sorted({r[1] for r in rows}) if c.isdigit()]  # fmt: skip

@@ -5,8 +5,8 @@ A turn is stored with its own words as the record's content and its situation as
 session's date, the speaker, and the neighbouring turns. The LoCoMo benchmark measured why:
 evidence recall@10 0.726 with one neighbour on each side, 0.775 with the two turns before and
 the one after (docs/benchmarks.md, "Relevance"). ``benchmarks/relevance.py`` builds its LoCoMo
-records with these same functions, and the session indexer (``ingest/transcripts.py`` +
-``server/service/sessions.py``) builds every ``kind=turn`` record with them.
+records with these functions. (The session indexer stores whole exchanges instead, a prompt
+with what answered it: ``ingest/exchanges.py``.)
 """
 
 from __future__ import annotations

@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--user", action="store_true",
                        help="~/.claude/settings.json and ~/.claude.json")  # fmt: skip
     hs.set_defaults(fn=cmd_hooks)
-    ix = sub.add_parser("index-sessions", help="index agent transcripts as searchable turns")
+    ix = sub.add_parser("index-sessions", help="index agent transcripts as searchable exchanges")
     ix.add_argument("paths", nargs="*", metavar="PATH",
                     help="transcripts (.jsonl) or folders (default: ~/.claude/projects)")  # fmt: skip
     ix.add_argument("--watch", action="store_true", help="keep indexing as transcripts grow")

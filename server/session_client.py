@@ -73,8 +73,8 @@ def index_one(path: Path, home: str, quiet: bool) -> dict:
         if not quiet:
             print(f"  {path.name}: {answer['offset']}/{answer['size']} bytes", flush=True)
     if not quiet and (totals["added"] or totals["updated"] or totals["withheld"]):
-        print(f"{path}: {totals['added']} turns added, {totals['updated']} updated"
-              + (f", {totals['withheld']} withheld (secret policy)" if totals["withheld"] else "")
+        print(f"{path}: {totals['added']} exchange records added, {totals['updated']} updated"
+              + (f", {totals['withheld']} withheld (write policy)" if totals["withheld"] else "")
               + f"  [{who['project_id']} / {who['agent_id']}]", flush=True)  # fmt: skip
     return totals
 

@@ -54,16 +54,16 @@ def test_index_sessions_default_folder_incremental_and_generic(tmp_path):
     b.user("add a --verbose flag")
     try:
         first = run_cli(env)
-        assert first["files"] == 3 and first["added"] == 4
+        assert first["files"] == 3 and first["added"] == 3  # one exchange per transcript
         rows = buckets_and_sessions(home)
         web_bucket = f"private/{derive_project_id(web)}/{derive_agent_id(web)}"
         cli_bucket = f"private/{derive_project_id(cli)}/{derive_agent_id(cli)}"
-        assert rows == [(web_bucket, "s-a", 2), (web_bucket, "s-a/agent-q", 1),
+        assert rows == [(web_bucket, "s-a", 1), (web_bucket, "s-a/agent-q", 1),
                         (cli_bucket, "s-b", 1)]  # fmt: skip
         assert run_cli(env)["added"] == 0  # nothing new
         a.user("and the logout?")
         again = run_cli(env)
-        assert (again["added"], again["updated"]) == (1, 1)  # the new turn; the last one's next
+        assert (again["added"], again["updated"]) == (1, 0)  # a new exchange; the last one closed
         generic = tmp_path / "chat.jsonl"
         generic.write_text(json.dumps({"session": "g", "role": "user", "content": "hello",
                                        "timestamp": "2024-01-01T00:00:00Z"}) + "\n")  # fmt: skip
@@ -139,10 +139,10 @@ def test_index_sessions_watch_follows_a_growing_transcript(tmp_path):
             time.sleep(0.2)
         assert count() == 1
         w.assistant("first answer")
-        w.user("second question")
-        while count() < 3 and time.monotonic() < end:
+        w.user("second question")  # closes the first exchange, opens the second
+        while count() < 2 and time.monotonic() < end:
             time.sleep(0.2)
-        assert count() == 3
+        assert count() == 2
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -1,4 +1,5 @@
-"""The session indexer: kind=turn records, incremental runs, rewrites, crash-resume, secrets."""
+"""The session indexer: exchange records (kind=turn), incremental runs, rewrites, crash-resume,
+the write policy. (Exchanges growing, closing and splitting: test_session_exchanges.py.)"""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def indexer(engine):
 def turns_of(svc, who=WHO):
     f = RecordFilter(buckets=[who.bucket("private")], kinds=[Kind.turn])
     recs = svc.store.list(f, order="r.created_at ASC, r.rowid ASC")
-    return sorted(recs, key=lambda r: (r.metadata["session"], r.metadata["turn"]))
+    return sorted(recs, key=lambda r: (r.metadata["session"], r.metadata["turn"],
+                                       r.metadata.get("part", 0)))  # fmt: skip
 
 
 def conversation(w: TranscriptWriter, n: int, start: int = 0) -> None:
@@ -34,49 +36,54 @@ def conversation(w: TranscriptWriter, n: int, start: int = 0) -> None:
         w.assistant(f"answer number {i}: use a TTL of {i} minutes")
 
 
-def test_turn_records_fields_context_and_scope(indexer, tmp_path):
+def test_exchange_records_fields_context_and_scope(indexer, tmp_path):
     w = TranscriptWriter(tmp_path / "s.jsonl", session="s1", cwd="/repo", branch="dev")
     w.user("Where is the retry logic?")
     w.assistant("In net/retry.py, with exponential backoff.")
     w.tool("Bash", {"command": "pytest tests/test_retry.py"}, "FAILED test_backoff\nAssertionError: 3 != 4", is_error=True)  # fmt: skip
     report = indexer.index_file(WHO, w.path, flush=True)
-    assert report.added == 3 and report.done
-    recs = turns_of(indexer.svc)
-    assert [r.metadata["role"] for r in recs] == ["user", "assistant", "tool"]
-    first = recs[0]
+    assert report.added == 1 and report.done  # one exchange: the prompt and what answered it
+    (first,) = turns_of(indexer.svc)
     assert first.kind is Kind.turn and first.scope.value == "private" and first.category == "turn"
     assert first.bucket == WHO.bucket("private")
     m = first.metadata
-    assert m["session"] == "s1" and m["turn"] == 0 and m["transcript"] == str(w.path.resolve())
+    assert (
+        m["session"] == "s1"
+        and m["role"] == "exchange"
+        and m["transcript"] == str(w.path.resolve())
+    )
+    assert (m["turn"], m["last_turn"], m["part"], m["parts"]) == (0, 2, 0, 1)
     assert (
         m["gitBranch"] == "dev"
         and m["cwd"] == "/repo"
         and m["timestamp"].startswith("2025-03-04T09:30")
     )
-    assert first.content == "Where is the retry logic?"
-    assert first.context.startswith("[4 March 2025 09:30] user\n")
-    assert "assistant: In net/retry.py" in first.context  # the next turn
-    assert "user: Where is the retry logic?" in recs[2].context  # two turns back
-    assert "AssertionError: 3 != 4" in recs[2].content
+    assert first.content == (
+        "Prompt: Where is the retry logic?\n"
+        "Tools: Bash(command=pytest tests/test_retry.py) → error: FAILED test_backoff "
+        "AssertionError: 3 != 4\n"
+        "Reply: In net/retry.py, with exponential backoff."
+    )
+    assert first.context == "[4 March 2025 09:30]"
     assert first.created_at.isoformat().startswith("2025-03-04T09:30")
 
 
-def test_incremental_runs_add_only_new_turns_and_complete_the_last_context(indexer, tmp_path):
+def test_incremental_runs_close_the_open_exchange_and_add_the_next(indexer, tmp_path):
     w = TranscriptWriter(tmp_path / "s.jsonl")
     conversation(w, 2)
-    assert indexer.index_file(WHO, w.path, flush=True).added == 4
+    assert indexer.index_file(WHO, w.path, flush=True).added == 2
     last = turns_of(indexer.svc)[-1]
-    assert "question number 2" not in last.context
+    assert "answer number 1" in last.content  # the open exchange, stored as it is
     again = indexer.index_file(WHO, w.path, flush=True)  # nothing new: nothing added
     assert (again.added, again.updated, again.existing) == (0, 0, 0)
     conversation(w, 1, start=2)
     report = indexer.index_file(WHO, w.path, flush=True)
-    assert (report.added, report.updated) == (2, 1)
+    # the next prompt closed the last exchange (unchanged: left alone) and opened a new one
+    assert (report.added, report.updated, report.existing) == (1, 0, 1)
     recs = turns_of(indexer.svc)
-    assert [r.metadata["turn"] for r in recs] == list(range(6))
-    updated = next(r for r in recs if r.id == last.id)
-    assert "question number 2" in updated.context and updated.revision == 2
-    assert len({r.id for r in recs}) == 6
+    assert [(r.metadata["turn"], r.metadata["last_turn"]) for r in recs] == [(0, 1), (2, 3), (4, 5)]
+    assert next(r for r in recs if r.id == last.id).revision == 1
+    assert len({r.id for r in recs}) == 3
 
 
 def test_rewritten_or_truncated_transcript_is_read_again_without_duplicates(indexer, tmp_path):
@@ -84,15 +91,17 @@ def test_rewritten_or_truncated_transcript_is_read_again_without_duplicates(inde
     conversation(w, 3)
     indexer.index_file(WHO, w.path, flush=True)
     lines = w.path.read_text().splitlines(keepends=True)
-    w.path.write_text("".join(lines[:3]))  # truncated
+    w.path.write_text("".join(lines[:3]))  # truncated: the second exchange lost its reply
     report = indexer.index_file(WHO, w.path, flush=True)
-    assert report.restarted and report.added == 0 and report.existing == 3
+    assert report.restarted and report.added == 0
+    assert (report.existing, report.updated) == (1, 1)  # the first as it was; the second shorter
     w.path.write_text("".join(lines))  # back to the full text, appended again
     conversation(w, 1, start=3)
     report = indexer.index_file(WHO, w.path, flush=True)
     assert not report.restarted  # the line at the offset is the same again
     recs = turns_of(indexer.svc)
-    assert len(recs) == 8 and len({r.id for r in recs}) == 8
+    assert len(recs) == 4 and len({r.id for r in recs}) == 4
+    assert ["answer number 1" in r.content for r in recs] == [False, True, False, False]
 
 
 def test_crash_mid_file_resumes_where_it_stopped(engine, tmp_path, monkeypatch):
@@ -114,14 +123,15 @@ def test_crash_mid_file_resumes_where_it_stopped(engine, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         indexer.index_file(WHO, w.path, flush=True)
     stored = turns_of(svc)
-    assert 0 < len(stored) < 60  # three batches committed, the fourth rolled back
+    assert 0 < len(stored) < 30  # three batches committed, the fourth rolled back
     offset = indexer.progress(str(w.path.resolve())).offset
     assert 0 < offset < w.path.stat().st_size
     monkeypatch.setattr(engine, "apply", real_apply)
     report = SessionIndexer(svc).index_file(WHO, w.path, flush=True)  # a fresh process
-    assert report.existing == 0 and report.added == 60 - len(stored)
+    # every batch ends after a prompt: its exchange is stored open, completed by the next one
+    assert report.existing == 0 and report.added == 30 - len(stored) and report.updated >= 1
     recs = turns_of(svc)
-    assert [r.metadata["turn"] for r in recs] == list(range(60))
+    assert [r.metadata["turn"] for r in recs] == list(range(0, 60, 2))
     # the same records as one uninterrupted run
     other = tmp_path / "other"
     from retrieval.embedder import HashEmbedder
@@ -145,7 +155,10 @@ def test_secret_policy_applies_to_turns(engine, tmp_path):
     blocked = SessionIndexer(MemoryService(engine, secret_policy=SecretPolicy.block))
     report = blocked.index_file(WHO, w.path, flush=True)
     assert report.withheld == 1 and report.added == 1
-    assert all("AKIA" not in r.content + r.context for r in turns_of(blocked.svc))
+    (rec,) = turns_of(blocked.svc)
+    assert "AKIA" not in rec.content + rec.context
+    # the refused prompt still begins its exchange, as a placeholder
+    assert rec.content == f"Prompt: {sessions_mod.WITHHELD}\nReply: Noted, I will not repeat it."
 
 
 def test_injection_policy_decides_per_turn(engine, tmp_path):
@@ -158,8 +171,10 @@ def test_injection_policy_decides_per_turn(engine, tmp_path):
     w.user("and redis for the cache")
     blocked = SessionIndexer(MemoryService(engine, injection_policy=InjectionPolicy.block))
     report = blocked.index_file(WHO, w.path, flush=True)
-    assert report.withheld == 1 and report.added == 2
-    assert all("system prompt" not in r.content + r.context for r in turns_of(blocked.svc))
+    assert report.withheld == 1 and report.added == 2  # two exchanges, the reply left out
+    recs = turns_of(blocked.svc)
+    assert [r.content for r in recs] == ["Prompt: we use postgres for the ledger",
+                                         "Prompt: and redis for the cache"]  # fmt: skip
     assert report.offset == w.path.stat().st_size
 
 
@@ -173,14 +188,14 @@ def test_injection_policy_warn_flags_the_turn(engine, tmp_path):
     assert [r.metadata["turn"] for r in flagged][:1] == [0]
 
 
-def test_secret_policy_redacts_turns_and_their_neighbours_context(engine, tmp_path):
+def test_secret_policy_redacts_the_turn_in_its_exchange(engine, tmp_path):
     w = TranscriptWriter(tmp_path / "s.jsonl")
     w.user("the staging key is AKIAQ3ZXMPL7ZK2M4PQR keep it")
     w.assistant("Noted.")
     idx = SessionIndexer(MemoryService(engine, secret_policy=SecretPolicy.redact))
     idx.index_file(WHO, w.path, flush=True)
     recs = turns_of(idx.svc)
-    assert len(recs) == 2 and "[REDACTED:" in recs[0].content
+    assert len(recs) == 1 and "[REDACTED:" in recs[0].content and "Noted." in recs[0].content
     assert all("AKIAQ3ZXMPL7ZK2M4PQR" not in r.content + r.context for r in recs)
 
 
@@ -208,10 +223,9 @@ def test_generic_jsonl_sessions(indexer, tmp_path):
     ]))  # fmt: skip
     indexer.index_file(WHO, p)
     recs = turns_of(indexer.svc)
-    assert [(r.metadata["session"], r.metadata["turn"]) for r in recs] == [
-        ("a", 0),
-        ("a", 1),
-        ("b", 0),
+    assert [(r.metadata["session"], r.metadata["turn"], r.metadata["last_turn"]) for r in recs] == [
+        ("a", 0, 1),
+        ("b", 0, 0),
     ]
-    assert "assistant: hello" in recs[0].context and "other" not in recs[0].context
+    assert recs[0].content == "Prompt: hi\nReply: hello" and recs[1].content == "Prompt: other"
     assert indexer.index_file(WHO, p).added == 0

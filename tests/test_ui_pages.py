@@ -493,14 +493,16 @@ def test_sessions_pages_show_a_transcript_indexed_by_the_session_indexer(tmp_pat
         w.user("Where is the retry logic?")
         w.assistant("In net/retry.py, with exponential backoff.")
         w.tool("Bash", {"command": "pytest tests/test_retry.py"}, "FAILED test_backoff", is_error=True)  # fmt: skip
+        w.user("Fix it please.")
         report = SessionIndexer(h.svc).index_file(h.rt.identity, w.path, flush=True)
-        assert report.added == 3
+        assert report.added == 2  # two exchanges
         c = h.owner()
         listing = c.get("/ui/sessions").text
-        assert "sess-real" in listing and "<td>3</td>" in listing and "dev" in listing
+        assert "sess-real" in listing and "<td>4</td>" in listing and "dev" in listing  # turns
         page = c.get("/ui/sessions/sess-real").text
-        assert page.index("Where is the retry logic?") < page.index("In net/retry.py")
-        assert page.index("In net/retry.py") < page.index("FAILED test_backoff")
-        assert "role-tool" in page
+        assert page.index("Where is the retry logic?") < page.index("FAILED test_backoff")
+        assert page.index("FAILED test_backoff") < page.index("In net/retry.py")
+        assert page.index("In net/retry.py") < page.index("Fix it please.")
+        assert page.count("role-exchange") == 2 and "turns 0–2" in page and "turn 3 ·" in page
     finally:
         h.close()

@@ -237,7 +237,10 @@ DEMO_SESSION = [
         "assistant",
         "It formats dates in the local time zone. CI runs with TZ=UTC; your shell does not.",
     ),
-    ("tool", "$ TZ=UTC pytest tests/test_invoice.py -k rounding\n1 passed in 0.41s"),
+    (
+        "tool",
+        "Bash(command=TZ=UTC pytest tests/test_invoice.py -k rounding) → ok: 1 passed in 0.41s",
+    ),
     (
         "assistant",
         "Confirmed: with TZ=UTC it passes. The fix is to pass tz=UTC in format_due_date().",
@@ -287,13 +290,16 @@ def make_demo_folder(folder: Path) -> Path:
 def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
     """A few dozen memories of several agents, a graph, lessons, an ingested folder, one
     session, one XSS memory and one pending proposal: what the screenshots show."""
+    import uuid
     from datetime import timedelta
 
     from graph.models import EntityInput, Relation
-    from retrieval.records import Kind, Record, Scope, utcnow
+    from ingest import exchanges
+    from retrieval.records import utcnow
     from server.service import review
     from server.service.identity import Identity
     from server.service.models import MemoryInput, MemoryMetadata
+    from server.service.sessions import unit_records
     from server.service.workspace import ingest_workspace
 
     svc, owner = rt.service, rt.identity
@@ -329,14 +335,15 @@ def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
         demo_lesson("NODE_GYP_PYTHON", "gyp ERR! find Python: Python is not set", 0.5, 2),
     ])  # fmt: skip
     t0 = utcnow()
-    rt.engine.add([
-        Record(kind=Kind.turn, project_id=owner.project_id, agent_id=owner.agent_id,
-               scope=Scope.private, category="turn", content=text,
-               metadata={"session": "6f1c2d9e-demo", "role": role, "turn": i,
-                         "timestamp": (t0 + timedelta(seconds=30 * i)).isoformat(),
-                         "transcript": "~/.claude/projects/shop/6f1c2d9e-demo.jsonl",
-                         "gitBranch": "fix/invoice-tz", "cwd": "/home/dev/shop"})
-        for i, (role, text) in enumerate(DEMO_SESSION)
-    ])  # fmt: skip
+    turns = [exchanges.TurnText(role, text, i) for i, (role, text) in enumerate(DEMO_SESSION)]
+    session_records = []  # as the session indexer stores them: one record per exchange
+    for group in exchanges.split(turns):
+        units = exchanges.units(group)
+        meta = {"timestamp": (t0 + timedelta(seconds=30 * group[0].index)).isoformat(),
+                "gitBranch": "fix/invoice-tz", "cwd": "/home/dev/shop"}  # fmt: skip
+        part_ids = [str(uuid.uuid4()) for _ in units]
+        session_records += unit_records(owner, "~/.claude/projects/shop/6f1c2d9e-demo.jsonl",
+                                        "6f1c2d9e-demo", units, meta, part_ids)  # fmt: skip
+    rt.engine.add(session_records)
     ingest_workspace(rt, owner, make_demo_folder(folder))
     return ids

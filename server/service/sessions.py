@@ -1,53 +1,77 @@
-"""The session indexer: transcripts become ``kind=turn`` records, incrementally and safely.
+"""The session indexer: transcripts become searchable exchanges, incrementally and safely.
 
-Each turn (``ingest.transcripts``) is stored in the private scope of the caller (the agent, in
-the project of the transcript's ``cwd``: the caller's identity is derived the same way as any
-other, ``server/service/identity.py``), category ``turn``, with
+Turns (``ingest.transcripts``) are grouped into *exchanges* (``ingest.exchanges``): a user's
+prompt with what the assistant did and said until the next prompt (tool calls summarised, a
+tool's error kept, the answer whole), split into parts of at most 500 words. Each part is a
+``kind=turn`` record in the private scope of the caller (the agent, in the project of the
+transcript's ``cwd``: the caller's identity is derived the same way as any other,
+``server/service/identity.py``), category ``turn``, with
 
-- content: what was said (a tool call abbreviated: tool, key arguments, first error lines);
-- context (indexed and embedded, ``ingest/turns.py``): the turn's date, the speaker, the two
-  turns before it and the one after (the last turn of a run gets its next one when it comes);
-- metadata: ``session``, ``role``, ``turn`` (index in its session), ``timestamp`` (ISO 8601),
-  ``transcript`` (path), ``parentSession`` (sidechains), ``gitBranch``, ``cwd``.
+- content: the exchange's text (``Prompt: … / Tools: … / Reply: …``);
+- context (indexed and embedded in front of every window): the exchange's date, and for a
+  continued part the prompt's first words;
+- metadata: ``session``, ``role`` (``exchange``), ``turn`` and ``last_turn`` (the positions of
+  its first and last turn in the session: every turn stays addressable), ``part`` / ``parts``,
+  ``timestamp`` (ISO 8601, of its first turn), ``transcript`` (path), ``parentSession``
+  (sidechains), ``gitBranch``, ``cwd``.
+
+The exchange at the end of what was read is *open*: it is stored as it is, and replaced (same
+record ids) when the next run finds more of it; its turns are kept in the progress row until
+the next prompt closes it.
 
 Progress per transcript (byte offset, hash and length of the line that ends there, per-session
-turn counts and the last turns for the next run's context) is a row of the store's ``meta``
-table written in the same transaction as the turns: a crash loses at most the batch in flight,
-and the next run resumes at the last commit. A transcript whose line at the offset changed
-(rewritten, truncated) is read again from the start; turn ids are derived from the entries, so
-turns already stored are skipped and nothing is stored twice.
+turn counts and the open exchange) is a row of the store's ``meta`` table written in the same
+transaction as the records: a crash loses at most the batch in flight, and the next run resumes
+at the last commit. A transcript whose line at the offset changed (rewritten, truncated) is read
+again from the start; record ids are derived from the entries, so nothing is stored twice.
 
-The secret policy applies to every turn's text before it is stored or used as a neighbour's
-context (``block`` leaves the turn out, ``redact`` stores it redacted).
+The write policy (secrets, injection) applies to every turn's text before it joins an exchange
+(``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ingest.transcripts import Turn, read_turns, session_cwd, valid_offset
-from ingest.turns import turn_context
-from retrieval.errors import Conflict, InvalidInput
+from ingest import exchanges
+from ingest.transcripts import (
+    NAMESPACE,
+    Checkpoint,
+    Turn,
+    read_turns,
+    session_cwd,
+    valid_offset,
+)
+from retrieval.errors import Conflict, InvalidInput, PatternError
 from retrieval.records import Kind, Record, Scope, utcnow
 
 from .identity import Identity
 from .memory import MemoryService
 
 PROGRESS_KEY = "sessions.progress:"  # + the transcript's absolute path
-CONTEXT_SPEC = "date,speaker,prev2,next1"
-TAIL = 3  # turns kept for the next run: the last one's context and the next ones' prev2
 BATCH_BYTES = 256 * 1024  # one transaction per ~this much transcript
 CATEGORY = "turn"
+WITHHELD = "[a message left out by the write policy]"
+MAX_OPEN_CALLS = 2 * exchanges.MAX_TOOL_CALLS  # tool calls of the open exchange kept as text
+
+
+class OpenTurn(BaseModel):
+    role: str
+    text: str
+    index: int
 
 
 class SessionState(BaseModel):
-    turns: int = 0
-    tail: list[dict] = Field(default_factory=list)  # {speaker, text, date} of the last turns
-    last_id: str | None = None  # stored before its next turn was known
+    turns: int = 0  # turns read so far (the next turn's position)
+    open: list[OpenTurn] = Field(default_factory=list)  # the open exchange's turns
+    open_ids: list[str] = Field(default_factory=list)  # its stored parts
+    open_calls: int = 0  # tool calls of the open exchange beyond the kept ones
+    open_meta: dict = Field(default_factory=dict)  # its first turn's key, timestamp, cwd, …
 
 
 class FileProgress(BaseModel):
@@ -63,8 +87,8 @@ class IndexReport(BaseModel):
     path: str
     added: int = 0
     updated: int = 0
-    existing: int = Field(0, description="turns already stored (a re-read after a rewrite)")
-    withheld: int = Field(0, description="turns left out by the secret policy (block)")
+    existing: int = Field(0, description="parts already stored (a re-read after a rewrite)")
+    withheld: int = Field(0, description="turns or parts left out by the write policy (block)")
     restarted: bool = Field(False, description="the file was rewritten or truncated")
     offset: int = 0
     size: int = 0
@@ -103,7 +127,7 @@ class SessionIndexer:
         """A turn's text as it may be stored (redacted under ``redact``), or None when the
         write policy (secrets, injection) refuses it: the turn is left out alone, never its
         whole batch (a refused batch would stop the transcript's indexing at that point for
-        good). The one per-turn policy decision of the indexer."""
+        good). A refused prompt stays as a placeholder, so its exchange still begins there."""
         try:
             return self.svc.policy.screen_text(text)[0]
         except InvalidInput:
@@ -149,53 +173,43 @@ class SessionIndexer:
             report.size = p.stat().st_size
         return report
 
-    def _commit(self, who, key, before: FileProgress, turns: list[Turn], cp, fmt, report):
+    def _commit(self, who: Identity, key: str, before: FileProgress, turns: list[Turn],
+                cp: Checkpoint, fmt: str | None, report: IndexReport) -> FileProgress:  # fmt: skip
+        """One transaction: the exchanges ``turns`` close, open or grow, and the progress up to
+        ``cp``."""
         svc = self.svc
         after = before.model_copy(deep=True)
         after.offset, after.line_hash, after.line_len = cp.offset, cp.line_hash, cp.line_len
         after.format = after.format or fmt
         after.updated_at = utcnow().isoformat()
-        ids = [t.record_id() for t in turns]
-        existing = set(svc.store.get(ids)) if ids else set()
-        add: list[Record] = []
-        replace: list[Record] = []
+        records: list[Record] = []  # every part of every exchange these turns touched
+        gone: list[str] = []  # parts an open exchange no longer has
+        probe: list[tuple] | None = [] if report.restarted else None
         by_session: dict[str, list[Turn]] = {}
         for t in turns:
             by_session.setdefault(t.session, []).append(t)
         for session, items in by_session.items():
             state = after.sessions.setdefault(session, SessionState())
-            window = list(state.tail)
-            fresh: list[tuple[int, Turn, str]] = []  # (window position, turn, record id)
             for t in items:
                 text = self.screen(t.text)
                 if text is None:
                     report.withheld += 1
-                    continue
-                _, date = turn_date(t.timestamp)
-                window.append({"speaker": t.role, "text": text, "date": date})
-                fresh.append((len(window) - 1, t, t.record_id()))
-            if not fresh:
-                continue
-            if state.last_id and state.tail:
-                old = svc.store.get([state.last_id]).get(state.last_id)
-                j = len(state.tail) - 1
-                if old is not None:
-                    ctx = turn_context(window, j, window[j].get("date", ""), CONTEXT_SPEC)
-                    if ctx != old.context:
-                        new = old.model_copy(update={"context": ctx, "updated_at": utcnow()})
-                        new.content_hash = new.current_hash()
-                        replace.append(new)
-            for j, t, rid in fresh:
-                n = state.turns
+                    text = WITHHELD if t.role == "user" else None
+                index = state.turns
                 state.turns += 1
-                if rid in existing:
-                    report.existing += 1
-                    continue
-                add.append(self._record(who, key, t, window, j, n, rid))
-            state.tail = window[-TAIL:]
-            state.last_id = fresh[-1][2]
+                if t.role == "user" and state.open:  # the next prompt closes the exchange
+                    records += self._parts(who, key, session, state, gone, probe)
+                    state.open, state.open_ids, state.open_calls = [], [], 0
+                if not state.open:
+                    state.open_meta = _first_turn_meta(t)
+                if text is not None:
+                    _keep(state, OpenTurn(role=t.role, text=text, index=index))
+            if state.open:
+                records += self._parts(who, key, session, state, gone, probe, keep_ids=True)
             if session not in report.sessions:
                 report.sessions.append(session)
+        add, replace = self._sort(records, report, gone)
+        gone += self._stale_parts(probe or [])
         raw_before = svc.store.meta(PROGRESS_KEY + key)
 
         def check(conn) -> None:  # one indexer per transcript: the progress we read still holds
@@ -207,27 +221,120 @@ class SessionIndexer:
         def extra(conn) -> None:
             svc.store.set_meta(conn, PROGRESS_KEY + key, after.model_dump_json())
 
-        svc.engine.apply(add=add, replace=replace, check=check, extra=extra)
+        svc.engine.apply(add=add, replace=replace, delete=gone, check=check, extra=extra)
         report.added += len(add)
         report.updated += len(replace)
         return after
 
-    def _record(self, who: Identity, path: str, t: Turn, window, j, n, rid) -> Record:
-        when, date = turn_date(t.timestamp)
-        meta = {"session": t.session, "role": t.role, "turn": n, "transcript": path,
-                "source": "transcript"}  # fmt: skip
-        if t.timestamp:
-            meta["timestamp"] = when.isoformat() if when else str(t.timestamp)
-        for name, value in (("parentSession", t.parent_session), ("gitBranch", t.git_branch),
-                            ("cwd", t.cwd)):  # fmt: skip
-            if value:
-                meta[name] = value
-        stamp = {"created_at": when, "updated_at": when} if when else {}
-        return Record(
+    def _sort(self, records: list[Record], report: IndexReport,
+              gone: list[str]) -> tuple[list[Record], list[Record]]:  # fmt: skip
+        """(new records, changed ones) among ``records``: a part stored with the same text is
+        left alone, a part the write policy refuses is left out (and its earlier version, if
+        one is stored, goes into ``gone``)."""
+        existing = self.svc.store.get([r.id for r in records]) if records else {}
+        add, replace = [], []
+        for rec in records:
+            try:
+                rec = self.svc.engine.screen_record(rec)[0]
+            except PatternError:
+                report.withheld += 1
+                if rec.id in existing:
+                    gone.append(rec.id)
+                continue
+            old = existing.get(rec.id)
+            if old is None:
+                add.append(rec)
+            elif (old.content, old.context, old.metadata) != (rec.content, rec.context,
+                                                               rec.metadata):  # fmt: skip
+                new = old.model_copy(update={"content": rec.content, "context": rec.context,
+                                             "metadata": rec.metadata, "updated_at": utcnow()})  # fmt: skip
+                new.content_hash = new.current_hash()
+                replace.append(new)
+            else:
+                report.existing += 1
+        return add, replace
+
+    def _stale_parts(self, probe: list[tuple]) -> list[str]:
+        """Stored parts of the probed exchanges beyond their current count (``probe``: bucket,
+        session, first turn's key, first part number that should not exist)."""
+        out: list[str] = []
+        while probe:
+            ids = {part_id(*p): p for p in probe}
+            found = self.svc.store.get(list(ids))
+            out += [i for i in ids if i in found]
+            probe = [(b, s, k, n + 1) for i, (b, s, k, n) in ids.items() if i in found]
+        return out
+
+    def _parts(self, who: Identity, path: str, session: str, state: SessionState,
+               gone: list[str], probe: list[tuple] | None = None,
+               keep_ids: bool = False) -> list[Record]:  # fmt: skip
+        """The records of the open exchange of ``state`` (its parts), and the ids of parts it
+        had and no longer has into ``gone``. ``keep_ids``: the exchange stays open (its part
+        ids are remembered for the next run). ``probe``: collects where its parts end (after a
+        rewrite, an exchange stored longer before may have parts beyond these)."""
+        turns = [exchanges.TurnText(t.role, t.text, t.index) for t in state.open]
+        units = exchanges.units(turns, extra_calls=state.open_calls)
+        meta = state.open_meta
+        bucket = who.bucket(Scope.private.value)
+        ids = [part_id(bucket, session, meta.get("key", ""), u.part) for u in units]
+        gone += [i for i in state.open_ids if i not in ids]
+        if probe is not None:
+            probe.append((bucket, session, meta.get("key", ""), len(units)))
+        if keep_ids:
+            state.open_ids = ids
+        return unit_records(who, path, session, units, meta, ids)
+
+
+def unit_records(who: Identity, transcript: str, session: str, units: list[exchanges.Unit],
+                 meta: dict, ids: list[str]) -> list[Record]:  # fmt: skip
+    """The stored records of one exchange's ``units`` (module docstring): ``meta`` holds its
+    first turn's ``timestamp``, ``cwd``, ``gitBranch`` and ``parentSession`` when known."""
+    when, date = turn_date(meta.get("timestamp"))
+    stamp = {"created_at": when, "updated_at": when} if when else {}
+    out = []
+    for rid, u in zip(ids, units, strict=True):
+        m = {"session": session, "role": "exchange", "turn": u.first, "last_turn": u.last,
+             "part": u.part, "parts": u.parts, "transcript": transcript, "source": "transcript"}  # fmt: skip
+        if meta.get("timestamp"):
+            m["timestamp"] = when.isoformat() if when else str(meta["timestamp"])
+        for name in ("parentSession", "gitBranch", "cwd"):
+            if meta.get(name):
+                m[name] = meta[name]
+        context = f"[{date}]" if date else ""
+        if u.part and u.head:
+            context = f"{context}\nPrompt: {u.head}".strip()
+        out.append(Record(
             id=rid, kind=Kind.turn, project_id=who.project_id, agent_id=who.agent_id,
-            scope=Scope.private, category=CATEGORY, content=window[j]["text"],
-            context=turn_context(window, j, date, CONTEXT_SPEC), metadata=meta, **stamp,
-        )  # fmt: skip
+            scope=Scope.private, category=CATEGORY, content=u.text, context=context,
+            metadata=m, **stamp,
+        ))  # fmt: skip
+    return out
+
+
+def part_id(bucket: str, session: str, first_key: str, part: int) -> str:
+    """A stored part's id: the bucket it is stored in (two agents indexing the same transcript
+    store their own copies), its session, the key of its exchange's first turn, its number."""
+    return str(uuid.uuid5(NAMESPACE, f"{bucket}\x00{session}\x00{first_key}\x00part{part}"))
+
+
+def _first_turn_meta(t: Turn) -> dict:
+    return {k: v for k, v in (("key", t.key), ("timestamp", t.timestamp), ("cwd", t.cwd),
+                              ("gitBranch", t.git_branch), ("parentSession", t.parent_session))
+            if v}  # fmt: skip
+
+
+def _keep(state: SessionState, turn: OpenTurn) -> None:
+    """Add ``turn`` to the open exchange; beyond ``MAX_OPEN_CALLS`` tool calls only failed ones
+    are kept as text (the others are counted: the summary shows at most a few)."""
+    if turn.role == "tool":
+        calls = [t for t in state.open if t.role == "tool"]
+        if len(calls) >= MAX_OPEN_CALLS and " → error" not in turn.text:
+            state.open_calls += 1
+            return
+        if len(calls) >= 4 * MAX_OPEN_CALLS:
+            state.open_calls += 1
+            return
+    state.open.append(turn)
 
 
 def transcript_cwd(path: str | Path) -> str | None:
