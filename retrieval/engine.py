@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import grouping
 from .embedder import Embedder
 from .hybrid import FusionConfig, HybridRanker
 from .lexical import LexicalIndex
@@ -450,6 +451,23 @@ class Engine:
             for s in scored
             if s.record_id in recs
         ]
+
+    def search_files(
+        self, query: str, f: RecordFilter | None = None, k: int = 10, mode: str = "hybrid",
+        depth: int = 200,
+    ) -> list[grouping.Group[Hit]]:  # fmt: skip
+        """The best ``k`` files for ``query``: the chunk hits (top ``depth``) grouped by their
+        ``path`` (:mod:`retrieval.grouping`: best chunk plus a share of the next, a test file
+        below its source unless the query is about tests). A record without a path is a group
+        of its own."""
+        hits = self.search(query, f, max(k, depth), mode=mode)
+        groups = grouping.group(
+            hits,
+            key=lambda h: str(h.record.metadata.get("path") or h.record.id),
+            score=lambda h: h.score,
+            factor=grouping.test_prior(query),
+        )
+        return groups[:k]
 
     def close(self) -> None:
         if self.cluster is not None:

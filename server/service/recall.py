@@ -11,6 +11,9 @@ Citations: an item whose cited code changed or was deleted since it was written 
 (fused + boosts) multiplied by ``CitationService.stale_factor`` (0.9, measured: docs/benchmarks.md
 "Citations"), shown as the ``citations`` boost; its provenance line in ``text`` (:mod:`.framing`) says
 "cited code changed since this was written (path:lines)".
+Workspace chunks: a chunk of a test file (``retrieval.grouping.is_test_path``) scores
+``grouping.TEST_FACTOR`` (0.8) times its score unless the query is about tests, so the source a
+question is about comes before the tests that exercise it; shown as the ``test_file`` boost.
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
@@ -26,6 +29,7 @@ import re
 
 import numpy as np
 
+from retrieval import grouping
 from retrieval.records import Hit, Kind, Record
 
 from . import framing
@@ -132,10 +136,17 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
     hits = svc.engine.search(args.query, f, k=max(args.limit * 2, 20))
     mode = hits[0].explanation.mode if hits else ("hybrid" if svc.engine.embedder else "lexical")
     scores: dict[str, float] = {}
+    prior = grouping.test_prior(args.query)
     for h in hits:
         b = boosts(h.record, now)
-        h.explanation.boosts = b
         scores[h.record.id] = h.score + sum(b.values())
+        factor = (
+            prior(str(h.record.metadata.get("path") or "")) if h.record.kind is Kind.chunk else 1.0
+        )
+        if factor != 1.0:
+            b["test_file"] = round(scores[h.record.id] * (factor - 1.0), 4)
+            scores[h.record.id] *= factor
+        h.explanation.boosts = b
     citations = cited(svc, who, hits, scores)
     ordered, dropped = diversify(svc, hits, scores)
     scale = 4 if args.unit == "tokens" else 1
