@@ -166,6 +166,23 @@ def index(engine: Engine, records: list[Record], label: str) -> None:
     print(f"indexed {len(records)} {label} in {time.perf_counter() - t0:.1f}s{cache}", flush=True)
 
 
+def baseline_rows(embedder, docs: list[tuple[str, str]], qs: list[Query]) -> dict:
+    """The plain baselines of the same data (``benchmarks/baselines.py``): a stdlib BM25 over
+    the whole texts, the model alone (one vector per whole text), their 50/50 min-max blend."""
+    from benchmarks import baselines as bl
+
+    ids = [i for i, _ in docs]
+    bm25 = bl.StdlibBM25([t for _, t in docs])
+    vecs = bl.whole_vectors(embedder, [t for _, t in docs])
+    rows: dict[str, list] = {"bm25_stdlib": [], "minilm_whole": [], "blend_50_50": []}
+    for q in qs:
+        lex, dense = bm25.scores(q.text), bl.dense_scores(embedder, q.text, vecs)
+        for name, s in (("bm25_stdlib", lex), ("minilm_whole", dense),
+                        ("blend_50_50", bl.blend(lex, dense))):  # fmt: skip
+            rows[name].append((q.qid, q.group, query_metrics(bl.top_ids(s, ids), q.relevant)))
+    return {name: summarize(r) for name, r in rows.items()}
+
+
 # ---------------------------------------------------------------------------- BEIR
 def load_beir(folder: Path, split: str | None):
     corpus = [json.loads(line) for line in open(folder / "corpus.jsonl", encoding="utf-8")]
@@ -223,6 +240,10 @@ def cmd_beir(args) -> dict:
         finally:
             engine.close()
     results = {r: summarize(rows) for r, rows in run.rows.items()}
+    docs = [
+        (str(d["_id"]), f"{d.get('title') or ''}\n{d.get('text') or ''}".strip()) for d in corpus
+    ]
+    results.update(baseline_rows(embedder, docs, qs))
     print(
         format_table(
             f"{folder.name} ({split}), fusion {engine.ranker.config}", list(results.items())
@@ -471,6 +492,25 @@ def cmd_errors(args) -> dict:
     return results
 
 
+# ---------------------------------------------------------------------------- localize
+def cmd_localize(args) -> dict:
+    from benchmarks import localize
+
+    embedder = make_embedder(not args.no_cache)
+    results = localize.run(args, embedder, rankers_of(args.ranker))
+    write_json(args.json, results)
+    return results
+
+
+def cmd_longmemeval(args) -> dict:
+    from benchmarks import longmemeval
+
+    embedder = make_embedder(not args.no_cache)
+    results = longmemeval.run(args, embedder, rankers_of(args.ranker))
+    write_json(args.json, results)
+    return results
+
+
 # ---------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -535,6 +575,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --via-sessions: the noise-control threshold curve")  # fmt: skip
     common(lo)
     lo.set_defaults(func=cmd_locomo)
+
+    loc = sub.add_parser("localize", help="which file an issue needs (SWE-bench layout)")
+    loc.add_argument("dir")
+    loc.add_argument("--details", action="store_true", help="per instance: gold and top files")
+    common(loc)
+    loc.set_defaults(func=cmd_localize)
+
+    lme = sub.add_parser("longmemeval", help="LongMemEval_S through the session indexer")
+    lme.add_argument("dir")
+    common(lme)
+    lme.set_defaults(func=cmd_longmemeval)
 
     er = sub.add_parser("errors", help="similar-error search over lessons (BEIR layout of traces)")
     er.add_argument("dir")

@@ -1,0 +1,203 @@
+"""Long chat histories: LongMemEval_S questions over their haystacks, through the session indexer.
+
+    python benchmarks/relevance.py longmemeval DIR [--ranker all] [--limit N] [--json OUT]
+
+``DIR`` holds ``questions.jsonl`` and ``sessions.jsonl.gz`` (``../shared/data/longmemeval_s``).
+Abstention questions (ids ending ``_abs``) are skipped. Each question's haystack becomes one
+transcript in the generic JSONL format (``{"session", "role", "content", "timestamp", "cwd"}``
+per line, the sessions in haystack order at their dates), exactly as a user's own transcripts
+would arrive, with ``cwd`` ``/longmemeval/<question id>``: the indexer puts it in a project of
+its own (``server/service/sessions.py``: exchanges of at most 500 words). The question is then
+asked of that project (``Engine.search``, the ranker ``recall`` and the hooks use).
+
+- turn level: a returned unit counts when it holds an answer turn (``answer_turns``);
+  ``turn_recall_any@k``: one among the first k units.
+- session level: the units grouped by session (``retrieval.grouping``, as files group chunks);
+  ``session_recall_any@k``: an answer session among the first k sessions; ``ndcg@10`` over the
+  sessions.
+
+Baselines of the same data in the same run: ``bm25_stdlib_sessions`` (BM25 over each whole
+session), ``bm25_stdlib_turns`` (over each turn; a session scores by its best turn) and
+``minilm_turns`` (the model over each turn, one vector, its first ``BASELINE_WORDS`` words).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import baselines as bl
+from benchmarks.metrics import ndcg_at_k
+from retrieval import grouping
+from retrieval.engine import Engine
+from retrieval.records import Kind, RecordFilter
+from server.service.identity import Identity, identity_fields
+from server.service.memory import MemoryService
+from server.service.sessions import SessionIndexer
+
+KS = (5, 10)
+DEPTH = 50  # units asked for (enough for 10 sessions)
+BASELINE_WORDS = 128
+METRICS = [f"session_recall_any@{k}" for k in KS] + [f"turn_recall_any@{k}" for k in KS]
+METRICS += ["ndcg@10"]
+
+
+def load(folder: Path, limit: int = 0) -> tuple[list[dict], dict[str, list[dict]]]:
+    qs = [json.loads(line) for line in open(folder / "questions.jsonl", encoding="utf-8")]
+    qs = [q for q in qs if not q["question_id"].endswith("_abs") and q["answer_session_ids"]]
+    if limit:
+        qs = qs[:limit]
+    need = {s for q in qs for s in q["haystack_session_ids"]}
+    sessions = {}
+    with gzip.open(folder / "sessions.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            s = json.loads(line)
+            if s["session_id"] in need:
+                sessions[s["session_id"]] = s["turns"]
+    return qs, sessions
+
+
+def session_date(text: str) -> datetime:
+    """'2023/05/20 (Sat) 07:47' -> datetime (UTC)."""
+    day, _, clock = text.partition(") ")
+    return datetime.strptime(f"{day.split(' (')[0]} {clock}", "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
+
+
+def positions(turns: list[dict]) -> dict[int, int]:
+    """{turn index in the data: position the indexer gives it} (empty turns are not read)."""
+    out, n = {}, 0
+    for i, t in enumerate(turns):
+        if t["content"].strip():
+            out[i] = n
+            n += 1
+    return out
+
+
+def write_transcript(q: dict, sessions: dict, folder: Path) -> Path:
+    path = folder / f"{q['question_id']}.jsonl"
+    cwd = f"/longmemeval/{q['question_id']}"
+    with open(path, "w", encoding="utf-8") as fh:
+        for sid, date in zip(q["haystack_session_ids"], q["haystack_dates"], strict=True):
+            start = session_date(date)
+            for i, t in enumerate(sessions[sid]):
+                when = (start + timedelta(seconds=30 * i)).isoformat().replace("+00:00", "Z")
+                fh.write(json.dumps({"session": sid, "role": t["role"], "content": t["content"],
+                                     "timestamp": when, "cwd": cwd}) + "\n")  # fmt: skip
+    return path
+
+
+def who_of(q: dict) -> Identity:
+    return Identity(**identity_fields({}, Path(f"/longmemeval/{q['question_id']}")))
+
+
+def answer_positions(q: dict, sessions: dict) -> set[tuple[str, int]]:
+    out = set()
+    for sid, i in q["answer_turns"]:
+        pos = positions(sessions[sid]).get(i)
+        if pos is not None:
+            out.add((sid, pos))
+    return out
+
+
+def holds(meta: dict, answers: set[tuple[str, int]]) -> bool:
+    """The unit (its session and turn range) holds an answer turn."""
+    first, last = meta.get("turn"), meta.get("last_turn", meta.get("turn"))
+    session = meta.get("session")
+    return any(s == session and first <= i <= last for s, i in answers)
+
+
+def scores(units: Sequence[tuple[str, bool]], gold: set[str]) -> dict[str, float]:
+    """``units``: (session, holds an answer turn) best first."""
+    sessions = list(dict.fromkeys(s for s, _ in units))
+    out = {f"session_recall_any@{k}": float(bool(gold & set(sessions[:k]))) for k in KS}
+    out.update({f"turn_recall_any@{k}": float(any(h for _, h in units[:k])) for k in KS})
+    out["ndcg@10"] = ndcg_at_k(sessions, gold, 10)
+    return out
+
+
+def ranked_units(engine: Engine, who: Identity, question: str, mode: str):
+    f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.turn])
+    hits = engine.search(question, f, DEPTH, mode=mode)
+    groups = grouping.group(hits, key=lambda h: str(h.record.metadata.get("session")),
+                            score=lambda h: h.score)  # fmt: skip
+    return hits, [g.key for g in groups]
+
+
+def baseline_rows(q: dict, sessions: dict, embedder, answers) -> dict[str, dict]:
+    sids = q["haystack_session_ids"]
+    gold = set(q["answer_session_ids"])
+    turns = [(sid, pos, t["content"]) for sid in sids
+             for i, t in enumerate(sessions[sid]) if (pos := positions(sessions[sid]).get(i)) is not None]  # fmt: skip
+    whole = bl.StdlibBM25(["\n".join(t["content"] for t in sessions[s]) for s in sids])
+    by_turn = bl.StdlibBM25([text for _, _, text in turns])
+    vecs = bl.whole_vectors(embedder, [" ".join(text.split()[:BASELINE_WORDS])
+                                       for _, _, text in turns])  # fmt: skip
+    out = {}
+    s_order = [sids[i] for i in np.argsort(-whole.scores(q["question"]), kind="stable")]
+    out["bm25_stdlib_sessions"] = {
+        **{f"session_recall_any@{k}": float(bool(gold & set(s_order[:k]))) for k in KS},
+        "ndcg@10": ndcg_at_k(s_order, gold, 10),
+    }
+    for name, sc in (("bm25_stdlib_turns", by_turn.scores(q["question"])),
+                     ("minilm_turns", bl.dense_scores(embedder, q["question"], vecs))):  # fmt: skip
+        order = np.argsort(-sc, kind="stable")[:DEPTH]
+        units = [(turns[i][0], (turns[i][0], turns[i][1]) in answers) for i in order]
+        out[name] = scores(units, gold)
+    return out
+
+
+def run(args, embedder, rankers: list[str]) -> dict:
+    qs, sessions = load(Path(args.dir), args.limit)
+    print(f"longmemeval: {len(qs)} questions, {len(sessions)} sessions", flush=True)
+    rows: dict[str, list[dict]] = {}
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pm-lme-") as tmp:
+        engine = Engine(Path(tmp) / "store", embedder)
+        try:
+            indexer = SessionIndexer(MemoryService(engine))
+            t0, units = time.perf_counter(), 0
+            for n, q in enumerate(qs, 1):
+                path = write_transcript(q, sessions, Path(tmp))
+                units += indexer.index_file(who_of(q), path, flush=True, final=True).added
+                if n % 10 == 0 or n == len(qs):
+                    print(f"indexed {n} haystacks, {units} units, {time.perf_counter() - t0:.0f}s "
+                          f"(cache hits {getattr(embedder, 'hits', 0)} misses "
+                          f"{getattr(embedder, 'misses', 0)})", flush=True)  # fmt: skip
+            for q in qs:
+                who, gold = who_of(q), set(q["answer_session_ids"])
+                answers = answer_positions(q, sessions)
+                for mode in rankers:
+                    hits, s_order = ranked_units(engine, who, q["question"], mode)
+                    m = scores([(h.record.metadata.get("session"),
+                                 holds(h.record.metadata, answers)) for h in hits], gold)  # fmt: skip
+                    # sessions ranked by their grouped score, not by their first unit
+                    m.update({f"session_recall_any@{k}": float(bool(gold & set(s_order[:k])))
+                              for k in KS})  # fmt: skip
+                    m["ndcg@10"] = ndcg_at_k(s_order, gold, 10)
+                    rows.setdefault(mode, []).append(m)
+                for name, m in baseline_rows(q, sessions, embedder, answers).items():
+                    rows.setdefault(name, []).append(m)
+        finally:
+            engine.close()
+    results = {}
+    for name, rs in rows.items():
+        keys = [k for k in METRICS if k in rs[0]]
+        results[name] = {k: round(float(np.mean([r[k] for r in rs])), 4) for k in keys}
+        results[name]["queries"] = len(rs)
+    head = f"{'':<22}" + "".join(f"{m.replace('_recall_any', ' R_any'):>16}" for m in METRICS)
+    print(f"\nLongMemEval_S ({len(qs)} questions)\n{head}\n{'-' * len(head)}")
+    for name, res in results.items():
+        print(f"{name:<22}" + "".join(f"{res[m]:>16.4f}" if m in res else f"{'':>16}"
+                                      for m in METRICS))  # fmt: skip
+    wall = time.perf_counter() - t_start
+    hits, misses = getattr(embedder, "hits", 0), getattr(embedder, "misses", 0)
+    print(f"wall {wall:.0f}s, embedding cache hits {hits} misses {misses}")
+    results["_run"] = {"wall_s": round(wall, 1), "cache_hits": hits, "cache_misses": misses}
+    return results
