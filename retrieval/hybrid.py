@@ -39,9 +39,12 @@ class FusionConfig:
     depth: int = 100  # candidates taken from each retriever
     complete: bool = True  # fetch the missing side's real score
     rrf_k: float = 60.0
-    long_queries: bool = True  # salient windows of long queries (retrieval/longquery.py)
-    salient_views: int = longquery.SALIENT_VIEWS
+    long_queries: bool = True  # the views of long queries (retrieval/longquery.py)
     probe_windows: bool = True  # a window's salience: how completely one record covers it
+    long_alpha: float = 0.7  # vector weight for a long query that is all evidence (a report)
+    long_max_terms: int = longquery.MAX_TERMS
+    salient_terms: float = longquery.SALIENT_TERMS
+    salient_vector: float = longquery.SALIENT_VECTOR
 
 
 @dataclass
@@ -74,18 +77,10 @@ class HybridRanker:
 
     # ---------------------------------------------------------------- vector side
     def _vector_candidates(
-        self, qvecs: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
+        self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
     ) -> list[tuple[str, float]]:
-        """Top ``depth`` (id, cosine) for one query vector, or for several (a long query's
-        views: each record's best over them)."""
-        if qvecs.ndim == 2 and len(qvecs) > 1:
-            best: dict[str, float] = {}
-            for qvec in qvecs:
-                for rid, sim in self._vector_candidates(qvec, f, depth, buckets):
-                    if sim > best.get(rid, -2.0):
-                        best[rid] = sim
-            return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
-        qvec = qvecs.reshape(-1)
+        """Top ``depth`` (id, cosine of the record's best window) for one query vector."""
+        qvec = qvec.reshape(-1)
         if not self.vectors.ready:  # the index process is still opening its store
             return self._exact_scan(qvec, f, depth)
         model = self.embedder.model_id
@@ -115,11 +110,13 @@ class HybridRanker:
         return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
 
     def _exact(
-        self, qvec: np.ndarray, ids: list[str], stored: dict[str, np.ndarray] | None = None
-    ) -> dict[str, float]:
-        """Cosine of ``ids`` (best window; with several query vectors, the best pair) from
-        their stored vectors; ``stored``: vectors already read (the lexical worker's prefetch),
-        the others are read here."""
+        self, qvec: np.ndarray, ids: list[str], stored: dict[str, np.ndarray] | None = None,
+        weights: np.ndarray | None = None,
+    ) -> dict[str, float]:  # fmt: skip
+        """Cosine of ``ids`` (best window) from their stored vectors; with several query
+        vectors, the ``weights``-weighted sum of each one's best window (equal weights when
+        None). ``stored``: vectors already read (the lexical worker's prefetch), the others are
+        read here."""
         stored = stored or {}
         embs = {r: stored[r] for r in ids if r in stored}
         rest = [r for r in ids if r not in embs]
@@ -129,13 +126,12 @@ class HybridRanker:
             return {}
         keys = list(embs)
         mats = [embs[r] for r in keys]
-        sims = np.concatenate(mats) @ qvec.T  # one product for all windows of all records
-        if sims.ndim == 2:
-            sims = sims.max(axis=1)
+        q = qvec.reshape(-1, qvec.shape[-1])
+        sims = np.concatenate(mats) @ q.T  # one product for all windows of all records
         starts = np.cumsum([0] + [len(m) for m in mats[:-1]])
-        return dict(
-            zip(keys, np.maximum.reduceat(sims, starts).astype(float).tolist(), strict=True)
-        )
+        best = np.maximum.reduceat(sims, starts, axis=0)  # records x query vectors
+        w = np.full(len(q), 1.0 / len(q)) if weights is None else np.asarray(weights, float)
+        return dict(zip(keys, (best @ w).astype(float).tolist(), strict=True))
 
     def _lexical_side(
         self, fn, query: str, f: RecordFilter, depth: int, model: str | None, terms=None
@@ -165,28 +161,46 @@ class HybridRanker:
         lex_fn = self.lexical.search_all if complete else self.lexical.search
         model = self.embedder.model_id if complete else None
         qv = longquery.QueryViews(None, [query])
-        if cfg.long_queries and longquery.is_long(query):
+        long = cfg.long_queries and longquery.is_long(query)
+        if long:
 
             def probe(terms: list[str]) -> float:
                 top = self.lexical.search(" ".join(terms), f, 1, terms=terms) if terms else []
                 return top[0][1] if top else 0.0
 
             qv = longquery.views(query, self.lexical.doc_freqs, self.lexical.doc_count(),
-                                 cfg.salient_views, probe=probe if cfg.probe_windows else None)  # fmt: skip
-        lex_future = (
-            self._pool.submit(self._lexical_side, lex_fn, query, f, depth, model, qv.lexical)
-            if use_lex
-            else None
-        )
+                                 probe if cfg.probe_windows else None, cfg.long_max_terms)  # fmt: skip
+        lex_futures = []
+        if use_lex:
+            lex_futures.append(self._pool.submit(
+                self._lexical_side, lex_fn, query, f, depth, model, qv.lexical))  # fmt: skip
+            if qv.salient_terms:
+                lex_futures.append(self._pool.submit(
+                    self._lexical_side, lex_fn, query, f, depth, None, qv.salient_terms))  # fmt: skip
         vec: list[tuple[str, float]] = []
-        qvec = None
+        qvec, weights, gain = None, None, 0.0
         if use_vec:
             qvec = np.stack([self.embedder.embed_query(t) for t in qv.vector])
-            vec = self._vector_candidates(qvec, f, depth, buckets)
-        lex, prefetched = lex_future.result() if lex_future else ([], None)
-        lex_all = None
-        if complete:
+            views = [self._vector_candidates(v, f, depth, buckets) for v in qvec]
+            vec = views[0]
+            if len(views) > 1 and views[0] and views[1]:
+                gain = views[1][0][1] - views[0][0][1]
+        w = longquery.salient_weight(qv.gap, gain) if qv.salient else 0.0
+        if len(qv.vector) > 1 and use_vec:
+            weights = np.array([1.0 - w * cfg.salient_vector, w * cfg.salient_vector])
+            union = list(dict.fromkeys(r for v in views for r, _ in v))
+            sims = self._exact(qvec, union, weights=weights)
+            vec = sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
+        results = [fut.result() for fut in lex_futures]
+        lex, prefetched, lex_all = ([], None, None) if not results else (*results[0], None)
+        if complete and results:
             lex, lex_all = lex
+        if len(results) > 1 and w * cfg.salient_terms > 0:
+            lex, lex_all = _add_salient(lex, lex_all, results[1][0], w * cfg.salient_terms,
+                                        depth, complete)  # fmt: skip
+        alpha = cfg.alpha
+        if long:  # a report leans on the vector side, a wrapped question less (w)
+            alpha = cfg.long_alpha + (cfg.alpha - cfg.long_alpha) * w
 
         lex_s = dict(lex)
         vec_s = dict(vec)
@@ -206,7 +220,7 @@ class HybridRanker:
                 lex_s.update({r: got.get(r, 0.0) for r in missing_lex})
             missing_vec = [r for r in ids if r not in vec_s]
             if missing_vec:
-                vec_s.update(self._exact(qvec, missing_vec, prefetched))
+                vec_s.update(self._exact(qvec, missing_vec, prefetched, weights))
         L = np.array([lex_s.get(r, np.nan) for r in ids], dtype=np.float64)
         # completion gives a record without any query term bm25 0.0: a score, but no lexical
         # rank (and no RRF vote); a matching record always scores > 0
@@ -217,7 +231,7 @@ class HybridRanker:
                 fused = fusion.rrf(L_ranked, V, k=cfg.rrf_k)
             else:
                 norm = fusion.zscore if cfg.norm == "zscore" else fusion.minmax
-                fused = fusion.convex(L, V, cfg.alpha, norm)
+                fused = fusion.convex(L, V, alpha, norm)
         else:
             fused = np.nan_to_num(V if use_vec else L, nan=0.0)
         lrank, vrank = fusion.ranks(L_ranked), fusion.ranks(V)
@@ -239,3 +253,36 @@ class HybridRanker:
                 )
             )
         return out
+
+
+def _add_salient(lex, lex_all, salient, scale: float, depth: int, complete: bool):
+    """The lexical side of a long query with its salient window's terms weighing ``scale``
+    more: bm25 is a sum over query terms, so bm25(all terms) + scale * bm25(window's terms)
+    is the bm25 of a query repeating the window's terms ``scale`` more times."""
+    if complete:
+        top_s, all_s = salient
+        combined = CombinedScores(lex_all, all_s, scale)
+    else:
+        top_s = salient
+        combined = CombinedScores(dict(lex), dict(top_s), scale)
+    ids = list(dict.fromkeys([r for r, _ in lex] + [r for r, _ in top_s]))
+    combined.resolve(ids)
+    top = sorted(((r, combined.get(r, 0.0)) for r in ids), key=lambda kv: -kv[1])[:depth]
+    return top, (combined if complete else None)
+
+
+class CombinedScores:
+    """{id: base[id] + scale * extra[id]} over two score mappings (missing = 0.0), looked up
+    lazily (either may be a :class:`retrieval.lexical.RowidScores`)."""
+
+    def __init__(self, base, extra, scale: float) -> None:
+        self.base, self.extra, self.scale = base, extra, scale
+
+    def resolve(self, ids) -> None:
+        for m in (self.base, self.extra):
+            if hasattr(m, "resolve"):
+                m.resolve(ids)
+
+    def get(self, rid: str, default: float = 0.0) -> float:
+        a, b = self.base.get(rid, 0.0), self.extra.get(rid, 0.0)
+        return default if not a and not b else a + self.scale * b

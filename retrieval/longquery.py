@@ -1,26 +1,30 @@
-"""Long queries: the part of a prompt that talks about what the store holds.
+"""Long queries: a pasted report is evidence from every sentence; a question wrapped in pasted
+output is its question.
 
-Real prompts are rarely a bare question: people paste log lines, code and instructions around
-it. Asked whole, such a prompt loses on both sides of the hybrid ranker: the embedding model
-reads 256 word pieces (a question after 150 words of pasted output is cut off, and what is left
-is mostly the wrapper), and the lexical side keeps the first 32 terms. Measured on LoCoMo
-questions wrapped in 100-200-word prompts: evidence recall@10 0.19 instead of 0.77.
+Real prompts are rarely a bare question. Some are a bug report or an issue pasted whole ("fix
+this"): every sentence is evidence, and the record that shares most of them is the answer. Others
+wrap a question in log lines, code and instructions: the wrapper is noise, the question is all
+that matters. One treatment serves both: a query longer than ``LONG_QUERY_WORDS`` words is asked
+whole, and its *salient window* is weighed in by how much it stands out.
 
-So a query longer than ``LONG_QUERY_WORDS`` words is split into its sentences and lines
-(:func:`windows`), and each window gets a *salience*: how completely the best visible record
-covers it (``probe``: the record's bm25 for the window's terms over the window's IDF mass;
-terms the store never saw, such as a pasted log's tokens, count for nothing), times the log of
-how many known terms it has, doubled for a sentence that asks (ends with ``?``). Only the
-``PROBES`` windows with the most rare known terms are probed. The most salient window is then
-the query: its embedding on the vector side, its known terms on the lexical side.
+- Views (:func:`views`): the lexical side gets every query term the store knows (the
+  ``MAX_TERMS`` rarest; terms the store never saw, such as a pasted log's tokens, are left out),
+  the vector side the whole query. The salient window is the sentence or line most completely
+  covered by one record (``probe``: that record's bm25 for the window's terms over their IDF
+  mass, times the log of how many there are, doubled for a sentence that asks).
+- Weight (:func:`salient_weight`): w in [0, 1], 1 when the salient window stands out among the
+  windows (``gap`` = 1 - second best / best, ramped over ``GAP_LO``..``GAP_HI``) or when its best
+  record matches it clearly better than the whole query's best record matches the whole (cosine
+  ``gain``, ramped over ``GAIN_LO``..``GAIN_HI``). The ranker then adds ``w * SALIENT_TERMS``
+  times the window's bm25 to the lexical side (bm25 sums over query terms: the window's terms
+  count that many times more), moves ``w * SALIENT_VECTOR`` of the vector side to the window's
+  cosine, and moves the vector weight of the fusion from ``FusionConfig.long_alpha`` (a report:
+  the embedding of the whole text leads) to ``alpha`` (a wrapped question: asked like one).
 
-Chosen on LoCoMo dev (docs/benchmarks.md, "Hooks"), recall@10 of wrapped questions: the whole
-prompt 0.190; max over the prompt and the 1/2/3 windows with the rarest known terms (IDF
-salience) 0.468/0.397/0.335 (that salience finds the question 10 % of the time: a wrapper's
-sentences also use words the store knows); with the probe and the question cue it finds it
-97 % of the time: prompt + best window 0.678, + two best 0.692, the best window alone on both
-sides 0.741 (two windows 0.722; adding the prompt's other known terms to the lexical side
-0.680). Bare questions: 0.768. Queries up to ``LONG_QUERY_WORDS`` words rank exactly as before.
+Measured (docs/benchmarks.md, "Long queries"): recall@10 on Jira bug reports as queries 0.524
+with the salient window alone, 0.664 this way; LoCoMo questions wrapped in 100-200-word prompts
+0.742 with the window alone, 0.742 this way (bare questions 0.768). Queries up to
+``LONG_QUERY_WORDS`` words rank exactly as before.
 """
 
 from __future__ import annotations
@@ -28,14 +32,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .analyzer import query_terms
 
 LONG_QUERY_WORDS = 48
 WINDOW_WORDS = 32
-SALIENT_VIEWS = 1
-MAX_TERMS = 32
+MAX_TERMS = 64  # known terms of a long query on the lexical side (the rarest)
+SALIENT_TERMS = 10.0  # the salient window's terms count up to this many times more
+SALIENT_VECTOR = 1.0  # the salient window's share of the vector side, at full weight
+GAP_LO, GAP_HI = 0.2, 0.5  # salient_weight: the gap ramp
+GAIN_LO, GAIN_HI = 0.0, 0.1  # salient_weight: the cosine-gain ramp
 PROBES = 8  # windows probed against the store (those with the rarest known terms)
 QUESTION_BONUS = 1.0  # a window that asks (ends with "?") counts 1 + this times
 
@@ -45,7 +52,26 @@ _PIECES = re.compile(r"(?<=[.!?])\s+|\n+")
 @dataclass
 class QueryViews:
     lexical: list[str] | None  # the terms for the lexical side (None: the query's own)
-    vector: list[str]  # texts whose best cosine is a record's similarity
+    vector: list[str]  # texts embedded for the vector side: the query, then its salient window
+    salient_terms: list[str] = field(default_factory=list)  # the salient window's known terms
+    gap: float = 0.0  # how far the salient window stands out: 1 - (second best / best)
+
+    @property
+    def salient(self) -> str | None:
+        return self.vector[1] if len(self.vector) > 1 else None
+
+
+def ramp(x: float, lo: float, hi: float) -> float:
+    """0 below ``lo``, 1 above ``hi``, linear between."""
+    return min(1.0, max(0.0, (x - lo) / (hi - lo)))
+
+
+def salient_weight(gap: float, gain: float) -> float:
+    """How much a long query is its salient window, in [0, 1]: 1 when the window stands out
+    among the query's windows (``gap``) or when its best record matches it clearly better than
+    the whole query's best record matches the whole (``gain``, a cosine difference): a question
+    wrapped in pasted output. 0 for a report whose every sentence is evidence."""
+    return max(ramp(gap, GAP_LO, GAP_HI), ramp(gain, GAIN_LO, GAIN_HI))
 
 
 def windows(query: str, size: int = WINDOW_WORDS, min_words: int = 4) -> list[str]:
@@ -87,9 +113,8 @@ def views(
     query: str,
     doc_freqs: Callable[[Sequence[str]], Mapping[str, int]],
     n_docs: int,
-    salient: int = SALIENT_VIEWS,
-    max_terms: int = MAX_TERMS,
     probe: Callable[[list[str]], float] | None = None,
+    max_terms: int = MAX_TERMS,
 ) -> QueryViews:
     """The views of a long query (module docstring); a short query is its own only view.
     ``probe(terms)``: the best bm25 any visible record gets for those terms; without it the
@@ -101,20 +126,31 @@ def views(
     n = max(1, n_docs)
     idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) if df > 0 else 0.0
            for t, df in dfs.items()}  # fmt: skip
+    known = [t for t in terms if idf.get(t, 0.0) > 0.0]
+    if len(known) > max_terms:  # the rarest, in the query's order
+        keep = set(sorted(known, key=lambda t: -idf[t])[:max_terms])
+        known = [t for t in known if t in keep]
+    salient, gap = best_window(query, idf, probe)
+    if salient is None:
+        return QueryViews(known or None, [query])
+    sal_terms = [t for t in dict.fromkeys(query_terms(salient, 10_000)) if idf.get(t, 0.0) > 0.0]
+    return QueryViews(known, [query, salient], sal_terms[:MAX_TERMS], gap)
+
+
+def best_window(query: str, idf: Mapping[str, float], probe=None) -> tuple[str | None, float]:
+    """The window of ``query`` most completely covered by one record (``probe``; by IDF
+    salience alone without it) and its gap to the next (1 - second / best); (None, 0) when no
+    window holds a known term."""
     wins = windows(query)
     scores = [salience(w, idf) for w in wins]
     if probe is not None:
-        probed = sorted(range(len(wins)), key=lambda i: -scores[i])[:PROBES]
-        for i in range(len(wins)):
-            scores[i] = 0.0 if i not in probed else _covered(wins[i], idf, probe)
-    ranked = sorted(range(len(wins)), key=lambda i: -scores[i])
-    top = [wins[i] for i in ranked[:salient] if scores[i] > 0]
-    if not top:
-        return QueryViews(None, [query])
-    lexical: list[str] = []
-    for w in top:
-        lexical += [t for t in query_terms(w, 10_000) if idf.get(t, 0.0) > 0.0]
-    return QueryViews(list(dict.fromkeys(lexical))[:max_terms], top)
+        probed = set(sorted(range(len(wins)), key=lambda i: -scores[i])[:PROBES])
+        scores = [_covered(w, idf, probe) if i in probed else 0.0 for i, w in enumerate(wins)]
+    order = sorted(range(len(wins)), key=lambda i: -scores[i])
+    if not order or scores[order[0]] <= 0:
+        return None, 0.0
+    second = scores[order[1]] if len(order) > 1 else 0.0
+    return wins[order[0]], 1.0 - second / scores[order[0]]
 
 
 def _covered(window: str, idf: Mapping[str, float], probe) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from retrieval import longquery
 from retrieval.records import RecordFilter
 
@@ -41,9 +43,28 @@ def test_the_covered_question_wins_over_known_but_scattered_words():
         return sum(3.0 for t in terms if t in together) or 2.0
 
     qv = longquery.views(prompt, lambda ts: {t: known.get(t, 0) for t in ts}, 1000, probe=probe)
-    assert qv.vector == ["When did Caroline go to the LGBTQ support group?"]
-    assert set(qv.lexical) == {"caroline", "lgbtq", "support", "group"}
+    question = "When did Caroline go to the LGBTQ support group?"
+    # the whole prompt and its salient sentence, which stands out among the windows
+    assert qv.vector == [prompt, question] and qv.salient == question
+    assert qv.gap > longquery.GAP_HI
+    assert set(qv.salient_terms) == {"caroline", "lgbtq", "support", "group"}
+    assert set(qv.lexical) == set(known)  # every known term of the prompt
     assert "export" not in qv.lexical and "2023" not in qv.lexical  # unknown to the store
+
+
+def test_a_long_query_keeps_its_rarest_known_terms():
+    report = " ".join(f"term{i}" for i in range(120)) + " broker"
+    dfs = {f"term{i}": 1 + i for i in range(120)} | {"broker": 500}
+    qv = longquery.views(report, lambda ts: {t: dfs.get(t, 0) for t in ts}, 1000, max_terms=10)
+    assert qv.lexical == [f"term{i}" for i in range(10)]
+
+
+@pytest.mark.parametrize(
+    ("gap", "gain", "weight"),
+    [(0.0, -0.05, 0.0), (0.9, -0.05, 1.0), (0.0, 0.2, 1.0), (0.35, 0.0, 0.5), (0.1, 0.05, 0.5)],
+)
+def test_salient_weight_ramps(gap, gain, weight):
+    assert longquery.salient_weight(gap, gain) == pytest.approx(weight)
 
 
 def test_ranker_asks_the_salient_sentence(engine, make_record):
@@ -67,3 +88,28 @@ def test_ranker_asks_the_salient_sentence(engine, make_record):
     short = [h.record.id for h in engine.search(question, f, 10)]
     engine.ranker.config.long_queries = False
     assert [h.record.id for h in engine.search(question, f, 10)] == short  # short: unchanged
+
+
+def test_a_pasted_report_is_asked_whole(engine, make_record):
+    """A bug report is evidence from every sentence: the earlier report sharing most of them
+    ranks first, not the record that matches one sentence best (asked by its most salient
+    sentence alone, the one-liner would win)."""
+    sentences = [
+        "The broker stops dispatching messages after a network partition heals.",
+        "Consumers on the durable topic reconnect but receive nothing.",
+        "The journal shows the checkpoint thread blocked on the index lock.",
+        "Restarting the broker clears it until the next failover.",
+        "We run the shared file system master slave setup with two nodes.",
+        "Log level debug shows repeated lease renewal warnings every second.",
+    ]
+    duplicate = " ".join(s.replace(".", "") for s in sentences[1:]) + " seen on 5.4 as well"
+    one_liner = "Messages stop after a partition, on 5.8."
+    filler = [
+        f"Unrelated ticket {i} about the web console layout and its colours" for i in range(30)
+    ]
+    engine.add([make_record(t) for t in [duplicate, one_liner, *filler]])
+    f = RecordFilter(buckets=[make_record("x").bucket])
+    report = " ".join(sentences)
+    assert longquery.is_long(report)
+    top = [h.record.content for h in engine.search(report, f, 3)]
+    assert top[0] == duplicate
