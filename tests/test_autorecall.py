@@ -129,3 +129,47 @@ def test_suspicious_records_are_never_selected(engine):
     sel = ar.select_for_prompt(svc, WHO, "deploy", config=ar.HookConfig(threshold=0.0))
     assert [p.record.id for p in sel.picked] == [good.id]
     assert ar.briefing(svc, WHO).picked == []  # neither is core, a task or a decision
+
+
+# ---------------------------------------------------------------------------- real model
+TEAM_MEMORIES = (
+    "The payments service retries a declined card charge three times with exponential backoff "
+    "starting at 200 ms",
+    "Refunds are processed by the nightly refund job, which reads the refunds queue in Redis.",
+    "We chose PostgreSQL over MongoDB for orders because we need multi-row transactions.",
+    "The staging environment is reset every Monday at 6am; do not keep test data there.",
+    "The login page is built with React and styled with Tailwind; icons come from Heroicons.",
+)
+
+
+@pytest.mark.slow
+def test_real_model_prompt_injects_the_relevant_team_memory_only(real_embedder, tmp_path):
+    """At the default threshold, through the ``remember`` tool (MCP, in process) and the
+    daemon's UserPromptSubmit handler: the team's payments memory answers a paraphrased
+    question, an unrelated prompt gets nothing."""
+    from retrieval.engine import Engine
+    from server.service.hooks import HookInput, HookRequest, HookService
+    from tests.mcp_util import identity_env, in_process, runtime_on
+
+    svc = MemoryService(Engine(tmp_path / "home", real_embedder))
+    rt = runtime_on(svc, identity_env(tmp_path / "home", "shop", "dev-agent"), tmp_path)
+    try:
+        with in_process(rt) as client:
+            for text in TEAM_MEMORIES:
+                client.ok("remember", {"content": text, "scope": "team"})
+        hooks = HookService(svc, rt.graphs)
+
+        def prompt(text: str, session: str):
+            req = HookRequest(event="UserPromptSubmit",
+                              input=HookInput(prompt=text, session_id=session))  # fmt: skip
+            assert req.config.threshold == ar.DEFAULT_THRESHOLD
+            return hooks.handle(rt.identity, req)
+
+        ans = prompt("how many times do we retry a failed card payment?", "p1")
+        context = ans.output["hookSpecificOutput"]["additionalContext"]
+        assert "retries a declined card charge three times" in context
+        assert "Tailwind" not in context and "staging environment" not in context
+        quiet = prompt("what's a good name for a pet hamster?", "p2")
+        assert quiet.output is None and quiet.injected == [], quiet.note
+    finally:
+        svc.engine.close()
