@@ -150,6 +150,10 @@ def run(args, embedder, rankers: list[str]) -> dict:
                 got.update(base.rank(inst["files"], inst["query"]))
                 for name, files in got.items():
                     rows[name].append(file_metrics(files, gold))
+                so_far = {n: mean(r) for n, r in rows.items()}
+                print("  so far: " + ", ".join(f"{n} acc@5 {m['acc@5']:.3f} test_top1 "
+                                                f"{m['test_top1']:.3f}" for n, m in so_far.items()),
+                      flush=True)  # fmt: skip
                 per_instance.append({"instance_id": inst["instance_id"], "gold": sorted(gold),
                                      "top5": {n: fs[:5] for n, fs in got.items()}})  # fmt: skip
         finally:
