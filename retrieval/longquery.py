@@ -21,10 +21,10 @@ whole, and its *salient window* is weighed in by how much it stands out.
   cosine, and moves the vector weight of the fusion from ``FusionConfig.long_alpha`` (a report:
   the embedding of the whole text leads) to ``alpha`` (a wrapped question: asked like one).
 
-Measured (docs/benchmarks.md, "Long queries"): recall@10 on Jira bug reports as queries 0.524
-with the salient window alone, 0.664 this way; LoCoMo questions wrapped in 100-200-word prompts
-0.742 with the window alone, 0.742 this way (bare questions 0.768). Queries up to
-``LONG_QUERY_WORDS`` words rank exactly as before.
+Measured (docs/benchmarks.md, "Long queries, code and chat histories"): recall@10 on Jira bug
+reports as queries 0.524 with the salient window alone, 0.655 this way (its better single side:
+0.610); LoCoMo questions wrapped in 100-200-word prompts 0.742 either way on the direct store
+(bare questions 0.768). Queries up to ``LONG_QUERY_WORDS`` words rank exactly as before.
 """
 
 from __future__ import annotations
