@@ -353,10 +353,10 @@ def weight_of(q, lo, hi, signal):
 
 def family_eval(data, a_short, a_long, k, beta, lo, hi, gamma=0.0, lbase="rare64", sets=None,
                 signal="gap"):  # fmt: skip
-    """The shipped family: a long query's salient window weighs w = ramp(gap, lo, hi) (k extra
-    counts of its terms, beta * w of the vector side), and its vector weight moves from
-    ``a_long`` (a report: w = 0) to ``a_short`` (a wrapped question: w = 1); a short query uses
-    ``a_short``; gamma: the per-query margin adjustment."""
+    """The shipped family (:func:`family_view`), with the vector weight of a long query moving
+    from ``a_long`` (a report: w = 0) to ``a_short`` (a wrapped question: w = 1); a short query
+    uses ``a_short``; gamma: the per-query margin adjustment."""
+    view = family_view(k, beta, lo, hi, signal, lbase)
     out = {}
     for name, d in data.items():
         if sets is not None and name not in sets:
@@ -364,14 +364,8 @@ def family_eval(data, a_short, a_long, k, beta, lo, hi, gamma=0.0, lbase="rare64
         m = METRIC.get(name, "recall@10")
         vals = []
         for q in d["queries"]:
-            long = q["words"] > 48
-            w = weight_of(q, lo, hi, signal) if long else 1.0
-            L = lex_view(q, lbase if long else "32")
-            V = q["v_whole"]
-            if long and q["lex_salient"] is not None:
-                L = L + w * k * q["lex_salient"]
-                V = (1 - w * beta) * V + w * beta * vec_view(q, "salient")
-            a = a_short + (a_long - a_short) * (1 - w) if long else a_short
+            L, V, w = view(q, with_weight=True)
+            a = a_short + (a_long - a_short) * (1 - w) if q["words"] > 48 else a_short
             order = rank_of(q, L, V, adaptive(a, gamma))
             docs = d["docs"][q["docs"]]
             vals.append(query_metrics([docs[i] for i in order], q["relevant"])[m])
@@ -379,18 +373,19 @@ def family_eval(data, a_short, a_long, k, beta, lo, hi, gamma=0.0, lbase="rare64
     return out
 
 
-def family_view(k=10.0, beta=1.0, lo=0.2, hi=0.5, signal=("max", (0.0, 0.1))):
-    """(L, V) of the shipped family for the learned fusion."""
+def family_view(k=10.0, beta=1.0, lo=0.2, hi=0.5, signal=("max", (0.0, 0.1)), lbase="rare64"):
+    """(L, V) of the shipped family: a long query's salient window weighs w (:func:`weight_of`):
+    k * w extra counts of its terms, beta * w of the vector side. ``with_weight``: also w."""
 
-    def view(q):
+    def view(q, with_weight: bool = False):
         long = q["words"] > 48
         w = weight_of(q, lo, hi, signal) if long else 1.0
-        L = lex_view(q, "rare64" if long else "32")
+        L = lex_view(q, lbase if long else "32")
         V = q["v_whole"]
         if long and q["lex_salient"] is not None:
             L = L + w * k * q["lex_salient"]
             V = (1 - w * beta) * V + w * beta * vec_view(q, "salient")
-        return L, V
+        return (L, V, w) if with_weight else (L, V)
 
     return view
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import random
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import relevance as rel  # noqa: E402
+from benchmarks.sessions_bench import wrap  # noqa: E402
 from retrieval import longquery  # noqa: E402
 from retrieval.analyzer import query_terms  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
@@ -58,8 +58,7 @@ def sets(name: str):
                 qid = f"{sample['sample_id']}#{i}"
                 text = qa["question"]
                 if wrappers:
-                    w = wrappers[random.Random(qid).randrange(len(wrappers))]
-                    text = w.replace("{question}", text)
+                    text = wrap(text, qid, wrappers)
                 qs.append(rel.Query(qid, text, ev, recs[0].bucket, str(qa.get("category"))))
     return records, qs
 
