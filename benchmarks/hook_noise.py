@@ -149,16 +149,8 @@ def check(svc, asked: dict, n: int, config: ar.HookConfig) -> dict:
 
 
 def locomo_questions(data: list[dict], helpers, limit: int) -> list[dict]:
-    locomo_sessions, _date, evidence_ids = helpers
-    out = []
-    for sample in data:
-        known = {t["dia_id"] for _, _, turns in locomo_sessions(sample["conversation"])
-                 for t in turns}  # fmt: skip
-        for i, qa in enumerate(sample.get("qa", [])):
-            rel = evidence_ids(qa.get("evidence", []), known)
-            if rel and qa.get("question") and str(qa.get("category")) in {"1", "2", "3", "4"}:
-                out.append({"qid": f"{sample['sample_id']}#{i}", "sid": sample["sample_id"],
-                            "text": qa["question"], "rel": rel})  # fmt: skip
+    """The answerable LoCoMo questions (categories 1-4 with evidence), the first ``limit``."""
+    out = [q for q in sb.locomo_questions(data, helpers) if q["cat"] in {"1", "2", "3", "4"}]
     return out[:limit] if limit else out
 
 

@@ -264,19 +264,27 @@ def wrap(question: str, qid: str, wrappers: list[str]) -> str:
     return w.replace("{question}", question)
 
 
-def run(args, data, embedder, helpers, summarize, format_table, categories) -> dict:
-    """--via-sessions (with --long-prompts / --abstain): prints tables, returns the payload."""
-    locomo_sessions, locomo_date, evidence_ids = helpers
-    questions = []
+def locomo_questions(data: list[dict], helpers) -> list[dict]:
+    """Every LoCoMo question with evidence in its conversation: qid, sid (sample), text, rel
+    (evidence turn ids), cat (category)."""
+    locomo_sessions, _date, evidence_ids = helpers
+    out = []
     for sample in data:
         known = {t["dia_id"] for _, _, turns in locomo_sessions(sample["conversation"])
                  for t in turns}  # fmt: skip
         for i, qa in enumerate(sample.get("qa", [])):
             rel = evidence_ids(qa.get("evidence", []), known)
             if rel and qa.get("question"):
-                questions.append({"qid": f"{sample['sample_id']}#{i}", "sid": sample["sample_id"],
-                                  "text": qa["question"], "rel": rel,
-                                  "cat": str(qa.get("category"))})  # fmt: skip
+                out.append({"qid": f"{sample['sample_id']}#{i}", "sid": sample["sample_id"],
+                            "text": qa["question"], "rel": rel,
+                            "cat": str(qa.get("category"))})  # fmt: skip
+    return out
+
+
+def run(args, data, embedder, helpers, summarize, format_table, categories) -> dict:
+    """--via-sessions (with --long-prompts / --abstain): prints tables, returns the payload."""
+    locomo_sessions, locomo_date, evidence_ids = helpers
+    questions = locomo_questions(data, helpers)
     if args.limit:
         questions = questions[: args.limit]
     wrappers = load_wrappers(args.long_prompts) if args.long_prompts is not None else None
