@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 POOL_MAX = int(os.environ.get("PATTERN_PG_POOL", "8"))
 BATCH_BYTES = 64 * 2**20  # log entries read per catch-up batch (compressed size)
 POOL_TIMEOUT_S = float(os.environ.get("PATTERN_PG_TIMEOUT", "15"))
+# psycopg_pool doubles the delay between reconnection attempts until it gives up; a short
+# give-up bound keeps that delay small, so writes resume seconds after the server is back
+# (the next request starts a fresh attempt) instead of after the next doubled wait.
+POOL_RECONNECT_S = 8.0
 
 BASE_DDL = [
     "CREATE TABLE IF NOT EXISTS pm_cluster(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -77,6 +81,7 @@ class Cluster:
         self.cluster_id = ""
         self.pool = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT_S, open=False,
+            reconnect_timeout=POOL_RECONNECT_S,
             kwargs={"autocommit": True},  # transactions are explicit (BEGIN … COMMIT)
             name="pattern-memory",
         )  # fmt: skip
