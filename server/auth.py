@@ -6,7 +6,8 @@
   ``X-Pattern-Subagent-Type``, ``X-Pattern-Parent-Agent``, ``X-Pattern-Root``: the client's
   project folder, percent-encoded): the trusted envelope.
 - Remote agents present a token made by ``pattern-memory token create --agent ID``. Tokens are
-  stored hashed (sha256) in ``<home>/tokens.json``; each maps to one agent id (a header can
+  stored hashed (:class:`server.service.tokens.TokenStore`: ``<home>/tokens.json``, or the
+  cluster's table in PostgreSQL mode); each maps to one agent id (a header can
   never change the agent) and to **one project**: the one given with ``--project``, else the
   CLI's current project. A header naming another project gets 403. Only a token created with
   ``--any-project`` picks its project with ``X-Pattern-Project``.
@@ -22,41 +23,16 @@ entries), ``any_project`` (bool), ``label``, ``created``, ``revoked`` (time or n
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import json
-import os
-import secrets
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Literal
 from urllib.parse import quote, unquote
 
-from .service.errors import InvalidInput, NotFound
 from .service.identity import Identity
-from .service.review import ReviewPolicy
+from .service.tokens import TokenStore, write_private
 
 HEADER_PREFIX = "x-pattern-"
-PG_TOKENS_TTL_S = 1.0
-PREFIX_LEN = 10
 LEGACY_BINDING = "the daemon's default project (legacy token, created before project binding)"
-
-
-def _sha(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def write_private(path: Path, data: dict) -> None:
-    """Write JSON readable only by this user, atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2)
-    os.replace(tmp, path)
 
 
 def is_legacy(entry: dict) -> bool:
@@ -77,132 +53,6 @@ def binding(entry: dict) -> str:
     if entry.get("any_project"):
         return "any project (--any-project)"
     return entry.get("project") or LEGACY_BINDING
-
-
-class TokenStore:
-    """Hashed bearer tokens in ``<home>/tokens.json`` (re-read when the file changes); with a
-    PostgreSQL store URL, in its ``pm_tokens`` table, shared by every daemon of the cluster
-    (re-read at most every :data:`PG_TOKENS_TTL_S`, so a revocation reaches every node
-    within that)."""
-
-    def __init__(self, home: Path, store_url: str | None = None) -> None:
-        self.path = Path(home) / "tokens.json"
-        self.store_url = store_url
-        self._lock = threading.Lock()
-        self._cache: tuple[float, dict] | None = None
-
-    def _load(self) -> dict:
-        if self.store_url:
-            return self._load_pg()
-        try:
-            mtime = self.path.stat().st_mtime
-        except FileNotFoundError:
-            return {}
-        if self._cache and self._cache[0] == mtime:
-            return self._cache[1]
-        data = json.loads(self.path.read_text())
-        self._cache = (mtime, data)
-        return data
-
-    def _load_pg(self) -> dict:
-        from .service.tokens import load_tokens
-
-        now = time.monotonic()
-        if self._cache and now - self._cache[0] < PG_TOKENS_TTL_S:
-            return self._cache[1]
-        data = load_tokens(self.store_url)
-        self._cache = (now, data)
-        return data
-
-    def _save(self, data: dict) -> None:
-        if self.store_url:
-            from .service.tokens import save_tokens
-
-            save_tokens(self.store_url, data)
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_private(self.path, data)
-
-    def create(
-        self,
-        agent_id: str,
-        project_id: str | None = None,
-        label: str = "",
-        *,
-        any_project: bool = False,
-        reviewer: bool = False,
-    ) -> str:
-        """A new token for ``agent_id``, bound to ``project_id`` (or to every project with
-        ``any_project``; exactly one of the two). Returns the token; only its hash is kept.
-        ``reviewer``: its agent reviews team proposals (``reviewer: true`` in tokens.json; see
-        server/service/review.py)."""
-        if not agent_id.strip():
-            raise InvalidInput("an agent id is required (token create --agent ID)")
-        if any_project and project_id:
-            raise InvalidInput("give a project or --any-project, not both")
-        if not any_project and not (project_id or "").strip():
-            raise InvalidInput("a token is bound to one project: give a project or --any-project")
-        token = "pm_" + secrets.token_urlsafe(32)
-        with self._lock:
-            data = dict(self._load())
-            data[_sha(token)] = {
-                "agent": agent_id,
-                "project": None if any_project else project_id,
-                "any_project": any_project,
-                "label": label,
-                "created": datetime.now(UTC).isoformat(),
-                "revoked": None,
-                "prefix": token[:PREFIX_LEN],
-            }
-            if reviewer:
-                data[_sha(token)]["reviewer"] = True
-            self._save(data)
-            self._cache = None
-        return token
-
-    def revoke(self, target: str, by: Literal["any", "agent", "prefix"] = "any") -> list[dict]:
-        """Revoke every active token of an agent (``by="agent"``), the token with this prefix as
-        ``token list`` shows it, or this whole token (``by="prefix"``); ``"any"`` tries all.
-        Returns the revoked entries; nothing matching is a ``NotFound``."""
-        target = target.strip().rstrip("….").strip()
-        if not target:
-            raise InvalidInput("name an agent id or a token prefix to revoke")
-        with self._lock:
-            data = dict(self._load())
-            done = []
-            for key, entry in data.items():
-                if entry["revoked"] is not None:
-                    continue
-                by_agent = by in ("any", "agent") and entry["agent"] == target
-                by_prefix = by in ("any", "prefix") and (
-                    entry["prefix"] == target or key == _sha(target)
-                )
-                if by_agent or by_prefix:
-                    entry["revoked"] = datetime.now(UTC).isoformat()
-                    done.append(dict(entry))
-            if not done:
-                what = {"agent": "agent", "prefix": "token prefix"}.get(by, "agent or prefix")
-                raise NotFound(f"no active token matches {what} {target!r}", target=target)
-            self._save(data)
-            self._cache = None
-        return done
-
-    def list(self) -> list[dict]:
-        return [dict(v) for v in self._load().values()]
-
-    def reviewer_agents(self) -> set[str]:
-        """The agents holding an active token made with ``--reviewer``."""
-        return {
-            e["agent"]
-            for e in self._load().values()
-            if e.get("reviewer") is True and not e.get("revoked")
-        }
-
-    def lookup(self, token: str) -> dict | None:
-        entry = self._load().get(_sha(token))
-        if entry is None or entry.get("revoked"):
-            return None
-        return entry
 
 
 @dataclass(frozen=True)
@@ -269,8 +119,13 @@ def envelope_headers(who: Identity, secret: str) -> dict[str, str]:
     return headers
 
 
-def review_policy(rt) -> ReviewPolicy:
-    """Where team review is on (``PATTERN_TEAM_REVIEW``) and who reviews: the store owner (the
-    runtime's own identity) and the agents of active ``--reviewer`` tokens (read when asked)."""
-    tokens = TokenStore(rt.settings.home)
-    return ReviewPolicy(rt.settings.team_review, rt.identity.agent_id, tokens.reviewer_agents)
+__all__ = [
+    "Refusal",
+    "TokenStore",
+    "binding",
+    "bound_project",
+    "envelope_headers",
+    "is_legacy",
+    "make_authenticator",
+    "write_private",
+]

@@ -94,9 +94,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from .auth import TokenStore, binding
+    from .auth import binding
     from .service.config import Settings
     from .service.errors import InvalidInput
+    from .service.tokens import TokenStore
 
     settings = Settings.from_env()
     tokens = TokenStore(settings.home, settings.store_url)

@@ -352,6 +352,25 @@ def test_tokens_are_shared_by_every_node(tmp_path, url):
     assert one.lookup(token) is None
 
 
+def test_reviewer_tokens_of_the_cluster_are_honoured(tmp_path, url, nodes):
+    """``token create --reviewer`` in PostgreSQL mode writes the cluster's token table; the
+    review policy of every node reads it (not a tokens.json beside the replica)."""
+    from server.service.review import review_policy
+    from server.service.tokens import TokenStore
+    from tests.mcp_util import identity_env, runtime_on
+
+    TokenStore(tmp_path / "cli", url).create("carol", "p", reviewer=True)
+    TokenStore(tmp_path / "cli", url).create("dave", "p")
+    env = {**identity_env(tmp_path / "host-a", "p", "owner"), "PATTERN_STORE_URL": url}
+    env["PATTERN_TEAM_REVIEW"] = "on"
+    rt = runtime_on(nodes("host-a"), env, tmp_path)
+    policy = review_policy(rt)
+    assert policy.enabled("p")
+    assert policy.is_reviewer(Identity(project_id="p", agent_id="carol"))
+    assert not policy.is_reviewer(Identity(project_id="p", agent_id="dave"))
+    assert policy.is_reviewer(Identity(project_id="p", agent_id="owner"))
+
+
 # ---------------------------------------------------------------------- daemons
 def test_two_daemons_on_two_folders_share_memory_and_tokens(tmp_path, url):
     """Real daemons (``daemon --store-url``) on two folders: a token made once works on both,

@@ -104,7 +104,8 @@ def parse_setting(value: str | None) -> bool | frozenset[str]:
 
 @dataclass(frozen=True)
 class ReviewPolicy:
-    """Where review is on and who reviews (built per call: token changes apply at once)."""
+    """Where review is on and who reviews (built per call by :func:`review_policy`: token
+    changes apply at once)."""
 
     setting: str = ""
     owner_agent: str | None = None
@@ -134,6 +135,14 @@ class ReviewPolicy:
                 "a reviewer does not review its own proposal; another reviewer must",
                 agentId=who.agent_id,
             )
+
+
+def review_policy(rt) -> ReviewPolicy:
+    """The review policy of a runtime: where team review is on (``PATTERN_TEAM_REVIEW``) and
+    who reviews: the store owner (the runtime's own identity) and the agents of active
+    ``--reviewer`` tokens, read when asked from the store's tokens (``tokens.json``, or the
+    cluster's table in PostgreSQL mode)."""
+    return ReviewPolicy(rt.settings.team_review, rt.identity.agent_id, rt.tokens.reviewer_agents)
 
 
 # ---------------------------------------------------------------------- rows

@@ -23,6 +23,7 @@ from .graphs import GraphServices, graph_services
 from .identity import Identity, identity_from_env
 from .memory import MemoryService
 from .policy import WritePolicy
+from .tokens import TokenStore
 
 ModelLoad = Literal["background", "now", "on_demand", "off"]
 
@@ -42,6 +43,7 @@ class Runtime:
     _defer_vectors: bool = False
     _vectors_go: bool = False
     _vectors_lock: threading.Lock = field(default_factory=threading.Lock)
+    _tokens: TokenStore | None = None
 
     def __post_init__(self) -> None:
         if self.service.citations is None:  # one per service (runtimes may share a service)
@@ -51,6 +53,14 @@ class Runtime:
             )  # fmt: skip
         if self.graphs is None:
             self.graphs = graph_services(self.service)
+
+    @property
+    def tokens(self) -> TokenStore:
+        """The store's bearer tokens: ``tokens.json`` in its folder, or the cluster's table
+        when PostgreSQL is the store (one per runtime, so its short cache is shared)."""
+        if self._tokens is None:
+            self._tokens = TokenStore(self.settings.home, self.settings.store_url)
+        return self._tokens
 
     @property
     def citations(self) -> CitationService:

@@ -8,7 +8,6 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..auth import review_policy
 from ..service import bulk, review
 from ..service.models import (
     CITATIONS_HELP,
@@ -194,7 +193,7 @@ async def share_learning(
     for sensitive content first: it cannot be unshared, only deleted. Where team review is
     on, it is proposed instead (status "proposed"): a reviewer approves or rejects it."""
     rt, who = session_of(ctx)
-    policy = review_policy(rt)
+    policy = review.review_policy(rt)
     return await call(
         lambda: review.share_learning(
             rt.service, policy, who, memoryId, category, keepOriginal, idempotencyKey

@@ -8,8 +8,7 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..auth import review_policy
-from ..service.review import ProposalPage, ReviewResult, list_proposals
+from ..service.review import ProposalPage, ReviewResult, list_proposals, review_policy
 from ..service.review import review_proposal as review
 from .common import IdempotencyKey, ToolSet, call, session_of
 

@@ -78,7 +78,7 @@ class Dashboard:
         policy: Callable[[], ReviewPolicy] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from server.auth import review_policy
+        from server.service.review import review_policy
 
         from . import activity, graph_views, review_views, views, workspace_views
         from .jobs import IngestJobs
