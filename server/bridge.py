@@ -1,36 +1,34 @@
 """``pattern-memory serve``: a thin stdio <-> daemon bridge.
 
-The bridge imports neither the model, nor chromadb, nor even the MCP SDK: it pumps the
-client's newline-delimited JSON-RPC messages to the store's daemon (stateless streamable HTTP
-with JSON responses) and writes the answers back. Each request carries the client's identity
-as a trusted envelope (headers authenticated by the daemon's local secret).
+The bridge imports neither the model, nor chromadb, nor the MCP SDK, nor pydantic: it pumps
+the client's newline-delimited JSON-RPC messages to the store's daemon (stateless streamable
+HTTP with JSON responses) and writes the answers back. Each request carries the client's
+identity as a trusted envelope (headers authenticated by the daemon's local secret).
 
+- ``initialize``, ``tools/list`` and the other list calls are answered at once from
+  ``server/handshake.json`` (the daemon's own answers, generated from the code by
+  ``python -m server.handshake`` and checked by a test), so a client's handshake never waits
+  for the daemon to start; the daemon is started in the background meanwhile.
 - No daemon yet? It is started detached (``pattern-memory daemon``) and waited for.
 - Daemon restarted or killed? The request is retried against the new one (started if
   needed). Retried ``tools/call`` requests carry an idempotency key when the tool accepts one,
   so a write whose answer was lost is never applied twice.
 - Limitation: with stateless JSON responses the daemon cannot push notifications (progress,
   resource updates) through the bridge; connect over HTTP directly for those.
+
+Start-up cost matters here (a client pays it at every start): standard library only, and
+``http.client`` (its email parser) only in the thread that reaches the daemon.
 """
 
 from __future__ import annotations
 
-import hashlib
-import http.client
 import json
 import os
 import sys
 import threading
 import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from .auth import envelope_headers
 from .daemonfiles import owner_alive, read_info, spawn_daemon
-from .routing import LOCAL, Router, load_routes
-from .service.config import Settings
-from .service.identity import identity_from_env
 
 START_TIMEOUT = 60.0
 
@@ -48,8 +46,8 @@ def _alive(pid: int) -> bool:
 class DaemonLink:
     """Finds (or starts) the daemon of a store and posts JSON-RPC messages to it."""
 
-    def __init__(self, home: Path, headers: dict[str, str], env: dict[str, str]) -> None:
-        self.home = home
+    def __init__(self, home, headers: dict[str, str], env: dict[str, str]) -> None:
+        self.home = home  # str or Path
         self.env = env
         self.identity_headers = headers
         self.info: dict | None = None
@@ -59,6 +57,8 @@ class DaemonLink:
         self._conns = threading.local()  # each bridge thread's kept-alive connection
 
     def _healthy(self, info: dict) -> bool:
+        import http.client
+
         try:
             conn = http.client.HTTPConnection(info["host"], info["port"], timeout=2)
             conn.request("GET", "/health")
@@ -75,7 +75,7 @@ class DaemonLink:
         with self._lock:
             if self.info and not force_new:
                 return self.info
-            self.home.mkdir(parents=True, exist_ok=True)
+            os.makedirs(self.home, exist_ok=True)
             deadline = time.monotonic() + START_TIMEOUT
             while time.monotonic() < deadline:
                 info = read_info(self.home)
@@ -93,6 +93,8 @@ class DaemonLink:
         message cost the bridge and the daemon's HTTP server a connection set-up each). A
         kept connection the daemon has closed meanwhile (idle, or a restart) is replaced once
         at once; the caller retries anything else."""
+        import http.client
+
         key = (info["host"], info["port"], info.get("pid"))
         kept = getattr(self._conns, "conn", None)
         for fresh in (False, True):
@@ -164,6 +166,8 @@ class RemoteLink:
         self.protocol_version: str | None = None
 
     def post(self, message: dict) -> dict | None:
+        import http.client
+
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         last: Exception | None = None
         for attempt in range(3):
@@ -203,71 +207,113 @@ def _last_sse_message(data: bytes) -> dict | None:
     return out
 
 
-CACHED_METHODS = ("initialize", "server/discover", "tools/list", "resources/list",
-                  "resources/templates/list", "prompts/list")  # fmt: skip
+class StaticHandshake:
+    """The answers the bridge gives itself (``server/handshake.json``, see
+    :mod:`server.handshake`): ``initialize`` (the client's protocol version when the SDK
+    negotiates it, else the newest, as the daemon answers), ``server/discover`` and the first
+    page of each list call. A call with other parameters (a cursor, a per-request envelope)
+    goes to the daemon."""
 
+    def __init__(self, data: dict) -> None:
+        self.versions = data["protocolVersions"]
+        self.latest = data["latestProtocolVersion"]
+        self.initialize = data["initialize"]
+        self.answers = data["answers"]
 
-def code_fingerprint() -> str:
-    """Changes whenever the server code changes (sizes + mtimes of its modules)."""
-    root = Path(__file__).resolve().parent.parent
-    parts = []
-    for pkg in ("server", "server/service", "graph", "ingest", "retrieval"):
+    @classmethod
+    def load(cls, path: str | None = None) -> StaticHandshake | None:
+        path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "handshake.json")
         try:
-            entries = sorted(os.scandir(root / pkg), key=lambda e: e.name)
-        except FileNotFoundError:
-            continue
-        parts += [f"{pkg}/{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}"
-                  for e in entries if e.name.endswith(".py")]  # fmt: skip
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
-
-class HandshakeCache:
-    """The daemon's answers to the handshake and list calls, which depend only on the code:
-    replayed at once on the next start, so a client's handshake never waits for a daemon to
-    start (the daemon is started in the background meanwhile)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / f"handshake-{code_fingerprint()}.json"
-        try:
-            self.data = json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError):
-            self.data = {}
-
-    @staticmethod
-    def key(message: dict) -> str | None:
-        method = message.get("method")
-        if method not in CACHED_METHODS:
-            return None
-        params = {k: v for k, v in (message.get("params") or {}).items()
-                  if k not in ("clientInfo", "_meta", "capabilities")}  # fmt: skip
-        return method + json.dumps(params, sort_keys=True)
+            with open(path, encoding="utf-8") as fh:
+                return cls(json.load(fh))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # no file: every call goes to the daemon
 
     def get(self, message: dict) -> dict | None:
-        key = self.key(message)
-        return self.data.get(key) if key else None
+        """``{"result": …}`` or ``{"error": …}`` for ``message``, or None (ask the daemon)."""
+        method = message.get("method")
+        params = message.get("params") or {}
+        if not isinstance(params, dict):
+            return None
+        if method == "initialize":
+            requested = params.get("protocolVersion")
+            if not isinstance(requested, str):
+                return None  # malformed: the daemon's validation answers
+            version = requested if requested in self.versions else self.latest
+            return {"result": {"protocolVersion": version, **self.initialize}}
+        if method == "server/discover":
+            return self.answers.get(method)
+        meta = params.get("_meta") or {}
+        if set(params) - {"_meta"} or not isinstance(meta, dict):
+            return None
+        if "io.modelcontextprotocol/protocolVersion" in meta:
+            return None  # a per-request envelope: the daemon answers it
+        return self.answers.get(method)
 
-    def put(self, message: dict, result: dict) -> None:
-        key = self.key(message)
-        if key and self.data.get(key) != result:
-            self.data[key] = result
+    def tools(self) -> list[dict]:
+        return ((self.answers.get("tools/list") or {}).get("result") or {}).get("tools", [])
+
+
+class Workers:
+    """Up to ``n`` threads that run submitted calls (``concurrent.futures`` costs more to
+    import than the bridge's whole handshake); :meth:`close` waits for the queued ones."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.jobs: list = []
+        self.threads: list[threading.Thread] = []
+        self.idle = 0
+        self.closed = False
+        self.cv = threading.Condition()
+
+    def submit(self, fn, *args) -> None:
+        with self.cv:
+            self.jobs.append((fn, args))
+            if self.idle == 0 and len(self.threads) < self.n:
+                t = threading.Thread(target=self._work, name=f"bridge-{len(self.threads)}")
+                t.daemon = True
+                self.threads.append(t)
+                t.start()
+            else:
+                self.cv.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self.cv:
+                while not self.jobs and not self.closed:
+                    self.idle += 1
+                    self.cv.wait()
+                    self.idle -= 1
+                if not self.jobs:
+                    return
+                fn, args = self.jobs.pop(0)
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-                tmp.write_text(json.dumps(self.data))
-                os.replace(tmp, self.path)
-            except OSError:
-                pass  # a cache only
+                fn(*args)
+            except Exception:  # noqa: BLE001 - one message's failure never stops the bridge
+                pass
+
+    def close(self) -> None:
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+        for t in list(self.threads):
+            t.join()
 
 
 class Bridge:
     def __init__(
-        self, link: DaemonLink, router: Router | None = None, cache: HandshakeCache | None = None
+        self,
+        link: DaemonLink,
+        router=None,
+        static: StaticHandshake | None = None,
     ) -> None:
         self.link = link
         self.router = router
-        self.cache = cache
+        self.static = static
         self.out_lock = threading.Lock()
         self.idempotent_tools: set[str] = set()
+        if static is not None:
+            self.learn("tools/list", {"tools": static.tools()})
 
     def learn(self, method: str | None, result: dict) -> None:
         if method == "initialize" and "protocolVersion" in result:
@@ -295,12 +341,14 @@ class Bridge:
             params = message.setdefault("params", {})
             args = params.setdefault("arguments", {}) or {}
             if params.get("name") in self.idempotent_tools and "idempotencyKey" not in args:
+                import uuid
+
                 args["idempotencyKey"] = f"bridge-{uuid.uuid4()}"
                 params["arguments"] = args
-        cached = self.cache.get(message) if self.cache and "id" in message else None
-        if cached is not None:  # {"result": …} or {"error": …} (e.g. discover on a legacy server)
-            self.learn(method, cached.get("result") or {})
-            self.write({"jsonrpc": "2.0", "id": message["id"], **cached})
+        known = self.static.get(message) if self.static and "id" in message else None
+        if known is not None:  # {"result": …} or {"error": …} (discover on a legacy server)
+            self.learn(method, known.get("result") or {})
+            self.write({"jsonrpc": "2.0", "id": message["id"], **known})
             return
         try:
             if method == "tools/call" and self.router is not None:
@@ -317,14 +365,13 @@ class Bridge:
         result = answer.get("result")
         if result is not None:
             self.learn(method, result)
-        if self.cache and ("result" in answer or "error" in answer):
-            self.cache.put(message, {k: answer[k] for k in ("result", "error") if k in answer})
         self.write(answer)
 
     def run(self) -> int:
-        # warm the daemon up while the client handshakes (possibly from the cache)
+        # warm the daemon up while the client handshakes (answered from the static file)
         threading.Thread(target=self._warm, daemon=True).start()
-        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="bridge") as pool:
+        pool = Workers(8)
+        try:
             for line in sys.stdin:
                 line = line.strip()
                 if not line:
@@ -339,7 +386,40 @@ class Bridge:
                     self.handle(message)  # in order: later calls depend on them
                 else:
                     pool.submit(self.handle, message)
+        finally:
+            pool.close()
         return 0
+
+
+def make_bridge(env: dict[str, str], spawned_at: float | None = None) -> Bridge:
+    """The bridge for this environment's store and identity, with the standard library only:
+    the settings are checked (a bad value raises :class:`~server.service.errors.InvalidInput`,
+    as the daemon would), the identity is derived as the service derives it."""
+    from .hookclient import envelope  # the hook client's envelope, stdlib only
+    from .service import envsettings
+    from .service.ids import identity_fields, project_root, store_home
+
+    envsettings.check(env)
+    home = store_home(env)
+    cwd = os.path.realpath(os.getcwd())
+    who = {**identity_fields(env, cwd), "root": project_root(cwd)}
+    headers = {k: v for k, v in envelope(who, "").items() if k != "Authorization"}
+    env["PATTERN_HOME"] = home
+    local = DaemonLink(home, headers, env)
+    if spawned_at is not None:
+        local.last_spawn = spawned_at
+    router = None
+    if env.get("PATTERN_ROUTES", "").strip():
+        from .routing import LOCAL, Router, load_routes
+
+        table = load_routes(env)
+        remote_headers = {k: v for k, v in headers.items() if k != "X-Pattern-Root"}  # local only
+        links: dict = {LOCAL: local}
+        for route in table.routes:
+            if route.name != LOCAL:
+                links[route.name] = RemoteLink(route.url, route.bearer(env), remote_headers)
+        router = Router(table, links)
+    return Bridge(local, router, StaticHandshake.load())
 
 
 def run_bridge(env: dict[str, str] | None = None, spawned_at: float | None = None) -> int:
@@ -349,21 +429,4 @@ def run_bridge(env: dict[str, str] | None = None, spawned_at: float | None = Non
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # daemons we start are reaped, never zombies
     env = dict(os.environ if env is None else env)
-    settings = Settings.from_env(env)
-    who = identity_from_env(env, settings.cwd)
-    headers = {k: v for k, v in envelope_headers(who, "").items() if k != "Authorization"}
-    env["PATTERN_HOME"] = str(settings.home)
-    local = DaemonLink(settings.home, headers, env)
-    if spawned_at is not None:
-        local.last_spawn = spawned_at
-    headers = {k: v for k, v in headers.items() if k != "X-Pattern-Root"}  # local only
-    table = load_routes(env)
-    router = None
-    if table is not None:
-        links: dict = {LOCAL: local}
-        for route in table.routes:
-            if route.name != LOCAL:
-                links[route.name] = RemoteLink(route.url, route.bearer(env), headers)
-        router = Router(table, links)
-    cache_dir = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pattern-memory"
-    return Bridge(local, router, HandshakeCache(cache_dir)).run()
+    return make_bridge(env, spawned_at).run()

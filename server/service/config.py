@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .errors import InvalidInput
+from . import envsettings
+from .envsettings import store_url  # noqa: F401 - re-exported
 from .identity import project_root
 
 
@@ -16,19 +17,6 @@ def default_home() -> Path:
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("pattern-memory", appauthor=False))
-
-
-def store_url(env: Mapping[str, str]) -> str | None:
-    """``PATTERN_STORE_URL``: a ``postgresql://`` URL (or libpq conninfo) makes PostgreSQL the
-    canonical store; unset (or ``sqlite``) keeps the folder's SQLite store alone."""
-    url = (env.get("PATTERN_STORE_URL") or "").strip()
-    if not url or url.lower() == "sqlite":
-        return None
-    if not (url.startswith(("postgresql://", "postgres://")) or "dbname=" in url):
-        raise InvalidInput(
-            "PATTERN_STORE_URL must be a postgresql:// URL (or a libpq conninfo with dbname=)"
-        )
-    return url
 
 
 class Settings(BaseModel):
@@ -50,35 +38,24 @@ class Settings(BaseModel):
         env = os.environ if env is None else env
         cwd = (cwd or Path.cwd()).resolve()
         home = Path(env.get("PATTERN_HOME") or default_home()).expanduser()
-        embedder = env.get("PATTERN_EMBEDDER", "sentence-transformers").strip().lower()
-        if embedder not in ("sentence-transformers", "hash", "none"):
-            raise InvalidInput(
-                f"PATTERN_EMBEDDER={embedder!r}: use sentence-transformers, hash or none"
-            )
+        embedder = envsettings.embedder(env)
         allowed_raw = env.get("PATTERN_ALLOWED_DIRS", "").strip()
         allowed = (
             [Path(p).expanduser() for p in allowed_raw.split(os.pathsep) if p.strip()]
             if allowed_raw
             else [project_root(cwd), home / "exports"]
         )
-        writes = env.get("PATTERN_VECTOR_WRITES", "background").strip().lower()
-        if writes not in ("background", "inline"):
-            raise InvalidInput(f"PATTERN_VECTOR_WRITES={writes!r}: use background or inline")
-        process = env.get("PATTERN_VECTOR_PROCESS", "1").strip().lower()
-        if process not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-            raise InvalidInput(f"PATTERN_VECTOR_PROCESS={process!r}: use 1 or 0")
-        try:
-            port = int(env.get("PATTERN_CHROMA_PORT", "8000"))
-        except ValueError:
-            raise InvalidInput("PATTERN_CHROMA_PORT must be a number") from None
+        writes = envsettings.vector_writes(env)
+        process = envsettings.vector_process(env)
+        port = envsettings.chroma_port(env)
         return cls(
             home=home,
             embedder=embedder,
             embedding_model=env.get("PATTERN_EMBEDDING_MODEL") or None,
             chroma_host=env.get("PATTERN_CHROMA_HOST") or None,
             chroma_port=port,
-            store_url=store_url(env),
-            vector_process=process in ("1", "true", "yes", "on"),
+            store_url=envsettings.store_url(env),
+            vector_process=process,
             vector_writes=writes,
             allowed_dirs=allowed,
             allowed_dirs_set=bool(allowed_raw),

@@ -1,0 +1,65 @@
+"""The settings variables of the environment, read and checked with the standard library only.
+
+:class:`~server.service.config.Settings` is built from these; ``pattern-memory serve``'s
+bridge runs :func:`check` before it answers its client (a bad value is refused at once, with
+the same message, instead of by a daemon that never starts), without importing pydantic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .errors import InvalidInput
+
+EMBEDDERS = ("sentence-transformers", "hash", "none")
+TRUE = ("1", "true", "yes", "on")
+
+
+def store_url(env: Mapping[str, str]) -> str | None:
+    """``PATTERN_STORE_URL``: a ``postgresql://`` URL (or libpq conninfo) makes PostgreSQL the
+    canonical store; unset (or ``sqlite``) keeps the folder's SQLite store alone."""
+    url = (env.get("PATTERN_STORE_URL") or "").strip()
+    if not url or url.lower() == "sqlite":
+        return None
+    if not (url.startswith(("postgresql://", "postgres://")) or "dbname=" in url):
+        raise InvalidInput(
+            "PATTERN_STORE_URL must be a postgresql:// URL (or a libpq conninfo with dbname=)"
+        )
+    return url
+
+
+def embedder(env: Mapping[str, str]) -> str:
+    name = env.get("PATTERN_EMBEDDER", "sentence-transformers").strip().lower()
+    if name not in EMBEDDERS:
+        raise InvalidInput(f"PATTERN_EMBEDDER={name!r}: use sentence-transformers, hash or none")
+    return name
+
+
+def vector_writes(env: Mapping[str, str]) -> str:
+    writes = env.get("PATTERN_VECTOR_WRITES", "background").strip().lower()
+    if writes not in ("background", "inline"):
+        raise InvalidInput(f"PATTERN_VECTOR_WRITES={writes!r}: use background or inline")
+    return writes
+
+
+def vector_process(env: Mapping[str, str]) -> bool:
+    process = env.get("PATTERN_VECTOR_PROCESS", "1").strip().lower()
+    if process not in (*TRUE, "0", "false", "no", "off"):
+        raise InvalidInput(f"PATTERN_VECTOR_PROCESS={process!r}: use 1 or 0")
+    return process in TRUE
+
+
+def chroma_port(env: Mapping[str, str]) -> int:
+    try:
+        return int(env.get("PATTERN_CHROMA_PORT", "8000"))
+    except ValueError:
+        raise InvalidInput("PATTERN_CHROMA_PORT must be a number") from None
+
+
+def check(env: Mapping[str, str]) -> None:
+    """Raise :class:`InvalidInput` for the first bad value, as ``Settings.from_env`` would."""
+    embedder(env)
+    vector_writes(env)
+    vector_process(env)
+    chroma_port(env)
+    store_url(env)
