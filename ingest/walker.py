@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,16 +263,53 @@ def read_bytes(path: Path, root: Path, max_bytes: int) -> bytes:
     past the size cap (a file that grew is refused)."""
     if not _inside(path, root):
         raise PermissionError(f"{path} is outside {root}")
+    return read_within(path, [root], max_bytes)
+
+
+def _real_path_of(fd: int) -> Path | None:
+    """Where an open file really is (Linux: ``/proc/self/fd``), or None where the system does
+    not tell."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
+
+
+def read_within(path: str | Path, roots: Sequence[str | Path], max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, which must lie inside one of ``roots`` when it
+    is read, not only when it was found: the last component is opened with ``O_NOFOLLOW`` (a
+    symlink swapped in is refused), the opened file's real path is checked against the
+    (resolved) roots (where the system does not tell it, the path is resolved just before
+    opening and the opened file must be the one it names), and at most ``max_bytes`` are read
+    (a larger file, or one that grows while it is read, is refused).
+
+    Raises ``PermissionError`` (outside the roots), ``ValueError`` (too large), ``OSError``
+    (missing, a symlink, not a regular file, unreadable)."""
+    resolved = [Path(r).resolve() for r in roots]
+    real = Path(os.path.realpath(path))
+    if not any(_inside(real, r) for r in resolved):
+        raise PermissionError(f"{path} is outside the allowed directories")
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError("not a regular file")
+            raise OSError(f"{path}: not a regular file")
+        opened = _real_path_of(fd)
+        if opened is not None:
+            if not any(_inside(opened, r) for r in resolved):
+                raise PermissionError(f"{path} is outside the allowed directories")
+        else:
+            now = os.stat(real)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                raise PermissionError(f"{path} changed while it was opened")
         if st.st_size > max_bytes:
             raise ValueError(f"too large ({st.st_size // 1024} KB > {max_bytes // 1024} KB)")
-        chunks = []
-        while data := os.read(fd, 1 << 20):
+        chunks, size = [], 0
+        while size <= max_bytes and (data := os.read(fd, min(1 << 20, max_bytes + 1 - size))):
             chunks.append(data)
+            size += len(data)
+        if size > max_bytes:
+            raise ValueError(f"too large (grew past {max_bytes // 1024} KB while read)")
         return b"".join(chunks)
     finally:
         os.close(fd)

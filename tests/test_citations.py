@@ -478,6 +478,80 @@ def test_verify_lists_with_a_diff_then_confirm_update_forget(svc, tmp_path, proj
     assert {m.id for m in verify.list_stale(svc, who, include_moved=True).memories} == set()
 
 
+CREDENTIAL = "aws_secret_access_key = outside-the-project-do-not-print-0042"
+
+
+def test_a_symlink_swapped_in_after_citing_is_never_followed(svc, tmp_path, proj):
+    """A cited file replaced by a link to a file outside the allowed directories (the file
+    itself, or a folder on its path): verify, recall's check, re-anchoring and the background
+    refresh never read it, and nothing of it is shown."""
+    outside = tmp_path / "outside"
+    write(outside / "credentials", (CREDENTIAL + "\n") * 20)
+    write(outside / "pkg" / "mod.py", (CREDENTIAL + "\n") * 20)
+    rt = runtime(svc, tmp_path, proj)
+    who = rt.identity
+    by_file = remember(rt, "beta doubles", [cite("pkg/mod.py", 8, 10)]).memoryId
+    by_dir = remember(rt, "other returns 42", [cite("pkg/other.py", 1, 2)]).memoryId
+    target = proj / "pkg" / "mod.py"
+    target.unlink()
+    target.symlink_to(Path("..") / ".." / "outside" / "credentials")
+    listed = verify.list_stale(svc, who)
+    shown = listed.model_dump_json()
+    assert "outside-the-project" not in shown
+    assert statuses(rt, by_file) == [["deleted"]]
+    # a folder on the path swapped for a link to a folder outside: not read either
+    write(outside / "pkg" / "other.py", (CREDENTIAL + "\n") * 3)
+    (proj / "pkg").rename(proj / "pkg-moved")
+    (proj / "pkg").symlink_to(outside / "pkg", target_is_directory=True)
+    assert "outside-the-project" not in verify.list_stale(svc, who).model_dump_json()
+    assert "outside-the-project" not in str(rt.citations.reanchor(who, by_dir))
+    rt.citations.refresh_paths([str(proj / "pkg" / "other.py")])
+    assert "outside-the-project" not in verify.list_stale(svc, who).model_dump_json()
+    # citing through the link now is refused like any path outside
+    with pytest.raises(AccessDenied):
+        remember(rt, "creds", [cite("pkg/other.py", 1, 1)])
+
+
+def test_a_cited_file_is_read_up_to_the_cap(svc, tmp_path, proj, monkeypatch):
+    """A file over the cap is refused at citing; a cited file that grew past it is not read
+    whole by a check."""
+    from server.service import citations
+
+    rt = runtime(svc, tmp_path, proj)
+    mid = remember(rt, "beta doubles", [cite("pkg/mod.py", 8, 10)]).memoryId
+    monkeypatch.setattr(citations, "MAX_FILE_BYTES", 400)
+    write(proj / "pkg" / "big.py", "x = 1\n" * 100)
+    with pytest.raises(InvalidInput, match="limit is 400|too large"):
+        remember(rt, "big", [cite("pkg/big.py", 1, 2)])
+    reads: list[int] = []
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: reads.append(n) or real_read(fd, n))
+    write(proj / "pkg" / "mod.py", MOD.replace("y * 2", "y * 3") + "# pad\n" * 200)
+    statuses(rt, mid)
+    assert sum(reads) <= 401
+
+
+def test_a_file_that_grows_after_its_stat_is_not_read_past_the_cap(tmp_path, monkeypatch):
+    """The size seen by ``fstat`` is not trusted: at most the cap (+1 byte to notice) is read,
+    and the file is refused."""
+    from ingest import walker
+
+    big = write(tmp_path / "grows.txt", "y" * 10_000)
+    real_fstat = os.fstat
+
+    def small(fd):  # the file grew right after it was opened
+        st = real_fstat(fd)
+        return os.stat_result((*st[:6], 10, *st[7:]))
+
+    reads: list[bytes] = []
+    real_read = os.read
+    monkeypatch.setattr(os, "fstat", small)
+    monkeypatch.setattr(os, "read", lambda fd, n: reads.append(real_read(fd, n)) or reads[-1])
+    with pytest.raises(ValueError, match="too large"):
+        walker.read_bytes(big, tmp_path, 100)
+    assert sum(map(len, reads)) <= 101
+
+
 def test_verify_acts_only_on_your_own_memories(svc, tmp_path, proj):
     a = runtime(svc, tmp_path, proj, agent="a1")
     b = runtime(svc, tmp_path, proj, agent="b1")

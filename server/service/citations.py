@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ingest.artifacts import ArtifactStore, sha256_bytes
+from ingest.walker import read_within
 from retrieval.buckets import bucket_of
 from retrieval.cite import (
     MAX_CITATIONS,
@@ -201,9 +202,15 @@ class CitationService:
                     f"cannot cite {raw}: {info.st_size} bytes, the limit is {MAX_FILE_BYTES}",
                     path=raw,
                 )
-            data = full.read_bytes()
+            data = read_within(full, allowed, MAX_FILE_BYTES)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"cannot cite {raw}: no such file under {rel_root}", path=raw) from None
+        except PermissionError:
+            raise AccessDenied(
+                f"cannot cite {raw}: it is outside the allowed directories", path=raw
+            ) from None
+        except ValueError as exc:
+            raise InvalidInput(f"cannot cite {raw}: {exc}", path=raw) from None
         except OSError as exc:
             raise InvalidInput(f"cannot cite {raw}: {exc.strerror or exc}", path=raw) from None
         try:
@@ -303,7 +310,7 @@ class CitationService:
         for row in rows:
             values = None
             if prefixes and _under(row["abs_path"], prefixes):
-                values = self._check(row)
+                values = self._check(row, allowed)
                 if values is not None:
                     updates.append((row, values))
             out.setdefault(row["record_id"], []).append(self.state_of(row, values))
@@ -332,12 +339,15 @@ class CitationService:
             return hit[0]
         return None
 
-    def _check(self, row) -> dict | None:
-        """New state values for one citation row, or None when nothing changed."""
+    def _check(self, row, roots: Sequence[Path] | None = None) -> dict | None:
+        """New state values for one citation row, or None when nothing changed. The file is
+        read only inside ``roots`` (default: the root it was cited in) and never through a
+        symlink: a cited file replaced by a link counts as deleted."""
         now_ns = time.time_ns()
         path = row["abs_path"]
+        roots = [Path(row["root"])] if roots is None else roots
         try:
-            info = os.stat(path)
+            info = os.lstat(path)
             if not st.S_ISREG(info.st_mode):
                 raise FileNotFoundError(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -361,7 +371,9 @@ class CitationService:
             sha not in (row["seen_sha"], row["sha256"]) and row["start_line"] is not None
         ):  # not known, or its lines are needed: read it (and hash what was read)
             try:
-                data = Path(path).read_bytes() if info.st_size <= MAX_FILE_BYTES else b""
+                data = read_within(path, roots, MAX_FILE_BYTES)
+            except ValueError:
+                data = b""  # over the cap: compared by hash alone (an empty read)
             except OSError:
                 return None
             sha = sha256_bytes(data)
@@ -419,7 +431,7 @@ class CitationService:
                     "allowed directories",
                     path=row["path"],
                 )
-            status = self._check(row) or {k: row[k] for k in _STATE}
+            status = self._check(row, allowed) or {k: row[k] for k in _STATE}
             if status["status"] == "deleted":
                 continue
             start, end = row["start_line"], row["end_line"]
@@ -427,16 +439,16 @@ class CitationService:
                 if status["cur_start"] is not None:
                     start, end = status["cur_start"], status["cur_end"]
                 else:
-                    n = self._line_count(row["abs_path"])
+                    n = self._line_count(row["abs_path"], allowed)
                     start, end = (min(start, n), min(end, n)) if n else (None, None)
             out.append(CitationInput(path=row["abs_path"], startLine=start, endLine=end))
         return out
 
     @staticmethod
-    def _line_count(path: str) -> int:
+    def _line_count(path: str, roots: Sequence[Path]) -> int:
         try:
-            return len(read_lines(Path(path).read_bytes()) or [])
-        except OSError:
+            return len(read_lines(read_within(path, roots, MAX_FILE_BYTES)) or [])
+        except (OSError, ValueError):
             return 0
 
     def replace(self, conn, record_id: str, pending: Pending) -> None:

@@ -23,11 +23,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ingest.artifacts import ArtifactStore
+from ingest.walker import read_within
 from retrieval.cite import CitationState, read_lines, unified_diff
 from retrieval.records import Kind
 from retrieval.store import ts
 
-from .citations import CitationService
+from .citations import MAX_FILE_BYTES, CitationService
 from .errors import InvalidInput
 from .identity import Identity
 from .memory import MemoryService
@@ -95,12 +96,14 @@ def _old_text(artifacts: ArtifactStore, row) -> tuple[str, str | None]:
     return row["text"], note
 
 
-def _new_text(row, state: CitationState) -> tuple[str, str | None]:
+def _new_text(row, state: CitationState, allowed: list[Path]) -> tuple[str, str | None]:
+    """The cited lines now, read only inside the caller's allowed directories at this moment
+    (never through a symlink swapped in since), at most ``MAX_FILE_BYTES``."""
     if state.status == "deleted":
         return "", "deleted"
     try:
-        lines = read_lines(Path(row["abs_path"]).read_bytes()) or []
-    except OSError:
+        lines = read_lines(read_within(row["abs_path"], allowed, MAX_FILE_BYTES)) or []
+    except (OSError, ValueError):
         return "", None
     if row["start_line"] is None:
         return "\n".join(lines), row["path"]
@@ -121,7 +124,7 @@ def diffs(cites: CitationService, who: Identity, record_id: str, states) -> list
                                     note="outside your allowed directories: not read"))  # fmt: skip
             continue
         old, note = _old_text(cites.artifacts, row)
-        new, where = _new_text(row, state)
+        new, where = _new_text(row, state, allowed)
         text = unified_diff(old, new, row["path"], "as cited", "now") if old or new else None
         out.append(CitationDiff(cited=state.label, status=state.status, current=where,
                                 diff=text or None, note=note))  # fmt: skip
