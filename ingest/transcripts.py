@@ -19,11 +19,24 @@ tool call with its result, abbreviated: the tool, its key arguments and the firs
 error (a large output is never stored whole).
 
 Incremental reading: :func:`read_turns` parses complete lines from an offset and returns the
-turns with *checkpoints*: line ends where nothing is half-read (no reply that may go on, no
-tool call waiting for its result). A caller commits turns up to a checkpoint together with the
-checkpoint (offset, hash of the line that ends there); the next read starts there, after
-checking that line is still the same: a transcript that was rewritten or truncated is read
-again from the start (turn ids are derived from the entries, so nothing is stored twice).
+turns with *checkpoints*: line ends where no reply is half-read (a reply may go on in the next
+entry). A caller commits turns up to a checkpoint together with the checkpoint (offset, hash of
+the line that ends there, and the tool calls still waiting for their results there, in a small
+JSON form); the next read starts there with those calls, after checking that line is still the
+same: a transcript that was rewritten or truncated is read again from the start (turn ids are
+derived from the entries, so nothing is stored twice).
+
+A tool call without its result never holds the reading up: the turns before and after it are
+committed while it waits (a permission prompt, a long command, or ``index-sessions`` running in
+the client's own shell tool). A call still waiting ``dangling_s`` after it was made (its entry's
+timestamp, else when the reader first saw it) is given up on: it is recorded without its result
+(a client killed mid-call never writes one); a result arriving later still gets its own turn.
+
+A line still being written (no newline yet) is never consumed, even under ``final``, unless it
+is a whole JSON entry; the bytes of such a line already scanned are reported
+(:attr:`ReadResult.partial`) so that the next read looks for its end from there instead of
+reading it all again. A line longer than ``MAX_LINE_BYTES`` is skipped (a bad line) without
+being held in memory.
 """
 
 from __future__ import annotations
@@ -31,8 +44,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 NAMESPACE = uuid.UUID("8d3f6c2e-41b7-4a0e-9c55-7e2b1f0a9d64")
@@ -40,6 +55,9 @@ MAX_TURN_CHARS = 8000  # a pasted log is kept up to this, the rest is marked as 
 TOOL_RESULT_CHARS = 400  # a tool result: its first lines up to this
 ERROR_LINES = 6
 COMPACT_PREFIX = "This session is being continued from a previous conversation"
+MAX_LINE_BYTES = 64 * 1024 * 1024  # a longer line is skipped as a bad line, never held whole
+SCAN_CHUNK = 1024 * 1024  # looking for the end of a long line
+ABANDONED_KEPT = 32  # given-up calls remembered, so a late result still names its tool
 
 # the arguments that say what a call did (Claude Code's tool names); others: first scalars
 KEY_ARGS = {
@@ -163,6 +181,7 @@ class Checkpoint:
     turns: int  # turns emitted before it
     line_hash: str  # of the line ending at offset
     line_len: int
+    pending: dict = field(default_factory=dict)  # calls waiting there (JSON: read_turns(pending=))
 
 
 @dataclass
@@ -171,6 +190,9 @@ class ReadResult:
     turns: list[Turn] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
     bad_lines: int = 0
+    # bytes of an unfinished last line (no newline yet) that start at the last checkpoint (or
+    # at the offset read from): the next read may pass them as ``scanned``
+    partial: int = 0
 
 
 def detect_format(entry: dict) -> str | None:
@@ -181,17 +203,71 @@ def detect_format(entry: dict) -> str | None:
     return None
 
 
-class _ClaudeCode:
-    """Parser state of a Claude Code transcript: a reply being read, calls awaiting results."""
+def _epoch(ts: object) -> float | None:
+    """An entry's ISO 8601 ``timestamp`` as seconds since the epoch (None when unreadable)."""
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt.timestamp() if dt.tzinfo is not None else None
 
-    def __init__(self, path: Path) -> None:
+
+def waiting_since(call: dict, now: float) -> float:
+    """Since when a call (a value of ``pending["calls"]``) waits: its entry's timestamp, or
+    when the reader first saw it when that is earlier or the timestamp is missing."""
+    made = _epoch((call.get("entry") or {}).get("timestamp"))
+    seen = call.get("seen", now)
+    return seen if made is None else min(made, seen)
+
+
+_ENTRY_FIELDS = ("sessionId", "isSidechain", "agentId", "timestamp", "cwd", "gitBranch", "_at")
+
+
+def _small_args(name: str, args: object) -> dict:
+    """The arguments :func:`key_args` shows, as short strings (a waiting call is kept in the
+    progress row: a Write's whole content must not be)."""
+    if not isinstance(args, dict):
+        return {}
+    keys = (
+        KEY_ARGS.get(name) or [k for k, v in args.items() if isinstance(v, str | int | float)][:2]
+    )
+    out = {}
+    for k in keys:
+        v = args.get(k)
+        if v is not None and v != "":
+            out[k] = " ".join(str(v).split())[:201]  # key_args clips at 200 and marks the cut
+    return out
+
+
+class _ClaudeCode:
+    """Parser state of a Claude Code transcript: a reply being read, calls awaiting results.
+
+    A waiting call is kept in a JSON form (its tool, shown arguments, the entry fields its turn
+    needs, when it was first seen), so the state at a line end can be committed with it
+    (:attr:`Checkpoint.pending`) and a later read can start from there."""
+
+    def __init__(self, path: Path, pending: dict | None = None, now: float = 0.0) -> None:
         self.path = path
+        self.now = now
         self.reply: list[str] = []
         self.reply_entry: dict | None = None
-        self.calls: dict[str, tuple[str, object, dict]] = {}  # tool_use id -> (name, input, entry)
+        pending = pending or {}
+        self.calls: dict[str, dict] = dict(pending.get("calls") or {})  # tool_use id -> call
+        self.gave_up: dict[str, dict] = dict(pending.get("gave_up") or {})
 
     def clean(self) -> bool:
-        return not self.reply and not self.calls
+        """No reply half-read: the state here is the waiting calls alone."""
+        return not self.reply
+
+    def pending(self) -> dict:
+        out = {}
+        if self.calls:
+            out["calls"] = dict(self.calls)
+        if self.gave_up:
+            out["gave_up"] = dict(self.gave_up)
+        return out
 
     def _session(self, e: dict) -> tuple[str, str | None]:
         sid = str(e.get("sessionId") or self.path.stem)
@@ -213,11 +289,27 @@ class _ClaudeCode:
         self.reply, self.reply_entry = [], None
         return [self._turn(e, "assistant", text, f"{e.get('uuid') or e.get('_at')}#a")]
 
-    def flush_calls(self) -> list[Turn]:
-        out = [self._turn(e, "tool", tool_turn_text(name, args, None, False), f"tool:{cid}")
-               for cid, (name, args, e) in self.calls.items()]  # fmt: skip
-        self.calls.clear()
+    def _abandon(self, cids: list[str]) -> list[Turn]:
+        """Record these waiting calls without their results (remembered for a late result)."""
+        out = []
+        for cid in cids:
+            c = self.calls.pop(cid)
+            out.append(self._turn(c["entry"], "tool", tool_turn_text(c["name"], c["args"], None,
+                                                                     False), f"tool:{cid}"))  # fmt: skip
+            self.gave_up[cid] = {"name": c["name"], "args": c["args"]}
+        while len(self.gave_up) > ABANDONED_KEPT:
+            del self.gave_up[next(iter(self.gave_up))]
         return out
+
+    def flush_calls(self) -> list[Turn]:
+        return self._abandon(list(self.calls))
+
+    def give_up(self, now: float, after_s: float) -> list[Turn]:
+        """The calls waiting at least ``after_s`` (:func:`waiting_since`), recorded without
+        their results."""
+        return self._abandon(
+            [c for c, v in self.calls.items() if now - waiting_since(v, now) >= after_s]
+        )
 
     def feed(self, e: dict) -> list[Turn]:
         kind = e.get("type")
@@ -239,8 +331,11 @@ class _ClaudeCode:
                     self.reply.append(str(b["text"]))
                 elif b.get("type") == "tool_use":
                     out += self.flush_reply()
-                    self.calls[str(b.get("id") or f"{e.get('_at')}")] = (
-                        str(b.get("name") or "tool"), b.get("input"), e)  # fmt: skip
+                    name = str(b.get("name") or "tool")
+                    self.calls[str(b.get("id") or f"{e.get('_at')}")] = {
+                        "name": name, "args": _small_args(name, b.get("input")),
+                        "entry": {k: e[k] for k in _ENTRY_FIELDS if k in e}, "seen": self.now,
+                    }  # fmt: skip
             return out
         out += self.flush_reply()
         texts = []
@@ -249,7 +344,8 @@ class _ClaudeCode:
                 continue
             if b.get("type") == "tool_result":
                 cid = str(b.get("tool_use_id") or "")
-                name, args, _ = self.calls.pop(cid, ("tool", None, e))
+                call = self.calls.pop(cid, None) or self.gave_up.pop(cid, None)
+                name, args = (call["name"], call["args"]) if call else ("tool", None)
                 text = tool_turn_text(name, args, result_text(b.get("content")),
                                       bool(b.get("is_error")))  # fmt: skip
                 out.append(self._turn(e, "tool", text, f"tool:{cid or e.get('_at')}"))
@@ -291,50 +387,122 @@ def valid_offset(path: Path, offset: int, expected_hash: str, length: int) -> bo
         return False
 
 
+def _find_newline(fh, start: int) -> tuple[int | None, int]:
+    """(offset of the first newline at or after ``start``, or None; where the scan stopped),
+    reading ``SCAN_CHUNK`` at a time: a long line is never held whole."""
+    fh.seek(start)
+    at = start
+    while True:
+        chunk = fh.read(SCAN_CHUNK)
+        if not chunk:
+            return None, at
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return at + i, at + i + 1
+        at += len(chunk)
+
+
+def _ends_like_json(fh, end: int) -> bool:
+    """Whether the bytes before ``end`` end with ``}`` (blanks aside): an unfinished line can
+    only be a whole entry then."""
+    fh.seek(max(0, end - 64))
+    return fh.read(end - max(0, end - 64)).rstrip().endswith(b"}")
+
+
 def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flush: bool = False,
-               final: bool = False, max_bytes: int | None = None) -> ReadResult:  # fmt: skip
+               final: bool = False, max_bytes: int | None = None, pending: dict | None = None,
+               dangling_s: float | None = None, now: float | None = None,
+               scanned: int = 0) -> ReadResult:  # fmt: skip
     """Parse complete lines from ``offset``. ``flush``: the reply at the end is complete (the
     client said its turn ended); ``final``: the session is over, calls without results are
-    recorded too. ``max_bytes``: stop at the first checkpoint after about that much (a long
-    backfill in parts). Turns after the last checkpoint are half-read: the caller drops them."""
+    recorded too, and an unfinished last line is read if it is a whole entry. ``max_bytes``:
+    stop at the first checkpoint after about that much (a long backfill in parts).
+    ``pending``: the calls waiting at ``offset`` (the committed checkpoint's); ``dangling_s``:
+    give up on a call waiting longer (recorded without its result; ``now``: the wall clock).
+    ``scanned``: bytes after ``offset`` known to hold no newline (the previous read's
+    :attr:`ReadResult.partial`). Turns after the last checkpoint are half-read: the caller
+    drops them."""
     path = Path(path)
     res = ReadResult(fmt)
-    cc = _ClaudeCode(path)
-    pos, line = offset, b""
+    now = time.time() if now is None else now
+    cc = _ClaudeCode(path, pending, now)
+    start_pending = cc.pending()
+    pos, last = offset, b""
+    unfinished = 0  # bytes of an unfinished line at pos
     with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        if 0 < scanned and offset + scanned <= size:
+            nl, stop = _find_newline(fh, offset + scanned)
+            if nl is None and not (final and stop > offset + scanned
+                                   and _ends_like_json(fh, stop)):  # fmt: skip
+                unfinished = stop - offset  # still the line seen last time: not read again
         fh.seek(offset)
-        while True:
-            line = fh.readline()
+        while not unfinished:
+            line = fh.readline(MAX_LINE_BYTES + 1)
             if not line:
                 break
-            if not line.endswith(b"\n") and not final:
-                break  # still being written
-            start, pos = pos, pos + len(line)
-            try:
-                entry = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                entry = None
-            if isinstance(entry, dict):
+            start = pos
+            if not line.endswith(b"\n"):
+                if len(line) > MAX_LINE_BYTES:  # far too long to parse: skip it as a bad line
+                    nl, stop = _find_newline(fh, start + len(line))
+                    if nl is None:
+                        unfinished = stop - start
+                        break
+                    pos = nl + 1
+                    fh.seek(max(start, pos - 4096))
+                    last = fh.read(pos - max(start, pos - 4096))
+                    res.bad_lines += 1
+                    entry = None
+                elif not final or not line.rstrip().endswith(b"}"):
+                    unfinished = len(line)  # still being written
+                    break
+                else:
+                    entry = _entry(line)
+                    if entry is None:  # a half-written entry: wait for the rest
+                        unfinished = len(line)
+                        break
+                    pos, last = start + len(line), line[-65536:]
+            else:
+                pos, last = start + len(line), line[-65536:]
+                entry = _entry(line)
+                if entry is None and line.strip():
+                    res.bad_lines += 1
+            if entry is not None:
                 res.format = res.format or detect_format(entry)
                 entry["_at"] = f"@{start}"
                 if res.format == "claude-code":
                     res.turns += cc.feed(entry)
                 elif res.format == "generic":
                     res.turns += _generic_turn(entry, path, start)
-            elif line.strip():
-                res.bad_lines += 1
-            last = line
             if cc.clean():
-                res.checkpoints.append(Checkpoint(pos, len(res.turns), line_hash(last), len(last)))
+                res.checkpoints.append(Checkpoint(pos, len(res.turns), line_hash(last), len(last),
+                                                  cc.pending()))  # fmt: skip
                 if max_bytes is not None and pos - offset >= max_bytes:
                     return res
-    if (flush or final) and not cc.clean() and pos > offset:
+    before = len(res.turns)
+    if flush or final:
         res.turns += cc.flush_reply()
-        if final:
-            res.turns += cc.flush_calls()
-        if cc.clean():
-            res.checkpoints.append(Checkpoint(pos, len(res.turns), line_hash(last), len(last)))
+    if final:
+        res.turns += cc.flush_calls()
+    elif dangling_s is not None:
+        res.turns += cc.give_up(now, dangling_s)
+    base = res.checkpoints[-1] if res.checkpoints else None
+    if cc.clean() and (len(res.turns) > before or (base.offset if base else offset) < pos
+                       or (base.pending if base else start_pending) != cc.pending()):  # fmt: skip
+        # at ``offset`` itself no line was read: the caller keeps the line it has (length 0)
+        res.checkpoints.append(Checkpoint(pos, len(res.turns), line_hash(last) if last else "",
+                                          len(last), cc.pending()))  # fmt: skip
+    if unfinished and pos == (res.checkpoints[-1].offset if res.checkpoints else offset):
+        res.partial = unfinished
     return res
+
+
+def _entry(line: bytes) -> dict | None:
+    try:
+        entry = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def _tail(path: str | Path, max_bytes: int) -> bytes | None:

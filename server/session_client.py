@@ -11,6 +11,12 @@ Default paths: Claude Code's transcripts, ``~/.claude/projects/*/*.jsonl`` and t
 sidechains ``~/.claude/projects/*/*/subagents/*.jsonl`` (``$CLAUDE_CONFIG_DIR`` instead of
 ``~/.claude`` when set). A folder given as PATH is searched for ``*.jsonl``. A transcript idle
 for ``IDLE_S`` is treated as finished (its pending tool calls are recorded too).
+
+Every request either moves a transcript forward or ends its turn: a tool call waiting for its
+result does not hold the reading up (the daemon indexes around it, and gives it up after
+``PATTERN_SESSION_DANGLING_S``), and an unfinished last line waits for the next run. Under
+``--watch`` a transcript with a waiting call is visited again when that call is due to be given
+up, even if the file did not change meanwhile; the other transcripts are indexed meanwhile.
 """
 
 from __future__ import annotations
@@ -54,11 +60,14 @@ def expand(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(x.resolve() for x in out))
 
 
-def index_one(path: Path, home: str, quiet: bool) -> dict:
+def index_one(path: Path, home: str, quiet: bool) -> tuple[dict, float | None]:
+    """Index one transcript to its end: (totals, seconds until a waiting tool call is due to
+    be given up, or None)."""
     cwd = transcript_cwd(path) or os.getcwd()
     who = {**identity_fields(os.environ, cwd), "root": project_root(os.path.realpath(cwd))}
     final = time.time() - path.stat().st_mtime > IDLE_S
     totals = {"added": 0, "updated": 0, "existing": 0, "withheld": 0}
+    offset = None
     while True:
         payload = {"path": str(path), "flush": True, "final": final,
                    "maxBatches": BATCHES_PER_CALL}  # fmt: skip
@@ -68,21 +77,28 @@ def index_one(path: Path, home: str, quiet: bool) -> dict:
             totals[k] += answer.get(k, 0)
         if answer.get("restarted") and not quiet:
             print(f"{path}: rewritten or truncated since the last run: read again from the start")
-        if answer.get("done") or answer.get("offset", 0) >= answer.get("size", 0):
-            break
+        moved = answer.get("offset", 0) != offset or answer.get("added") or answer.get("updated")
+        offset = answer.get("offset", 0)
+        if answer.get("done") or offset >= answer.get("size", 0) or not moved:
+            break  # the end, or what is left cannot be read yet (an unfinished line)
         if not quiet:
             print(f"  {path.name}: {answer['offset']}/{answer['size']} bytes", flush=True)
+    if answer.get("waiting") and not quiet:
+        print(f"  {path.name}: {answer['waiting']} tool call(s) waiting for a result "
+              f"(indexed without it in {answer.get('retryIn') or 0:.0f} s if none comes)",
+              flush=True)  # fmt: skip
     if not quiet and (totals["added"] or totals["updated"] or totals["withheld"]):
         print(f"{path}: {totals['added']} exchange records added, {totals['updated']} updated"
               + (f", {totals['withheld']} withheld (write policy)" if totals["withheld"] else "")
               + f"  [{who['project_id']} / {who['agent_id']}]", flush=True)  # fmt: skip
-    return totals
+    return totals, answer.get("retryIn") if answer.get("waiting") else None
 
 
 def index_sessions(paths: list[str], *, watch: bool = False, quiet: bool = False,
                    interval: float = 2.0) -> int:  # fmt: skip
     home = store_home()
     seen: dict[Path, tuple[int, int]] = {}
+    due: dict[Path, float] = {}  # a transcript with a waiting call: visit again at (monotonic)
     failed = 0
     while True:
         files = expand(paths)
@@ -92,15 +108,20 @@ def index_sessions(paths: list[str], *, watch: bool = False, quiet: bool = False
                 st = path.stat()
             except OSError:
                 continue
-            if seen.get(path) == (st.st_size, st.st_mtime_ns):
+            unchanged = seen.get(path) == (st.st_size, st.st_mtime_ns)
+            if unchanged and time.monotonic() < due.get(path, float("inf")):
                 continue
             try:
-                totals = index_one(path, home, quiet)
+                totals, retry = index_one(path, home, quiet)
             except (HookError, OSError, ValueError) as exc:
                 failed += 1
                 print(f"{path}: {exc}", file=sys.stderr)
                 continue
             seen[path] = (st.st_size, st.st_mtime_ns)
+            if retry is None:
+                due.pop(path, None)
+            else:
+                due[path] = time.monotonic() + retry + 0.5
             grand["files"] += 1
             for k in totals:
                 grand[k] += totals[k]

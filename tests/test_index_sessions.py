@@ -154,6 +154,76 @@ def test_index_sessions_watch_follows_a_growing_transcript(tmp_path):
                 time.sleep(0.1)
 
 
+def exchanges_of(home: Path, session: str) -> list[str]:
+    try:
+        conn = sqlite3.connect(f"file:{home / 'pattern.sqlite3'}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []
+    try:
+        return [c for (c,) in conn.execute(
+            "SELECT content FROM records WHERE kind='turn' AND json_extract(metadata,'$.session')=?"
+            " ORDER BY json_extract(metadata,'$.turn')", (session,))]  # fmt: skip
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
+def test_an_unanswered_tool_call_never_stalls_index_sessions(tmp_path, monkeypatch):
+    """A transcript whose last call waits for its result (a permission prompt, or index-sessions
+    itself running in the client's shell tool): a run indexes the turns before it and ends;
+    --watch keeps indexing the other transcripts and gives the call up after the bound."""
+    from datetime import UTC, datetime
+
+    from tests import transcript_util
+
+    monkeypatch.setattr(transcript_util, "T0", datetime.now(UTC))  # a live session
+    home, folder = tmp_path / "store", tmp_path / "t"
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PATTERN_PROJECT_ID": "w", "PATTERN_AGENT_ID": "w1",
+           "PATTERN_SESSION_DANGLING_S": "4"}  # fmt: skip
+    a = TranscriptWriter(folder / "a-open.jsonl", session="a")
+    a.user("index my sessions")
+    a.assistant("Running the indexer in the shell.")
+    a.tool_use_only("Bash", {"command": "pattern-memory index-sessions"})
+    b = TranscriptWriter(folder / "b-live.jsonl", session="b")
+    b.user("first question")
+    watch = None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "server.cli", "index-sessions", str(folder)],
+                              env=env, capture_output=True, text=True, timeout=90)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["files"] == 2
+        assert "1 tool call(s) waiting for a result" in proc.stdout
+        assert exchanges_of(home, "a") == [
+            "Prompt: index my sessions\nReply: Running the indexer in the shell."
+        ]
+        watch = subprocess.Popen([sys.executable, "-m", "server.cli", "index-sessions", "--watch",
+                                  "--interval", "0.3", "--quiet", str(folder)], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        b.assistant("first answer")
+        b.user("second question")
+        end = time.monotonic() + 60
+        while len(exchanges_of(home, "b")) < 2 and time.monotonic() < end:
+            time.sleep(0.2)
+        assert exchanges_of(home, "b") == ["Prompt: first question\nReply: first answer",
+                                           "Prompt: second question"]  # fmt: skip
+        while "Tools:" not in "".join(exchanges_of(home, "a")) and time.monotonic() < end:
+            time.sleep(0.2)  # the file does not change: --watch comes back when the call is due
+        (text,) = exchanges_of(home, "a")
+        assert "Tools: Bash(command=pattern-memory index-sessions)" in text
+    finally:
+        if watch is not None:
+            watch.terminate()
+            watch.wait(timeout=30)
+        info = read_info(home)
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+            stop_by = time.monotonic() + 60
+            while read_info(home) and time.monotonic() < stop_by:
+                time.sleep(0.1)
+
+
 def test_stdlib_ids_match_the_service_identity(tmp_path):
     """The hook client's identity (server/service/ids.py, os.path only) is the service's."""
     from urllib.parse import quote

@@ -40,12 +40,17 @@ def test_reply_held_back_until_flush_and_pending_tool_call(tmp_path):
     res = read_turns(w.path)  # the reply may go on: not committed yet
     assert res.checkpoints[-1].turns == 1
     tid = w.tool_use_only("Read", {"file_path": "/repo/a.py"})
-    res = read_turns(w.path, flush=True)  # a call waits for its result: nothing after "fix it"
-    assert res.checkpoints[-1].turns == 1 and res.checkpoints[-1].offset < w.path.stat().st_size
+    res = read_turns(w.path, flush=True)  # a call waits for its result: it holds nothing up
+    cp = res.checkpoints[-1]
+    assert cp.turns == 2 and cp.offset == w.path.stat().st_size
+    assert list(cp.pending["calls"]) == [tid]  # carried in the checkpoint, without its input
     w.tool_result(tid, "x = 1\ny = 2\n")
     res = read_turns(w.path, flush=True)
     assert [t.role for t in res.turns[: res.checkpoints[-1].turns]] == ["user", "assistant", "tool"]
     assert "(2 lines" in res.turns[2].text
+    rest = read_turns(w.path, cp.offset, flush=True, pending=cp.pending)  # from the checkpoint
+    assert [t.text for t in rest.turns] == [res.turns[2].text]
+    assert rest.turns[0].text.startswith("Read(file_path=/repo/a.py) → ok")
 
 
 def test_final_records_calls_without_results(tmp_path):

@@ -20,10 +20,17 @@ record ids) when the next run finds more of it; its turns are kept in the progre
 the next prompt closes it.
 
 Progress per transcript (byte offset, hash and length of the line that ends there, per-session
-turn counts and the open exchange) is a row of the store's ``meta`` table written in the same
-transaction as the records: a crash loses at most the batch in flight, and the next run resumes
-at the last commit. A transcript whose line at the offset changed (rewritten, truncated) is read
-again from the start; record ids are derived from the entries, so nothing is stored twice.
+turn counts, the open exchange, the tool calls still waiting for their results there) is a row
+of the store's ``meta`` table written in the same transaction as the records: a crash loses at
+most the batch in flight, and the next run resumes at the last commit. A transcript whose line
+at the offset changed (rewritten, truncated) is read again from the start; record ids are
+derived from the entries, so nothing is stored twice.
+
+A tool call waiting for its result holds nothing up: what comes before and after it is indexed
+(the call joins its exchange when its result arrives). A call still waiting ``DANGLING_S`` after
+it was made (``PATTERN_SESSION_DANGLING_S``, default 600 s: the longest a client's shell
+command runs by default) is given up on and indexed without its result. An unfinished last
+line is left for the next run, which looks for its end from where this one stopped.
 
 The write policy (secrets, injection) applies to every turn's text before it joins an exchange
 (``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part.
@@ -31,8 +38,13 @@ The write policy (secrets, injection) applies to every turn's text before it joi
 
 from __future__ import annotations
 
+import math
+import os
 import threading
+import time
 import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -46,6 +58,7 @@ from ingest.transcripts import (
     read_turns,
     session_cwd,
     valid_offset,
+    waiting_since,
 )
 from retrieval.errors import Conflict, InvalidInput, PatternError
 from retrieval.records import Kind, Record, Scope, utcnow
@@ -58,6 +71,17 @@ BATCH_BYTES = 256 * 1024  # one transaction per ~this much transcript
 CATEGORY = "turn"
 WITHHELD = "[a message left out by the write policy]"
 MAX_OPEN_CALLS = 2 * exchanges.MAX_TOOL_CALLS  # tool calls of the open exchange kept as text
+DANGLING_S = 600.0  # a tool call without a result this long is indexed without it
+
+
+def dangling_seconds(env: Mapping[str, str] | None = None) -> float:
+    """``PATTERN_SESSION_DANGLING_S`` (seconds, > 0), else :data:`DANGLING_S`."""
+    raw = (os.environ if env is None else env).get("PATTERN_SESSION_DANGLING_S", "").strip()
+    try:
+        value = float(raw) if raw else DANGLING_S
+    except ValueError:
+        return DANGLING_S
+    return value if math.isfinite(value) and value > 0 else DANGLING_S
 
 
 class OpenTurn(BaseModel):
@@ -80,6 +104,8 @@ class FileProgress(BaseModel):
     line_len: int = 0
     format: str | None = None
     sessions: dict[str, SessionState] = Field(default_factory=dict)
+    pending: dict = Field(default_factory=dict)  # tool calls waiting at offset (read_turns)
+    partial: int = 0  # bytes after offset of an unfinished line, known to hold no newline
     updated_at: str | None = None
 
 
@@ -92,11 +118,17 @@ class IndexReport(BaseModel):
     restarted: bool = Field(False, description="the file was rewritten or truncated")
     offset: int = 0
     size: int = 0
+    partial: int = Field(0, description="bytes of an unfinished last line (read when complete)")
+    waiting: int = Field(0, description="tool calls waiting for their results")
+    retryIn: float | None = Field(
+        None, description="seconds until the oldest waiting call is given up (run again then)"
+    )
     sessions: list[str] = Field(default_factory=list)
 
     @property
     def done(self) -> bool:
-        return self.offset >= self.size
+        """Nothing more to read now (an unfinished last line waits for its end)."""
+        return self.offset + self.partial >= self.size
 
 
 def turn_date(ts: str | None) -> tuple[datetime | None, str]:
@@ -114,14 +146,27 @@ def turn_date(ts: str | None) -> tuple[datetime | None, str]:
 class SessionIndexer:
     """Indexes transcripts into a memory service; one run per transcript at a time."""
 
-    def __init__(self, svc: MemoryService) -> None:
+    def __init__(self, svc: MemoryService, dangling_s: float | None = None) -> None:
         self.svc = svc
+        self.dangling_s = dangling_seconds() if dangling_s is None else dangling_s
         self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[str, list] = {}  # transcript -> [its lock, runs holding or waiting]
 
-    def _lock(self, key: str) -> threading.Lock:
+    @contextmanager
+    def _lock(self, key: str) -> Iterator[None]:
+        """One run per transcript at a time; a transcript's lock lives only while a run holds
+        or waits for it (the daemon indexes any number of transcripts over its life)."""
         with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+            entry = self._locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._locks[key]
 
     def screen(self, text: str) -> str | None:
         """A turn's text as it may be stored (redacted under ``redact``), or None when the
@@ -163,23 +208,46 @@ class SessionIndexer:
             batches = 0
             while max_batches is None or batches < max_batches:
                 res = read_turns(p, prog.offset, prog.format, flush=flush, final=final,
-                                 max_bytes=BATCH_BYTES)  # fmt: skip
-                if not res.checkpoints or res.checkpoints[-1].offset <= prog.offset:
+                                 max_bytes=BATCH_BYTES, pending=prog.pending,
+                                 dangling_s=self.dangling_s, scanned=prog.partial)  # fmt: skip
+                cp = res.checkpoints[-1] if res.checkpoints else None
+                same = (prog.offset, 0, prog.pending)
+                if cp is None or (cp.offset, cp.turns, cp.pending) == same:
+                    if res.partial != prog.partial:  # an unfinished line scanned further
+                        prog = self._commit(who, key, prog, [], None, res.format, report,
+                                            res.partial)  # fmt: skip
                     break
-                cp = res.checkpoints[-1]
-                prog = self._commit(who, key, prog, res.turns[: cp.turns], cp, res.format, report)
+                start = prog.offset
+                prog = self._commit(who, key, prog, res.turns[: cp.turns], cp, res.format, report,
+                                    res.partial)  # fmt: skip
                 batches += 1
-            report.offset = prog.offset
+                if cp.offset == start:  # given-up calls only: nothing more was read
+                    break
+            report.offset, report.partial = prog.offset, prog.partial
             report.size = p.stat().st_size
+            report.waiting, report.retryIn = self._waiting(prog, time.time())
         return report
 
+    def _waiting(self, prog: FileProgress, now: float) -> tuple[int, float | None]:
+        """(tool calls waiting at the progress point, seconds until the oldest is given up)."""
+        calls = (prog.pending or {}).get("calls") or {}
+        if not calls:
+            return 0, None
+        oldest = min(waiting_since(c, now) for c in calls.values())
+        return len(calls), max(0.0, round(oldest + self.dangling_s - now, 3))
+
     def _commit(self, who: Identity, key: str, before: FileProgress, turns: list[Turn],
-                cp: Checkpoint, fmt: str | None, report: IndexReport) -> FileProgress:  # fmt: skip
+                cp: Checkpoint | None, fmt: str | None, report: IndexReport,
+                partial: int = 0) -> FileProgress:  # fmt: skip
         """One transaction: the exchanges ``turns`` close, open or grow, and the progress up to
-        ``cp``."""
+        ``cp`` (None: the same point, only ``partial`` changes)."""
         svc = self.svc
         after = before.model_copy(deep=True)
-        after.offset, after.line_hash, after.line_len = cp.offset, cp.line_hash, cp.line_len
+        if cp is not None:
+            if cp.line_len or cp.offset != before.offset:  # 0: no line read, the same one
+                after.offset, after.line_hash, after.line_len = cp.offset, cp.line_hash, cp.line_len
+            after.pending = cp.pending
+        after.partial = partial
         after.format = after.format or fmt
         after.updated_at = utcnow().isoformat()
         records: list[Record] = []  # every part of every exchange these turns touched
