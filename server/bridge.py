@@ -85,7 +85,7 @@ class DaemonLink:
                 if time.monotonic() - self.last_spawn > 3.0 and not owner_alive(self.home):
                     self._spawn()  # a losing racer exits: the lock admits one owner
                     self.last_spawn = time.monotonic()
-                time.sleep(0.05)
+                time.sleep(0.01)  # a file read: polling often costs nothing
             raise ConnectionError(f"no pattern-memory daemon answered for {self.home}")
 
     def _send(self, info: dict, body: bytes, headers: dict) -> tuple:
