@@ -252,3 +252,15 @@ def test_routes_are_still_loaded_by_the_bridge(tmp_path):
     assert bridge.router is not None
     assert bridge.link.identity_headers["X-Pattern-Project"] == "p1"
     assert env["PATTERN_HOME"] == str(tmp_path / "store")
+
+
+def test_serve_starts_without_argparse_or_pydantic(tmp_path, unreachable_store):
+    """``pattern-memory serve`` as clients start it (``-X importtime`` lists every module it
+    loaded before its input closed)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "server.cli", "serve"],
+                          cwd=tmp_path, env=serve_env(tmp_path), input=b"",
+                          capture_output=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert "server.bridge" in loaded
+    assert not loaded & {"argparse", "pydantic", "numpy", "mcp", "http.client"}
