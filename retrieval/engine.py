@@ -36,7 +36,7 @@ import numpy as np
 
 from . import grouping
 from .embedder import Embedder
-from .hybrid import FusionConfig, HybridRanker
+from .hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from .lexical import LexicalIndex
 from .records import Hit, Record, RecordFilter
 from .store import SQLiteStore, parse_ts
@@ -223,6 +223,17 @@ class Engine:
         error = self.vectors.error if self.vectors is not None else None
         writer = self._sync.writer
         return error or (writer.last_error if writer is not None else None)
+
+    def vector_fallback(self) -> str | None:
+        """What a search by meaning does while the vector index cannot answer (its process
+        is opening its store, or died and is being restarted): the ranker then scores the
+        stored vectors of the newest records exactly. None when the index answers (or there
+        is no vector side: no model yet)."""
+        v = self.vectors
+        if self.embedder is None or v is None or v.ready:
+            return None
+        why = "vector index unavailable" if v.error else "vector index opening"
+        return f"{why}: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
 
     def start_vectors(self) -> None:
         """Start the vector index's process if :meth:`open_vectors` deferred it."""
@@ -467,7 +478,12 @@ class Engine:
     ) -> list[Hit]:
         f = f or RecordFilter()
         buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
+        fallback = self.vector_fallback()  # read first: the ranker asks the same before it
         scored = self.ranker.search(query, f, k, mode=mode, buckets=buckets)
+        if fallback:  # the mode says what the vector side did
+            for s in scored:
+                if s.explanation.mode in ("hybrid", "vector"):
+                    s.explanation.mode = f"{s.explanation.mode} ({fallback})"
         recs = self.store.get([s.record_id for s in scored])
         return [
             Hit(record=recs[s.record_id], score=s.score, explanation=s.explanation)
