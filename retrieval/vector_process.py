@@ -14,9 +14,11 @@ Protocol: pickled tuples over a private socket pair, ``(call id, method, args)``
 in flight from several threads at once (the child runs them on a small pool). An error raised
 in the child comes back as :class:`VectorIndexError` with its type name and text (no chromadb
 exception is unpickled here, so this process never imports chromadb). If the child dies, the
-calls in flight fail with :class:`~retrieval.errors.StoreUnavailable` and the next call starts
-a new child: the outbox rows of a failed apply stay and are applied again
-(:mod:`retrieval.vector_sync`).
+calls in flight to it fail with :class:`~retrieval.errors.StoreUnavailable` (calls already
+sent to its replacement are that one's), and a watchdog restarts it at once: the outbox rows
+of a failed apply stay and are applied again (:mod:`retrieval.vector_sync`). Until the new
+child has opened the store, :attr:`VectorProcess.error` says why the index is unavailable
+(the daemon's health reports it) and searches score the stored vectors exactly.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -35,6 +38,10 @@ from .errors import StoreUnavailable
 
 CALL_TIMEOUT_S = 600.0  # a reindex of a large collection is one long call
 CLOSE_TIMEOUT_S = 30.0
+WATCH_S = 0.25  # how often the watchdog looks at the child (a death is seen within this)
+DYING_S = 5.0  # a child that closed its end but lives on this long is killed
+RESTART_DELAYS_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # after consecutive crashes
+STABLE_S = 60.0  # a child up this long resets the crash count
 _ROOT = str(Path(__file__).resolve().parent.parent)  # where the `retrieval` package lives
 
 
@@ -46,29 +53,69 @@ class VectorIndexError(RuntimeError):
         self.kind = kind
 
 
+def exit_reason(code: int | None) -> str:
+    if code is None:
+        return "its connection closed"
+    if code < 0:
+        try:
+            import signal
+
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+class _Child:
+    """One child process: its connection and the calls sent to it (a call is answered or
+    failed by the reader of the child it was sent to, never by another's)."""
+
+    def __init__(self, proc: subprocess.Popen, conn: Connection, sock: socket.socket,
+                 opened: threading.Event) -> None:  # fmt: skip
+        self.proc, self.conn, self.sock, self.opened = proc, conn, sock, opened
+        self.calls: dict[int, Future] = {}
+        self.dead = False  # the connection is gone (no call may be sent to it)
+        self.open_error: str | None = None  # the child could not open the store
+        self.ended = threading.Event()  # its reader finished
+        self.started = time.monotonic()
+
+
 class VectorProcess:
-    """:class:`~retrieval.vectors.VectorIndex`'s API, served by a child process."""
+    """:class:`~retrieval.vectors.VectorIndex`'s API, served by a child process.
+
+    A watchdog thread per child waits on it: a child that dies (killed, out of memory) is seen
+    at once (its reader gets EOF; the watchdog looks every ``WATCH_S`` too) and restarted,
+    after a short pause when it keeps dying (``RESTART_DELAYS_S``). Until the new one has
+    opened its store, :attr:`error` says why the index is unavailable and :attr:`ready` is
+    False (searches score the stored vectors exactly). A child that could not open its store is
+    started again by the next call, as before."""
 
     def __init__(self, path: str, *, start: bool = True) -> None:
         """``start=False``: the child starts at :meth:`start` or at the first call (a server
         starts it once it serves, so the child's start-up does not compete with its own)."""
         self.path = path
-        self._lock = threading.Lock()  # the connection, the call table and (re)starting
-        self._calls: dict[int, Future] = {}
+        self._lock = threading.Lock()  # the current child, the call tables and (re)starting
         self._ids = itertools.count(1)
         self._closed = False
-        self._proc: subprocess.Popen | None = None
-        self._conn: Connection | None = None
+        self._child: _Child | None = None
         self._opened = threading.Event()
-        self._dead = True  # no child yet
+        self._restarting = False  # a dead child's replacement is on its way
+        self._crashes = 0  # consecutive deaths of children that did not stay up
+        self._stop = threading.Event()  # closing: a pending restart gives up
+        self.restarts = 0  # children started after a death (health, tests)
         self.error: str | None = None
         if start:
             self.start()
 
+    @property
+    def _proc(self) -> subprocess.Popen | None:
+        child = self._child
+        return child.proc if child is not None else None
+
     def start(self) -> None:
         """Start the child unless it runs (or is closed)."""
         with self._lock:
-            if self._proc is None and not self._closed:
+            if self._child is None and not self._closed:
                 self._start()
 
     # ------------------------------------------------------------------ the child
@@ -79,7 +126,7 @@ class VectorProcess:
         env["ANONYMIZED_TELEMETRY"] = "False"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         try:
-            self._proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "retrieval.vector_process", str(theirs.fileno()), self.path],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -91,30 +138,32 @@ class VectorProcess:
             raise StoreUnavailable(f"cannot start the vector index: {exc}", path=self.path) from exc
         finally:
             theirs.close()
-        self._conn = Connection(mine.detach())
-        self._opened = threading.Event()
-        self._dead = False
-        self.error = None
-        reader = threading.Thread(
-            target=self._read, args=(self._conn, self._opened), name="vector-index-reader",
-            daemon=True,
-        )  # fmt: skip
-        reader.start()
+        if self._opened.is_set():  # a fresh event: wait_ready waits for this child
+            self._opened = threading.Event()
+        # the reader owns a duplicate; ``mine`` stays for shutdown() (wakes a blocked recv)
+        child = _Child(proc, Connection(os.dup(mine.fileno())), mine, self._opened)
+        self._child = child
+        for target, name in ((self._read, "vector-index-reader"),
+                             (self._watch, "vector-index-watchdog")):  # fmt: skip
+            threading.Thread(target=target, args=(child,), name=name, daemon=True).start()
 
-    def _read(self, conn: Connection, opened: threading.Event) -> None:
-        """Deliver the child's answers until it closes the connection, then fail what is left."""
+    def _read(self, child: _Child) -> None:
+        """Deliver the child's answers until it closes the connection, then fail the calls
+        still waiting on it (calls sent to a later child are not this reader's)."""
         while True:
             try:
-                cid, ok, value = conn.recv()
+                cid, ok, value = child.conn.recv()
             except (EOFError, OSError):
                 break
             if cid == 0:
-                if not ok:
-                    self.error = value
-                opened.set()
+                with self._lock:
+                    child.open_error = None if ok else value
+                    if self._child is child:
+                        self.error = child.open_error
+                child.opened.set()
                 continue
             with self._lock:
-                fut = self._calls.pop(cid, None)
+                fut = child.calls.pop(cid, None)
             if fut is None:
                 continue
             if ok:
@@ -122,39 +171,106 @@ class VectorProcess:
             else:
                 fut.set_exception(VectorIndexError(*value))
         with self._lock:
-            if self._conn is conn:
-                self._dead = True
-            left, self._calls = list(self._calls.values()), {}
-        opened.set()
-        why = self.error or "the vector index process stopped"
+            child.dead = True
+            left, child.calls = list(child.calls.values()), {}
+        child.conn.close()
+        child.ended.set()
+        if child.open_error is not None:
+            child.opened.set()  # wait_ready: opening failed
+        why = child.open_error or "the vector index process stopped"
         for fut in left:
             fut.set_exception(StoreUnavailable(why, path=self.path))
+
+    def _watch(self, child: _Child) -> None:
+        """Wait on the child; when it is gone, wake its reader, reap it, and start another
+        unless it was closed, replaced, or could not open its store."""
+        dying = None
+        while True:
+            try:
+                code = child.proc.wait(WATCH_S)
+                break
+            except subprocess.TimeoutExpired:
+                if child.ended.is_set():  # the connection closed but the process lives on
+                    dying = dying or time.monotonic()
+                    if time.monotonic() - dying > DYING_S:
+                        child.proc.kill()
+        try:
+            child.sock.shutdown(socket.SHUT_RDWR)  # its reader sees EOF now, if not yet
+        except OSError:
+            pass
+        child.ended.wait(CLOSE_TIMEOUT_S)
+        child.sock.close()
+        with self._lock:
+            if self._closed or self._child is not child or child.open_error is not None:
+                return
+            self.error = (f"the vector index process stopped ({exit_reason(code)}); "
+                          "restarting it")  # fmt: skip
+            up = time.monotonic() - child.started
+            self._crashes = 1 if up > STABLE_S else self._crashes + 1
+            delay = RESTART_DELAYS_S[min(self._crashes, len(RESTART_DELAYS_S)) - 1]
+            self._restarting = True
+            if self._opened.is_set():
+                self._opened = threading.Event()
+        if delay and self._stop.wait(delay):
+            with self._lock:
+                self._restarting = False
+            return
+        with self._lock:
+            try:
+                if not self._closed and self._child is child:
+                    self._start()
+                    self.restarts += 1
+            except StoreUnavailable as exc:
+                self.error = str(exc)  # the next call tries again
+                self._child = None
+            finally:
+                self._restarting = False
 
     @property
     def ready(self) -> bool:
         """True once the child has opened the store (a call before that waits for it)."""
-        return self._opened.is_set() and not self._dead and self.error is None
+        child = self._child
+        return (child is not None and self._opened.is_set() and not child.dead
+                and self.error is None)  # fmt: skip
+
+    @property
+    def down(self) -> bool:
+        """A child died and its replacement has not opened the store yet."""
+        return self._restarting or (self.error is not None and self._child is not None
+                                    and self._child.open_error is None)  # fmt: skip
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        return self._opened.wait(timeout) and self.ready
+        """Wait until the child has opened the store (True), could not (False), or
+        ``timeout``; a restart under way is waited for."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.ready:
+                return True
+            child = self._child
+            settled = child is not None and child.open_error is not None
+            if self._closed or (settled and not self._restarting):
+                return False
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._opened.wait(0.05 if left is None else min(0.05, left))
 
     def _call(self, method: str, *args):
         fut: Future = Future()
         with self._lock:
             if self._closed:
                 raise StoreUnavailable("the vector index is closed", path=self.path)
-            if self._dead:  # not started, stopped, or never opened: start a child
-                if self._proc is not None:
-                    self._proc.wait()
-                    self._conn.close()
+            child = self._child
+            if child is None or child.dead:  # not started, stopped, or never opened
                 self._start()
+                child = self._child
             cid = next(self._ids)
-            self._calls[cid] = fut
+            child.calls[cid] = fut
             try:
-                self._conn.send((cid, method, args))
+                child.conn.send((cid, method, args))
             except OSError as exc:  # the child is gone: the next call starts another
-                self._calls.pop(cid, None)
-                self._dead = True
+                child.calls.pop(cid, None)
+                child.dead = True
                 raise StoreUnavailable(f"the vector index process: {exc}", path=self.path) from exc
         return fut.result(CALL_TIMEOUT_S)
 
@@ -191,18 +307,21 @@ class VectorProcess:
             if self._closed:
                 return
             self._closed = True
-            if self._proc is None:
+            self._stop.set()
+            child = self._child
+            if child is None:
                 return
-            try:
-                self._conn.send(None)  # the child finishes its calls, closes Chroma, exits
-            except OSError:
-                pass
+            if not child.dead:
+                try:
+                    child.conn.send(None)  # the child finishes its calls, closes Chroma, exits
+                except OSError:
+                    pass
         try:
-            self._proc.wait(CLOSE_TIMEOUT_S)
+            child.proc.wait(CLOSE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._conn.close()
+            child.proc.kill()
+            child.proc.wait()
+        child.ended.wait(CLOSE_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------- the child's side

@@ -3,6 +3,7 @@ the vector index's upkeep for the local CLI (orphan vectors, reindex)."""
 
 from __future__ import annotations
 
+from retrieval.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
 from retrieval.store import ts
 
@@ -82,7 +83,8 @@ def health(
     if index_error:
         issues.append(
             f"vector index unavailable ({index_error}): search by meaning scores the stored "
-            "vectors directly, and new vectors wait in the outbox until it is back"
+            f"vectors of the newest {EXACT_SCAN_LIMIT:,} records directly, and new vectors "
+            "wait in the outbox until it is back"
         )
     if store_wide:
         pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]

@@ -134,7 +134,12 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
     now = svc.clock()
     f = rules.tool_filter(who, args, now, [Kind(k) for k in args.kinds] if args.kinds else None)
     hits = svc.engine.search(args.query, f, k=max(args.limit * 2, 20))
-    mode = hits[0].explanation.mode if hits else ("hybrid" if svc.engine.embedder else "lexical")
+    if hits:
+        mode = hits[0].explanation.mode
+    else:
+        fallback = svc.engine.vector_fallback()
+        mode = "hybrid" if svc.engine.embedder else "lexical"
+        mode = f"{mode} ({fallback})" if fallback else mode
     scores: dict[str, float] = {}
     prior = grouping.test_prior(args.query)
     for h in hits:

@@ -1,0 +1,100 @@
+"""A vector index child that dies is noticed at once and restarted by the process that owns it,
+without waiting for a call; until the new child has opened its store, health says degraded
+with the reason and recall's mode says the vector side was an exact scan. A call sent to the
+new child is never failed by the old child's reader."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from retrieval import vector_process
+from retrieval.embedder import HashEmbedder
+from retrieval.errors import StoreUnavailable
+from retrieval.vector_process import VectorProcess
+from server.service.identity import Identity
+from server.service.maintenance import health
+from server.service.memory import MemoryService
+from server.service.models import RecallInput
+from server.service.recall import recall
+
+WHO = Identity(project_id="proj", agent_id="agent")
+
+
+def wait_until(cond, timeout: float) -> float | None:
+    """Seconds until ``cond()`` held (None: it did not within ``timeout``)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    return None
+
+
+def test_a_killed_child_is_restarted_at_once_and_health_and_recall_say_so_meanwhile(
+    open_engine, make_record, monkeypatch
+):
+    monkeypatch.setattr(vector_process, "RESTART_DELAYS_S", (0.3, 0.3))  # room to hold its folder
+    eng = open_engine(HashEmbedder(), vector_process=True)
+    svc = MemoryService(eng)
+    rec = make_record("winch brake inspection schedule", project_id="proj", agent_id="agent")
+    eng.apply(add=[rec])
+    vp = eng.vectors
+    assert vp.wait_ready(120) and health(svc, WHO).status == "ok"
+    assert recall(svc, WHO, RecallInput(query="winch brake inspection")).mode == "hybrid"
+    first = vp._proc.pid
+    lock = os.open(f"{vp.path}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        os.kill(first, signal.SIGKILL)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # free once the child is dead: the next one waits for it
+        # noticed and restarted within a second, with no call made
+        assert wait_until(lambda: vp._proc.pid != first, 1.0) is not None
+        assert not vp.ready and "killed by SIGKILL" in vp.error
+        h = health(svc, WHO)
+        assert h.status == "degraded"
+        assert any("vector index unavailable" in i and "SIGKILL" in i for i in h.issues)
+        res = recall(svc, WHO, RecallInput(query="winch brake inspection"))
+        assert res.items[0].id == rec.id  # scored exactly from the stored vectors
+        assert (
+            res.mode == "hybrid (vector index unavailable: exact scan of the newest 50,000 records)"
+        )
+        assert res.items[0].explanation["mode"] == res.mode
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    assert vp.wait_ready(120) and vp.restarts == 1 and vp.error is None
+    assert health(svc, WHO).status == "ok"
+    assert recall(svc, WHO, RecallInput(query="winch brake inspection")).mode == "hybrid"
+    assert vp.count(rec.bucket, HashEmbedder().model_id) == 1  # the same store, reopened
+
+
+def test_a_call_sent_to_the_new_child_is_not_failed_by_the_old_reader(tmp_path):
+    vp = VectorProcess(str(tmp_path / "chroma"))
+    try:
+        assert vp.wait_ready(120)
+        conn = vp._child.conn if hasattr(vp, "_child") else vp._conn
+        end = socket.socket(fileno=os.dup(conn.fileno()))
+        end.shutdown(socket.SHUT_WR)  # our sends fail before the reader sees the child go
+        end.close()
+        with pytest.raises(StoreUnavailable):
+            vp.count("team/x", "m")
+        assert vp.count("team/x", "m") == 0  # sent to a new child: answered by it
+    finally:
+        vp.close()
+
+
+def test_a_child_that_cannot_open_its_store_is_not_restarted_in_a_loop(tmp_path):
+    (tmp_path / "chroma.lock").mkdir()  # the child cannot take its folder lock
+    vp = VectorProcess(str(tmp_path / "chroma"))
+    try:
+        assert not vp.wait_ready(60) and "cannot open" in vp.error
+        first = vp._proc.pid
+        time.sleep(1.0)
+        assert vp._proc.pid == first and vp.restarts == 0  # the next call tries again
+    finally:
+        vp.close()
