@@ -1,6 +1,6 @@
 """Hook latency: ``UserPromptSubmit`` from process start to exit, against a warm daemon.
 
-    python benchmarks/hooks.py [--json OUT] [--store DIR] [--prompts 200] [--memories 10000]
+    python benchmarks/hooks.py [--json OUT] [--store DIR] [--prompts 200] [--memories 10000] [--runs 5]
 
 A store of 10,000 memories (SciFact sentences over 20 agents and 3 projects as in
 ``benchmarks/scale.py``, plus the LoCoMo dev turns as the hook agent's own memories, so real
@@ -11,9 +11,11 @@ exactly as Claude Code runs the installed hook: ``python -S server/hookclient.py
 UserPromptSubmit`` with the hook JSON on stdin, timed from process start to exit (10 prompts per
 session, so the ledger works as in real use). Baselines in the same run: the bare interpreter
 (``python -S -c pass``, the floor of any hook written in Python) and the daemon round trip alone
-(the same request from this process). JSON: ``p50_ms``, ``p95_ms``, ``n`` (+ the baselines,
-how many prompts got an injection, and the load average, which decides what these numbers mean
-on a shared machine).
+(the same request from this process). The whole pass runs ``--runs`` times (default 5, fresh
+sessions each time) against the same warm daemon; every figure is the median of the runs'.
+JSON: ``p50_ms``, ``p95_ms``, ``n`` (prompts per run) (+ the baselines, how many prompts got an
+injection, each run's figures and 1-minute load average, ``loadavg`` their median: it decides
+what these numbers mean on a shared machine).
 """
 
 from __future__ import annotations
@@ -120,6 +122,41 @@ def hook_once(home: Path, payload: dict) -> tuple[float, str, float]:
     return took, proc.stdout.decode(), child_cpu_ms() - cpu0
 
 
+def measure(home: Path, info: dict, questions: list[str], tag: str) -> dict:
+    """One pass: every question as a hook process (10 per session), then the baselines."""
+    load0 = os.getloadavg()[0]
+    times, cpu, injected = [], [], 0
+    for i, q in enumerate(questions):
+        payload = {"session_id": f"bench-{tag}-{i // 10}", "transcript_path": None,
+                   "cwd": str(ROOT), "hook_event_name": "UserPromptSubmit", "prompt": q}  # fmt: skip
+        took, out, used = hook_once(home, payload)
+        times.append(took)
+        cpu.append(used)
+        injected += bool(out.strip())
+    floor = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
+        floor.append(1000 * (time.perf_counter() - t0))
+    trips = []
+    for q in questions[:50]:
+        body = json.dumps({"input": {"session_id": f"trip-{tag}", "prompt": q}}).encode()
+        t0 = time.perf_counter()
+        http_post(info["host"], info["port"], "/hooks/UserPromptSubmit", body, headers(info), 30)  # fmt: skip
+        trips.append(1000 * (time.perf_counter() - t0))
+    load1 = os.getloadavg()[0]
+    return {
+        "p50_ms": round(statistics.median(times), 1),
+        "p95_ms": round(pct(times, 95), 1),
+        "injected": injected,
+        "client_cpu_p50_ms": round(statistics.median(cpu), 1),
+        "python_floor_p50_ms": round(statistics.median(floor), 1),
+        "daemon_roundtrip_p50_ms": round(statistics.median(trips), 1),
+        "daemon_roundtrip_p95_ms": round(pct(trips, 95), 1),
+        "loadavg": round((load0 + load1) / 2, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", metavar="OUT")
@@ -127,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=200)
     ap.add_argument("--memories", type=int, default=10_000)
     ap.add_argument("--locomo", default=str(LOCOMO))
+    ap.add_argument("--runs", type=int, default=5, help="measured passes (medians reported)")
     args = ap.parse_args(argv)
     locomo = json.loads(Path(args.locomo).read_text(encoding="utf-8"))
     questions = [qa["question"] for s in locomo for qa in s.get("qa", []) if qa.get("question")]
@@ -151,28 +189,13 @@ def main(argv: list[str] | None = None) -> int:
             hook_once(home, {"session_id": "warm", "prompt": questions[i % len(questions)],
                              "hook_event_name": "UserPromptSubmit"})  # fmt: skip
         (home / "hooks.log").unlink(missing_ok=True)  # count the measured prompts' errors only
-        load0 = os.getloadavg()[0]
-        run = time.strftime("%Y%m%d%H%M%S")  # fresh sessions: a reused store keeps its ledgers
-        times, cpu, injected = [], [], 0
-        for i, q in enumerate(questions):
-            payload = {"session_id": f"bench-{run}-{i // 10}", "transcript_path": None,
-                       "cwd": str(ROOT), "hook_event_name": "UserPromptSubmit", "prompt": q}  # fmt: skip
-            took, out, used = hook_once(home, payload)
-            times.append(took)
-            cpu.append(used)
-            injected += bool(out.strip())
-        floor = []
-        for _ in range(30):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
-            floor.append(1000 * (time.perf_counter() - t0))
-        trips = []
-        for q in questions[:50]:
-            body = json.dumps({"input": {"session_id": "trip", "prompt": q}}).encode()
-            t0 = time.perf_counter()
-            http_post(info["host"], info["port"], "/hooks/UserPromptSubmit", body, headers(info), 30)  # fmt: skip
-            trips.append(1000 * (time.perf_counter() - t0))
-        load1 = os.getloadavg()[0]
+        runs = []
+        for r in range(args.runs):
+            runs.append(measure(home, info, questions, f"{time.strftime('%Y%m%d%H%M%S')}-{r}"))
+            one = runs[-1]
+            print(f"run {r + 1}/{args.runs}: p50 {one['p50_ms']} ms, p95 {one['p95_ms']} ms, "
+                  f"client CPU p50 {one['client_cpu_p50_ms']} ms (load {one['loadavg']})",
+                  flush=True)  # fmt: skip
         log = home / "hooks.log"
         errors = log.read_text().count("\n") if log.exists() else 0
     finally:
@@ -180,28 +203,40 @@ def main(argv: list[str] | None = None) -> int:
         proc.wait(timeout=120)
         if tmp is not None:
             tmp.cleanup()
+
+    def med(key: str) -> float:
+        return round(statistics.median(r[key] for r in runs), 1)
+
     res = {
-        "p50_ms": round(statistics.median(times), 1),
-        "p95_ms": round(pct(times, 95), 1),
-        "n": len(times),
+        "p50_ms": med("p50_ms"),
+        "p95_ms": med("p95_ms"),
+        "n": len(questions),
         "memories": memories,
-        "injected": injected,
+        "injected": int(statistics.median(r["injected"] for r in runs)),
         "hook_errors": errors,
-        "client_cpu_p50_ms": round(statistics.median(cpu), 1),
-        "python_floor_p50_ms": round(statistics.median(floor), 1),
-        "daemon_roundtrip_p50_ms": round(statistics.median(trips), 1),
-        "daemon_roundtrip_p95_ms": round(pct(trips, 95), 1),
-        "loadavg": round((load0 + load1) / 2, 2),
+        "client_cpu_p50_ms": med("client_cpu_p50_ms"),
+        "python_floor_p50_ms": med("python_floor_p50_ms"),
+        "daemon_roundtrip_p50_ms": med("daemon_roundtrip_p50_ms"),
+        "daemon_roundtrip_p95_ms": med("daemon_roundtrip_p95_ms"),
+        "loadavg": round(statistics.median(r["loadavg"] for r in runs), 2),
+        "runs": len(runs),
+        "p50_runs_ms": [r["p50_ms"] for r in runs],
+        "p95_runs_ms": [r["p95_ms"] for r in runs],
+        "loadavg_runs": [r["loadavg"] for r in runs],
     }
-    print(f"UserPromptSubmit hook, {len(times)} LoCoMo questions, store of {memories} memories, "
-          f"warm daemon (load average {res['loadavg']}):")  # fmt: skip
+    print(f"UserPromptSubmit hook, {len(questions)} LoCoMo questions x {len(runs)} runs, store of "
+          f"{memories} memories, warm daemon; medians of the runs (load average "
+          f"{res['loadavg']}, runs {res['loadavg_runs']}):")  # fmt: skip
     print(f"  process start -> exit   p50 {res['p50_ms']:7.1f} ms   p95 {res['p95_ms']:7.1f} ms"
           f"   (targets 60 / 150)")  # fmt: skip
     print(f"  hook process CPU        p50 {res['client_cpu_p50_ms']:7.1f} ms   (user + system)")
     print(f"  python -S -c pass       p50 {res['python_floor_p50_ms']:7.1f} ms   (the floor)")
     print(f"  daemon round trip       p50 {res['daemon_roundtrip_p50_ms']:7.1f} ms   p95 "
           f"{res['daemon_roundtrip_p95_ms']:7.1f} ms")  # fmt: skip
-    print(f"  injected something for {injected} of {len(times)} prompts; {errors} hook errors")
+    print(
+        f"  injected something for {res['injected']} of {len(questions)} prompts; "
+        f"{errors} hook errors over the runs"
+    )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
