@@ -128,11 +128,31 @@ class GraphBase:
     # ---------------------------------------------------------------- text
     def clean(self, text: str, what: str, warnings: list[str]) -> str:
         check_text(text, what)
-        if self.screen is None:
+        return self.clean_name(text, what, warnings)
+
+    def clean_name(self, text: str, what: str, warnings: list[str]) -> str:
+        """A name or type (entity, relation, lesson) through the write policy, as any stored
+        text: a secret in it is refused or redacted, an instruction refused or warned about."""
+        if self.screen is None or not text:
             return text
         out, found = self.screen(text)
         warnings.extend(f"{what}: {w}" for w in found)
         return out
+
+    def clean_tree(self, value: Any, what: str, warnings: list[str]) -> Any:
+        """Every string of a JSON-like value (dict keys too) through the write policy."""
+        if isinstance(value, str):
+            return self.clean_name(value, what, warnings)
+        if isinstance(value, dict):
+            return {
+                self.clean_name(k, what, warnings) if isinstance(k, str) else k: self.clean_tree(
+                    v, f"{what}.{k}", warnings
+                )
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.clean_tree(v, f"{what}[{i}]", warnings) for i, v in enumerate(value)]
+        return value
 
     # ---------------------------------------------------------------- embedding ahead
     def embed_ahead(self, records: Sequence[Record]) -> dict[str, np.ndarray]:

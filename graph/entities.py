@@ -110,10 +110,12 @@ class GraphService(GraphBase):
                     f"entity {e.name!r}: entityType 'lesson' is reserved; use create_lesson",
                     name=e.name,
                 )
-            if e.name in wanted:
+            name = self.clean_name(e.name, "entity name", warnings)
+            if name in wanted:
                 continue
-            obs = [self.clean(o, f"observation of {e.name!r}", warnings) for o in e.observations]
-            wanted[e.name] = (e.entityType, list(dict.fromkeys(obs)))
+            etype = self.clean_name(e.entityType, f"type of {name!r}", warnings)
+            obs = [self.clean(o, f"observation of {name!r}", warnings) for o in e.observations]
+            wanted[name] = (etype, list(dict.fromkeys(obs)))
 
         def plan():
             existing = set(self.entity_rows(bucket, list(wanted)))
@@ -181,6 +183,15 @@ class GraphService(GraphBase):
         bucket = who.bucket(parse_scope(scope).value)
         items = validated(Relation, relations)
         check_batch(items, "relations")
+        warnings: list[str] = []
+        items = [
+            Relation.model_validate({
+                "from": self.clean_name(r.from_, "relation source", warnings),
+                "to": self.clean_name(r.to, "relation target", warnings),
+                "relationType": self.clean_name(r.relationType, "relation type", warnings),
+            })
+            for r in items
+        ]  # fmt: skip
         unique = list({r.key(): r for r in reversed(items)}.values())[::-1]
         with self.lock, self.store.transaction() as conn:
             names = [n for r in unique for n in (r.from_, r.to)]
@@ -202,7 +213,9 @@ class GraphService(GraphBase):
                 )
                 if cur.rowcount:
                     created.append(r)
-        return CreateRelationsResult(created=created, skipped=len(items) - len(created))
+        return CreateRelationsResult(
+            created=created, skipped=len(items) - len(created), warnings=warnings
+        )
 
     def delete_relations(
         self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
@@ -232,12 +245,11 @@ class GraphService(GraphBase):
         wanted: dict[str, list[str]] = {}
         specs: dict[str, list] = {}
         for o in items:
-            texts = [
-                self.clean(c, f"observation of {o.entityName!r}", warnings) for c in o.contents
-            ]
-            wanted.setdefault(o.entityName, []).extend(texts)
+            name = self.clean_name(o.entityName, "entity name", warnings)
+            texts = [self.clean(c, f"observation of {name!r}", warnings) for c in o.contents]
+            wanted.setdefault(name, []).extend(texts)
             if o.citations:
-                specs.setdefault(o.entityName, []).extend(o.citations)
+                specs.setdefault(name, []).extend(o.citations)
         # citations are resolved (files read) before the lock: explicit ones per entity, the
         # paths each observation mentions per observation
         cited = {n: self.citations(who, specs.get(n), []) for n in wanted}

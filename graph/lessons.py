@@ -268,6 +268,22 @@ class LessonService:
             name = lesson.get("name") if isinstance(lesson, dict) else None
             raise InvalidInput(f"invalid lesson {name!r}: {problems}", name=name) from None
 
+    def _clean_rest(self, lesson: LessonInput, warnings: list[str]) -> None:
+        """The lesson's name, error type, environment and every extra key (of the lesson, its
+        error pattern, metadata and verification steps) through the write policy, as its texts."""
+        g = self.graph
+        lesson.name = g.clean_name(lesson.name, "lesson name", warnings)
+        what = f"lesson {lesson.name!r}"
+        ep, md = lesson.errorPattern, lesson.metadata
+        ep.type = g.clean_name(ep.type, f"{what} errorPattern.type", warnings)
+        md.environment = g.clean_tree(md.environment, f"{what} environment", warnings)
+        for model in (lesson, ep, md, *lesson.verificationSteps):
+            extra = model.model_extra
+            if extra:
+                cleaned = g.clean_tree(dict(extra), f"{what} {type(model).__name__}", warnings)
+                extra.clear()
+                extra.update(cleaned)
+
     # ------------------------------------------------------------------ writes
     def create_lesson(
         self,
@@ -322,6 +338,7 @@ class LessonService:
                 step.successIndicators = [
                     g.clean(i, what, warnings) if i.strip() else i for i in step.successIndicators
                 ]
+            self._clean_rest(lesson, warnings)
             if lesson.name in names:
                 raise Conflict(f"lesson {lesson.name!r} appears twice", name=lesson.name)
             names.add(lesson.name)

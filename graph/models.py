@@ -86,6 +86,7 @@ class CreateEntitiesResult(BaseModel):
 class CreateRelationsResult(BaseModel):
     created: list[Relation]
     skipped: int = Field(0, description="Relations that already existed.")
+    warnings: list[str] = Field(default_factory=list)
 
 
 class AddObservationsResult(BaseModel):

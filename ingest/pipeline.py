@@ -3,7 +3,8 @@
 Three stages run at once, connected by bounded queues:
 1. a reader thread takes the walked files whose ``stat`` differs from their ``files`` row,
    reads and hashes them (a file whose sha256 is unchanged only has its row refreshed: no
-   chunking, no embedding), stores the version as an artifact, and chunks it;
+   chunking, no embedding), chunks it, and stores the version as an artifact when the write
+   policy kept its chunks as they are (a refused or redacted file's bytes are not kept);
 2. an embedder thread gathers chunks of several files into one large ``embed_documents`` call
    (the model sorts a batch by length, so big batches waste little on padding), reusing the
    stored vectors of chunks whose text did not change;
@@ -225,17 +226,24 @@ class Ingestor:
         text = decode_text(data)
         if text is None:
             return _Job(cand, row(sha, 0, ft.SKIPPED, "binary (NUL byte or not UTF-8)"), old)
-        self.artifacts.put(data, sha)
         chunks = chunk_text(
             cand.rel, text, max_chars=opts.max_chars, min_chars=opts.min_chars,
             overlap=opts.overlap, max_words=opts.max_words,
         )  # fmt: skip
+        given = self.records_for(cand, sha, chunks)
         try:  # the write policy, before embedding: what is embedded is what is stored
-            screened = [self.engine.screen_record(r) for r in self.records_for(cand, sha, chunks)]
+            screened = [self.engine.screen_record(r) for r in given]
         except PatternError as exc:
             reason = str(exc.data.get("policy") or exc.message)
             return _Job(cand, row(sha, 0, ft.SKIPPED, reason), old)
         records = [r for r, _ in screened]
+        if all(
+            r.content == g.content and r.context == g.context
+            for r, g in zip(records, given, strict=True)
+        ):
+            # the exact bytes are kept only when the policy kept every chunk's text as it is
+            # (a refused or redacted file's raw text is never stored)
+            self.artifacts.put(data, sha)
         warnings = list(dict.fromkeys(w for _, found in screened for w in found))
         return _Job(cand, row(sha, len(records), ft.INDEXED, None), old, records, False, warnings)
 

@@ -197,12 +197,13 @@ def _check_scopes(scopes: Sequence[str] | None) -> list[str] | None:
     return list(dict.fromkeys(scopes))
 
 
-def _check_consumer(consumer_id: str) -> str:
+def _check_consumer(svc: MemoryService, consumer_id: str) -> str:
+    """The consumer id as it is stored: it passes the write policy like any stored text."""
     if not isinstance(consumer_id, str) or not consumer_id.strip():
         raise InvalidInput("consumerId must be a non-empty string")
     if len(consumer_id) > MAX_CONSUMER_CHARS:
         raise InvalidInput(f"consumerId is at most {MAX_CONSUMER_CHARS} characters")
-    return consumer_id
+    return svc.policy.screen_text(consumer_id)[0]
 
 
 def stored_cursor(
@@ -237,7 +238,7 @@ def ack(
 ) -> AckResult:
     """Store ``cursor`` as the consumer's position (after it has handled everything up to it).
     The last ack wins (a consumer may move back to replay); a cursor beyond the head is refused."""
-    consumer_id = _check_consumer(consumer_id)
+    consumer_id = _check_consumer(svc, consumer_id)
     scopes = _check_scopes(scopes)
     top = _head_for(svc, cursor)
     if not isinstance(cursor, int) or cursor < 0 or cursor > top:
@@ -326,7 +327,7 @@ def read_changes(
     ):
         raise InvalidInput(f"cursor must be a non-negative integer, got {cursor!r}")
     if consumer_id is not None:
-        consumer_id = _check_consumer(consumer_id)
+        consumer_id = _check_consumer(svc, consumer_id)
     elif commit:
         raise InvalidInput("commit needs a consumerId to store the cursor for")
     scopes = _check_scopes(scopes)

@@ -4,7 +4,9 @@
 (``[{path, startLine?, endLine?}]``) and the file paths mentioned in its text (``a/b.py``,
 ``b.py:120``, ``b.py#L10-L20``; kept only when the file exists) into anchors
 (:mod:`retrieval.cite`), reading each file once, before the write transaction; the returned
-:class:`Pending` writes the rows inside it. Paths resolve against the caller's project root
+:class:`Pending` writes the rows inside it. The cited lines a row keeps pass the write policy
+like any stored text: a secret in them refuses an explicit citation (``block``; a mentioned
+file is then not cited) or is redacted (``redact``). Paths resolve against the caller's project root
 (``Identity.root``) and must lie in ``Settings.allowed_for(who)``: an explicit citation
 outside is refused (``access_denied``), a mention outside is simply not cited; a caller without
 a root (a remote agent) cannot cite files.
@@ -29,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -150,8 +152,11 @@ def _checked_at(ns: int | None) -> datetime | None:
 class CitationService:
     """Citations of one store. Built by the runtime (``rt.citations``, also ``svc.citations``)."""
 
-    def __init__(self, store: SQLiteStore, settings, home: str | Path, *, clock=utcnow) -> None:
+    def __init__(
+        self, store: SQLiteStore, settings, home: str | Path, *, clock=utcnow, policy=None
+    ) -> None:
         self.store = store
+        self.policy = policy  # the store's WritePolicy: screens the cited lines a row keeps
         self.settings = settings
         self.artifacts = ArtifactStore(home)
         self.clock = clock
@@ -217,6 +222,15 @@ class CitationService:
             a = anchor(read_lines(data) if start is not None else None, start, end)
         except ValueError as exc:
             raise InvalidInput(f"cannot cite {raw}: {exc}", path=raw) from None
+        if a.text and self.policy is not None:  # the cited lines are stored: the write policy
+            try:
+                text, _found = self.policy.screen_text(a.text)
+            except InvalidInput as exc:
+                raise InvalidInput(
+                    f"cannot cite {raw}: its lines {exc.message}", path=raw, **exc.data
+                ) from None
+            if text != a.text:
+                a = replace(a, text=text)
         return Resolved(rel, str(rel_root), str(full), a, sha256_bytes(data), info.st_size,
                         info.st_mtime_ns, source)  # fmt: skip
 

@@ -419,6 +419,7 @@ def _reject(svc, p: Proposal, rec: Record, stamp: dict, reason, claim) -> Review
         raise InvalidInput("a rejection needs a reason (the proposer reads it)")
     if len(reason) > MAX_REASON_CHARS:
         raise InvalidInput(f"the reason is at most {MAX_REASON_CHARS} characters")
+    reason, _found = svc.policy.screen_text(reason)  # stored in the proposal: the write policy
     review = {"status": "rejected", "reason": reason, **stamp}
     kept = rec.model_copy(
         update={"metadata": {**rec.metadata, "review": review}, "revision": rec.revision + 1}

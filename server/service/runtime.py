@@ -49,7 +49,7 @@ class Runtime:
         if self.service.citations is None:  # one per service (runtimes may share a service)
             self.service.citations = CitationService(
                 self.service.store, self.settings, self.service.engine.home,
-                clock=self.service.clock,
+                clock=self.service.clock, policy=self.service.policy,
             )  # fmt: skip
         if self.graphs is None:
             self.graphs = graph_services(self.service)

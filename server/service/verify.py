@@ -4,7 +4,8 @@
 wrote) and returns those whose cited code changed or is gone (``includeMoved``: also those whose
 lines only moved), each with a unified diff of the cited lines as written (the ingested file
 version from the artifact store when there is one, else the stored text, which is capped at
-4 KB) against the lines there now. Then, per record:
+4 KB) against the lines there now; under the ``redact`` and ``block`` secret policies a secret in
+the diff is shown redacted. Then, per record:
 
 - ``confirm``: the memory is still right; its citations are re-anchored to the current lines
   (moved: where the lines are now; changed: where the code most likely went, else the same
@@ -126,6 +127,8 @@ def diffs(cites: CitationService, who: Identity, record_id: str, states) -> list
         old, note = _old_text(cites.artifacts, row)
         new, where = _new_text(row, state, allowed)
         text = unified_diff(old, new, row["path"], "as cited", "now") if old or new else None
+        if text and cites.policy is not None:  # the file's lines now were never screened
+            text = cites.policy.show(text)
         out.append(CitationDiff(cited=state.label, status=state.status, current=where,
                                 diff=text or None, note=note))  # fmt: skip
     return out
