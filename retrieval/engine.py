@@ -509,9 +509,12 @@ class Engine:
         return groups[:k]
 
     def close(self) -> None:
+        """Drain the vector writer (it stores embeddings, canonical state) while the node is
+        still in its cluster, then leave the cluster (the replica refuses writes from then
+        on), then close the vector index and the store."""
+        self._sync.close()
         if self.cluster is not None:
             self.cluster.close()
-        self._sync.close()
         if self.vectors is not None:
             self.vectors.close()
         self.store.close()

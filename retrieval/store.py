@@ -287,17 +287,25 @@ class SQLiteStore:
     # PostgreSQL mode (retrieval/pg): set to the node's Canonical / Cluster, else None
     canonical = None
     cluster = None
+    detached: str | None = None  # PostgreSQL mode, after the node left its cluster: why
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic unit of work on canonical state. SQLite alone: the writer connection
         (BEGIN IMMEDIATE … COMMIT). PostgreSQL mode: the same statements run in PostgreSQL
         under the cluster-wide write lock, and this store, the node's replica, has applied
-        them when the block returns (retrieval/pg/canonical.py)."""
+        them when the block returns (retrieval/pg/canonical.py). A replica whose node has
+        left its cluster refuses (``StoreUnavailable``): a write to it alone would never reach
+        PostgreSQL nor the other nodes."""
         if self.canonical is not None:
             with self.canonical.transaction() as conn:
                 yield conn
             return
+        if self.detached is not None:
+            raise StoreUnavailable(
+                f"this node has left its PostgreSQL cluster ({self.detached}); nothing was "
+                "written"
+            )
         with self.local_transaction() as conn:
             yield conn
 

@@ -371,6 +371,41 @@ def test_reviewer_tokens_of_the_cluster_are_honoured(tmp_path, url, nodes):
     assert policy.is_reviewer(Identity(project_id="p", agent_id="owner"))
 
 
+class SlowEmbedder(HashEmbedder):
+    """The hashing embedder, slowly: a background writer is still embedding at close (its own
+    model id: no other node makes its vectors)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model_id = "slow-hash"
+
+    def embed_documents(self, texts):
+        time.sleep(0.5)
+        return super().embed_documents(texts)
+
+
+def test_a_node_that_left_its_cluster_refuses_writes(nodes):
+    a = nodes("a")
+    a.remember(A, MemoryInput(content="written while in the cluster"))
+    a.engine.cluster.close()
+    with pytest.raises(StoreUnavailable, match="left its PostgreSQL cluster"):
+        a.remember(A, MemoryInput(content="would reach this replica only"))
+    assert [r.content for r in a.store.list(RecordFilter())] == ["written while in the cluster"]
+
+
+def test_close_drains_the_vector_writer_before_leaving_the_cluster(tmp_path, url, nodes):
+    """The background writer embeds records stored without a model; their embeddings are
+    canonical state: closing the engine while it works must still get them to PostgreSQL."""
+    a = nodes("a", embedder=None, background_vectors=True)
+    mids = [a.remember(A, MemoryInput(content=f"fact number {i}")).memoryId for i in range(6)]
+    slow = SlowEmbedder()
+    a.engine.set_embedder(slow)  # the writer starts embedding the six records
+    a.engine.close()
+    b = nodes("b")
+    wait_for(lambda: set(mids) <= ids(b))
+    assert set(b.store.embeddings(mids, slow.model_id)) == set(mids)
+
+
 # ---------------------------------------------------------------------- daemons
 def test_two_daemons_on_two_folders_share_memory_and_tokens(tmp_path, url):
     """Real daemons (``daemon --store-url``) on two folders: a token made once works on both,

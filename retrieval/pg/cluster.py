@@ -370,7 +370,10 @@ class Cluster:
         }
 
     def close(self) -> None:
+        """Leave the cluster: the follower stops and the replica refuses writes from now on
+        (the engine drains its background writers first)."""
         self.replica.stop()
+        self.store.detached = "closed"
         self.store.canonical = None
         self.pool.close()
 

@@ -242,6 +242,11 @@ class HookService:
         return self._index(who, inp, flush=True, final=True, note="index the session")
 
     def close(self, timeout: float = 30.0) -> None:
-        if self._worker is not None and self._worker.is_alive():
+        """Finish the queued indexing runs (up to ``timeout``), then stop the worker and wait
+        for the run it is in: the store closes (and a PostgreSQL node leaves its cluster)
+        only after this returns."""
+        worker = self._worker
+        if worker is not None and worker.is_alive():
             self.drain(timeout)
             self._jobs.put(None)
+            worker.join(timeout)
