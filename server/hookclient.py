@@ -10,9 +10,12 @@ hooks install`` run this file directly with ``python -S`` (no site-packages scan
     /path/to/python -S /path/to/server/hookclient.py UserPromptSubmit
 
 A hook never breaks or slows its client:
-- a hard deadline (``PATTERN_HOOK_DEADLINE`` seconds, default 1.5): past it the process
-  prints nothing and exits 0;
-- any error: exit 0, print nothing, one line in ``$PATTERN_HOME/hooks.log``;
+- a hard deadline (``PATTERN_HOOK_DEADLINE`` seconds, default 1.5, at most ``MAX_DEADLINE``;
+  a value that is not a positive number, ``inf`` and ``nan`` included, means the default):
+  past it the process prints nothing and exits 0;
+- any error: exit 0, print nothing, one line in ``$PATTERN_HOME/hooks.log`` (the input, the
+  environment, the daemon's answer and the console's encoding included: the output is
+  ASCII JSON, written as bytes, so a ``cp1252`` or ``ascii`` stdout cannot fail it);
 - no daemon: one is started detached, and the hook waits for it only within the deadline
   (the daemon answers before its model is loaded: it ranks lexically meanwhile).
 """
@@ -29,10 +32,16 @@ import time
 if __package__ in (None, ""):  # run as a file: import the package from the checkout
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from server.daemonfiles import owner_alive, read_info  # noqa: E402
-from server.service.ids import identity_fields, project_root, store_home  # noqa: E402
+try:
+    from server.daemonfiles import owner_alive, read_info
+    from server.service.ids import identity_fields, project_root, store_home
+except BaseException:  # noqa: BLE001 - a broken install still never fails the client
+    if __name__ == "__main__":
+        os._exit(0)
+    raise
 
 DEFAULT_DEADLINE = 1.5
+MAX_DEADLINE = 60.0  # a longer deadline is cut to this (the client waits on every hook)
 MAX_FIELD = 65_536  # a tool output longer than this is sent as its head and tail
 CONFIG_ENV = {  # client-side settings forwarded to the daemon (validated there)
     "PATTERN_HOOK_BRIEFING_TOKENS": ("briefing_tokens", int),
@@ -53,9 +62,10 @@ def log_line(home, event: str, message: str) -> None:
         os.makedirs(home, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         text = " ".join(str(message).split())[:500]
-        with open(os.path.join(home, "hooks.log"), "a", encoding="utf-8") as fh:
+        with open(os.path.join(home, "hooks.log"), "a", encoding="utf-8",
+                  errors="backslashreplace") as fh:  # fmt: skip
             fh.write(f"{stamp} pid {os.getpid()} {event or '-'}: {text}\n")
-    except OSError:
+    except Exception:  # noqa: BLE001 - an unwritable log (a file as home, a bad name) too
         pass
 
 
@@ -199,8 +209,37 @@ def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
     who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}
     payload = {"input": _trim(data), "config": config_from_env(env)}
     answer = call_daemon(home, env, f"/hooks/{event}", payload, who, until)
-    out = answer.get("output")
-    return json.dumps(out, ensure_ascii=False) if out else None
+    out = answer.get("output") if isinstance(answer, dict) else None
+    return json.dumps(out) if out else None  # ASCII: any console encoding can carry it
+
+
+def deadline_of(env) -> float:
+    """``PATTERN_HOOK_DEADLINE`` in seconds: a positive finite number, at most
+    ``MAX_DEADLINE``; anything else (absent, ``inf``, ``nan``, ``0``, negative, not a number)
+    is the default."""
+    try:
+        value = float(env.get("PATTERN_HOOK_DEADLINE") or DEFAULT_DEADLINE)
+    except (ValueError, TypeError):
+        return DEFAULT_DEADLINE
+    if not 0 < value < float("inf"):  # nan fails both comparisons
+        return DEFAULT_DEADLINE
+    return min(value, MAX_DEADLINE)
+
+
+def write_out(text: str) -> None:
+    """``text`` and a newline on stdout as UTF-8 bytes, whatever the console's encoding; an
+    unwritable stdout (closed, a broken pipe) is ignored."""
+    try:
+        data = (text + "\n").encode("utf-8", "backslashreplace")
+        out = getattr(sys.stdout, "buffer", None)
+        if out is not None:
+            out.write(data)
+            out.flush()
+        elif sys.stdout is not None:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - the client gets nothing rather than an error
+        pass
 
 
 def _arm(seconds: float, handler):
@@ -219,36 +258,33 @@ def _arm(seconds: float, handler):
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    event = argv[0] if argv else ""
-    env = os.environ
-    home = store_home(env)
-    try:
-        deadline = float(env.get("PATTERN_HOOK_DEADLINE") or DEFAULT_DEADLINE)
-    except ValueError:
-        deadline = DEFAULT_DEADLINE
+    """Always 0: whatever happens, the client goes on (see the module docstring)."""
     start = time.monotonic()
-
-    def expired(_signum, _frame):
-        log_line(home, event, f"deadline of {deadline}s reached; nothing injected")
-        os._exit(0)
-
-    disarm = _arm(max(0.01, deadline), expired)
+    home, event = None, ""
     try:
-        text = run(event, sys.stdin.buffer.read(), env, home, start + deadline - 0.02)
-    except BaseException as exc:  # noqa: BLE001 - a hook never fails its client
-        disarm()
-        log_line(home, event, f"{type(exc).__name__}: {exc}")
-        return 0
-    disarm()
-    if text:
+        argv = sys.argv[1:] if argv is None else argv
+        event = argv[0] if argv else ""
+        env = os.environ
+        deadline = deadline_of(env)
+        home = store_home(env)
+
+        def expired(_signum, _frame):
+            log_line(home, event, f"deadline of {deadline}s reached; nothing injected")
+            os._exit(0)
+
+        disarm = _arm(deadline, expired)
         try:
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-        except OSError:
-            pass
+            text = run(event, sys.stdin.buffer.read(), env, home, start + deadline - 0.02)
+        finally:
+            disarm()
+        if text:
+            write_out(text)
+    except BaseException as exc:  # noqa: BLE001 - a hook never fails its client
+        if home is not None:
+            log_line(home, event, f"{type(exc).__name__}: {exc}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    os._exit(0)  # no exit-time flush of a closed stdout can turn this into 120

@@ -1,0 +1,275 @@
+"""The hook client exits 0, within its deadline plus start-up, whatever it is given: a fuzz
+test (fixed seed) runs ``python -S server/hookclient.py EVENT`` as the client does, under random
+environments (console encodings such as cp1252 and ascii, locales, deadlines such as ``inf``,
+``nan`` and garbage, bad settings and identities), stdin bytes (empty, binary, huge, truncated
+or deeply nested JSON, non-ASCII text) and daemons: missing, a stale address, hung, crashing
+(closing, resetting, garbage, half or malformed HTTP answers) and answering with non-ASCII
+text. The store's lock is held by the test, so no real daemon is ever started."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from server.hook_install import CLIENT
+
+SEED = 20_261_204
+CASES = 36
+START_S = 1.5  # interpreter start-up and the slack of several runs at once on a busy machine
+CONTEXT = "Référence: naïve café ☃ 日本語 — “quoted” \U0001f600"
+OUTPUT = {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": CONTEXT}}
+
+CRASHES = [
+    b"",  # close at once
+    None,  # reset (SO_LINGER 0)
+    b"\x00\xffnot http at all\r\n\r\n",
+    b"HTTP/1.1 20",
+    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nnot json",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n[1,2]",
+    b'HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{"output": 3}',
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{"out',
+    b'HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n{"output": {"a": "\xff\xfe"}}',
+]
+
+
+class FakeDaemon:
+    """A TCP server in a thread: ``answer`` (a valid answer with non-ASCII text), ``crash``
+    (one of CRASHES per connection) or ``hung`` (accepts, never answers)."""
+
+    def __init__(self, mode: str, seed: int) -> None:
+        self.mode, self.rng = mode, random.Random(seed)
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.srv.settimeout(0.1)
+        self.port = self.srv.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.srv.accept()
+            except (TimeoutError, OSError):
+                continue
+            if self.mode == "hung":
+                self.held.append(conn)
+                continue
+            threading.Thread(target=self._one, args=(conn, self.rng.choice(CRASHES)),
+                             daemon=True).start()  # fmt: skip
+
+    def _one(self, conn: socket.socket, crash: bytes | None) -> None:
+        try:
+            conn.settimeout(10)
+            if self.mode == "crash":
+                if crash is None:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    conn.sendall(crash)
+                return
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                head += data
+            head, _, body = head.partition(b"\r\n\r\n")
+            length = next((int(x.split(b":")[1]) for x in head.split(b"\r\n")
+                           if x.lower().startswith(b"content-length:")), 0)  # fmt: skip
+            while len(body) < length:
+                data = conn.recv(1 << 20)
+                if not data:
+                    return
+                body += data
+            out = json.dumps({"output": OUTPUT}, ensure_ascii=False).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(out), out))  # fmt: skip
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        for c in self.held:
+            c.close()
+        self.srv.close()
+
+
+def deadline_asked(raw: str | None) -> float:
+    """The deadline a run may take: a positive finite number of seconds (at most 60), else
+    the default 1.5."""
+    try:
+        value = float(raw) if raw else 1.5
+    except ValueError:
+        return 1.5
+    return min(value, 60.0) if 0 < value < float("inf") else 1.5
+
+
+def stdin_bytes(rng: random.Random) -> bytes:
+    prompt = {"session_id": "fz", "transcript_path": None, "cwd": "/work/app",
+              "hook_event_name": "UserPromptSubmit", "prompt": "deploy the café ☃ service"}  # fmt: skip
+    whole = json.dumps(prompt).encode()
+    kind = rng.choice(["empty", "binary", "huge", "huge_fields", "truncated", "valid", "list",
+                       "nested", "bad_cwd", "surrogate", "latin1"])  # fmt: skip
+    if kind == "empty":
+        return b""
+    if kind == "binary":
+        return rng.randbytes(rng.randint(1, 4096))
+    if kind == "huge":
+        return rng.randbytes(3_000_000)
+    if kind == "huge_fields":
+        return json.dumps({**prompt, "prompt": "ü" * 2_000_000, "x": ["y"] * 50_000}).encode()
+    if kind == "truncated":
+        return whole[: rng.randint(1, len(whole) - 1)]
+    if kind == "list":
+        return b"[1, 2, 3]"
+    if kind == "nested":
+        return b"[" * 100_000
+    if kind == "bad_cwd":
+        return json.dumps({**prompt, "cwd": rng.choice([42, "/no/such/dir", "", None])}).encode()
+    if kind == "surrogate":
+        return whole.replace(b"/work/app", b"/work/\\udc80\\ud800")
+    if kind == "latin1":
+        return json.dumps(prompt, ensure_ascii=False).encode("latin-1", "replace")
+    return whole
+
+
+ENV_CHOICES = {
+    "PYTHONIOENCODING": [
+        None,
+        "utf-8",
+        "cp1252",
+        "ascii",
+        "latin-1",
+        "ascii:strict",
+        "utf-16",
+        "cp437",
+        "utf-8:surrogateescape",
+    ],
+    "LC_ALL": [None, "C", "POSIX", "C.UTF-8", "xx_XX.nonsense"],
+    "PYTHONUTF8": [None, "0", "1"],
+    "PATTERN_HOOK_THRESHOLD": [None, "nan", "inf", "x", "1e999", "-3"],
+    "PATTERN_HOOK_MAX_ITEMS": [None, "1e3", "9" * 5000, "-1"],
+    "PATTERN_PROJECT_ID": [None, "ü-proj", "a b/c", "x" * 300],
+    "PATTERN_AGENT_ID": [None, "agent ☃", "\t"],
+}
+SHORT = [None, "inf", "-inf", "nan", "0", "-1", "1e309", "garbage", "", " 0.4 ", "0.3", "1e-9",
+         "0.05", "0.2"]  # fmt: skip
+ANY = [*SHORT, "99999", "5"]  # only where the daemon answers or fails at once
+EVENTS = ["UserPromptSubmit", "SessionStart", "", "Stop", "../../x", "ünïcode", "-h", None]
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory):
+    """A store folder per daemon kind, each one's lock held (no daemon is ever started)."""
+    root = tmp_path_factory.mktemp("fuzz")
+    fakes = {m: FakeDaemon(m, SEED + i) for i, m in enumerate(("answer", "crash", "hung"))}
+    out, locks = {}, []
+    for kind in ("missing", "stale", *fakes):
+        home = root / kind
+        home.mkdir()
+        fd = os.open(home / "daemon.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.append(fd)
+        port = fakes[kind].port if kind in fakes else None
+        if kind == "stale":
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]  # closed again: nothing listens there
+        if port is not None:
+            (home / "daemon.json").write_text(json.dumps(
+                {"host": "127.0.0.1", "port": port, "secret": "s", "pid": os.getpid()}))  # fmt: skip
+        out[kind] = home
+    not_a_dir = root / "file"
+    not_a_dir.write_text("a file, not a folder")
+    out["unusable"] = not_a_dir / "home"  # nothing can be created there: no spawn either
+    yield out
+    for fd in locks:
+        os.close(fd)
+    for f in fakes.values():
+        f.close()
+
+
+def make_case(rng: random.Random, homes: dict[str, Path]) -> dict:
+    kind = rng.choice(list(homes))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATTERN_", "PYTHON", "LC_"))}
+    env["PATTERN_HOME"] = str(homes[kind])
+    for name, values in ENV_CHOICES.items():
+        value = rng.choice(values)
+        if value is not None:
+            env[name] = value
+    slow = kind in ("missing", "stale", "hung")  # the whole deadline is waited out
+    deadline = rng.choice(SHORT if slow else ANY)
+    if deadline is not None:
+        env["PATTERN_HOOK_DEADLINE"] = deadline
+    if rng.random() < 0.2:
+        env.pop("HOME", None)
+    event = rng.choice(EVENTS)
+    return {"kind": kind, "env": env, "event": event, "stdin": stdin_bytes(rng),
+            "deadline": deadline_asked(deadline)}  # fmt: skip
+
+
+def run_case(case: dict) -> tuple[dict, subprocess.CompletedProcess, float]:
+    cmd = [sys.executable, "-S", str(CLIENT)] + (
+        [case["event"]] if case["event"] is not None else []
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, input=case["stdin"], capture_output=True, env=case["env"],
+                          timeout=case["deadline"] + 30)  # fmt: skip
+    return case, proc, time.monotonic() - t0
+
+
+def anchors(homes: dict[str, Path]) -> list[dict]:
+    """Cases every run has: a non-ASCII answer on a cp1252, an ascii and a utf-16 console, and
+    the deadlines ``inf``, ``nan`` and garbage against a daemon that answers or hangs."""
+    valid = json.dumps({"session_id": "fz", "cwd": "/work/app", "prompt": "deploy"}).encode()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PATTERN_", "PYTHON"))}
+    out = []
+    for kind, extra in [("answer", {"PYTHONIOENCODING": "cp1252"}),
+                        ("answer", {"PYTHONIOENCODING": "ascii"}),
+                        ("answer", {"PYTHONIOENCODING": "utf-16", "LC_ALL": "C"}),
+                        ("answer", {"PATTERN_HOOK_DEADLINE": "inf"}),
+                        ("answer", {"PATTERN_HOOK_DEADLINE": "garbage"}),
+                        ("hung", {"PATTERN_HOOK_DEADLINE": "nan"}),
+                        ("hung", {"PATTERN_HOOK_DEADLINE": "0.2"})]:  # fmt: skip
+        env = {**base, "PATTERN_HOME": str(homes[kind]), **extra}
+        out.append({"kind": kind, "env": env, "event": "UserPromptSubmit", "stdin": valid,
+                    "deadline": deadline_asked(extra.get("PATTERN_HOOK_DEADLINE")),
+                    "answers": kind == "answer"})  # fmt: skip
+    return out
+
+
+def test_the_hook_client_exits_0_in_time_on_anything(homes):
+    rng = random.Random(SEED)
+    cases = anchors(homes) + [make_case(rng, homes) for _ in range(CASES)]
+    kinds = {c["kind"] for c in cases}
+    assert kinds == set(homes), kinds  # every kind of daemon is met
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(run_case, cases))
+    for case, proc, took in results:
+        what = (case["kind"], case["event"], {k: v[:40] for k, v in case["env"].items()
+                if k.startswith(("PATTERN_HOOK", "PYTHON", "LC_"))}, case["stdin"][:60])  # fmt: skip
+        assert proc.returncode == 0, (what, proc.stderr.decode(errors="replace")[-2000:])
+        assert b"Traceback" not in proc.stderr, (what, proc.stderr.decode(errors="replace"))
+        assert took < case["deadline"] + START_S, (what, took)
+        if proc.stdout or case.get("answers"):  # UTF-8 JSON, whatever the console's encoding
+            assert case["kind"] == "answer", what
+            assert json.loads(proc.stdout.decode("utf-8")) == OUTPUT, what
