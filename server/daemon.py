@@ -172,6 +172,19 @@ def _serving(rt) -> None:
     rt.start_vectors()
 
 
+def restore_sigchld() -> None:
+    """SIGCHLD back to its default: a daemon started by ``serve``'s bridge inherits its
+    ``SIG_IGN`` (an ignored signal stays ignored across exec), under which the kernel reaps
+    every child at once and ``subprocess`` reads each exit status as 0 (a failed ONNX export
+    would pass for a success). The daemon waits for its children itself."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except ValueError:  # not the main thread (an embedding test): nothing was inherited
+        pass
+
+
 def run_daemon(
     home: Path | None = None,
     http: str | None = None,
@@ -183,6 +196,7 @@ def run_daemon(
     from .hostguard import check_allowed_host
     from .service.config import Settings
 
+    restore_sigchld()
     host, port = ("127.0.0.1", 0)
     if http:
         host, _, p = http.rpartition(":")
