@@ -84,6 +84,18 @@ def mean(rows: list[dict]) -> dict:
     return out
 
 
+def dump_candidates(out, engine: Engine, inst: dict, f: RecordFilter, depth: int = 400) -> None:
+    """One JSON line: the instance's query, gold files and every hybrid candidate chunk
+    (path, title, completed lexical and vector scores, fused score)."""
+    hits = engine.search(inst["query"], f, depth, mode="hybrid")
+    rows = [[h.record.metadata.get("path"), h.record.metadata.get("title") or "",
+             h.explanation.lexical_score, h.explanation.vector_similarity, h.score]
+            for h in hits]  # fmt: skip
+    out.write(json.dumps({"instance_id": inst["instance_id"], "query": inst["query"],
+                          "gold": inst["gold_files"], "chunks": rows}) + "\n")  # fmt: skip
+    out.flush()
+
+
 class FileBaselines:
     """BM25 over path + content and the model over path + start, per file version (cached
     across instances by (path, blob))."""
@@ -125,6 +137,7 @@ def run(args, embedder, rankers: list[str]) -> dict:
     per_instance = []
     base = FileBaselines(embedder, blobs, DEFAULT_MAX_FILE_KB * 1024)
     t_start = time.perf_counter()
+    dump = open(args.dump, "w", encoding="utf-8") if getattr(args, "dump", None) else None
     with tempfile.TemporaryDirectory(prefix="pm-localize-") as tmp:
         ws, home = Path(tmp) / "workspace", Path(tmp) / "store"
         ws.mkdir()
@@ -148,6 +161,8 @@ def run(args, embedder, rankers: list[str]) -> dict:
                     ranked = engine.search_files(inst["query"], f, k=10, mode=ranker)
                     got[ranker] = [g.key for g in ranked]
                 got.update(base.rank(inst["files"], inst["query"]))
+                if dump is not None:
+                    dump_candidates(dump, engine, inst, f)
                 for name, files in got.items():
                     rows[name].append(file_metrics(files, gold))
                 so_far = {n: mean(r) for n, r in rows.items()}
@@ -159,6 +174,8 @@ def run(args, embedder, rankers: list[str]) -> dict:
         finally:
             engine.close()
             shutil.rmtree(ws, ignore_errors=True)
+            if dump is not None:
+                dump.close()
     results = {name: mean(r) for name, r in rows.items()}
     head = f"{'':<16}" + "".join(f"{m:>11}" for m in ("acc@1", "acc@5", "acc@10", "test_top1"))
     print(f"\nfile localization ({len(instances)} instances)\n{head}\n{'-' * len(head)}")

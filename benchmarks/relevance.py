@@ -579,6 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     loc = sub.add_parser("localize", help="which file an issue needs (SWE-bench layout)")
     loc.add_argument("dir")
     loc.add_argument("--details", action="store_true", help="per instance: gold and top files")
+    loc.add_argument("--dump", metavar="JSONL",
+                     help="per instance: every hybrid candidate chunk's path, title and both "
+                          "sides' scores, for offline fusion experiments")  # fmt: skip
     common(loc)
     loc.set_defaults(func=cmd_localize)
 

@@ -497,14 +497,21 @@ class Engine:
     ) -> list[grouping.Group[Hit]]:  # fmt: skip
         """The best ``k`` files for ``query``: the chunk hits (top ``depth``) grouped by their
         ``path`` (:mod:`retrieval.grouping`: best chunk plus a share of the next, a test file
-        below its source unless the query is about tests). A record without a path is a group
-        of its own."""
+        below its source unless the query is about tests, a file the query names in code or
+        whose chunks define a name it writes as code above the rest). A record without a path
+        is a group of its own."""
         hits = self.search(query, f, max(k, depth), mode=mode)
+
+        def path(h: Hit) -> str:
+            return str(h.record.metadata.get("path") or h.record.id)
+
+        defined: dict[str, set[str]] = {}
+        for h in hits:
+            title = str(h.record.metadata.get("title") or "")
+            defined.setdefault(path(h), set()).update(grouping.defined_names(title))
+        tests, named = grouping.test_prior(query), grouping.name_prior(query, defined)
         groups = grouping.group(
-            hits,
-            key=lambda h: str(h.record.metadata.get("path") or h.record.id),
-            score=lambda h: h.score,
-            factor=grouping.test_prior(query),
+            hits, key=path, score=lambda h: h.score, factor=lambda p: tests(p) * named(p)
         )
         return groups[:k]
 

@@ -8,6 +8,14 @@ several places beats one that mentions the words once):
 
 A test file is worth less than the source it exercises unless the query is about tests
 (:func:`about_tests`): its score is multiplied by ``TEST_FACTOR``.
+
+A file the query names in code is worth more: when the query writes a name as code
+(:func:`code_names`: a call ``ccode(x)``, ``snake_case``, ``CamelCase``, a dotted path
+``sympy.printing.latex`` or a file name, anything in backticks) and that name is the file's own
+(``latex.py``) or one its chunks define (``def latex``, ``class LatexPrinter``), the file's score
+is multiplied by ``1 + NAME_BOOST``. An issue text names the function that misbehaves; the file
+that defines it is where the fix usually goes, while the tests and callers that mention it only
+use it.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Generic, TypeVar
 SHARE = 0.1
 TOP = 3
 TEST_FACTOR = 0.8
+NAME_BOOST = 0.3
 
 T = TypeVar("T")
 
@@ -81,6 +90,61 @@ def group(
         out.append(Group(k, total * (factor(k) if factor else 1.0), members))
     out.sort(key=lambda g: -g.score)
     return out
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_CAMEL = re.compile(r"[a-z0-9][A-Z]")
+_DEFINES = re.compile(
+    r"\b(?:def|class|function|func|fn|interface|struct|enum|trait|type)\s+([A-Za-z_$][\w.$]*)"
+)
+
+
+def code_names(query: str) -> frozenset[str]:
+    """The names ``query`` writes as code, lower-cased: an identifier that is called
+    (``ccode(``), has an underscore or an inner capital (``snake_case``, ``CamelCase``), is
+    dotted (``sympy.printing.latex``, ``latex.py``) or stands in backticks; each dotted part of
+    three or more characters counts."""
+    out: set[str] = set()
+    for m in _IDENT.finditer(query):
+        name, start, end = m.group(0), m.start(), m.end()
+        codey = (
+            "_" in name
+            or "." in name
+            or _CAMEL.search(name) is not None
+            or query[end : end + 1] == "("
+            or query[start - 1 : start] == "`"
+        )
+        if codey:
+            out.update(part.lower() for part in name.split(".") if len(part) >= 3)
+    return frozenset(out)
+
+
+def defined_names(title: str) -> set[str]:
+    """The names a chunk's title says it defines (``def Printer._print_Add, class Foo``): the
+    last dotted part of each, lower-cased."""
+    return {n.rsplit(".", 1)[-1].lower() for n in _DEFINES.findall(title or "")}
+
+
+def path_stem(path: str) -> str:
+    """A path's file name without its extension, lower-cased (``sympy/printing/latex.py`` ->
+    ``latex``)."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.split(".", 1)[0].lower()
+
+
+def names_match(names: frozenset[str], path: str, defined: set[str]) -> bool:
+    """The query names (``names``, from :func:`code_names`) the file at ``path`` or a name its
+    chunks define."""
+    return bool(names) and (path_stem(path) in names or not names.isdisjoint(defined))
+
+
+def name_prior(
+    query: str, defined: dict[str, set[str]], boost: float = NAME_BOOST
+) -> Callable[[str], float]:
+    """The multiplier of a file's score: ``1 + boost`` when the query names it in code
+    (:func:`names_match`; ``defined``: path -> the names its chunks define), else 1."""
+    names = code_names(query)
+    return lambda path: 1.0 + boost if names_match(names, path, defined.get(path, set())) else 1.0
 
 
 def test_prior(query: str, factor: float = TEST_FACTOR) -> Callable[[str], float]:

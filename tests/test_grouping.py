@@ -141,3 +141,61 @@ def test_recall_over_a_workspace_puts_source_before_tests(workspace_engine):
     res = recall(svc, who, RecallInput(query="what does test_retry check?"))
     test_item = next(i for i in res.items if i.location.startswith("tests/test_retry.py"))
     assert "test_file" not in test_item.explanation["boosts"]
+
+
+@pytest.mark.parametrize(
+    "query,names",
+    [
+        ("ccode(sinc(x)) doesn't work", {"ccode", "sinc"}),
+        ("the LatexPrinter in sympy.printing.latex is wrong", {"latexprinter", "sympy",
+                                                               "printing", "latex"}),
+        ("`Mul` and parse_expr break on latex.py", {"mul", "parse_expr", "latex"}),
+        ("the printer is wrong, e.g. for x", set()),  # prose is not code
+        ("it(is) a b.c", set()),  # parts shorter than three characters do not count
+    ],
+)  # fmt: skip
+def test_code_names(query, names):
+    assert grouping.code_names(query) == names
+
+
+def test_defined_names_and_path_stem():
+    assert grouping.defined_names("def Printer._print_Add, class Foo") == {"_print_add", "foo"}
+    assert grouping.defined_names("Installation") == set()  # a markdown heading defines nothing
+    assert grouping.path_stem("sympy/printing/latex.py") == "latex"
+    prior = grouping.name_prior("latex(x) is wrong", {"a/printer.py": {"latex"}})
+    assert prior("sympy/printing/latex.py") == prior("a/printer.py") == 1 + grouping.NAME_BOOST
+    assert prior("a/other.py") == 1.0
+
+
+CALLER = """
+def close_order(order):
+    if order.partial:
+        return refund(order)
+    refund(order)
+    refund(order.shipping)
+    return order
+"""
+
+
+def test_the_file_defining_a_called_name_scores_more(workspace_engine, tmp_path):
+    engine, ingestor = workspace_engine
+    ws = tmp_path / "ws"
+    (ws / "orders.py").write_text(CALLER)
+    ingestor.run(ws)
+    f = RecordFilter(buckets=[ingestor.bucket], kinds=[Kind.chunk])
+    q = "refund(order) returns None for a partial order"
+    raw = {g.key: g.score for g in grouping.group(
+        engine.search(q, f, 200), key=lambda h: h.record.metadata["path"],
+        score=lambda h: h.score)}  # fmt: skip
+    files = {g.key: g.score for g in engine.search_files(q, f, k=5)}
+    assert files["payments/refunds.py"] == pytest.approx(
+        (1 + grouping.NAME_BOOST) * raw["payments/refunds.py"]
+    )
+    assert files["orders.py"] == pytest.approx(raw["orders.py"])  # it calls refund only
+    assert list(files.values()) == sorted(files.values(), reverse=True)
+    svc = MemoryService(engine)
+    res = recall(svc, Identity(project_id="shop", agent_id="dev"), RecallInput(query=q))
+    item = next(i for i in res.items if i.location.startswith("payments/refunds.py"))
+    assert item.explanation["boosts"]["code_name"] > 0
+    caller = next(i for i in res.items if i.location.startswith("orders.py"))
+    assert "code_name" not in caller.explanation["boosts"]

@@ -13,7 +13,10 @@ Citations: an item whose cited code changed or was deleted since it was written 
 "cited code changed since this was written (path:lines)".
 Workspace chunks: a chunk of a test file (``retrieval.grouping.is_test_path``) scores
 ``grouping.TEST_FACTOR`` (0.8) times its score unless the query is about tests, so the source a
-question is about comes before the tests that exercise it; shown as the ``test_file`` boost.
+question is about comes before the tests that exercise it; shown as the ``test_file`` boost. A
+chunk of a file the query names in code, or one that defines a name the query writes as code
+(``grouping.names_match``: ``latex.py`` or ``def latex`` for "``latex(x)`` prints ..."), scores
+``1 + grouping.NAME_BOOST`` (1.3) times its score; shown as the ``code_name`` boost.
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
@@ -141,16 +144,20 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         mode = "hybrid" if svc.engine.embedder else "lexical"
         mode = f"{mode} ({fallback})" if fallback else mode
     scores: dict[str, float] = {}
-    prior = grouping.test_prior(args.query)
+    prior, names = grouping.test_prior(args.query), grouping.code_names(args.query)
     for h in hits:
         b = boosts(h.record, now)
         scores[h.record.id] = h.score + sum(b.values())
-        factor = (
-            prior(str(h.record.metadata.get("path") or "")) if h.record.kind is Kind.chunk else 1.0
-        )
-        if factor != 1.0:
-            b["test_file"] = round(scores[h.record.id] * (factor - 1.0), 4)
-            scores[h.record.id] *= factor
+        if h.record.kind is Kind.chunk:
+            path = str(h.record.metadata.get("path") or "")
+            title = str(h.record.metadata.get("title") or "")
+            if grouping.names_match(names, path, grouping.defined_names(title)):
+                b["code_name"] = round(scores[h.record.id] * grouping.NAME_BOOST, 4)
+                scores[h.record.id] *= 1.0 + grouping.NAME_BOOST
+            factor = prior(path)
+            if factor != 1.0:
+                b["test_file"] = round(scores[h.record.id] * (factor - 1.0), 4)
+                scores[h.record.id] *= factor
         h.explanation.boosts = b
     citations = cited(svc, who, hits, scores)
     ordered, dropped = diversify(svc, hits, scores)
