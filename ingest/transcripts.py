@@ -500,7 +500,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
 def _entry(line: bytes) -> dict | None:
     try:
         entry = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser
         return None
     return entry if isinstance(entry, dict) else None
 

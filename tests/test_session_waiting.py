@@ -157,6 +157,8 @@ def test_a_line_too_long_to_parse_is_skipped_without_holding_it(engine, tmp_path
     w = TranscriptWriter(tmp_path / "s.jsonl")
     w.user("before")
     w.user("x" * 50_000)  # longer than the cap: a bad line
+    with open(w.path, "a") as fh:
+        fh.write("[" * 5_000 + "\n")  # nested beyond the JSON parser: a bad line too
     w.user("after")
     report = ix.index_file(WHO, w.path, flush=True)
     assert report.done and contents(ix.svc) == ["Prompt: before", "Prompt: after"]
