@@ -493,9 +493,10 @@ class Engine:
 
     def search_files(
         self, query: str, f: RecordFilter | None = None, k: int = 10, mode: str = "hybrid",
-        depth: int = 200,
+        depth: int = 400,
     ) -> list[grouping.Group[Hit]]:  # fmt: skip
-        """The best ``k`` files for ``query``: the chunk hits (top ``depth``) grouped by their
+        """The best ``k`` files for ``query``: the chunk hits (top ``depth``: a file needs its
+        defining chunk among them for the name factor, so deeper than a recall) grouped by their
         ``path`` (:mod:`retrieval.grouping`: best chunk plus a share of the next, a test file
         below its source unless the query is about tests, a file the query names in code or
         whose chunks define a name it writes as code above the rest). A record without a path
