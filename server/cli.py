@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,46 @@ def _runtime(background: bool = False):
     from .service.runtime import Runtime
 
     return Runtime.start(background=background)
+
+
+class _Owner:
+    """Who writes the store for this command: this process (``lock`` held) or the daemon
+    that owns it (``daemon``: its daemon.json). See server/ownership.py."""
+
+    def __init__(self, command: str) -> None:
+        from .ownership import take
+        from .service.config import Settings
+
+        self.command = command
+        self.settings = Settings.from_env()
+        got = take(self.settings.home, command)
+        self.lock, self.daemon = (None, got) if isinstance(got, dict) else (got, None)
+
+    def refuse_if_daemon(self, instead: str = "") -> None:
+        if self.daemon is not None:
+            from .ownership import refuse
+
+            refuse(self.settings.home, self.daemon, self.command, instead)
+
+    def call(self, tool: str, args: dict, project: str | None = None) -> dict:
+        from .ownership import call_tool
+        from .service.identity import identity_from_env
+
+        who = identity_from_env(os.environ, self.settings.cwd)
+        if project:
+            who = who.model_copy(update={"project_id": project})
+        return call_tool(self.daemon, who, tool, {k: v for k, v in args.items() if v is not None})
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+
+def _sole(command: str, instead: str = "") -> _Owner:
+    """The store lock for a command that has no way through a daemon (refused under one)."""
+    owner = _Owner(command)
+    owner.refuse_if_daemon(instead)
+    return owner
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -141,6 +182,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Store the paragraphs of README.md and docs/ as team memories, then recall."""
     from .service.demo import ask, doc_files, store_docs
 
+    owner = _sole("demo", "Its `remember` and `recall` tools do the same through the daemon. ")
+    try:
+        return _demo(args, ask, doc_files, store_docs)
+    finally:
+        owner.release()
+
+
+def _demo(args, ask, doc_files, store_docs) -> int:
     rt = _runtime(background=True)  # the status line below prints while the model loads
     root = Path(args.root).resolve()
     who = rt.identity
@@ -169,61 +218,105 @@ def cmd_recall(args: argparse.Namespace) -> int:
     from .service.models import RecallInput
     from .service.recall import recall
 
-    rt = _runtime()
-    rt.wait_ready()
-    res = recall(rt.service, rt.identity, RecallInput(query=args.query, budget=args.budget))
+    owner = _Owner("recall")
+    try:
+        if owner.daemon is not None:  # the daemon answers (its model is loaded already)
+            data = owner.call("recall", {"query": args.query, "budget": args.budget})
+            if args.json:
+                print(json.dumps(data, indent=2, ensure_ascii=False))
+            else:
+                print(data.get("text") or "(nothing relevant)")
+            return 0
+        rt = _runtime()
+        rt.wait_ready()
+        res = recall(rt.service, rt.identity, RecallInput(query=args.query, budget=args.budget))
+        rt.close()
+    finally:
+        owner.release()
     if args.json:
         print(res.model_dump_json(indent=2))
     else:
         print(res.text or "(nothing relevant)")
-    rt.close()
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .service.transfer import export_memories
 
-    rt = _runtime()
-    dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
-    res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
+    owner = _sole("export", "Its `export-memories` tool exports through the daemon. ")
+    try:
+        rt = _runtime()
+        dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
+        res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
+        rt.close()
+    finally:
+        owner.release()
     print(res.model_dump_json())
-    rt.close()
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from .service.transfer import import_memories
 
-    rt = _runtime()
-    dirs = [*rt.settings.allowed_for(rt.identity), Path(args.file).resolve().parent]
-    rt.wait_ready()
-    res = import_memories(rt.service, rt.identity, dirs, args.file, args.overwrite)
+    owner = _Owner("import")
+    try:
+        if owner.daemon is not None:  # the daemon's rules: the file must be in allowed dirs
+            args_ = {"inputPath": str(Path(args.file).resolve()),
+                     "overwriteExisting": args.overwrite}  # fmt: skip
+            print(json.dumps(owner.call("import-memories", args_), ensure_ascii=False))
+            return 0
+        rt = _runtime()
+        dirs = [*rt.settings.allowed_for(rt.identity), Path(args.file).resolve().parent]
+        rt.wait_ready()
+        res = import_memories(rt.service, rt.identity, dirs, args.file, args.overwrite)
+        rt.close()
+    finally:
+        owner.release()
     print(res.model_dump_json())
-    rt.close()
     return 0
 
 
 def cmd_import_graph(args: argparse.Namespace) -> int:
     """memory.jsonl of the official memory server and/or the lessons fork's lesson.json."""
-    rt = _runtime()
-    rt.wait_ready()
-    res = rt.graphs.import_files(rt.identity, args.files, args.scope)
+    owner = _sole(
+        "import-graph", "Its `create_entities`, `create_relations` and `create_lesson` tools "
+        "write a graph through the daemon. ",
+    )  # fmt: skip
+    try:
+        rt = _runtime()
+        rt.wait_ready()
+        res = rt.graphs.import_files(rt.identity, args.files, args.scope)
+        rt.close()
+    finally:
+        owner.release()
     print(res.model_dump_json(indent=2 if res.skipped else None))
-    rt.close()
     return 0
 
 
 def cmd_export_graph(args: argparse.Namespace) -> int:
-    rt = _runtime()
-    res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope)
+    owner = _sole("export-graph", "Its `read_graph` tool reads the graph through the daemon. ")
+    try:
+        rt = _runtime()
+        res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope)
+        rt.close()
+    finally:
+        owner.release()
     print(res.model_dump_json())
-    rt.close()
     return 0
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from .service.errors import PatternError
     from .service.maintenance import reindex
+
+    owner = _sole("reindex")
+    try:
+        return _reindex(args, reindex)
+    finally:
+        owner.release()
+
+
+def _reindex(args, reindex) -> int:
+    from .service.errors import PatternError
 
     rt = _runtime(background=False)
     try:
@@ -241,18 +334,24 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest a folder's files as searchable chunks; the model loads only if something changed."""
+    from ingest.pipeline import IngestReport
     from ingest.progress import ProgressPrinter, summary
 
-    from .daemon import StoreLock
     from .service.config import Settings
     from .service.runtime import Runtime
     from .service.workspace import check_root, ingest_workspace, watch_workspace
 
     settings = Settings.from_env()
     root = check_root(args.path, settings.allowed_dirs, settings.cwd)  # this process = caller
-    # one owner per store: when a daemon holds it, say so (its ingest_workspace tool does this)
-    lock = StoreLock(settings.home, "pattern-memory ingest")
-    lock.acquire()
+    owner = _Owner("ingest")  # one writer per store: this process, or the daemon that owns it
+    if owner.daemon is not None:
+        if args.watch:
+            owner.refuse_if_daemon("Without --watch it ingests through the daemon. ")
+        data = owner.call("ingest_workspace", {"path": str(root), "maxFileKb": args.max_file_kb},
+                          project=args.project)  # fmt: skip
+        report = IngestReport.model_validate(data)
+        print(report.model_dump_json(indent=2) if args.json else summary(report), flush=True)
+        return 130 if report.interrupted else 0
     rt = Runtime.start(model="on_demand")
     who = rt.identity
     if args.project:
@@ -274,18 +373,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             return 130 if report.interrupted else 0
     finally:
         rt.close()
-        lock.release()
+        owner.release()
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from .service.maintenance import health, orphan_vectors
 
-    rt = _runtime(background=False)  # the orphan count needs the model and the vector index
-    res = health(rt.service, rt.identity, rt.model_error, store_wide=True)  # the machine's user
-    res.orphanVectors = orphan_vectors(rt.service)
+    owner = _sole("stats", "Its `pattern_health` tool reports through the daemon. ")
+    try:
+        rt = _runtime(background=False)  # the orphan count needs the model and the vector index
+        res = health(rt.service, rt.identity, rt.model_error, store_wide=True)  # the machine's user
+        res.orphanVectors = orphan_vectors(rt.service)
+        rt.close()
+    finally:
+        owner.release()
     print(res.model_dump_json(indent=2))
-    rt.close()
     return 0
 
 
@@ -323,17 +426,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
     action = actions[0] if actions else "list"
     if action == "update" and not args.content:
         raise InvalidInput("--update needs --content (the corrected text)")
-    rt = Runtime.start(model="on_demand")  # the model loads only to embed an update
+    owner = _Owner("verify")
     try:
-        if action == "update":
-            rt.wait_ready()
-        res = verify(
-            rt.service, rt.identity, action, getattr(args, action) if actions else None,
-            content=args.content, expected_revision=args.expected_revision,
-            include_moved=args.include_moved, limit=args.limit, force=args.force,
-        )  # fmt: skip
+        if owner.daemon is not None:
+            from .service.verify import VerifyResult
+
+            data = owner.call("verify-memories", {
+                "action": action, "memoryId": getattr(args, action) if actions else None,
+                "content": args.content, "expectedRevision": args.expected_revision,
+                "includeMoved": args.include_moved, "limit": args.limit, "force": args.force,
+            })  # fmt: skip
+            res = VerifyResult.model_validate(data)
+        else:
+            rt = Runtime.start(model="on_demand")  # the model loads only to embed an update
+            try:
+                if action == "update":
+                    rt.wait_ready()
+                res = verify(
+                    rt.service, rt.identity, action, getattr(args, action) if actions else None,
+                    content=args.content, expected_revision=args.expected_revision,
+                    include_moved=args.include_moved, limit=args.limit, force=args.force,
+                )  # fmt: skip
+            finally:
+                rt.close()
     finally:
-        rt.close()
+        owner.release()
     if args.json:
         print(res.model_dump_json(indent=2))
     else:
@@ -348,14 +465,18 @@ def cmd_compact_changes(args: argparse.Namespace) -> int:
     from .service.changes import compact
     from .service.runtime import Runtime
 
-    rt = Runtime.start(model="off")  # no model, no Chroma
+    owner = _sole("compact-changes")
     try:
-        if args.before_seq is not None:
-            res = compact(rt.service, before_seq=args.before_seq)
-        else:
-            res = compact(rt.service, older_than=timedelta(days=args.older_than_days))
+        rt = Runtime.start(model="off")  # no model, no Chroma
+        try:
+            if args.before_seq is not None:
+                res = compact(rt.service, before_seq=args.before_seq)
+            else:
+                res = compact(rt.service, older_than=timedelta(days=args.older_than_days))
+        finally:
+            rt.close()
     finally:
-        rt.close()
+        owner.release()
     print(res.model_dump_json())
     return 0
 

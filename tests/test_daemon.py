@@ -416,3 +416,76 @@ def test_serve_starts_the_daemon_before_its_own_imports_and_only_once(tmp_path):
         while read_info(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.05)
     assert read_info(tmp_path) is None
+
+
+def _rows(home: Path) -> tuple[int, int]:
+    """(records, change-stream rows) of the store, read without writing."""
+    with sqlite3.connect(f"file:{home / 'pattern.sqlite3'}?mode=ro", uri=True) as conn:
+        return (conn.execute("SELECT count(*) FROM records").fetchone()[0],
+                conn.execute("SELECT count(*) FROM changes").fetchone()[0])  # fmt: skip
+
+
+def test_cli_commands_go_through_the_daemon_or_refuse(tmp_path, monkeypatch, capsys):
+    """While a daemon owns the store no CLI command writes its files: recall, import, verify
+    and ingest go through the daemon (its local secret, this shell's identity); the commands
+    without a tool (demo, compact-changes, reindex, import-graph, export, stats) refuse."""
+
+    home = tmp_path / "home"
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "README.md").write_text(
+        "# Shop\n\nThe checkout service retries card payments three times.\n\n"
+        "Refunds are processed nightly by the ledger job.\n", encoding="utf-8"
+    )  # fmt: skip
+    home.mkdir()
+    proc = start_daemon(home)
+    try:
+        _cli_under_a_daemon(home, proj, read_info(home), monkeypatch, capsys)
+    finally:
+        stop(proc)
+
+
+def _cli_under_a_daemon(home: Path, proj: Path, info: dict, monkeypatch, capsys) -> None:
+    from server.cli import main
+
+    for k, v in {"PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+                 "PATTERN_PROJECT_ID": "p1", "PATTERN_AGENT_ID": "shell"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("PATTERN_ALLOWED_DIRS", raising=False)
+    monkeypatch.chdir(proj)
+    before = _rows(home)
+    for argv in (["demo"], ["compact-changes", "--before-seq", "1000"], ["reindex"],
+                 ["import-graph", str(proj / "graph.jsonl")], ["export"], ["stats"]):  # fmt: skip
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "owns store" in err and "second writer" in err and "pattern-memory stop" in err
+        assert _rows(home) == before, argv
+    # through the daemon: ingest, import, recall, verify
+    assert main(["ingest", str(proj)]) == 0
+    assert "1 indexed" in capsys.readouterr().out
+    backup = proj / "backup.json"
+    backup.write_text(json.dumps({"version": 1, "memories": [{
+        "id": "00000000-0000-4000-8000-000000000001", "agentId": "x", "projectId": "y",
+        "scope": "private", "category": "longterm", "content": "Invoices go out on the 1st.",
+        "metadata": {}, "createdAt": "2030-01-01T00:00:00Z", "updatedAt": "2030-01-01T00:00:00Z",
+    }]}), encoding="utf-8")  # fmt: skip
+    assert main(["import", str(backup)]) == 0
+    assert '"imported":1' in capsys.readouterr().out.replace(" ", "")
+    assert main(["recall", "when do invoices go out"]) == 0
+    assert "Invoices go out on the 1st." in capsys.readouterr().out
+    assert main(["verify"]) == 0
+    assert "stale of" in capsys.readouterr().out
+    # the daemon wrote them, as the shell's agent
+    status, body = call(info, envelope_for(info, "shell"), "recall",
+                        {"query": "invoices go out"})  # fmt: skip
+    assert status == 200 and "Invoices go out" in body["result"]["structuredContent"]["text"]
+    # a watch would outlive the daemon's answer: refused, not run beside it
+    assert main(["ingest", str(proj), "--watch"]) == 2
+    assert "owns store" in capsys.readouterr().err
+
+
+def envelope_for(info: dict, agent: str) -> dict:
+    from server.auth import envelope_headers
+    from server.service.identity import Identity
+
+    return envelope_headers(Identity(project_id="p1", agent_id=agent), info["secret"])
