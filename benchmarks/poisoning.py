@@ -1,7 +1,8 @@
 """Memory poisoning: how often the write-time injection scan flags benign text, and how often it
 catches attacks.
 
-    python benchmarks/poisoning.py [--data DIR] [--cases FILE] [--json OUT] [--show N]
+    python benchmarks/poisoning.py [--data DIR] [--cases FILE] [--bipia DIR] [--json OUT]
+                                   [--show N]
 
 Benign corpora (every text is scanned as the write policy scans a record: its content, and its
 context when it has one):
@@ -18,7 +19,12 @@ markup (some inside code blocks), hidden characters and obfuscations, eight lang
 negatives (``attack: false``: documents about prompt injection, a README that says "you must
 run make test", emoji with joiners, …) must not be flagged and are reported on their own line.
 
-JSON keys: ``flagged_rate_benign``, ``caught_rate_adversarial``, ``n_benign``,
+Public attacks (``--bipia DIR``, a local checkout of microsoft/BIPIA; see
+``benchmarks/public_attacks.py``): its text and code attack instructions, written by others and
+kept apart from the adversarial set. They are scored as the adversarial set is, per source and per
+category; ``caught_rate_public`` is the rate over all of them (duplicates counted once).
+
+JSON keys: ``flagged_rate_benign``, ``caught_rate_public`` (with ``--bipia``), ``caught_rate_adversarial``, ``n_benign``,
 ``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives and misses
 (so they can be judged), the secret scan's flag rate over the same benign texts, and the scan
 cost per text.
@@ -38,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow the package)
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.public_attacks import bipia  # noqa: E402
 from ingest.chunkers import chunk_text  # noqa: E402
 from ingest.pipeline import IngestOptions  # noqa: E402
 from ingest.walker import Walker, decode_text  # noqa: E402
@@ -51,6 +58,9 @@ EXCLUDE = frozenset(
         "tests/test_injection.py",
         "tests/test_write_policy.py",
         "tests/test_framing.py",
+        "tests/test_write_policy_tools.py",
+        "tests/test_injection_intent.py",
+        "server/service/injection.py",  # the rule table
     }
 )
 TARGET_BENIGN = 0.005
@@ -121,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=default_data())
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--repo", type=Path, default=ROOT)
+    ap.add_argument("--bipia", type=Path, help="A microsoft/BIPIA checkout (public attacks).")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--show", type=int, default=50, help="False positives/misses to print.")
     args = ap.parse_args(argv)
@@ -180,9 +191,34 @@ def main(argv: list[str] | None = None) -> int:
             )
     caught = len(attacks) - len(misses)
 
+    public: dict[str, Counter] = defaultdict(Counter)
+    public_misses: list[dict] = []
+    if args.bipia:
+        seen: set[str] = set()
+        for a in bipia(args.bipia):
+            if a.text in seen:
+                continue
+            seen.add(a.text)
+            hit = bool(injection.verdict(a.text).suspicious)
+            for key in (a.source, f"{a.source}: {a.category}"):
+                public[key]["n"] += 1
+                public[key]["caught"] += hit
+            if not hit:
+                public_misses.append({"source": a.source, "category": a.category,
+                                      "text": a.text[:160]})  # fmt: skip
+    n_public = sum(v["n"] for k, v in public.items() if ":" not in k)
+    caught_public = sum(v["caught"] for k, v in public.items() if ":" not in k)
+
     result = {
         "flagged_rate_benign": round(flagged_benign / max(1, n_benign), 5),
         "caught_rate_adversarial": round(caught / max(1, len(attacks)), 4),
+        **(
+            {"caught_rate_public": round(caught_public / n_public, 4), "n_public": n_public}
+            if n_public
+            else {}
+        ),
+        "per_public_source": {k: dict(v) for k, v in sorted(public.items())},
+        "public_misses": public_misses,
         "n_benign": n_benign,
         "n_adversarial": len(attacks),
         "flagged_benign": flagged_benign,
@@ -220,6 +256,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {split}: {k['caught']}/{k['attacks']} attacks caught, "
             f"{k['negatives_flagged']}/{k['negatives']} hard negatives flagged"
+        )
+    if n_public:
+        print(f"\n{'public attacks (BIPIA)':<58}{'cases':>7}{'caught':>8}{'rate':>8}")
+        for key, k in sorted(public.items()):
+            label = key if ":" in key else f"{key} (all)"
+            print(f"{label[:57]:<58}{k['n']:>7}{k['caught']:>8}{k['caught'] / k['n']:>8.0%}")
+        print(
+            f"{'public (all)':<58}{n_public:>7}{caught_public:>8}"
+            f"{result['caught_rate_public']:>8.1%}"
         )
     print(
         f"\nsecret scan over the same benign texts: {result['secret_flagged_rate_benign']:.2%}; "

@@ -618,6 +618,159 @@ _RULES: tuple[_Rule, ...] = (
         "decode",
     ),
 )
+# ---------------------------------------------------------------- intents
+# An instruction to the reader plus an out-of-task action, in imperative or polite form ("I'd
+# like you to turn off the checks", a request to hand over keys, a request to change how the
+# reply is written, code to be slipped into the reply before a snippet that opens a socket).
+# The rules name what is asked, not the attacker's wording.
+_ASK = (
+    r"(?:i'?d (?:like|want|love) (?:you|for you) to|i would (?:like|want) you to|"
+    r"i (?:want|need) you to|we (?:want|need) you to|please|kindly|make sure (?:to|you)|"
+    r"be sure to|remember to|go ahead and|you (?:should|must|need to|have to|are to|will|shall)|"
+    r"could you|can you|would you|your (?:job|task) (?:is|will be) to|it'?s fine to|"
+    r"feel free to|don't forget to|do not forget to)"
+)
+_TESTS = (
+    r"(?:tests?|test suite|testing|checks?|ci|pipeline|hooks?|pre-commit|linters?|linting|"
+    r"type ?checks?|verification|code review|reviews?|signing|2fa|mfa|audit(?:ing| logs?)?|"
+    r"logging|guardrails?|safeguards?|safety checks?|security checks?|scanners?|monitoring|"
+    r"the firewall|antivirus|branch protection)"
+)
+_SENSITIVE = (
+    r"(?:credentials?|tokens?|api[ _-]?keys?|passwords?|passphrases?|secrets?|\.env\b|"
+    r"ssh(?: keys?)?|private keys?|cookies?|env(?:ironment)? variables|session ids?|"
+    r"aws_\w+|id_rsa|keychain|wallet|seed phrase|personal data|customer data|the database)"
+)
+_S = r"[^.!?\n]{0,80}?"  # within one sentence
+_INTENT: tuple[_Rule, ...] = (
+    _rule(
+        "intent",
+        MEDIUM,
+        rf"\b{_ASK}{_S}\b(?:disable|skip|turn off|switch off|comment out|delete|remove|bypass|"
+        rf"silence|xfail|mute|circumvent|get around|work around|deactivate|suppress)\b"
+        rf"(?:[ -]\w+){{0,3}} {_TESTS}\b",
+        "disable skip turn switch comment delete remove bypass silence xfail mute circumvent "
+        "around deactivate suppress",
+        mentionable=False,
+    ),
+    _rule(
+        "intent",
+        STRONG,
+        rf"\b{_ASK}{_S}\b(?:send|upload|post|forward|e-?mail|exfiltrate|transmit|copy|leak|share|"
+        rf"paste|dump|publish|push)\b{_S}(?<!\w){_SENSITIVE}"
+        rf"|\b{_ASK}{_S}\b(?:ignore|disregard|override|overrule|forget|skip)\b(?: \w+){{0,2}} "
+        rf"(?:the user'?s?|what the user|your (?:instructions|rules|guidelines|task)|the "
+        rf"(?:original|actual|real|user'?s?) (?:task|request|question|instructions))",
+        "send upload post forward email mail exfiltrate transmit copy leak share paste dump "
+        "publish push ignore disregard override overrule forget skip",
+        mentionable=False,
+    ),
+    _rule(
+        "intent",
+        MEDIUM,
+        rf"\b(?:send|upload|post|forward|e-?mail|exfiltrate|transmit|leak)\b{_S}(?<!\w){_SENSITIVE}"
+        rf"{_S}\b(?:to|at) (?:https?://|[\w.-]+@[\w-]+\.|an? (?:external|remote|outside)|"
+        rf"my (?:server|email|address|endpoint))"
+        rf"|\b{_ASK}{_S}\b(?:change|reset|rotate|replace|add|grant|give)\b{_S}"
+        rf"(?:password|credentials|api key|ssh key|admin (?:rights|access)|sudo|permissions|"
+        rf"deploy key|owner)"
+        rf"|\b{_ASK}{_S}\b(?:force[- ]push|push (?:directly |straight )?to (?:main|master|"
+        rf"production|prod))\b",
+        "send upload post forward email mail exfiltrate transmit leak change reset rotate "
+        "replace add grant give force push",
+        mentionable=False,
+    ),
+    _rule(  # hiding it from the person the assistant serves
+        "concealment",
+        MEDIUM,
+        r"\b(?:no need to|there'?s no need to|don't|do not|never|without|you needn't|"
+        r"don't bother to|do not bother to) (?:mention|mentioning|tell|telling|inform|informing|"
+        r"notify|notifying|flag|flagging|bring(?:ing)? (?:it |this |that )?up|report|reporting|let)\b"
+        r"(?: (?:it|this|that|anything|them|him|her))?(?: (?:to|about it to|with))? "
+        r"(?:the user|the users|the human|the developer|the team|the maintainers?|anyone|"
+        r"the owner|the reviewer|them|him|her)\b",
+        "mention mentioning tell telling inform informing notify notifying flag flagging bring "
+        "bringing report reporting let",
+        mentionable=False,
+    ),
+    _rule(  # the reply itself rewritten or extended: addressed to the model that answers
+        "intent",
+        STRONG,
+        r"\b(?:in|into|to|within|throughout|of|with|using|at the (?:end|start|beginning) of|"
+        r"(?:add|include|insert|integrate|incorporate|embed|append|prepend|weave|inject|encode|"
+        r"encrypt|translate|reverse|rewrite|convert|format|express|represent|end|begin|start|"
+        r"conclude|present|compose|phrase|structure|modify|enhance|augment|provide|apply|"
+        r"introduce|give|deliver|write|render|output|display|scramble|shift|group|sign|"
+        r"replace|substitute|spell|misspell|rearrange|jumble|combine|remove|invert|"
+        r"anagram))\b(?: \w+){0,2} your (?:response|answer|reply|output|responses|answers|"
+        r"replies|message|elucidation)s?\b"
+        r"|(?:^|[.!?:]\s+|\n)\s*(?:please |can you |could you )?(?:reply|respond|answer) "
+        r"(?:in|using|with|only in|entirely in)\b",
+        "response answer reply output responses answers replies message elucidation respond",
+        mentionable=False,
+    ),
+    _rule(  # code to be slipped into the reader's output
+        "intent",
+        MEDIUM,
+        r"\b(?:following|below|subsequent|this|above|given|provided|next) (?:code|snippet|"
+        r"code snippet|code block|code excerpt|code segment|code fragment|code section|script|"
+        r"lines? of code|piece of code|function)\b[^.!?\n]{0,100}?\b(?:your|the code you)"
+        r" (?:code|response|solution|implementation|codebase|program|script|answer|output|"
+        r"algorithm|project|function|application|app|software|elucidation|develop|write)\b"
+        r"|\byour (?:code|response|solution|implementation|codebase|program|answer|algorithm)\b"
+        r"[^.!?\n]{0,100}?\b(?:following|below|subsequent) (?:code|snippet|code snippet|"
+        r"code block|code excerpt|code segment|code section|script)\b"
+        r"|\b(?:utilize|use|integrate|include|incorporate|embed|merge|execute|run|add|insert|"
+        r"leverage|apply|deploy) the (?:following|below|subsequent) (?:code|snippet|"
+        r"code snippet|code block|code excerpt|code segment|code section)\b[^\n]{0,40}:\s*"
+        r"\n\s*```",
+        "following below subsequent this above given provided next",
+        mentionable=False,
+    ),
+    _rule(  # code that reaches the network, the shell or the user's files
+        "action",
+        MEDIUM,
+        r"\brequests\.(?:post|put|get)\(|\bsocket\.socket\(|\bsubprocess\.\w+\(|"
+        r"\bos\.system\(|\bshutil\.rmtree\(|\burllib\.request\b|\bpyautogui\b|\bpynput\b|"
+        r"\bkeyboard\.on_|\bgetpass\.getuser\(|\bfernet\b|\bos\.remove\(|\bparamiko\b|"
+        r"\bctypes\.windll\b|\bsmtplib\b|\bftplib\b|\bhttp\.(?:client|cookiejar)\b|"
+        r"\bhttpx\b|\baiohttp\b|\bpexpect\b|\bpyperclip\b|\bpaho\b|\btwisted\b|"
+        r"/etc/(?:hosts|passwd|shadow)\b|\bdd if=|\bos\.rename\(|\bos\.walk\(",
+        "",
+        subs=(
+            "requests.",
+            "socket.",
+            "subprocess.",
+            "os.system",
+            "shutil.rmtree",
+            "urllib",
+            "pyautogui",
+            "pynput",
+            "keyboard.",
+            "getpass",
+            "fernet",
+            "os.remove",
+            "paramiko",
+            "ctypes",
+            "smtplib",
+            "ftplib",
+            "http.",
+            "httpx",
+            "aiohttp",
+            "pexpect",
+            "pyperclip",
+            "paho",
+            "twisted",
+            "/etc/",
+            "dd if=",
+            "os.rename",
+            "os.walk",
+        ),  # fmt: skip
+        need="following below subsequent your",
+        mentionable=False,
+    ),
+)
+_RULES = _RULES + _INTENT
 _OVERRIDES = tuple(r for r in _RULES if r.kind in ("override", "jailbreak", "addressed"))
 
 # ---------------------------------------------------------------- markup (not mentionable)
