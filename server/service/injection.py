@@ -31,6 +31,13 @@ once: one strong finding, a medium one and another, or two weak ones of differen
 * ``obfuscated`` — an override phrase found only after undoing an obfuscation: homoglyphs
   (Cyrillic/Greek letters inside Latin words), leetspeak, letter spacing, base64, text smuggled
   in tag characters.
+* ``intent`` — a request to the reader ("I'd like you to", "please", "make sure to", "you
+  should", an imperative aimed at "your response / answer") paired with an out-of-task action:
+  turning off tests or checks, sending credentials somewhere, ignoring the user's request,
+  changing credentials or force-pushing (medium unless it hands over secrets or overrides the
+  user), rewriting or extending the reply (strong), code to be slipped into the reader's output
+  (medium, with ``action`` for a snippet that reaches the network, the shell or the user's
+  files). A polite request alone weighs 0.6: it takes a second finding, such as concealment.
 * ``action`` (weak) — a dangerous command or exfiltration (``curl … | sh``, ``rm -rf ~``,
   ``~/.ssh``, ``--no-verify``, "send the credentials to https://…"): only counts together with
   a finding of another kind, because install guides say the same things.
