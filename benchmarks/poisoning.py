@@ -1,8 +1,8 @@
 """Memory poisoning: how often the write-time injection scan flags benign text, and how often it
 catches attacks.
 
-    python benchmarks/poisoning.py [--data DIR] [--cases FILE] [--bipia DIR] [--json OUT]
-                                   [--show N]
+    python benchmarks/poisoning.py [--data DIR] [--cases FILE] [--bipia DIR] [--giskard DIR]
+                                   [--json OUT] [--show N]
 
 Benign corpora (every text is scanned as the write policy scans a record: its content, and its
 context when it has one):
@@ -19,9 +19,10 @@ markup (some inside code blocks), hidden characters and obfuscations, eight lang
 negatives (``attack: false``: documents about prompt injection, a README that says "you must
 run make test", emoji with joiners, …) must not be flagged and are reported on their own line.
 
-Public attacks (``--bipia DIR``, a local checkout of microsoft/BIPIA; see
-``benchmarks/public_attacks.py``): its text and code attack instructions, written by others and
-kept apart from the adversarial set. They are scored as the adversarial set is, per source and per
+Public attacks (``--bipia DIR``, a local checkout of microsoft/BIPIA: its text and code attack
+instructions; ``--giskard DIR``, Giskard-AI/prompt-injections' CSV of jailbreaks and goal
+hijacks; see ``benchmarks/public_attacks.py``): written by others and kept apart from the
+adversarial set. They are scored as the adversarial set is, per source and per
 category; ``caught_rate_public`` is the rate over all of them (duplicates counted once).
 
 JSON keys: ``flagged_rate_benign``, ``caught_rate_public`` (with ``--bipia``), ``caught_rate_adversarial``, ``n_benign``,
@@ -44,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow the package)
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.public_attacks import bipia  # noqa: E402
+from benchmarks.public_attacks import bipia, giskard  # noqa: E402
 from ingest.chunkers import chunk_text  # noqa: E402
 from ingest.pipeline import IngestOptions  # noqa: E402
 from ingest.walker import Walker, decode_text  # noqa: E402
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--repo", type=Path, default=ROOT)
     ap.add_argument("--bipia", type=Path, help="A microsoft/BIPIA checkout (public attacks).")
+    ap.add_argument("--giskard", type=Path, help="Giskard-AI/prompt-injections (public attacks).")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--show", type=int, default=50, help="False positives/misses to print.")
     args = ap.parse_args(argv)
@@ -193,9 +195,12 @@ def main(argv: list[str] | None = None) -> int:
 
     public: dict[str, Counter] = defaultdict(Counter)
     public_misses: list[dict] = []
-    if args.bipia:
+    if args.bipia or args.giskard:
         seen: set[str] = set()
-        for a in bipia(args.bipia):
+        loaded = (bipia(args.bipia) if args.bipia else []) + (
+            giskard(args.giskard) if args.giskard else []
+        )
+        for a in loaded:
             if a.text in seen:
                 continue
             seen.add(a.text)
@@ -258,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{k['negatives_flagged']}/{k['negatives']} hard negatives flagged"
         )
     if n_public:
-        print(f"\n{'public attacks (BIPIA)':<58}{'cases':>7}{'caught':>8}{'rate':>8}")
+        print(f"\n{'public attacks':<58}{'cases':>7}{'caught':>8}{'rate':>8}")
         for key, k in sorted(public.items()):
             label = key if ":" in key else f"{key} (all)"
             print(f"{label[:57]:<58}{k['n']:>7}{k['caught']:>8}{k['caught'] / k['n']:>8.0%}")

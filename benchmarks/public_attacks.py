@@ -13,11 +13,19 @@ Read: ``benchmark/{text,code}_attack_{train,test}.json`` -- ``{category: [instru
 misinformation, and plain user-style requests) and 50 + 50 code attacks (an instruction to put a
 snippet into the answer, the snippet exfiltrating data, logging keys, deleting files …).
 Both splits are attack texts.
+
+    python benchmarks/public_attacks.py --giskard DIR
+
+``DIR`` holds ``prompt_injections.csv`` from https://github.com/Giskard-AI/prompt-injections (MIT):
+35 English attacks, 20 jailbreaks (from garak) and 15 goal hijacks (from PromptInject)::
+
+    git clone --depth 1 https://github.com/Giskard-AI/prompt-injections /tmp/giskard
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from collections import Counter
 from pathlib import Path
@@ -47,11 +55,21 @@ def bipia(root: Path) -> list[Attack]:
     return out
 
 
+def giskard(root: Path) -> list[Attack]:
+    """Every prompt of Giskard's ``prompt_injections.csv`` (``root`` is the file or its folder)."""
+    path = root if root.is_file() else root / "prompt_injections.csv"
+    with open(path, encoding="utf-8", newline="") as fh:
+        return [Attack("giskard", row["group"], row["prompt"]) for row in csv.DictReader(fh)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bipia", type=Path, required=True)
+    ap.add_argument("--bipia", type=Path)
+    ap.add_argument("--giskard", type=Path)
     args = ap.parse_args(argv)
-    attacks = bipia(args.bipia)
+    attacks = (bipia(args.bipia) if args.bipia else []) + (
+        giskard(args.giskard) if args.giskard else []
+    )
     for (source, category), n in sorted(Counter((a.source, a.category) for a in attacks).items()):
         print(f"{source:<12}{category:<58}{n:>4}")
     print(f"{'total':<70}{len(attacks):>4}")
