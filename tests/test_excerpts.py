@@ -64,8 +64,7 @@ def test_excerpt_is_the_window_the_query_matches(engine):
     assert excerpts.excerpt(engine, recs[short.memoryId], qvec, 200) is None  # fits whole
     got = excerpts.excerpt(engine, recs[long.memoryId], qvec, 400)
     assert got is not None and len(got) <= 400
-    assert "mock_s3.reset()" in got  # the matching part, after the record's start
-    assert got.startswith("User: why does test_upload_timeout fail") and " … " in got
+    assert "mock_s3.reset()" in got and got.startswith("…")
     assert excerpts.excerpt(engine, recs[long.memoryId], None, 400) is None  # no query vector
 
 

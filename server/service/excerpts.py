@@ -4,10 +4,9 @@ A record is embedded as word windows and ranks by its best one (``retrieval.engi
 record is too long to quote whole within an injection budget, quoting its start shows the part
 the query did not match: a chat exchange whose answer comes after a long problem statement, a
 LongMemEval-style session part whose one relevant sentence sits in its middle. Instead the
-excerpt is the record's start (what the user asked or stated, in an exchange) and its best window
-for the query, widened word by word (forward twice as fast as backward: what follows a match,
-such as the answer to a matched question, is usually what the reader needs) to ``max_chars``,
-with ``…`` where the content goes on.
+excerpt is the record's best window for the query, widened word by word to ``max_chars``
+(forward twice as fast as backward: what follows a match, such as the answer to a matched
+question, is usually what the reader needs), with ``…`` where the content goes on.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from retrieval.records import Record
 
 _WORD = re.compile(r"\S+")
 FORWARD = 2  # words taken after the match for each word taken before it
-HEAD_SHARE = 1 / 3  # of an excerpt's room, kept for the record's start
 MARK = "…"
 
 
@@ -66,24 +64,14 @@ def widen(content: str, span: tuple[int, int], max_chars: int) -> str:
 
 
 def excerpt(engine: Engine, rec: Record, qvec: np.ndarray | None, max_chars: int) -> str | None:
-    """The text to quote for ``rec`` when its content exceeds ``max_chars``: its start
-    (``HEAD_SHARE`` of the room: what an exchange's user asked or stated) and the excerpt
-    around its best window for ``qvec`` in the rest, or one excerpt from the start when the
-    best window is near it. None when the content fits whole, or when no window can be chosen
-    (no query vector, no current record vectors): the caller then quotes the content, cut at
-    the budget."""
+    """The text to quote for ``rec`` when its content exceeds ``max_chars``: the excerpt
+    around its best window for ``qvec``. None when the content fits whole, or when no window
+    can be chosen (no query vector, no current record vectors): the caller then quotes the
+    content, cut at the budget."""
     if len(rec.content) <= max_chars or qvec is None:
         return None
     span = best_window(engine, rec, qvec)
-    if span is None:
-        return None
-    content = rec.content
-    head = widen(content, (0, 1), int(max_chars * HEAD_SHARE)).removesuffix(f" {MARK}")
-    head_words = len(_WORD.findall(head))
-    if span[0] <= head_words:
-        return widen(content, (0, max(1, span[1])), max_chars)
-    rest = widen(content, span, max_chars - len(head) - 1)
-    return f"{head} {rest}"
+    return None if span is None else widen(rec.content, span, max_chars)
 
 
 __all__ = ["best_window", "excerpt", "widen"]
