@@ -274,15 +274,23 @@ def walk(w: Walk, hostile: str) -> dict[str, int]:
     return done
 
 
-@pytest.mark.parametrize("kind", list(HOSTILE))
-def test_block_stores_nothing_of_a_hostile_field(tmp_path, kind):
-    hostile, marker = HOSTILE[kind]
-    w = Walk(tmp_path, {"PATTERN_SECRET_POLICY": "block", "PATTERN_INJECTION_POLICY": "block"})
+def walked(tmp_path, env: dict[str, str], hostile: str):
+    """Every tool walked under ``env`` with ``hostile`` in its fields, the background citation
+    work finished and the store closed: (the walk, successful calls per tool)."""
+    w = Walk(tmp_path, env)
     try:
         done = walk(w, hostile)
         w.rt.citations.wait_idle()
     finally:
         w.close()
+    return w, done
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_block_stores_nothing_of_a_hostile_field(tmp_path, kind):
+    hostile, marker = HOSTILE[kind]
+    w, done = walked(tmp_path, {"PATTERN_SECRET_POLICY": "block",
+                                "PATTERN_INJECTION_POLICY": "block"}, hostile)  # fmt: skip
     # the .env line, cited by remember / update-memory, holds a secret whatever the field
     assert leaks(w.home, marker, OPENAI_BODY) == []
     writes = set(CASES) - {"recall", "recall-context", "search_nodes", "open_nodes",
@@ -301,12 +309,8 @@ def _rows(db: Path, sql: str) -> list:
 @pytest.mark.parametrize("kind", SECRETS)
 def test_redact_stores_the_secret_only_redacted(tmp_path, kind):
     hostile, marker = HOSTILE[kind]
-    w = Walk(tmp_path, {"PATTERN_SECRET_POLICY": "redact", "PATTERN_INJECTION_POLICY": "warn"})
-    try:
-        done = walk(w, hostile)
-        w.rt.citations.wait_idle()
-    finally:
-        w.close()
+    w, done = walked(tmp_path, {"PATTERN_SECRET_POLICY": "redact",
+                                "PATTERN_INJECTION_POLICY": "warn"}, hostile)  # fmt: skip
     assert leaks(w.home, marker, OPENAI_BODY) == []
     for tool in ("remember", "update-memory", "create_entities", "create_relations",
                  "add_observations", "create_lesson", "review-proposal", "remember-bulk"):  # fmt: skip
