@@ -77,13 +77,22 @@ def test_a_call_sent_to_the_new_child_is_not_failed_by_the_old_reader(tmp_path):
     vp = VectorProcess(str(tmp_path / "chroma"))
     try:
         assert vp.wait_ready(120)
-        conn = vp._child.conn if hasattr(vp, "_child") else vp._conn
-        end = socket.socket(fileno=os.dup(conn.fileno()))
-        end.shutdown(socket.SHUT_WR)  # our sends fail before the reader sees the child go
-        end.close()
-        with pytest.raises(StoreUnavailable):
-            vp.count("team/x", "m")
+        old = vp._child
+        # the old child is stopped, so neither it nor its reader or watchdog can act first:
+        # our send fails while its reader still waits on it
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        try:
+            end = socket.socket(fileno=os.dup(old.conn.fileno()))
+            end.shutdown(socket.SHUT_WR)
+            end.close()
+            with pytest.raises(StoreUnavailable):
+                vp.count("team/x", "m")
+            assert not old.ended.is_set()
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)  # it sees EOF and exits; its reader ends
         assert vp.count("team/x", "m") == 0  # sent to a new child: answered by it
+        assert vp._child is not old and old.ended.wait(30)
+        assert vp.count("team/x", "m") == 0  # the old reader failed nothing of the new child's
     finally:
         vp.close()
 
