@@ -175,6 +175,22 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS records_turns ON records(bucket, json_extract(metadata, '$.session'), "
         "CAST(json_extract(metadata, '$.turn') AS INTEGER)) WHERE kind = 'turn'",
     ],
+    # v8: merge, don't reject (server/service/merge.py).
+    # - record_revisions: the recent versions of each memory (content, metadata, category), the
+    #   base of a three-way merge when an update's expected revision is stale; ``parents`` (JSON)
+    #   is set on a merged revision: the revision it was written over and the one its edit was
+    #   made from. Written by the store with the record (SQLiteStore.insert/replace), pruned to
+    #   the last HISTORY_DEPTH versions, deleted with the record.
+    # - entities.revision: goes up with every change of the entity's observations; each
+    #   observation records the revision that added it (metadata.addedAt), so a deletion made
+    #   from a read of revision R removes only observations its writer saw (add wins).
+    [
+        """CREATE TABLE IF NOT EXISTS record_revisions(
+            record_id TEXT NOT NULL, revision INTEGER NOT NULL, content TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}', category TEXT NOT NULL, parents TEXT,
+            at TEXT NOT NULL, PRIMARY KEY(record_id, revision)) WITHOUT ROWID""",
+        "ALTER TABLE entities ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

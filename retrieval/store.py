@@ -43,6 +43,8 @@ SQLITE_CACHE_MB = int(os.environ.get("PATTERN_SQLITE_CACHE_MB", "64"))
 SQLITE_MMAP_MB = int(os.environ.get("PATTERN_SQLITE_MMAP_MB", "1024"))
 # idle reader connections kept for the next threads (each has its own page cache)
 SQLITE_READERS = int(os.environ.get("PATTERN_SQLITE_READERS", "4"))
+# versions of a memory kept as merge bases (record_revisions)
+HISTORY_DEPTH = 64
 
 COLUMNS = (
     "id, kind, project_id, agent_id, scope, bucket, category, content, context, metadata, "
@@ -303,8 +305,7 @@ class SQLiteStore:
             return
         if self.detached is not None:
             raise StoreUnavailable(
-                f"this node has left its PostgreSQL cluster ({self.detached}); nothing was "
-                "written"
+                f"this node has left its PostgreSQL cluster ({self.detached}); nothing was written"
             )
         with self.local_transaction() as conn:
             yield conn
@@ -338,6 +339,26 @@ class SQLiteStore:
             "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
             (rec.id, {"insert": "insert", "delete": "delete"}.get(op, "upsert"), rec.bucket),
         )
+        if rec.kind is Kind.memory:
+            self._history(conn, rec, op, now)
+
+    def _history(self, conn: sqlite3.Connection, rec: Record, op: str, now: str) -> None:
+        """A memory's recent versions (``record_revisions``): the base a stale update merges
+        from (server/service/merge.py). The last :data:`HISTORY_DEPTH` are kept."""
+        if op == "delete":
+            conn.execute("DELETE FROM record_revisions WHERE record_id=?", (rec.id,))
+            return
+        conn.execute(
+            "INSERT OR REPLACE INTO record_revisions(record_id, revision, content, metadata, "
+            "category, parents, at) VALUES (?,?,?,?,?,?,?)",
+            (rec.id, rec.revision, rec.content, json.dumps(rec.metadata, ensure_ascii=False),
+             rec.category, None, now),
+        )  # fmt: skip
+        if rec.revision > HISTORY_DEPTH:
+            conn.execute(
+                "DELETE FROM record_revisions WHERE record_id=? AND revision<=?",
+                (rec.id, rec.revision - HISTORY_DEPTH),
+            )
 
     def log_change(
         self,

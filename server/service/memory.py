@@ -31,6 +31,7 @@ from retrieval.engine import Engine
 from retrieval.records import Kind, Record, Scope, content_hash, utcnow
 
 from . import idempotency as idem
+from . import merge
 from . import scopes as rules
 from .errors import (
     AccessDenied,
@@ -307,13 +308,34 @@ class MemoryService:
         return check
 
     @staticmethod
-    def conflict(memory_id: str, current: int, expected: int) -> Conflict:
+    def conflict(memory_id: str, current: int, expected: int, /, **data: Any) -> Conflict:
+        """A stale expected revision that could not be merged. With ``data`` from a merge
+        attempt (``reason``; for overlapping edits ``merge`` with conflict markers, ``base``,
+        ``current``, ``yours``) the message says how to resolve it in one call."""
+        if data.get("reason") == "overlapping_edits":
+            how = (
+                f"your edit and the changes made since revision {expected} touch the same "
+                f"words; `merge` holds the attempt with conflict markers, `current` the stored "
+                f"text, `yours` your text: resolve it and update with expectedRevision={current}"
+            )
+        else:
+            how = "read it again and retry with its current revision"
         return Conflict(
             f"memory {memory_id} is at revision {current}, not {expected}: it changed since you "
-            "read it; read it again and retry with its current revision",
+            f"read it; {how}",
             memoryId=memory_id,
             current_revision=current,
             expected_revision=expected,
+            **data,
+        )
+
+    @staticmethod
+    def _merge_is_noop(rec: Record, merged: merge.Merged, citations: list | None) -> bool:
+        """The merge adds nothing to the stored revision (e.g. the same edit made twice)."""
+        return (
+            citations is None
+            and merged.content == rec.content
+            and merge._same(merged.metadata, rec.metadata)
         )
 
     def revision_check(self, memory_id: str, read: int, expected: int | None) -> Check:
@@ -438,8 +460,10 @@ class MemoryService:
     ) -> UpdateMemoryResult:
         """Change the content and/or metadata of one of your memories; the revision goes up by
         one. ``metadata`` keys given replace the stored ones (``null`` removes a key), others
-        are kept. With ``expected_revision``, a memory at another revision is not touched:
-        ``Conflict`` with ``current_revision`` (checked inside the write transaction).
+        are kept. With a stale ``expected_revision`` the edit is merged with the changes made
+        since (:mod:`.merge`: text three-way, tags as an add-wins set, other keys per key;
+        ``merged`` and ``parents`` in the result); edits that overlap are a ``Conflict`` with
+        ``current_revision`` and the attempt (checked inside the write transaction).
         ``citations`` given: the memory cites exactly those (anchored now) plus the files its
         new content mentions; omitted: its citations are kept and new mentions added."""
         if isinstance(metadata, BaseModel):
@@ -487,19 +511,31 @@ class MemoryService:
                 memoryId=memory_id,
                 kind=rec.kind.value,
             )
+        merged = None
         if expected is not None and rec.revision != expected:
-            raise self.conflict(memory_id, rec.revision, expected)
-        meta = dict(rec.metadata)
-        if patch:
-            for key, value in patch.items():
+            merged = merge.merge_update(
+                self.store.reader, rec, expected, content, patch,
+                lambda **data: self.conflict(memory_id, rec.revision, expected, **data),
+            )  # fmt: skip
+            if self._merge_is_noop(rec, merged, citations):
+                return UpdateMemoryResult(
+                    memoryId=rec.id, revision=rec.revision, previousRevision=rec.revision,
+                    scope=rec.scope.value, category=rec.category, merged=True,
+                    parents=merged.parents, overridden=merged.overridden,
+                )  # fmt: skip
+            meta = rules.check_metadata(merged.metadata)
+            text = merged.content
+        else:
+            meta = dict(rec.metadata)
+            for key, value in (patch or {}).items():
                 if value is None:
                     meta.pop(key, None)
                 else:
                     meta[key] = value
-            meta = rules.check_metadata(meta)
-            if not meta.get("tags"):
-                meta.pop("tags", None)
-        text = rec.content if content is None else content
+            meta = rules.check_metadata(meta) if patch else meta
+            text = rec.content if content is None else content
+        if not meta.get("tags"):
+            meta.pop("tags", None)
         updated = rec.model_copy(
             update={
                 "content": text,
@@ -513,10 +549,14 @@ class MemoryService:
         result = UpdateMemoryResult(
             memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
             scope=rec.scope.value, category=rec.category, warnings=warnings,
+            merged=merged is not None, parents=merged.parents if merged else None,
+            overridden=merged.overridden if merged else [],
         )  # fmt: skip
         replace_cites = citations is not None
 
         def write_citations(conn) -> None:
+            if merged is not None:
+                merge.mark_merged(conn, rec.id, rec.revision + 1, merged.parents)
             if replace_cites:
                 conn.execute("DELETE FROM citations WHERE record_id=?", (rec.id,))
             if cites:
@@ -527,7 +567,10 @@ class MemoryService:
         result.warnings += self.engine.apply(
             replace=[updated],
             check=self.checks(
-                self.bind(claim, result), self.revision_check(rec.id, rec.revision, expected)
+                self.bind(claim, result),
+                # still at the revision read, else redone from a fresh read (which merges
+                # when expected is then stale)
+                self.revision_check(rec.id, rec.revision, None),
             ),
             extra=write_citations,
         ).warnings

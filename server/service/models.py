@@ -113,6 +113,19 @@ class UpdateMemoryResult(BaseModel):
     citations: list[CitationState] = Field(
         default_factory=list, description="What the memory cites now."
     )
+    merged: bool = Field(
+        default=False,
+        description="expectedRevision was stale and your edit was merged with the changes made "
+        "since (text three-way, tags as a set, other metadata per key).",
+    )
+    parents: list[int] | None = Field(
+        default=None,
+        description="A merge's parents: [the revision it was written over, your expectedRevision].",
+    )
+    overridden: list[str] = Field(
+        default_factory=list,
+        description="A merge's metadata keys that both sides changed: your value was kept.",
+    )
 
 
 class ForgetResult(BaseModel):

@@ -1,0 +1,194 @@
+"""Merge, don't reject: a stale expectedRevision merges three-way (text with merge3 over words,
+tags as an add-wins set, other metadata per key); only overlapping edits conflict, and the
+conflict carries the attempt with its markers and both versions."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from retrieval.embedder import HashEmbedder
+from retrieval.engine import Engine
+from server.service import merge
+from server.service.errors import Conflict
+from server.service.identity import Identity
+from server.service.memory import MemoryService
+from server.service.models import MemoryInput
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+A = Identity(project_id="p", agent_id="agent-a")
+BASE = "Deploys run on Fridays. The cache key is v1. Tests use pytest with xdist. Owners: alice."
+
+
+@pytest.fixture
+def svc(tmp_path, store_url):
+    clock = lambda: datetime(2030, 1, 1, 12, 0, tzinfo=UTC)  # noqa: E731
+    s = MemoryService(Engine(tmp_path / "store", HashEmbedder(), store_url=store_url), clock=clock)
+    yield s
+    s.engine.close()
+
+
+# ---------------------------------------------------------------------- the merge functions
+@pytest.mark.backends("sqlite")
+@pytest.mark.parametrize(
+    ("ours", "theirs", "want"),
+    [
+        # disjoint sentences
+        (BASE.replace("Fridays", "Tuesdays"), BASE.replace("alice.", "alice and bob."),
+         "Deploys run on Tuesdays. The cache key is v1. Tests use pytest with xdist. "
+         "Owners: alice and bob."),
+        # different words of one sentence
+        (BASE.replace("use pytest", "run pytest"), BASE.replace("xdist.", "xdist -n 4."),
+         BASE.replace("use pytest with xdist.", "run pytest with xdist -n 4.")),
+        # the same edit on both sides is taken once
+        (BASE.replace("v1", "v2"), BASE.replace("v1", "v2"), BASE.replace("v1", "v2")),
+        # one side unchanged
+        (BASE, BASE.replace("v1", "v2"), BASE.replace("v1", "v2")),
+        (BASE.replace("v1", "v2"), BASE, BASE.replace("v1", "v2")),
+    ],
+)  # fmt: skip
+def test_merge_text_combines_disjoint_edits(ours, theirs, want):
+    got = merge.merge_text(BASE, ours, theirs)
+    assert got.clean and got.text == want
+
+
+@pytest.mark.backends("sqlite")
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (BASE.replace("v1", "v2"), BASE.replace("v1", "v3")),  # the same word, two ways
+        (BASE.replace(" The cache key is v1.", ""), BASE.replace("v1", "v9")),  # delete vs edit
+        ("something else entirely", "and another text"),
+    ],
+)
+def test_merge_text_flags_overlapping_edits_with_markers(ours, theirs):
+    got = merge.merge_text(BASE, ours, theirs)
+    assert not got.clean and got.conflicts >= 1
+    assert merge.MARK_OURS in got.text and merge.MARK_MID in got.text
+    assert merge.MARK_THEIRS in got.text
+    for marker in (merge.MARK_OURS, merge.MARK_MID, merge.MARK_THEIRS):  # each on its own line
+        i = got.text.index(marker)
+        assert i == 0 or got.text[i - 1] == "\n"
+
+
+@pytest.mark.backends("sqlite")
+def test_merge_set_is_add_wins():
+    assert merge.merge_set(["a"], ["a", "b"], ["a", "c"]) == ["a", "c", "b"]  # add / add
+    assert merge.merge_set(["a", "b"], ["a"], ["a", "b", "c"]) == ["a", "c"]  # remove / add
+    assert merge.merge_set(["a"], [], ["a", "b"]) == ["b"]  # a remove takes only what it saw
+    assert merge.merge_set(["a"], ["a", "b"], ["a", "b"]) == ["a", "b"]  # same add twice
+    assert merge.merge_set([], ["x"], []) == ["x"]
+
+
+@pytest.mark.backends("sqlite")
+def test_merge_metadata_per_key_and_last_writer_wins():
+    base = {"tags": ["a"], "priority": 2, "source": "s"}
+    ours = {"tags": ["a", "b"], "priority": 1, "source": "s"}
+    theirs = {"tags": ["c"], "priority": 3, "source": "t", "relatedTo": ["m1"]}
+    got = merge.merge_metadata(base, ours, theirs)
+    assert got.metadata == {"tags": ["c", "b"], "priority": 1, "source": "t", "relatedTo": ["m1"]}
+    assert got.overridden == ["priority"]
+
+
+# ---------------------------------------------------------------------- update-memory
+def test_a_stale_update_with_disjoint_edits_merges(svc):
+    m = svc.remember(A, MemoryInput(content=BASE))
+    first = svc.update_memory(A, m.memoryId, content=BASE.replace("Fridays", "Tuesdays"),
+                              expected_revision=1)  # fmt: skip
+    assert first.revision == 2 and not first.merged
+    res = svc.update_memory(A, m.memoryId, content=BASE.replace("alice.", "alice and bob."),
+                            expected_revision=1)  # fmt: skip
+    assert res.merged and res.revision == 3 and res.parents == [2, 1]
+    stored = svc.store.get_one(m.memoryId)
+    assert "Tuesdays" in stored.content and "alice and bob." in stored.content
+    assert stored.revision == 3
+    row = svc.store.reader.execute(
+        "SELECT parents FROM record_revisions WHERE record_id=? AND revision=3", (m.memoryId,)
+    ).fetchone()
+    assert row[0] == "[2, 1]"
+
+
+def test_the_same_edit_twice_is_idempotent(svc):
+    m = svc.remember(A, MemoryInput(content=BASE))
+    edit = BASE.replace("v1", "v2")
+    svc.update_memory(A, m.memoryId, content=edit, expected_revision=1)
+    again = svc.update_memory(A, m.memoryId, content=edit, expected_revision=1)
+    assert again.merged and again.revision == 2  # nothing new to write
+    stored = svc.store.get_one(m.memoryId)
+    assert stored.content == edit and stored.revision == 2
+
+
+def test_overlapping_edits_conflict_with_the_attempt_and_both_versions(svc):
+    m = svc.remember(A, MemoryInput(content=BASE))
+    svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v2"), expected_revision=1)
+    with pytest.raises(Conflict) as info:
+        svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v3"), expected_revision=1)
+    data = info.value.data
+    assert data["reason"] == "overlapping_edits" and data["current_revision"] == 2
+    assert data["current"] == BASE.replace("v1", "v2")
+    assert data["yours"] == BASE.replace("v1", "v3") and data["base"] == BASE
+    assert data["merge"] == (
+        "Deploys run on Fridays. The cache key is \n<<<<<<< yours\nv3. \n=======\nv2. \n"
+        ">>>>>>> current\nTests use pytest with xdist. Owners: alice."
+    )
+    assert "expectedRevision=2" in info.value.message
+    assert svc.store.get_one(m.memoryId).revision == 2  # nothing written
+    # resolved in one call
+    res = svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v3"), expected_revision=2)
+    assert res.revision == 3 and not res.merged
+
+
+def test_a_base_no_longer_held_is_a_conflict(svc):
+    m = svc.remember(A, MemoryInput(content=BASE))
+    svc.update_memory(A, m.memoryId, content="changed", expected_revision=1)
+    with svc.store.transaction() as conn:
+        conn.execute("DELETE FROM record_revisions WHERE record_id=? AND revision=1", (m.memoryId,))
+    with pytest.raises(Conflict) as info:
+        svc.update_memory(A, m.memoryId, content=BASE + " More.", expected_revision=1)
+    assert info.value.data["reason"] == "no_base"
+
+
+def test_tags_add_add_and_add_remove_and_priority_last_writer_wins(svc):
+    m = svc.remember(A, MemoryInput(content=BASE, metadata={"tags": ["ci", "old"]}))
+    svc.update_memory(A, m.memoryId, metadata={"tags": ["ci", "old", "deploy"], "priority": 3},
+                      expected_revision=1)  # fmt: skip
+    res = svc.update_memory(A, m.memoryId, metadata={"tags": ["ci", "cache"], "priority": 1},
+                            expected_revision=1)  # fmt: skip
+    assert res.merged and res.overridden == ["priority"]
+    stored = svc.store.get_one(m.memoryId)
+    # "deploy" (added by the other writer, unseen) stays; "old" (seen and removed) goes
+    assert stored.tags == ["ci", "deploy", "cache"]
+    assert stored.priority == 1
+    # a metadata-only update keeps the text the other writer made
+    svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v5"), expected_revision=3)
+    res = svc.update_memory(A, m.memoryId, metadata={"source": "review"}, expected_revision=3)
+    stored = svc.store.get_one(m.memoryId)
+    assert res.merged and "v5" in stored.content and stored.metadata["source"] == "review"
+
+
+def test_a_three_way_race_keeps_every_disjoint_edit(svc):
+    text = "alpha one. beta two. gamma three."
+    m = svc.remember(A, MemoryInput(content=text))
+    edits = [text.replace("one", "1"), text.replace("two", "2"), text.replace("three", "3")]
+    start = threading.Barrier(3)
+    results, errors = [], []
+
+    def writer(i: int) -> None:
+        start.wait()
+        try:
+            results.append(svc.update_memory(A, m.memoryId, content=edits[i], expected_revision=1))
+        except Exception as exc:  # pragma: no cover - reported by the assert
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, [e.data for e in errors]
+    stored = svc.store.get_one(m.memoryId)
+    assert stored.content == "alpha 1. beta 2. gamma 3." and stored.revision == 4
+    assert sorted(r.merged for r in results) == [False, True, True]
