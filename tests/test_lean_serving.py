@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from retrieval import onnx_model
-from retrieval.embedder import SentenceTransformerEmbedder, default_model_path
+from retrieval.embedder import SentenceTransformerEmbedder, default_model_path, torch_model_path
 from retrieval.store import SQLiteStore
 from retrieval.tokenizer import ModelTokenizer, max_seq_length
 from server.service.config import Settings
@@ -113,7 +113,7 @@ def test_tokenizer_pads_to_the_longest_text_and_truncates_at_the_sequence_length
 
 @pytest.mark.slow
 def test_tokenizer_ids_equal_sentence_transformers(real_embedder):
-    st_model = onnx_model.load_sentence_transformer(real_embedder.model_path)
+    st_model = onnx_model.load_sentence_transformer(torch_model_path())
     tok = ModelTokenizer(real_embedder.model_path)
     for i in range(0, len(TEXTS), 5):  # batches: padding to the batch's longest text
         batch = TEXTS[i : i + 5]
@@ -160,7 +160,7 @@ rt.close()
 
 @pytest.mark.slow
 def test_the_serving_process_never_imports_torch(tmp_path, real_embedder):
-    # real_embedder has made (or found) the export in the user cache the child reads too
+    # the child serves the packaged graph, as real_embedder does
     env = {**os.environ, "PATTERN_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT),
            "PATTERN_EMBEDDER": "sentence-transformers"}  # fmt: skip
     env.pop("PATTERN_EMBED_BACKEND", None)
@@ -201,13 +201,21 @@ def test_the_demo_says_when_the_model_is_being_prepared(tmp_path, monkeypatch):
     monkeypatch.delenv("PATTERN_EMBED_BACKEND", raising=False)
     monkeypatch.delenv("PATTERN_EMBED_QUANTIZE", raising=False)
     settings = Settings.from_env({"PATTERN_HOME": str(tmp_path / "home")}, tmp_path)
-    assert settings.model_status().startswith("preparing the embedding model")
-    graph = onnx_model.cached_path(default_model_path())
+    assert settings.model_status() == "loading the embedding model …"  # the graph is shipped
+    monkeypatch.setenv("PATTERN_EMBED_QUANTIZE", "int8")  # its int8 variant is derived once
+    assert settings.model_status().startswith("preparing")
+    monkeypatch.delenv("PATTERN_EMBED_QUANTIZE")
+    folder = str(mean_pooling_folder(tmp_path / "custom"))  # another model: exported once
+    custom = Settings.from_env(
+        {"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDING_MODEL": folder}, tmp_path
+    )
+    assert custom.model_status().startswith("preparing the embedding model")
+    graph = onnx_model.cached_path(folder)
     graph.parent.mkdir(parents=True)
     graph.write_bytes(b"stands for a finished export")
-    assert settings.model_status() == "loading the embedding model …"
+    assert custom.model_status() == "loading the embedding model …"
     monkeypatch.setenv("PATTERN_EMBED_QUANTIZE", "int8")  # a second, quantized graph is due
-    assert settings.model_status().startswith("preparing")
+    assert custom.model_status().startswith("preparing")
     monkeypatch.setenv("PATTERN_EMBED_BACKEND", "torch")
     monkeypatch.delenv("PATTERN_EMBED_QUANTIZE")
     assert settings.model_status() == "loading the embedding model …"

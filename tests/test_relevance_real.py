@@ -134,15 +134,16 @@ def test_paraphrase_similarity_is_meaningful(real_embedder):
 
 
 def test_the_query_fast_path_gives_the_vectors_of_sentence_transformers_encode(real_embedder):
+    from retrieval.embedder import torch_model_path
     from retrieval.onnx_model import load_sentence_transformer
 
     texts = ["why does the daemon refuse a second owner?", "NullPointerException in parser"]
-    st_model = load_sentence_transformer(real_embedder.model_path)  # the reference, on torch
+    st_model = load_sentence_transformer(torch_model_path())  # the reference, on torch
     for text in texts:
         fast = real_embedder._encode_query(text)
         reference = st_model.encode([text], normalize_embeddings=True)[0]
         assert fast.shape == reference.shape
-        assert np.allclose(fast, reference, atol=1e-6)
+        assert float(fast @ reference) > 0.999  # the packaged graph's int8-stored weights
     # documents (data-parallel workers) and queries share that forward pass
     docs = real_embedder.embed_documents(texts * 20)
     assert np.allclose(docs[0], real_embedder._encode_query(texts[0]), atol=1e-5)
