@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.records import Kind, Record
 
+from . import orset
 from .common import (
     Caller,
     GraphBase,
@@ -266,15 +267,18 @@ class GraphService(GraphBase):
                 )
             plain = [n for n in wanted if rows[n]["entity_type"] != "lesson"]
             have = {
-                n: {c for _, c in obs} for n, obs in self.observation_rows(bucket, plain).items()
+                n: {o.content: o for o in obs}
+                for n, obs in orset.observations(self.reader, bucket, plain).items()
             }
             now = self.clock()
             records: list[Record] = []
             results: list[AddedObservations] = []
             replace: list[Record] = []
             extras = []
+            again: list[tuple[orset.Obs, int]] = []  # re-asserted: (observation, new revision)
             cites: list[tuple[object, str]] = []  # (pending citations, record id)
             for name, texts in wanted.items():
+                rev = int(rows[name]["revision"] or 0) + 1
                 if rows[name]["entity_type"] == "lesson":
                     rec, added, fn = self.lessons.edit_observations(who, bucket, name, add=texts)
                     if added:
@@ -283,47 +287,55 @@ class GraphService(GraphBase):
                         cites += [(cited[name], rec.id)]
                         cites += [(mentioned[(name, t)], rec.id) for t in added]
                 else:
-                    seen = have.get(name, set())
+                    seen = have.get(name, {})
                     added = [t for t in dict.fromkeys(texts) if t not in seen]
+                    again += [(seen[t], rev) for t in dict.fromkeys(texts) if t in seen]
                     etype = rows[name]["entity_type"]
                     for t in added:
                         records.append(self._observation(who, sc, name, etype, t, now))
+                        records[-1].metadata["addedAt"] = rev
                         cites += [
                             (cited[name], records[-1].id),
                             (mentioned[(name, t)], records[-1].id),
                         ]
-                results.append(AddedObservations(entityName=name, addedObservations=added))
-            return now, records, results, replace, extras, cites
+                results.append(
+                    AddedObservations(entityName=name, addedObservations=added, revision=rev)
+                )
+            return now, records, results, replace, extras, cites, again, orset.revisions(rows)
 
         first = plan()
         ahead = self.embed_ahead([*first[1], *first[3]])  # the slow part, before the lock
         with self.lock:
-            now, records, results, replace, extras, cites = plan()  # again, from a fresh read
+            return orset.retrying(lambda: self._add_planned(bucket, wanted, plan, ahead, warnings))
 
-            def extra(conn) -> None:
-                self.touch(
-                    conn, bucket, [r.entityName for r in results if r.addedObservations], now
+    def _add_planned(self, bucket, wanted, plan, ahead, warnings) -> AddObservationsResult:
+        """add_observations' write: plan from a fresh read, write if no entity moved since."""
+        now, records, results, replace, extras, cites, again, planned = plan()
+
+        def extra(conn) -> None:
+            orset.bump(conn, bucket, wanted, ts(now))
+            orset.reassert(conn, again)
+            for fn in extras:
+                fn(conn)
+            for pending, rec_id in cites:
+                if pending:
+                    pending.write(conn, [rec_id])
+
+        def check(conn) -> None:  # another process may have deleted an entity meanwhile
+            gone = self._missing(bucket, list(wanted), conn)
+            if gone:
+                raise NotFound(
+                    f"add_observations: entity {gone[0]!r} was just deleted", missing=gone
                 )
-                for fn in extras:
-                    fn(conn)
-                for pending, rec_id in cites:
-                    if pending:
-                        pending.write(conn, [rec_id])
+            orset.unmoved(bucket, planned)(conn)  # or changed it: plan again
 
-            def check(conn) -> None:  # another process may have deleted an entity meanwhile
-                gone = self._missing(bucket, list(wanted), conn)
-                if gone:
-                    raise NotFound(
-                        f"add_observations: entity {gone[0]!r} was just deleted", missing=gone
-                    )
-
-            done = self.engine.apply(
-                add=records,
-                replace=replace,
-                check=check,
-                extra=extra,
-                vectors=self.ahead_for(ahead, [*records, *replace]),
-            )
+        done = self.engine.apply(
+            add=records,
+            replace=replace,
+            check=check,
+            extra=extra,
+            vectors=self.ahead_for(ahead, [*records, *replace]),
+        )
         return AddObservationsResult(results=results, warnings=warnings + done.warnings)
 
     def delete_observations(
@@ -336,9 +348,9 @@ class GraphService(GraphBase):
         def plan():
             rows = self.entity_rows(bucket, [d.entityName for d in items])
             plain = [n for n, r in rows.items() if r["entity_type"] != "lesson"]
-            obs = self.observation_rows(bucket, plain)
+            obs = orset.observations(self.reader, bucket, plain)
             ids: list[str] = []
-            replace, extras, deleted = [], [], 0
+            replace, extras, deleted, kept, touched = [], [], 0, [], []
             for d in items:
                 row = rows.get(d.entityName)
                 if row is None:
@@ -353,28 +365,55 @@ class GraphService(GraphBase):
                         extras.append(fn)
                         deleted += len(removed)
                     continue
-                gone = [rid for rid, c in obs.get(d.entityName, []) if c in drop and rid not in ids]
+                gone, unseen = orset.split(
+                    obs.get(d.entityName, []), drop, d.expectedRevision, set(ids)
+                )
                 ids += gone
                 deleted += len(gone)
-            return ids, replace, extras, deleted
+                kept += [ObservationDeletion(entityName=d.entityName, observations=unseen)] * bool(
+                    unseen
+                )
+                touched += [d.entityName] * bool(gone)
+            return ids, replace, extras, deleted, kept, touched, orset.revisions(rows)
 
         ahead = self.embed_ahead(plan()[1])  # edited lessons are embedded again: before the lock
-        with self.lock:
-            ids, replace, extras, deleted = plan()  # again, from a fresh read
+
+        def write() -> DeleteResult:
+            ids, replace, extras, deleted, kept, touched, planned = plan()  # from a fresh read
             if ids or replace:
+                now = ts(self.clock())
+
+                def extra(conn) -> None:
+                    orset.bump(conn, bucket, touched, now)
+                    for fn in extras:
+                        fn(conn)
+
                 self.engine.apply(
                     replace=replace,
                     delete=ids,
-                    extra=lambda conn: [fn(conn) for fn in extras],
+                    check=orset.unmoved(bucket, planned),
+                    extra=extra,
                     vectors=self.ahead_for(ahead, replace),
                 )
-        return DeleteResult(deleted=deleted, message=f"deleted {deleted} observations")
+            message = f"deleted {deleted} observations"
+            if kept:
+                n = sum(len(k.observations) for k in kept)
+                message += f"; kept {n} added since your expectedRevision (not seen by you)"
+            return DeleteResult(deleted=deleted, message=message, kept=kept)
+
+        with self.lock:
+            return orset.retrying(write)
 
     # ------------------------------------------------------------------ reads
     def _entities(self, bucket: str, rows: Sequence) -> list[Entity]:
         obs = self.observations_of(bucket, rows)
         return [
-            Entity(name=r["name"], entityType=r["entity_type"], observations=obs.get(r["name"], []))
+            Entity(
+                name=r["name"],
+                entityType=r["entity_type"],
+                observations=obs.get(r["name"], []),
+                revision=int(r["revision"] or 0),
+            )  # fmt: skip
             for r in rows
         ]
 

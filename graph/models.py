@@ -27,6 +27,11 @@ class Entity(BaseModel):
     name: str
     entityType: str
     observations: list[str] = Field(default_factory=list)
+    revision: int | None = Field(
+        default=None,
+        description="Goes up with each change of the observations; pass it as expectedRevision "
+        "to delete_observations so only what you saw is deleted.",
+    )
 
 
 class ScoredEntity(Entity):
@@ -68,11 +73,17 @@ class ObservationInput(BaseModel):
 class ObservationDeletion(BaseModel):
     entityName: str = Field(min_length=1, max_length=NAME_MAX)
     observations: list[str] = Field(description="Exact observation strings to delete.")
+    expectedRevision: int | None = Field(
+        default=None,
+        description="The entity revision you read: an observation added after it (by another "
+        "agent, unseen by you) is kept, not deleted (add wins). Omitted: delete every match.",
+    )
 
 
 class AddedObservations(BaseModel):
     entityName: str
     addedObservations: list[str] = Field(description="What was new (duplicates are not re-added).")
+    revision: int | None = Field(default=None, description="The entity's revision now.")
 
 
 class CreateEntitiesResult(BaseModel):
@@ -97,6 +108,11 @@ class AddObservationsResult(BaseModel):
 class DeleteResult(BaseModel):
     deleted: int = Field(description="How many items existed and were deleted.")
     message: str = ""
+    kept: list[ObservationDeletion] = Field(
+        default_factory=list,
+        description="delete_observations: matching observations added after your "
+        "expectedRevision (you had not seen them), kept.",
+    )
 
 
 class Graph(BaseModel):

@@ -203,7 +203,7 @@ def test_add_observations_to_a_missing_entity_fails_and_writes_nothing(client, b
     out = client.ok("add_observations", {"observations": [
         {"entityName": "Acme_Corp", "contents": ["Renewed the contract", "Pays invoices late"]}]})  # fmt: skip
     assert out["results"] == [
-        {"entityName": "Acme_Corp", "addedObservations": ["Renewed the contract"]}
+        {"entityName": "Acme_Corp", "addedObservations": ["Renewed the contract"], "revision": 1}
     ]
     res = client.ok("search_nodes", {"query": "contract renewal"})
     assert res["entities"][0]["name"] == "Acme_Corp"

@@ -1,0 +1,120 @@
+"""An entity's observations are an add-wins set: concurrent adds keep both, and a delete made
+from revision R removes only observations its writer saw (added at or before R)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from graph.entities import GraphService
+from retrieval.buckets import bucket_of
+from retrieval.embedder import HashEmbedder
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+class Who:
+    def __init__(self, agent: str) -> None:
+        self.project_id, self.agent_id = "proj", agent
+
+    def bucket(self, scope: str) -> str:
+        return bucket_of(scope, self.project_id, self.agent_id)
+
+
+ALICE, BOB = Who("alice"), Who("bob")
+
+
+@pytest.fixture
+def graph(open_engine):
+    g = GraphService(open_engine(HashEmbedder()))
+    g.create_entities(ALICE, [{"name": "Build", "entityType": "system", "observations": ["X"]}])
+    return g
+
+
+def node(g: GraphService) -> dict:
+    return g.open_nodes(ALICE, ["Build"]).entities[0].model_dump()
+
+
+def test_revisions_go_up_with_each_change(graph):
+    assert node(graph)["revision"] == 0
+    out = graph.add_observations(BOB, [{"entityName": "Build", "contents": ["Y"]}])
+    assert out.results[0].revision == 1 and node(graph)["revision"] == 1
+    graph.delete_observations(BOB, [{"entityName": "Build", "observations": ["Y"]}])
+    assert node(graph) == {"name": "Build", "entityType": "system", "observations": ["X"],
+                           "revision": 2}  # fmt: skip
+
+
+def test_add_add_keeps_both(graph):
+    start = threading.Barrier(2)
+
+    def add(who, text):
+        start.wait()
+        graph.add_observations(who, [{"entityName": "Build", "contents": [text]}])
+
+    threads = [threading.Thread(target=add, args=a) for a in ((ALICE, "A1"), (BOB, "B1"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(node(graph)["observations"]) == ["A1", "B1", "X"]
+    assert node(graph)["revision"] == 2
+
+
+def test_a_delete_removes_only_what_its_writer_saw(graph):
+    seen = node(graph)["revision"]  # Bob reads: ["X"]
+    graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["Y"]}])  # unseen by Bob
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["X", "Y"], "expectedRevision": seen}]
+    )
+    assert res.deleted == 1
+    assert [k.model_dump() for k in res.kept] == [
+        {"entityName": "Build", "observations": ["Y"], "expectedRevision": None}
+    ]
+    assert node(graph)["observations"] == ["Y"]
+
+
+def test_an_add_of_an_existing_observation_wins_over_an_older_delete(graph):
+    seen = node(graph)["revision"]
+    out = graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["X"]}])
+    assert out.results[0].addedObservations == []  # already there: re-asserted, not added
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["X"], "expectedRevision": seen}]
+    )
+    assert res.deleted == 0 and res.kept[0].observations == ["X"]
+    assert node(graph)["observations"] == ["X"]
+    # a delete from a read that saw the re-assertion removes it
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["X"],
+               "expectedRevision": node(graph)["revision"]}],
+    )  # fmt: skip
+    assert res.deleted == 1 and node(graph)["observations"] == []
+
+
+def test_without_expected_revision_every_match_is_deleted(graph):
+    graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["Y"]}])
+    res = graph.delete_observations(BOB, [{"entityName": "Build", "observations": ["X", "Y"]}])
+    assert res.deleted == 2 and res.kept == []
+
+
+def test_a_write_planned_before_another_commit_plans_again(graph):
+    """The revision read is checked inside the transaction: an add committed between a delete's
+    read and its write makes the delete plan again, and the unseen add survives."""
+    seen = node(graph)["revision"]
+    real_apply = graph.engine.apply
+    done = []
+
+    def apply(*args, **kw):
+        if not done:  # another writer commits between this write's plan and its transaction
+            done.append(1)
+            graph.engine.apply = real_apply
+            graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["X"]}])
+            graph.engine.apply = apply
+        return real_apply(*args, **kw)
+
+    graph.engine.apply = apply
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["X"], "expectedRevision": seen}]
+    )
+    graph.engine.apply = real_apply
+    assert res.deleted == 0 and node(graph)["observations"] == ["X"]
