@@ -3,20 +3,32 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-runtime
+# editable installs as a path entry (setuptools' default finder prints a warning on every install)
+EDITABLE := --config-settings editable_mode=compat
 
 .PHONY: run test install lint bench clean screenshots
 
+# the development install: the runtime, the test tools and the [torch] extra (the parity test
+# compares the packaged model with sentence-transformers on torch)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, pinned to the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' $(EDITABLE)
 	touch $(STAMP)
+
+# the runtime alone, no torch (a development install, when current, has it already)
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	if [ ! $(STAMP) -nt pyproject.toml ]; then \
+	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e . $(EDITABLE); fi
+	touch $(RUN_STAMP)
 
 install: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/pattern-memory demo
 
 # two workers (pytest-xdist), a test file each at a time: the suite waits on daemons, browsers
