@@ -11,7 +11,7 @@ import pytest
 
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service import merge
+from server.service import changes, merge
 from server.service.errors import Conflict
 from server.service.identity import Identity
 from server.service.memory import MemoryService
@@ -109,6 +109,11 @@ def test_a_stale_update_with_disjoint_edits_merges(svc):
         "SELECT parents FROM record_revisions WHERE record_id=? AND revision=3", (m.memoryId,)
     ).fetchone()
     assert row[0] == "[2, 1]"
+    # the change stream's event for the merge says so, with both parents
+    events = [c for c in changes.read_changes(svc, A).changes if c.record_id == m.memoryId]
+    assert [(c.op, c.revision, c.merged, c.parents) for c in events] == [
+        ("insert", 1, False, None), ("update", 2, False, None), ("update", 3, True, [2, 1]),
+    ]  # fmt: skip
 
 
 def test_the_same_edit_twice_is_idempotent(svc):

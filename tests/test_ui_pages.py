@@ -189,6 +189,26 @@ def test_memory_view_edit_conflict_and_delete(ui):
     assert c.get(f"/ui/memory/{mid}").status_code == 404
 
 
+def test_a_stale_page_with_a_disjoint_edit_merges_and_shows_the_parents(ui):
+    c = ui.owner()
+    mid = ui.ids["p0"]
+    token = csrf_of(c)
+    base = ui.svc.store.get([mid])[mid]
+    first = base.content + " Second sentence from tab one."
+    r = c.post(f"/ui/memory/{mid}/edit", data={"csrf": token, "revision": "1", "content": first,
+               "priority": str(base.priority)})  # fmt: skip
+    assert r.headers["location"].endswith("msg=saved")
+    stale = "Edited: " + base.content  # made from revision 1, before tab one's edit
+    r = c.post(f"/ui/memory/{mid}/edit", data={"csrf": token, "revision": "1", "content": stale,
+               "priority": str(base.priority)})  # fmt: skip
+    assert r.status_code == 303 and r.headers["location"].endswith("msg=merged")
+    rec = ui.svc.store.get([mid])[mid]
+    assert rec.revision == 3 and rec.content == "Edited: " + first
+    page = c.get(r.headers["location"])
+    assert 'id="merged"' in page.text
+    assert "from revision 2 and an edit made from revision 1" in page.text
+
+
 def test_the_tools_rules_apply_and_errors_are_messages(ui):
     c = ui.owner()
     token = csrf_of(c)

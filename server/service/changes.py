@@ -32,6 +32,7 @@ a consumer that pages with ``cursor = next_cursor`` sees every change exactly on
 from __future__ import annotations
 
 import heapq
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -78,6 +79,16 @@ class Change(BaseModel):
     citations: list[CitationState] | None = Field(
         default=None,
         description="citations changes: the record's citations with their status now.",
+    )
+    merged: bool = Field(
+        default=False,
+        description="An update that merged a stale edit with the changes made since "
+        "(update-memory with an older expectedRevision).",
+    )
+    parents: list[int] | None = Field(
+        default=None,
+        description="A merged revision's parents: [the revision it was written over, the "
+        "revision the merged edit was made from].",
     )
 
 
@@ -287,9 +298,11 @@ def _changes(
         present = {k: v for k, v in svc.store.get(wanted).items() if v.bucket in buckets}
     cited = [r["record_id"] for r in rows if r["op"] == "citations"]
     states = svc.citations.stored(cited) if cited and svc.citations is not None else {}
+    parents = merged_parents(svc.store.reader, [r for r in rows if r["op"] == "update"])
     out = []
     for r in rows:
         rec = present.get(r["record_id"]) if r["op"] != "delete" else None
+        merge = parents.get((r["record_id"], r["revision"]))
         out.append(
             Change(
                 seq=r["seq"],
@@ -301,8 +314,25 @@ def _changes(
                 at=parse_ts(r["at"]),
                 record=Memory.from_record(rec) if rec else None,
                 citations=states.get(r["record_id"], []) if r["op"] == "citations" else None,
+                merged=merge is not None,
+                parents=merge,
             )
         )
+    return out
+
+
+def merged_parents(conn: sqlite3.Connection, rows: list) -> dict[tuple[str, int], list[int]]:
+    """{(record id, revision): parents} of the merged revisions among update ``rows``."""
+    ids = list(dict.fromkeys(r["record_id"] for r in rows))
+    out: dict[tuple[str, int], list[int]] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        for rid, rev, parents in conn.execute(
+            "SELECT record_id, revision, parents FROM record_revisions WHERE parents IS NOT NULL "
+            f"AND record_id IN ({','.join('?' * len(part))})",
+            part,
+        ):
+            out[(rid, int(rev))] = json.loads(parents)
     return out
 
 

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from retrieval.records import Kind
-from server.service import browse, review
+from server.service import browse, merge, review
 from server.service.errors import Conflict, InvalidInput
 from server.service.maintenance import health, orphan_vectors
 from server.service.models import RecallInput
@@ -25,6 +25,7 @@ SCOPES = ("private", "personal", "team", "public")
 MESSAGES = {
     "saved": "Saved.",
     "unchanged": "Nothing changed.",
+    "merged": "Saved: merged with the changes made since you opened the page.",
     "deleted": "Deleted.",
     "shared": "Shared with the team.",
     "proposed": "Proposed for the team: a reviewer approves or rejects it.",
@@ -189,6 +190,8 @@ def memory_context(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
     policy = ui.policy()
     return {
         "rec": rec,
+        # a merged revision: [the revision it was written over, the one its edit was made from]
+        "parents": merge.parents_of(ui.svc.store.reader, rec.id, [rec.revision]).get(rec.revision),
         "own": rec.agent_id == s.identity.agent_id,
         "editable": rec.agent_id == s.identity.agent_id and rec.kind is Kind.memory,
         "shareable": rec.agent_id == s.identity.agent_id and rec.scope.value in SCOPES[:2],
@@ -231,8 +234,8 @@ async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response
             if rec.revision != expected:  # nothing of ours to write, but the page is stale
                 raise ui.svc.conflict(mid, rec.revision, expected)
             return "unchanged"
-        ui.svc.update_memory(s.identity, mid, text, patch or None, expected)
-        return "saved"
+        res = ui.svc.update_memory(s.identity, mid, text, patch or None, expected)
+        return "merged" if res.merged else "saved"
 
     try:
         done = await ui.run(save)
