@@ -71,13 +71,6 @@ def rows_under(conn: sqlite3.Connection, bucket: str, root: str) -> dict[str, Fi
     return {r[0]: FileRow(*r) for r in rows}
 
 
-def get_row(conn: sqlite3.Connection, bucket: str, path: str) -> FileRow | None:
-    r = conn.execute(
-        f"SELECT {_COLS} FROM files WHERE bucket=? AND path=?", (bucket, path)
-    ).fetchone()
-    return FileRow(*r) if r else None
-
-
 def put_rows(conn: sqlite3.Connection, bucket: str, rows: list[FileRow]) -> None:
     conn.executemany(
         f"INSERT OR REPLACE INTO files(bucket, {_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",

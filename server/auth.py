@@ -35,11 +35,6 @@ HEADER_PREFIX = "x-pattern-"
 LEGACY_BINDING = "the daemon's default project (legacy token, created before project binding)"
 
 
-def is_legacy(entry: dict) -> bool:
-    """Written before tokens were bound to a project: no project and no ``any_project``."""
-    return not entry.get("project") and "any_project" not in entry
-
-
 def bound_project(entry: dict, default_project: str) -> str | None:
     """The one project a token may reach, or None when it may reach any (``--any-project``).
     A legacy entry is bound to ``default_project`` (the daemon's)."""
@@ -125,7 +120,6 @@ __all__ = [
     "binding",
     "bound_project",
     "envelope_headers",
-    "is_legacy",
     "make_authenticator",
     "write_private",
 ]

@@ -3,7 +3,6 @@ without a valid login sees anything of the store."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 import pytest
@@ -165,14 +164,6 @@ def test_owner_switches_project_and_sees_that_projects_team(ui):
     assert r.status_code == 400 and "p2 deploys" not in t.get("/ui/memories?scope=team").text
 
 
-HOSTGUARD = importlib.util.find_spec("server.hostguard") is not None
-
-
-@pytest.mark.xfail(
-    not HOSTGUARD, strict=True,
-    reason="the daemon's Host/Origin guard (server/hostguard.py, hardening issue #11 item 10, "
-    "helper H3) is not in this branch yet: a foreign Host reaches /ui",
-)  # fmt: skip
 def test_daemon_refuses_a_foreign_host_on_ui(tmp_path):
     """DNS rebinding: a page on evil.example that resolves to 127.0.0.1 must not reach /ui."""
     import http.client

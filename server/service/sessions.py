@@ -183,13 +183,6 @@ class SessionIndexer:
         raw = self.svc.store.meta(PROGRESS_KEY + path)
         return FileProgress.model_validate_json(raw) if raw else FileProgress()
 
-    def all_progress(self) -> dict[str, FileProgress]:
-        rows = self.svc.store.reader.execute(
-            "SELECT key, value FROM meta WHERE key >= ? AND key < ?",
-            (PROGRESS_KEY, PROGRESS_KEY[:-1] + chr(ord(PROGRESS_KEY[-1]) + 1)),
-        ).fetchall()
-        return {k[len(PROGRESS_KEY) :]: FileProgress.model_validate_json(v) for k, v in rows}
-
     # ------------------------------------------------------------------ indexing
     def index_file(self, who: Identity, path: str | Path, *, flush: bool = False,
                    final: bool = False, max_batches: int | None = None) -> IndexReport:  # fmt: skip
