@@ -115,13 +115,18 @@ async def delete_entities(
 async def delete_observations(
     deletions: Annotated[
         list[ObservationDeletion],
-        Field(description="{entityName, observations: [exact texts to delete]}."),
+        Field(
+            description="{entityName, observations: [exact texts to delete], expectedRevision?: "
+            "the entity revision you read}."
+        ),
     ],
     ctx: Context,
     scope: GraphScope = "team",
 ) -> DeleteResult:
     """Delete specific observations (exact text) from entities, e.g. facts that became
-    wrong; the entities stay. Missing entities or observations are ignored."""
+    wrong; the entities stay. Missing entities or observations are ignored. With
+    expectedRevision only what you saw is deleted: an observation another agent added after
+    that revision is kept (listed in `kept`)."""
     s, who = services(ctx)
     return await call(lambda: s.graph.delete_observations(who, deletions, scope))
 

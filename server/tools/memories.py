@@ -128,7 +128,7 @@ async def update_memory(
         int | None,
         Field(
             ge=1,
-            description="The revision you read: if the memory changed since, nothing is written and a [conflict] error carries current_revision.",
+            description="The revision you read: if the memory changed since, your edit is merged with those changes (merged: true, parents); if both changed the same words, nothing is written and a [conflict] error carries current_revision and the merge attempt with markers.",
         ),
     ] = None,
     citations: Annotated[
@@ -142,7 +142,9 @@ async def update_memory(
 ) -> UpdateMemoryResult:
     """Change the content, metadata and/or citations of one of your memories (only its
     creator may). Returns the new revision; pass expectedRevision to never overwrite someone
-    else's change (optimistic concurrency)."""
+    else's change: an edit made from an older revision is merged three-way with what changed
+    since (text by words, tags as a set, other metadata per key); only edits to the same words
+    conflict."""
     rt, who = session_of(ctx)
     return await call(
         lambda: rt.service.update_memory(
