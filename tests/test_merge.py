@@ -197,3 +197,40 @@ def test_a_three_way_race_keeps_every_disjoint_edit(svc):
     stored = svc.store.get_one(m.memoryId)
     assert stored.content == "alpha 1. beta 2. gamma 3." and stored.revision == 4
     assert sorted(r.merged for r in results) == [False, True, True]
+
+
+def test_two_nodes_editing_concurrently_merge_and_end_equal(tmp_path, store_url):
+    """Two writers on one store (with PostgreSQL: two nodes, each with its own replica): the
+    merge is decided against the revision committed in the canonical transaction."""
+    folder_b = "a" if store_url is None else "b"
+    a = MemoryService(Engine(tmp_path / "a", HashEmbedder(), store_url=store_url))
+    b = MemoryService(Engine(tmp_path / folder_b, HashEmbedder(), store_url=store_url))
+    try:
+        m = a.remember(A, MemoryInput(content=BASE))
+        start = threading.Barrier(2)
+        done = []
+
+        def edit(svc, old, new):
+            start.wait()
+            done.append(svc.update_memory(A, m.memoryId, content=BASE.replace(old, new),
+                                          expected_revision=1))  # fmt: skip
+
+        threads = [threading.Thread(target=edit, args=(a, "Fridays", "Tuesdays")),
+                   threading.Thread(target=edit, args=(b, "alice.", "alice and bob."))]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(r.merged for r in done) == [False, True]
+        for svc in (a, b):
+            svc.store.catch_up()
+            rec = svc.store.get_one(m.memoryId)
+            assert rec.revision == 3
+            assert rec.content == BASE.replace("Fridays", "Tuesdays").replace(
+                "alice.", "alice and bob."
+            )
+            last = changes.read_changes(svc, A).changes[-1]
+            assert (last.revision, last.merged, last.parents) == (3, True, [2, 1])
+    finally:
+        a.engine.close()
+        b.engine.close()
