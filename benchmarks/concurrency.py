@@ -19,6 +19,9 @@ embedding the same texts one per call (as a single ``remember`` does) from as ma
 as there are cores; ``write_ratio`` = writes_per_s / encode_single_per_s (target >= 0.5: the
 whole MCP path, bridges and store included, at half the speed of the bare model).
 
+``--same-record``: many agents edit the same 5 memories and 5 entities at once; stale edits
+merge instead of failing (see ``benchmarks/merge_race.py``).
+
 Second scenario (baseline): two ``serve --standalone`` processes on one store — the second must
 be refused cleanly (one owner per store) and the store must stay intact.
 """
@@ -194,6 +197,11 @@ def standalone_scenario(embedder: str) -> dict:
 
 
 def main() -> int:
+    if "--same-record" in sys.argv:  # the merge scenario: many agents editing the same records
+        sys.path.insert(0, str(ROOT))
+        from benchmarks.merge_race import main as same_record
+
+        return same_record(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--agents", type=int, default=8)
     ap.add_argument("--writes", type=int, default=500)
