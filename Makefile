@@ -4,8 +4,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-runtime
-# editable installs as a path entry (setuptools' default finder prints a warning on every install)
-EDITABLE := --config-settings editable_mode=compat
 
 .PHONY: run test install lint bench clean screenshots
 
@@ -16,14 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, pinned to the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]' $(EDITABLE)
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 # the runtime alone, no torch (a development install, when current, has it already)
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	if [ ! $(STAMP) -nt pyproject.toml ]; then \
-	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e . $(EDITABLE); fi
+	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e .; fi
 	touch $(RUN_STAMP)
 
 install: $(STAMP)
