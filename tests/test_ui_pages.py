@@ -451,6 +451,8 @@ def test_schema_v7_migrates_a_v6_store_and_its_indexes_serve_the_lists(tmp_path)
     for name in ("records_bucket_updated", "records_bucket_created", "records_bucket_priority",
                  "records_turns"):  # fmt: skip
         conn.execute(f"DROP INDEX {name}")
+    conn.execute("DROP TABLE record_revisions")  # and what v8 added
+    conn.execute("ALTER TABLE entities DROP COLUMN revision")
     conn.execute("PRAGMA user_version = 6")
     conn.close()
     store = SQLiteStore(path)
