@@ -234,3 +234,54 @@ def test_two_nodes_editing_concurrently_merge_and_end_equal(tmp_path, store_url)
     finally:
         a.engine.close()
         b.engine.close()
+
+
+@pytest.mark.backends("sqlite")
+def test_a_v7_store_migrates_and_its_old_memories_merge_once_they_have_history(tmp_path):
+    import sqlite3
+
+    from retrieval.store import SQLiteStore
+
+    path = tmp_path / "store" / "pattern.sqlite3"
+    svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
+    old = svc.remember(A, MemoryInput(content=BASE)).memoryId
+    svc.engine.close()
+    conn = sqlite3.connect(str(path), isolation_level=None)  # back to v7: no history, no column
+    conn.execute("DROP TABLE record_revisions")
+    conn.execute("ALTER TABLE entities DROP COLUMN revision")
+    conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    SQLiteStore(path).close()  # migrates to the current version
+    svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
+    try:
+        svc.update_memory(A, old, content=BASE.replace("v1", "v2"))  # revision 2, now kept
+        with pytest.raises(Conflict) as info:  # revision 1 was never kept: no base
+            svc.update_memory(A, old, content=BASE + " More.", expected_revision=1)
+        assert info.value.data["reason"] == "no_base"
+        svc.update_memory(A, old, content=BASE.replace("v1", "v2").replace("Fridays", "Mondays"),
+                          expected_revision=2)  # fmt: skip
+        res = svc.update_memory(A, old, content=BASE.replace("v1", "v2") + " More.",
+                                expected_revision=2)  # fmt: skip
+        want = BASE.replace("v1", "v2").replace("Fridays", "Mondays") + " More."
+        assert res.merged and svc.store.get_one(old).content == want
+    finally:
+        svc.engine.close()
+
+
+@pytest.mark.backends("sqlite")
+def test_the_history_keeps_the_last_versions_and_goes_with_the_record(svc, monkeypatch):
+    from retrieval import store as store_mod
+
+    monkeypatch.setattr(store_mod, "HISTORY_DEPTH", 3)
+    m = svc.remember(A, MemoryInput(content=BASE))
+    for i in range(5):
+        svc.update_memory(A, m.memoryId, content=f"{BASE} {i}")
+
+    def kept() -> list[int]:
+        return [r[0] for r in svc.store.reader.execute(
+            "SELECT revision FROM record_revisions WHERE record_id=? ORDER BY revision",
+            (m.memoryId,))]  # fmt: skip
+
+    assert kept() == [4, 5, 6]
+    svc.forget(A, m.memoryId)
+    assert kept() == []

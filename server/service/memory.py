@@ -88,7 +88,10 @@ class MemoryService:
         self.engine = engine
         self.store = engine.store
         self.clock = clock
-        self.policy = policy or WritePolicy(secret_policy, injection_policy)
+        policy = policy or WritePolicy(secret_policy, injection_policy)
+        if policy.embedder is None:  # the injection model reads the engine's embedder
+            policy = policy.with_embedder(lambda: engine.embedder)
+        self.policy = policy
         engine.screen = self.policy
         # citations of code (server/service/citations.py), attached by the runtime
         self.citations: CitationService | None = None
@@ -335,7 +338,7 @@ class MemoryService:
         return (
             citations is None
             and merged.content == rec.content
-            and merge._same(merged.metadata, rec.metadata)
+            and merge.same(merged.metadata, rec.metadata)
         )
 
     def revision_check(self, memory_id: str, read: int, expected: int | None) -> Check:

@@ -101,7 +101,7 @@ class MetaMerge:
     overridden: list[str] = field(default_factory=list)  # keys both changed: ours won
 
 
-def _same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
@@ -114,9 +114,9 @@ def merge_metadata(base: dict, ours: dict, theirs: dict) -> MetaMerge:
         b, o, t = base.get(key), ours.get(key), theirs.get(key)
         if key in SET_KEYS and any(isinstance(v, list) for v in (b, o, t)):
             value = merge_set(b or [], o or [], t or [])
-        elif _same(o, b):
+        elif same(o, b):
             value = t
-        elif _same(t, b) or _same(o, t):
+        elif same(t, b) or same(o, t):
             value = o
         else:
             value = o
@@ -196,6 +196,6 @@ def merge_update(
 
 __all__ = [
     "MARK_MID", "MARK_OURS", "MARK_THEIRS", "Merged", "MetaMerge", "TextMerge", "base_of",
-    "mark_merged", "merge_metadata", "merge_set", "merge_text", "merge_update", "parents_of",
+    "mark_merged", "merge_metadata", "merge_set", "merge_text", "merge_update", "parents_of", "same",
     "tokens",
 ]  # fmt: skip
