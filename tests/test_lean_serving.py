@@ -203,7 +203,7 @@ def test_the_demo_says_when_the_model_is_being_prepared(tmp_path, monkeypatch):
     settings = Settings.from_env({"PATTERN_HOME": str(tmp_path / "home")}, tmp_path)
     assert settings.model_status() == "loading the embedding model …"  # the graph is shipped
     monkeypatch.setenv("PATTERN_EMBED_QUANTIZE", "int8")  # its int8 variant is derived once
-    assert settings.model_status().startswith("preparing")
+    assert settings.model_status() == "preparing the embedding model (one-time int8 quantization) …"
     monkeypatch.delenv("PATTERN_EMBED_QUANTIZE")
     folder = str(mean_pooling_folder(tmp_path / "custom"))  # another model: exported once
     custom = Settings.from_env(

@@ -89,8 +89,9 @@ class Settings(BaseModel):
         return SentenceTransformerEmbedder(self.embedding_model).load()
 
     def model_status(self) -> str:
-        """The one line a command prints while the model loads: prepared (the one-time ONNX
-        export, in a child process) or only loaded."""
+        """The one line a command prints while the model loads: prepared (a custom model's
+        one-time ONNX export, in a child process, or the packaged model's int8 variant) or only
+        loaded (the packaged graph)."""
         if self.embedder == "sentence-transformers":
             from retrieval.embedder import SentenceTransformerEmbedder
 
@@ -98,6 +99,8 @@ class Settings(BaseModel):
                 pending = SentenceTransformerEmbedder(self.embedding_model).export_pending
             except ValueError:  # a bad backend setting: the load itself reports it
                 pending = False
+            if pending and self.embedding_model is None:
+                return "preparing the embedding model (one-time int8 quantization) …"
             if pending:
                 return "preparing the embedding model (one-time ONNX export, about a minute) …"
         return "loading the embedding model …"
