@@ -179,8 +179,9 @@ MIGRATIONS: list[list[str]] = [
     # - record_revisions: the recent versions of each memory (content, metadata, category), the
     #   base of a three-way merge when an update's expected revision is stale; ``parents`` (JSON)
     #   is set on a merged revision: the revision it was written over and the one its edit was
-    #   made from. Written by the store with the record (SQLiteStore.insert/replace), pruned to
-    #   the last HISTORY_DEPTH versions, deleted with the record.
+    #   made from. Written by the store when a memory is updated (SQLiteStore.replace: the
+    #   version replaced and the new one), pruned to the last HISTORY_DEPTH versions, deleted
+    #   with the record.
     # - entities.revision: goes up with every change of the entity's observations; each
     #   observation records the revision that added it (metadata.addedAt), so a deletion made
     #   from a read of revision R removes only observations its writer saw (add wins).

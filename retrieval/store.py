@@ -344,9 +344,13 @@ class SQLiteStore:
 
     def _history(self, conn: sqlite3.Connection, rec: Record, op: str, now: str) -> None:
         """A memory's recent versions (``record_revisions``): the base a stale update merges
-        from (server/service/merge.py). The last :data:`HISTORY_DEPTH` are kept."""
+        from (server/service/merge.py). Kept from a memory's first update on (:meth:`replace`
+        keeps the version it replaces, then this the new one), so a memory never updated costs
+        nothing; the last :data:`HISTORY_DEPTH` are kept."""
         if op == "delete":
             conn.execute("DELETE FROM record_revisions WHERE record_id=?", (rec.id,))
+            return
+        if op == "insert":
             return
         conn.execute(
             "INSERT OR REPLACE INTO record_revisions(record_id, revision, content, metadata, "
@@ -424,6 +428,13 @@ class SQLiteStore:
             raise NotFound(f"record {rec.id} not found", id=rec.id)
         rowid = row["rowid"]
         rec.revision = row["revision"] + 1
+        if rec.kind is Kind.memory:  # the version replaced, kept as a merge base (_history)
+            conn.execute(
+                "INSERT OR IGNORE INTO record_revisions(record_id, revision, content, metadata, "
+                "category, at) SELECT id, revision, content, metadata, category, updated_at "
+                "FROM records WHERE id=?",
+                (rec.id,),
+            )
         sets = ", ".join(f"{c.strip()}=?" for c in COLUMNS.split(","))
         conn.execute(f"UPDATE records SET {sets} WHERE rowid=?", (*self._values(rec), rowid))
         conn.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))

@@ -237,7 +237,7 @@ def test_two_nodes_editing_concurrently_merge_and_end_equal(tmp_path, store_url)
 
 
 @pytest.mark.backends("sqlite")
-def test_a_v7_store_migrates_and_its_old_memories_merge_once_they_have_history(tmp_path):
+def test_a_v7_store_migrates_and_its_old_memories_merge(tmp_path):
     import sqlite3
 
     from retrieval.store import SQLiteStore
@@ -254,15 +254,10 @@ def test_a_v7_store_migrates_and_its_old_memories_merge_once_they_have_history(t
     SQLiteStore(path).close()  # migrates to the current version
     svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
     try:
-        svc.update_memory(A, old, content=BASE.replace("v1", "v2"))  # revision 2, now kept
-        with pytest.raises(Conflict) as info:  # revision 1 was never kept: no base
-            svc.update_memory(A, old, content=BASE + " More.", expected_revision=1)
-        assert info.value.data["reason"] == "no_base"
-        svc.update_memory(A, old, content=BASE.replace("v1", "v2").replace("Fridays", "Mondays"),
-                          expected_revision=2)  # fmt: skip
-        res = svc.update_memory(A, old, content=BASE.replace("v1", "v2") + " More.",
-                                expected_revision=2)  # fmt: skip
-        want = BASE.replace("v1", "v2").replace("Fridays", "Mondays") + " More."
+        # its first update keeps the version it replaces: a stale edit of it merges
+        svc.update_memory(A, old, content=BASE.replace("Fridays", "Mondays"))
+        res = svc.update_memory(A, old, content=BASE + " More.", expected_revision=1)
+        want = BASE.replace("Fridays", "Mondays") + " More."
         assert res.merged and svc.store.get_one(old).content == want
     finally:
         svc.engine.close()
@@ -283,5 +278,9 @@ def test_the_history_keeps_the_last_versions_and_goes_with_the_record(svc, monke
             (m.memoryId,))]  # fmt: skip
 
     assert kept() == [4, 5, 6]
+    never = svc.remember(A, MemoryInput(content="never updated")).memoryId
+    assert not svc.store.reader.execute(
+        "SELECT 1 FROM record_revisions WHERE record_id=?", (never,)
+    ).fetchone()  # a memory costs history from its first update on
     svc.forget(A, m.memoryId)
     assert kept() == []

@@ -44,12 +44,15 @@ def services(tmp_path_factory):
 
 def stale(svc: MemoryService, mid: str, back: int) -> tuple[int, str, list[str]]:
     """A revision ``back`` behind the stored one, as the store still holds it."""
-    rev = max(1, svc.store.get_one(mid).revision - back)
-    content, meta = svc.store.reader.execute(
+    now = svc.store.get_one(mid)
+    rev = max(1, now.revision - back)
+    row = svc.store.reader.execute(
         "SELECT content, metadata FROM record_revisions WHERE record_id=? AND revision=?",
         (mid, rev),
     ).fetchone()
-    return rev, content, json.loads(meta).get("tags", [])
+    if row is None:  # never updated yet: the history starts with the first update
+        return now.revision, now.content, now.tags
+    return rev, row[0], json.loads(row[1]).get("tags", [])
 
 
 @settings(
