@@ -88,6 +88,7 @@ def _du_mb(path: Path) -> float:
     )
 
 
+@pytest.mark.timeout(1800)  # ~100 packages from the index on a cold machine, then the demo
 def test_pip_install_into_an_empty_venv_runs_the_demo_without_torch(source, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
