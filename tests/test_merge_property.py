@@ -56,7 +56,7 @@ def stale(svc: MemoryService, mid: str, back: int) -> tuple[int, str, list[str]]
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=st.lists(step, min_size=4, max_size=24))
 def test_no_acknowledged_edit_is_lost(services, steps):
