@@ -1,7 +1,8 @@
 """An embedder wrapper that caches vectors on disk (benchmarks only).
 
-Key = sha256(model id, "query"/"doc", text); the vectors live in one SQLite file per model in
-``.bench-cache/`` (gitignored), so re-running a benchmark re-embeds nothing it has seen.
+Key = sha256(model id, "query"/"doc", text); the vectors live in one SQLite file per model and
+graph file in ``.bench-cache/`` (gitignored), so re-running a benchmark re-embeds nothing it
+has seen, and a changed graph (same model id, other weights) starts a cache of its own.
 The wrapped embedder is only loaded when a text is missing (or ``max_words`` is asked for).
 """
 
@@ -17,6 +18,26 @@ import numpy as np
 DEFAULT_CACHE = Path(__file__).resolve().parents[1] / ".bench-cache"
 
 
+def variant(inner) -> str:
+    """What decides the vectors beside the model id: for the ONNX backend of a local model
+    folder, the graph file it serves (``-`` and the first 12 hex digits of its sha256); empty
+    for anything else (a torch model is its weights, named by the model id)."""
+    path = getattr(inner, "model_path", None)
+    if getattr(inner, "backend", None) == "torch" or not path:
+        return ""
+    from retrieval import onnx_model
+
+    try:
+        graph = onnx_model.graph_path(path, getattr(inner, "quantize", None))
+        digest = hashlib.sha256()
+        with open(graph, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return ""
+    return "-" + digest.hexdigest()[:12]
+
+
 class CachingEmbedder:
     def __init__(self, inner, cache_dir: str | Path = DEFAULT_CACHE) -> None:
         self.inner = inner
@@ -25,6 +46,7 @@ class CachingEmbedder:
         cache_dir = Path(cache_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.model_id)
+        safe += variant(inner)
         self._db = sqlite3.connect(
             str(cache_dir / f"embeddings-{safe}.sqlite3"), check_same_thread=False
         )

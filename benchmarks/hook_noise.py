@@ -13,7 +13,10 @@ is asked twice through ``select_for_prompt``:
 
 - of its own project: *evidence* is the share of questions where an injected item (budget and
   item limit applied) holds an evidence / answer turn (its turn range ``turn..last_turn``);
-  *first3* the share where one of the first three injected items does;
+  *first3* the share where one of the first three injected items does; *evidence_text* the
+  share where the evidence's own words are in the injected text (a run of 8 of its words: a
+  long record is quoted by its excerpt for the question, ``autorecall.excerpt_texts``, and an
+  excerpt or a cut quote can miss them);
 - of a project of the other set (a LoCoMo question of a LongMemEval haystack, a LongMemEval
   question of a LoCoMo conversation): *off-topic silent* is the share where nothing is injected.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -47,6 +51,7 @@ CHECK_THRESHOLDS = (0.40, 0.50, 0.60, 0.70, 0.80, 0.90, 1.00)
 # threshold 0, no item or token limit: every candidate of the search (k=30) with its relevance
 SCAN = ar.HookConfig.model_construct(threshold=0.0, max_items=10_000, prompt_tokens=10**8)
 SETS = ("locomo", "longmemeval")
+METRICS = ("off_topic_silent", "evidence", "first3", "evidence_text")
 BUDGET_ITEMS, BUDGET_TOKENS = (6, 10), (400, 800, 1600)
 
 
@@ -58,36 +63,71 @@ class Asked:
     text: str
     who: object
     cands: list[tuple[float, Record, bool]]  # (relevance, record, holds evidence)
-    packed: dict = field(default_factory=dict)  # (budget, ids) -> how many fit
+    evidence: list[str] = field(default_factory=list)  # the evidence / answer turns' texts
+    texts: dict = field(default_factory=dict)  # budget -> per candidate: its excerpt or None
+    packed: dict = field(default_factory=dict)  # (budget, ids) -> (how many fit, the text)
 
 
-def scan(svc, who, text: str, holds) -> list[tuple[float, Record, bool]]:
+def scan(svc, who, text: str, holds, evidence: list[str] = ()) -> Asked:
+    """``text`` asked of ``who``'s project at threshold 0, without limits: the candidates in
+    the hook's order, and the excerpt the hook would quote of each at every budget measured."""
     sel = ar.select_for_prompt(svc, who, text, config=SCAN)
-    return [(p.relevance, p.record, bool(holds(p.record))) for p in sel.picked]
+    records = [p.record for p in sel.picked]
+    texts = {t: ar.excerpt_texts(svc, sel.query, records, t)
+             for t in {ar.HookConfig().prompt_tokens, *BUDGET_TOKENS}}  # fmt: skip
+    cands = [(p.relevance, p.record, bool(holds(p.record))) for p in sel.picked]
+    return Asked(text, text, who, cands, list(evidence), texts)
 
 
 def injected(a: Asked, tau: float, config: ar.HookConfig) -> list[tuple[float, Record, bool]]:
     """What ``select_for_prompt`` injects at ``tau``: the candidates clearing it, in order, at
     most ``max_items``, as many as the hook's packing quotes within ``prompt_tokens``."""
-    over = [c for c in a.cands if c[0] >= tau][: config.max_items]
-    key = (config.prompt_tokens, *(c[1].id for c in over))
+    over, (n, _) = clearing(a, tau, config), packed(a, tau, config)
+    return [a.cands[i] for i in over[:n]]
+
+
+def clearing(a: Asked, tau: float, config: ar.HookConfig) -> list[int]:
+    return [i for i, c in enumerate(a.cands) if c[0] >= tau][: config.max_items]
+
+
+def packed(a: Asked, tau: float, config: ar.HookConfig) -> tuple[int, str]:
+    """(how many of the candidates clearing ``tau`` the hook quotes, the injected text)."""
+    over = clearing(a, tau, config)
+    key = (config.prompt_tokens, *over)
     if key not in a.packed:
-        a.packed[key] = (
-            ar._pack([(c[1], None) for c in over], config.prompt_tokens)[0] if over else 0
-        )
-    return over[: a.packed[key]]
+        texts = a.texts.get(config.prompt_tokens) or [None] * len(a.cands)
+        items = [(a.cands[i][1], texts[i]) for i in over]
+        a.packed[key] = ar._pack(items, config.prompt_tokens) if over else (0, "")
+    return a.packed[key]
+
+
+_WORDS = re.compile(r"[\w']+")
+
+
+def shown(evidence: str, text: str, span: int = 8) -> bool:
+    """The evidence's words are in ``text``: a run of ``span`` consecutive words of it (all of
+    it when shorter), compared case-insensitively, punctuation and spacing ignored."""
+    ev = _WORDS.findall(evidence.lower())
+    if not ev:
+        return False
+    hay = " " + " ".join(_WORDS.findall(text.lower())) + " "
+    n = min(span, len(ev))
+    return any(" " + " ".join(ev[i : i + n]) + " " in hay for i in range(len(ev) - n + 1))
 
 
 def point(own: list[Asked], off: list[Asked], tau: float, config: ar.HookConfig) -> dict:
-    ev = first = 0
+    ev = first = seen = 0
     for a in own:
         held = [c[2] for c in injected(a, tau, config)]
         ev += any(held)
         first += any(held[:3])
+        text = packed(a, tau, config)[1] if held else ""
+        seen += any(shown(e, text) for e in a.evidence)
     silent = sum(not injected(a, tau, config) for a in off)
     return {"off_topic_silent": round(silent / max(1, len(off)), 4),
             "evidence": round(ev / max(1, len(own)), 4),
-            "first3": round(first / max(1, len(own)), 4)}  # fmt: skip
+            "first3": round(first / max(1, len(own)), 4),
+            "evidence_text": round(seen / max(1, len(own)), 4)}  # fmt: skip
 
 
 def curve(asked: dict, config: ar.HookConfig) -> list[dict]:
@@ -123,7 +163,7 @@ def budgets(asked: dict, config: ar.HookConfig) -> list[dict]:
             row: dict = {"max_items": items, "prompt_tokens": tokens}
             for name in SETS:
                 p = point(asked[name]["own"], [], config.threshold, cfg)
-                row[name] = {"evidence": p["evidence"], "first3": p["first3"]}
+                row[name] = {k: p[k] for k in ("evidence", "first3", "evidence_text")}
             rows.append(row)
     return rows
 
@@ -180,25 +220,26 @@ def run(args, data: list[dict], embedder, helpers) -> dict:
                   flush=True)  # fmt: skip
             t0 = time.perf_counter()
             sids, svc = list(store.maps), store.svc
+            said = {(sample["sample_id"], t["dia_id"]): t.get("text", "")
+                    for sample in data for _, _, turns in helpers[0](sample["conversation"])
+                    for t in turns}  # fmt: skip
             for i, q in enumerate(lo_qs):
                 mp, who = store.maps[q["sid"]], store.who[q["sid"]]
-                own = scan(
-                    svc, who, q["text"], lambda r, mp=mp, rel=q["rel"]: set(sb.held(r, mp)) & rel
-                )
-                asked["locomo"]["own"].append(Asked(q["qid"], q["text"], who, own))
+                ev = [said.get((q["sid"], d), "") for d in sorted(q["rel"])]
+                own = scan(svc, who, q["text"],
+                           lambda r, mp=mp, rel=q["rel"]: set(sb.held(r, mp)) & rel, ev)  # fmt: skip
+                asked["locomo"]["own"].append(own)
                 if lme_qs:
                     other = lme.who_of(lme_qs[i % len(lme_qs)])
-                    cands = scan(svc, other, q["text"], lambda r: False)
-                    asked["locomo"]["off"].append(Asked(q["qid"], q["text"], other, cands))
+                    asked["locomo"]["off"].append(scan(svc, other, q["text"], lambda r: False))
             for i, q in enumerate(lme_qs):
                 who, answers = lme.who_of(q), lme.answer_positions(q, sessions)
-                own = scan(svc, who, q["question"], lambda r, a=answers: lme.holds(r.metadata, a))
-                asked["longmemeval"]["own"].append(Asked(q["question_id"], q["question"], who, own))
+                ev = [sessions[sid][t]["content"] for sid, t in q["answer_turns"]]
+                own = scan(svc, who, q["question"],
+                           lambda r, a=answers: lme.holds(r.metadata, a), ev)  # fmt: skip
+                asked["longmemeval"]["own"].append(own)
                 other = store.who[sids[i % len(sids)]]
-                cands = scan(svc, other, q["question"], lambda r: False)
-                asked["longmemeval"]["off"].append(
-                    Asked(q["question_id"], q["question"], other, cands)
-                )
+                asked["longmemeval"]["off"].append(scan(svc, other, q["question"], lambda r: False))
             took_ask = time.perf_counter() - t0
             checked = check(svc, asked, args.check, config) if args.check else {}
         finally:
@@ -213,11 +254,13 @@ def run(args, data: list[dict], embedder, helpers) -> dict:
               "the search's candidates)")  # fmt: skip
     sweep = budgets(asked, config)
     print(
-        f"at threshold {config.threshold}: items, tokens, evidence / first3 (LoCoMo, LongMemEval)"
+        f"at threshold {config.threshold}: items, tokens, evidence / first3 / evidence_text "
+        "(LoCoMo, LongMemEval)"
     )
     for b in sweep:
         print(f"  {b['max_items']:>3} {b['prompt_tokens']:>5}" + "".join(
-            f"  {b[s]['evidence']:.3f} / {b[s]['first3']:.3f}" for s in SETS))  # fmt: skip
+            f"  {b[s]['evidence']:.3f} / {b[s]['first3']:.3f} / {b[s]['evidence_text']:.3f}"
+            for s in SETS))  # fmt: skip
     if checked:
         print(f"check: {checked['differing']} of {checked['selections']} selections through "
               "select_for_prompt differ from the offline ones")  # fmt: skip
@@ -239,12 +282,13 @@ def print_curve(rows: list[dict], asked: dict, config: ar.HookConfig) -> None:
     print(f"\nthe hook's injection by threshold (max {config.max_items} items, "
           f"{config.prompt_tokens} tokens): LoCoMo {n['locomo']} questions, LongMemEval "
           f"{n['longmemeval']}")  # fmt: skip
-    print(f"{'':>9}{'LoCoMo':>36}{'LongMemEval':>36}")
+    print(f"{'':>9}{'LoCoMo':>48}{'LongMemEval':>48}")
     print(
-        f"{'threshold':>9}" + 2 * "".join(f"{m:>12}" for m in ("off-silent", "evidence", "first3"))
+        f"{'threshold':>9}"
+        + 2 * "".join(f"{m:>12}" for m in ("off-silent", "evidence", "first3", "ev-text"))
     )
     for r in rows:
-        vals = [r[s][m] for s in SETS for m in ("off_topic_silent", "evidence", "first3")]
+        vals = [r[s][m] for s in SETS for m in METRICS]
         mark = "  *" if meets(r) else ""
         print(f"{r['threshold']:>9.2f}" + "".join(f"{v:>12.3f}" for v in vals) + mark)
 
@@ -266,8 +310,15 @@ def main(argv: list[str] | None = None) -> int:
         help="compare with select_for_prompt itself on N questions of each kind",
     )
     p.add_argument("--no-cache", action="store_true", help="do not cache embeddings")
+    p.add_argument(
+        "--no-excerpts",
+        action="store_true",
+        help="quote every record from its start, cut at the budget (the comparison run)",
+    )
     p.add_argument("--json", metavar="OUT")
     args = p.parse_args(argv)
+    if args.no_excerpts:  # the hook's own selection then quotes no excerpt either (--check)
+        ar.excerpt_texts = lambda svc, query, records, tokens: [None] * len(records)
     data = json.loads(Path(args.locomo).read_text(encoding="utf-8"))
     helpers = (rel.locomo_sessions, rel.locomo_date, rel.evidence_ids)
     payload = run(args, data, rel.make_embedder(not args.no_cache), helpers)

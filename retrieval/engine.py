@@ -42,7 +42,7 @@ from .records import Hit, Record, RecordFilter
 from .store import SQLiteStore, parse_ts
 from .vector_process import VectorProcess
 from .vector_sync import VectorSync
-from .vectors import VectorIndex, windows, words_of
+from .vectors import VectorIndex, window_spans, windows, words_of
 
 EmbedText = Callable[[Record], str]
 # The write policy: (record to store, warnings) for a record about to be written; raises (a
@@ -89,14 +89,7 @@ def embed_views(rec: Record, max_words: int, overlap: int = 0) -> list[list[tupl
     """
     if not rec.context:
         return [[(w, 1.0)] for w in windows(rec.content, max_words, overlap)]
-    content_words = len(words_of(rec.content))
-    ctx = words_of(rec.context)
-    room = max(max_words // 2, max_words - content_words)
-    context = rec.context
-    if len(ctx) > room:
-        ctx = ctx[:room]
-        context = " ".join(ctx)
-    size = max(max_words - len(ctx), max_words // 2)
+    context, ctx, size = _context_fit(rec, max_words)
     out = []
     for w in windows(rec.content, size, min(overlap, size // 2)):
         n = len(words_of(w))
@@ -105,6 +98,29 @@ def embed_views(rec: Record, max_words: int, overlap: int = 0) -> list[list[tupl
         else:
             out.append([(f"{context}\n{w}", 1.0)])
     return out
+
+
+def _context_fit(rec: Record, max_words: int) -> tuple[str, list[str], int]:
+    """(the context put in front of each window, its words, content words per window)."""
+    content_words = len(words_of(rec.content))
+    ctx = words_of(rec.context)
+    room = max(max_words // 2, max_words - content_words)
+    context = rec.context
+    if len(ctx) > room:
+        ctx = ctx[:room]
+        context = " ".join(ctx)
+    return context, ctx, max(max_words - len(ctx), max_words // 2)
+
+
+def content_spans(rec: Record, max_words: int, overlap: int = 0) -> list[tuple[int, int]]:
+    """The word ranges of ``rec.content`` that :func:`embed_views`' windows hold, in window
+    order (window ``i``'s stored vector is the content's words ``spans[i]``)."""
+    if rec.context:
+        size = _context_fit(rec, max_words)[2]
+        overlap = min(overlap, size // 2)
+    else:
+        size = max_words
+    return window_spans(len(words_of(rec.content)), size, overlap)
 
 
 class Engine:
@@ -257,6 +273,13 @@ class Engine:
             return embed_views(rec, self.window_words, self.window_overlap)
         text = self.embed_text(rec)
         return [[(w, 1.0)] for w in windows(text, self.window_words, self.window_overlap)]
+
+    def spans(self, rec: Record) -> list[tuple[int, int]] | None:
+        """The content word ranges of ``rec``'s embedding windows (:func:`content_spans`);
+        None when the engine embeds another text (``embed_text``)."""
+        if self.embed_text is not None:
+            return None
+        return content_spans(rec, self.window_words, self.window_overlap)
 
     def vectors_for(
         self, records: Sequence[Record], embedder: Embedder | None

@@ -38,10 +38,17 @@ def windows(text: str, max_words: int, overlap: int = 0) -> list[str]:
     words = words_of(text)
     if len(words) <= max_words:
         return [text]
+    return [" ".join(words[a:b]) for a, b in window_spans(len(words), max_words, overlap)]
+
+
+def window_spans(n: int, max_words: int, overlap: int = 0) -> list[tuple[int, int]]:
+    """The word ranges ``[start, end)`` of :func:`windows` over a text of ``n`` words."""
+    if n <= max_words:
+        return [(0, n)]
     # an overlap >= max_words would leave no window at all, or drop the tail
     overlap = max(0, min(overlap, max_words - 1))
     step = max(1, max_words - overlap)
-    return [" ".join(words[i : i + max_words]) for i in range(0, len(words) - overlap, step)]
+    return [(i, min(n, i + max_words)) for i in range(0, n - overlap, step)]
 
 
 @dataclass(frozen=True)

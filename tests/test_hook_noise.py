@@ -47,6 +47,14 @@ def test_hook_noise_curve_on_tiny_sets(tmp_path, capsys):
     json.dumps(res)  # the payload is what --json writes
 
 
+def test_shown_needs_a_run_of_the_evidence_words():
+    text = "> Alice said: the launch moved to Friday, May 3rd, after the review."
+    assert hook_noise.shown("The launch moved to Friday, May 3rd", text)
+    assert hook_noise.shown("moved to friday", text)  # shorter than the run: all of it
+    assert not hook_noise.shown("The launch moved to Monday, May 3rd", text)
+    assert not hook_noise.shown("", text)
+
+
 def test_injected_applies_threshold_item_limit_and_budget():
     def cand(rel, words, holds=False):
         rec = ar.Record(project_id="p", agent_id="a", content=" ".join(["word"] * words))
@@ -63,7 +71,13 @@ def test_injected_applies_threshold_item_limit_and_budget():
     assert len(hook_noise.injected(big, 0.5, cfg)) == 1
     own = [a, big]
     p = hook_noise.point(own, [big], 0.4, cfg)
-    assert p == {"off_topic_silent": 0.0, "evidence": 0.5, "first3": 0.5}
+    assert p == {"off_topic_silent": 0.0, "evidence": 0.5, "first3": 0.5, "evidence_text": 0.0}
+    # evidence_text: the evidence's own words must be in what is injected
+    a.evidence = ["word word word word word"]
+    a.packed.clear()
+    assert hook_noise.point([a], [], 0.4, cfg)["evidence_text"] == 1.0
+    big.evidence = ["a sentence that no candidate quotes"]
+    assert hook_noise.point([big], [], 0.4, cfg)["evidence_text"] == 0.0
     # the ceiling: the budget cuts the second item, the item limit alone does not
     c = hook_noise.ceiling({"locomo": {"own": [big]}, "longmemeval": {"own": [a]}}, cfg)
     assert c["locomo"] == {"hook": 0.0, "items_no_budget": 1.0, "any_candidate": 1.0}
