@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: run test install lint bench clean screenshots
+.PHONY: run test install lint bench clean screenshots docs
 
 # the development install: the runtime, the test tools and the [torch] extra (the parity test
 # compares the packaged model with sentence-transformers on torch)
@@ -33,9 +33,14 @@ run: $(RUN_STAMP)
 # and PostgreSQL as much as on the CPU (785 s serial, ~500 s with two workers on 2 cores).
 # The browser tests run after, in a process of their own: Playwright's sync API leaves an
 # event loop in its thread, which a later test file's anyio.run would meet in a shared worker.
-test: $(STAMP)
+test: $(STAMP) docs
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not browser"
 	$(BIN)/python -m pytest -q -m browser
+
+# the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing
+# anchor or a page left out of the nav fails the build, and so `make test`
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # the dashboard screenshots in docs/screenshots/ (needs /usr/bin/chromium)
 screenshots: $(STAMP)
@@ -45,4 +50,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .bench-cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .bench-cache site
