@@ -8,7 +8,7 @@ interleaved recalls (one every 10 writes), and reports per-call latencies. The a
 behind a barrier: each connects and answers one recall, then all write at once on a signal, so
 ``writes_per_s`` is the memories written over the write window (first write to last call; the
 interleaved recalls are inside it) and ``start_s`` is the time until every agent was connected
-(17 Python processes starting on the box). Then counts what the
+(17 Python processes starting on the benchmark machine). Then counts what the
 store holds: expected, present, duplicated, and the vectors Chroma holds for them (every
 memory must have its vector, and the outbox must be empty). JSON keys: expected, present,
 duplicated, vectors_missing, outbox, writes_per_s, p50_ms, p95_ms (+ recall latencies and the

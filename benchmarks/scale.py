@@ -10,7 +10,8 @@ queries (query embedding included): unfiltered, and with the visibility filter o
 (its private bucket in its project, its personal bucket, its project's team bucket, public).
 The engine runs as the daemon runs it (``--vectors serving``: Chroma in a child process, the
 outbox applied by the background writer; a slice's write time lasts until its vectors are in
-the index); ``--vectors inline`` is the configuration before session 6.
+the index); ``--vectors inline`` applies each write's vectors
+in this process, on the writing thread (the library ``Engine``'s default).
 The write rate has its baseline in the same run: ``encode_per_s`` is the bare model
 (``embed_documents``) over the same texts in the same batches, measured slice by slice
 alternating with the writes (so both see the same machine load); ``write_ratio`` =
@@ -291,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["serving", "inline"],
         default="serving",
         help="serving (default, as the daemon runs): Chroma in a child process, applied by the "
-        "background writer; inline: in this process, on the writing thread (before session 6)",
+        "background writer; inline: in this process, on the writing thread (the library Engine's default)",
     )
     args = ap.parse_args(argv)
 

@@ -22,13 +22,13 @@ on a shared machine the load decides what a time means.
 3. ``rss_mb``: the idle daemon's resident memory, read from ``/proc`` ``--idle`` seconds after
    that first hybrid answer and one more recall (model loaded, Chroma open with the agent's
    collections loaded, the store's pages mapped). Median. It
-   is the sum over the daemon and its children (the vector index runs in a child process since
-   session 6: ``daemon_processes``); ``pss_mb`` is the same sum in proportional set size (a
+   is the sum over the daemon and its children (the vector index runs in a child
+   process: ``daemon_processes``); ``pss_mb`` is the same sum in proportional set size (a
    library both processes map counts once).
    ``rss_anon_mb`` and ``rss_file_mb`` split it: heap vs mapped files (the model weights are
    heap; SQLite's memory-mapped pages and shared libraries are file pages the kernel can drop).
 4. Baseline in the same run: one start with ``PATTERN_EMBED_BACKEND=torch`` (the
-   sentence-transformers model in the daemon, as before session 4): ``torch_model_ready_s``,
+   sentence-transformers model in the daemon, without the lean ONNX serving): ``torch_model_ready_s``,
    ``torch_rss_mb``.
 5. ``breakdown``: what each part costs on its own, each in a fresh interpreter (seconds, RSS
    after, MB): the imports (chromadb, onnxruntime, tokenizers, the MCP server, torch +
@@ -36,7 +36,7 @@ on a shared machine the load decides what a time means.
    store opened with an integrity check (with and without its memory map), the in-memory
    postings (built at 20k records by default; forced here), the torch backend's loaded model.
 
-Results: docs/benchmarks.md, "Session 4: lean serving".
+Results: docs/benchmarks.md, "Start-up and memory of the served process" and "lean serving".
 """
 
 from __future__ import annotations

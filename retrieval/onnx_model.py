@@ -16,7 +16,7 @@ graph against sentence-transformers' own ``encode`` before the file lands in the
 
 ONNX Runtime runs the graph with one intra-op thread per call, so concurrent calls from worker
 threads run in parallel (the GIL is released inside ``run``). Measured on the 2-core benchmark
-machine (24-word SciFact sentences, one thread, see docs/benchmarks.md "Session 3"): a query
+machine (24-word SciFact sentences, one thread, see docs/benchmarks.md, "Scale"): a query
 takes 8-9 ms instead of torch's 14 ms, and small batches embed ~110 texts/s instead of ~95.
 ``quantize="int8"`` adds per-channel dynamic int8 weights for the MatMuls: ~2x faster again, at
 cosine ~0.993 to the float model, so it is a different model id and opt-in (for the packaged

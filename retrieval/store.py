@@ -266,7 +266,7 @@ class SQLiteStore:
         """SQLite's integrity check plus records vs FTS rows. It reads every page, so it runs
         on a connection of its own without memory mapping, closed after: through the writer's
         mmap window the whole file stayed resident in the process (a daemon's RSS grew by the
-        file's size at start, 57 MB at 10k memories; docs/benchmarks.md "Session 4")."""
+        file's size at start, 57 MB at 10k memories; docs/benchmarks.md, "lean serving")."""
         own = self.path != ":memory:"
         conn = (
             sqlite3.connect(self.path, isolation_level=None, timeout=30.0) if own else self._writer

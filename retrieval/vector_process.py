@@ -5,7 +5,7 @@ Chroma folder.
 Why a process: Chroma's Python bindings keep the GIL while Rust does the work (an upsert holds
 it ~10 ms per call whatever its size, a query ~2.5 ms), and ``import chromadb`` plus opening a
 store hold it ~1.9 s. In the serving process that stalled every other request and the
-embedding workers (docs/benchmarks.md, "Session 6"). In a child the cost runs beside them, on
+embedding workers (docs/benchmarks.md, "the vector index in a child process"). In a child the cost runs beside them, on
 the other core, and the server starts without importing chromadb at all: until the child has
 opened the store, the ranker scores the stored vectors exactly (:attr:`VectorProcess.ready`).
 

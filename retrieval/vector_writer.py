@@ -2,7 +2,7 @@
 thread, so a write returns at COMMIT and concurrent writes share Chroma calls.
 
 Chroma's cost is per call more than per vector (~10 ms of CPU for an upsert of 1 vector, ~15
-for 8, docs/benchmarks.md "Session 6"), and each visibility bucket is its own collection, so
+for 8, docs/benchmarks.md, "the vector index in a child process"), and each visibility bucket is its own collection, so
 applying every write's row on its own thread (as :meth:`VectorSync.after_commit` does inline)
 costs one call per write. The writer applies whatever accumulated while it was busy: under load
 its rounds grow, and the calls per write fall.

@@ -1,4 +1,4 @@
-"""The change stream (issue 6, item 5): visibility, paging, durable consumer cursors, exactly-once
+"""The change stream: visibility, paging, durable consumer cursors, exactly-once
 resume with concurrent writers, compaction and reset_required, and MCP notifications."""
 
 from __future__ import annotations

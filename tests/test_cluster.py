@@ -1,4 +1,4 @@
-"""Many daemons, one PostgreSQL (issue 14): nodes are engines on their own folders sharing one
+"""Many daemons, one PostgreSQL: nodes are engines on their own folders sharing one
 real PostgreSQL database; every rule is decided there, every node reads its own replica."""
 
 from __future__ import annotations

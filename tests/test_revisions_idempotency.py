@@ -1,5 +1,5 @@
 """Revisions, optimistic concurrency (update-memory / commit-insight with expectedRevision) and
-idempotency keys on every write (issue 6, item 4)."""
+idempotency keys on every write."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ class Runtime:
     def _make_embedder_beside_vectors(self):
         """The embedder, while another thread opens the vector index: building the ONNX
         session releases the GIL, importing chromadb holds it, so the two overlap (~0.4 s of
-        the first vector query's wait, docs/benchmarks.md "Session 4")."""
+        the first vector query's wait, docs/benchmarks.md, "lean serving")."""
         if self.settings.embedder == "none":
             return None
         failed: list[BaseException] = []
