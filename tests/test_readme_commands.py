@@ -1,10 +1,12 @@
-"""Every ``pattern-memory …`` command line in the README's code blocks parses and runs.
+"""Every ``pattern-memory …`` command line in the code blocks of the README and of the
+documentation pages parses and runs.
 
-The lines are read from README.md (fenced code blocks only; a trailing ``# comment`` is dropped,
-a trailing ``\\`` joins the next line) and run in README order, as a user would type them, in one
+The lines are read from README.md, then from each page of the documentation site in the order of
+``mkdocs.yml``'s nav (:data:`DOCS`; fenced code blocks only; a trailing ``# comment`` is dropped,
+a trailing ``\\`` joins the next line) and run in that order, as a user would type them, in one
 temporary store (``PATTERN_HOME``) from one temporary working directory that holds the files the
-README's examples name (:data:`FILES`), with ``PATTERN_EMBEDDER=hash`` (no model is needed to
-check that a command works). Each must exit 0. So a README section added later is covered
+examples name (:data:`FILES`), with ``PATTERN_EMBEDDER=hash`` (no model is needed to
+check that a command works). Each must exit 0. So a README section or a page added later is covered
 without touching this file, unless its command needs something special:
 
 - a command that runs until stopped (``daemon``, ``ingest --watch``) is started, waited for
@@ -38,6 +40,16 @@ from server.daemon import read_info
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+
+
+def doc_pages() -> list[Path]:
+    """README.md, then the documentation pages in the order of ``mkdocs.yml``'s nav (read with a
+    pattern: the file has a YAML tag that a safe loader refuses)."""
+    nav = re.findall(r"^\s*-\s*[^:\n]+:\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    return [README, *(ROOT / "docs" / page for page in nav)]
+
+
+DOCS = doc_pages()
 COMMAND = re.compile(r"^(?:\S*/)?pattern-memory(?:\s|$)")
 RUN_TIMEOUT = 180  # seconds for one command that should finish by itself
 READY_TIMEOUT = 90  # seconds for a long-running command to become ready
@@ -56,7 +68,7 @@ PARSE_ONLY: dict[str, str] = {
     "would hold the store the later commands use): run by test_index_sessions.py",
 }
 
-# Files the README's examples name, created in the working directory before the first command.
+# Files the examples name, created in the working directory before the first command.
 OFFICIAL_GRAPH = [
     {"type": "entity", "name": "Ada", "entityType": "person", "observations": ["writes tests"]},
     {"type": "entity", "name": "Lovelace_Lab", "entityType": "team", "observations": []},
@@ -85,15 +97,20 @@ class Line:
     lineno: int
     text: str
     argv: list[str]  # after "pattern-memory"
+    file: str = "README.md"
 
     @property
     def id(self) -> str:
-        return f"L{self.lineno}: {' '.join(self.argv)}"[:90]
+        return f"{self.file}:{self.lineno}: {' '.join(self.argv)}"[:90]
+
+    @property
+    def where(self) -> str:
+        return f"{self.file} line {self.lineno}"
 
 
-def readme_commands(text: str | None = None) -> list[Line]:
-    """Every ``pattern-memory`` command line of the README's fenced code blocks, in order."""
-    lines = (README.read_text(encoding="utf-8") if text is None else text).splitlines()
+def readme_commands(text: str | None = None, path: Path = README) -> list[Line]:
+    """Every ``pattern-memory`` command line of a page's fenced code blocks, in order."""
+    lines = (path.read_text(encoding="utf-8") if text is None else text).splitlines()
     out: list[Line] = []
     fence = False
     i = 0
@@ -110,8 +127,13 @@ def readme_commands(text: str | None = None) -> list[Line]:
             i += 1
         if COMMAND.match(raw.strip()):
             words = shlex.split(raw, comments=True)
-            out.append(Line(start, raw.strip(), words[1:]))
+            out.append(Line(start, raw.strip(), words[1:], path.relative_to(ROOT).as_posix()))
     return out
+
+
+def all_commands() -> list[Line]:
+    """The command lines of the README and of every documentation page, in reading order."""
+    return [line for page in DOCS for line in readme_commands(path=page)]
 
 
 def parse_only_reason(argv: list[str]) -> str | None:
@@ -241,14 +263,18 @@ def run_to_completion(ws: Workspace, argv: list[str], what: str) -> None:
 
 
 # --------------------------------------------------------------------------- tests
-COMMANDS = readme_commands()
+COMMANDS = all_commands()
 
 
 def test_the_readme_has_command_lines():
-    """The extractor finds the README's commands (a broken extractor must not pass silently)."""
+    """The extractor finds the commands of the README and of the pages (a broken extractor must
+    not pass silently)."""
     texts = [" ".join(c.argv) for c in COMMANDS]
     assert len(COMMANDS) >= 10
     assert "token revoke alice" in texts and "stats" in texts
+    assert "hooks install" in [" ".join(c.argv) for c in readme_commands()]
+    assert {p.name for p in DOCS} >= {"README.md", "configuration.md", "clients.md", "daemon.md"}
+    assert all(p.is_file() for p in DOCS), [p for p in DOCS if not p.is_file()]
     sample = 'x\n```sh\npattern-memory recall "a b" --json  # the text\n```\npattern-memory no\n'
     assert [c.argv for c in readme_commands(sample)] == [["recall", "a b", "--json"]]
 
@@ -258,7 +284,7 @@ def test_readme_command_parses(line):
     try:
         build_parser().parse_args(rewrite(line.argv))
     except SystemExit as exc:
-        pytest.fail(f"README.md line {line.lineno} does not parse ({exc.code}): {line.text}")
+        pytest.fail(f"{line.where} does not parse ({exc.code}): {line.text}")
 
 
 def test_readme_commands_run(tmp_path):
@@ -276,7 +302,7 @@ def test_readme_commands_run(tmp_path):
         if parse_only_reason(line.argv):
             continue
         argv = rewrite(line.argv)
-        what = f"README.md line {line.lineno} ({line.text})"
+        what = f"{line.where} ({line.text})"
         (runner_for(argv) or run_to_completion)(ws, argv, what)
         ran += 1
     assert ran >= 10
@@ -300,3 +326,14 @@ def test_every_cli_option_has_a_help_line():
 
     walk(build_parser(), "pattern-memory")
     assert missing == []
+
+
+def test_the_readme_links_resolve():
+    """Every relative link of the README names a file of the repository (the documentation
+    pages it points to for the details); the site's own links are checked by
+    ``mkdocs build --strict`` in ``make test``."""
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [link.split("#")[0] for link in links if not re.match(r"[a-z]+:|#", link)]
+    assert local, "the README links to the documentation pages"
+    assert [link for link in local if not (ROOT / link).exists()] == []
