@@ -31,7 +31,7 @@ EXACT_SCAN_LIMIT = 50_000
 
 @dataclass
 class FusionConfig:
-    """How lexical and vector scores are combined (defaults chosen by benchmark, see README)."""
+    """How lexical and vector scores are combined (defaults chosen by benchmark, see docs/architecture.md)."""
 
     method: str = "convex"  # convex | rrf
     alpha: float = 0.6  # weight of the vector side in convex fusion

@@ -623,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
         fn=cmd_stats
     )
     hk = sub.add_parser(
-        "hook", help="answer a client hook event (reads its JSON on stdin; see README)"
+        "hook", help="answer a client hook event (reads its JSON on stdin; see docs/clients.md)"
     )
     hk.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, "
                     "PostToolUseFailure, PreCompact, Stop or SessionEnd")  # fmt: skip

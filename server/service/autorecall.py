@@ -64,7 +64,7 @@ _REFERS = re.compile(
 
 
 class HookConfig(BaseModel):
-    """Budgets and thresholds (the client may set them: ``PATTERN_HOOK_*``, README)."""
+    """Budgets and thresholds (the client may set them: ``PATTERN_HOOK_*``, docs/configuration.md)."""
 
     briefing_tokens: int = Field(600, ge=0, le=20_000)
     prompt_tokens: int = Field(400, ge=0, le=20_000)

@@ -1,4 +1,4 @@
-"""Settings from the environment (every variable is documented in the README)."""
+"""Settings from the environment (every variable is documented in docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ once: one strong finding, a medium one and another, or two weak ones of differen
 Documents *about* prompt injection stay quiet: an override phrase in quotes, or near words such
 as "attack", "injection", "such as", "for example", is a mention, not an instruction. A README
 that says "you must run make test" is not addressed to a model. Measured by
-``benchmarks/poisoning.py`` (README "Trust").
+``benchmarks/poisoning.py`` (docs/security.md).
 """
 
 from __future__ import annotations
