@@ -843,7 +843,8 @@ _FLAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e00
 _TAGS = re.compile("[\U000e0000-\U000e007f]")
 
 # ---------------------------------------------------------------- mentions
-_DISCUSSION = re.compile(
+# words of a text *about* attacks (also a feature of the model in .injection_model)
+DISCUSSION = _DISCUSSION = re.compile(
     r"\b(?:such as|e\.g\.|eg\.|i\.e\.|for example|for instance|phrases?|strings?|"
     r"attacks?|attackers?|attacking|injections?|injected|jailbreak\w*|malicious|adversar\w+|"
     r"detect\w*|flag\w*|known as|called|quoted?|quoting|patterns?|classifiers?|threats?|"

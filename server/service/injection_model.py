@@ -1,0 +1,179 @@
+"""The injection detector's second line: a linear model over the text's MiniLM embedding and the
+rule findings of :mod:`.injection`.
+
+The rules (:func:`.injection.verdict`) catch the phrasings they were written for; this model
+catches paraphrases of the same intents (a polite request to disable the tests and keep it from
+the user, a request to rewrite the reply, …). A text is suspicious when the rules say so *or*
+the model's probability reaches its threshold. The protection against a poisoned memory is the
+framing of recalled text as quoted data; this detector is a second line.
+
+Model: logistic regression over 384 + :data:`N_FEATURES` features: the all-MiniLM-L6-v2 vector
+of one window of the text (at most :data:`WINDOW_WORDS` whitespace-separated words; a longer
+text is read in windows of that size, at most :data:`MAX_WINDOWS`, and scored by its worst
+window) and the text's :func:`rule_features` (per rule kind the weight of the strongest
+finding, the rule score, how much the text says "you", how much it talks about attacks). The
+weights ship beside this module (``injection_model.npz``): ``scripts/fit_injection_model.py``
+rebuilds them and documents the data they were fit on; the threshold was chosen there on
+held-out benign text. Pure numpy at run time: no scikit-learn, no torch.
+
+Only texts of at least :data:`MIN_WORDS` words are scored (a tag, a name, a path say nothing
+a linear model can judge), and only with the embedder the weights were fit for
+(:data:`MODEL_ID`); otherwise the rules alone decide (:meth:`Detector.usable`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from . import injection
+
+WEIGHTS = Path(__file__).with_name("injection_model.npz")
+MODEL_ID = "all-MiniLM-L6-v2"
+WINDOW_WORDS = 150  # about what fits the model's 256 word pieces
+MAX_WINDOWS = 16
+MIN_WORDS = 3
+KINDS = (
+    "override",
+    "jailbreak",
+    "addressed",
+    "concealment",
+    "markup",
+    "hidden",
+    "obfuscated",
+    "intent",
+    "action",
+)
+
+
+def windows(text: str) -> list[str]:
+    """The windows of ``text`` the model reads: [] when it has fewer than MIN_WORDS words; a
+    longer text's windows all have WINDOW_WORDS words (the last one ends at the text's end and
+    overlaps the one before: a tail of a word or two says nothing the model can judge), at most
+    MAX_WINDOWS (the first ones and the last)."""
+    words = text.split()
+    n = len(words)
+    if n < MIN_WORDS:
+        return []
+    if n <= WINDOW_WORDS:
+        return [text]
+    starts = list(range(0, n - WINDOW_WORDS, WINDOW_WORDS))[: MAX_WINDOWS - 1] + [n - WINDOW_WORDS]
+    return [" ".join(words[i : i + WINDOW_WORDS]) for i in starts]
+
+
+_YOU = re.compile(r"\b(?:you|your|yours|yourself|you'?re|you'?ll|you'?ve|u)\b", re.I)
+N_FEATURES = len(KINDS) + 3
+
+
+def rule_features(findings: Sequence[injection.Finding], text: str = "") -> np.ndarray:
+    """Per kind the weight of its strongest finding, the rule score (capped at 2) / 2, and two
+    cues of who the text is written to and about: how often it says "you" (per word, x10,
+    capped at 1) and how often it talks *about* attacks ("injection", "for example", …: the
+    rules' mention words, per word, x10, capped at 1)."""
+    out = np.zeros(N_FEATURES, dtype=np.float32)
+    for f in findings:
+        if f.kind in KINDS:
+            i = KINDS.index(f.kind)
+            out[i] = max(out[i], f.weight)
+    out[len(KINDS)] = min(injection.score_of(list(findings)), 2.0) / 2.0
+    if text:
+        n = max(1, len(text.split()))
+        out[-2] = min(1.0, 10.0 * len(_YOU.findall(text)) / n)
+        out[-1] = min(1.0, 10.0 * len(injection.DISCUSSION.findall(text.lower())) / n)
+    return out
+
+
+@dataclass(frozen=True)
+class Detector:
+    """The fitted model: ``coef`` over [embedding, rule features], ``bias``, ``threshold``."""
+
+    coef: np.ndarray
+    bias: float
+    threshold: float
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path = WEIGHTS) -> Detector:
+        with np.load(path, allow_pickle=False) as z:
+            return cls(
+                coef=z["coef"].astype(np.float32),
+                bias=float(z["bias"]),
+                threshold=float(z["threshold"]),
+                meta=json.loads(str(z["meta"])),
+            )
+
+    def save(self, path: str | Path) -> None:
+        np.savez(
+            path,
+            coef=self.coef.astype(np.float32),
+            bias=np.float64(self.bias),
+            threshold=np.float64(self.threshold),
+            meta=np.str_(json.dumps(self.meta, sort_keys=True)),
+        )
+
+    @staticmethod
+    def usable(embedder) -> bool:
+        """True when ``embedder`` is the model the weights were fit for, loaded."""
+        if embedder is None or getattr(embedder, "model_id", None) != MODEL_ID:
+            return False
+        return bool(getattr(embedder, "loaded", True))
+
+    def probabilities(self, vectors: np.ndarray, rules: np.ndarray) -> np.ndarray:
+        """P(attack) of each row: ``vectors`` (n x 384) with the ``rules`` features (n x k or
+        one row for all)."""
+        rules = np.broadcast_to(rules, (len(vectors), N_FEATURES))
+        x = np.hstack([np.asarray(vectors, dtype=np.float32), rules])
+        z = x @ self.coef + np.float32(self.bias)
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+
+    def probability(self, text: str, embedder, findings=None) -> float:
+        """The worst window's P(attack) (0.0 for a text too short to judge)."""
+        return self.probability_many([text], embedder, [findings])[0]
+
+    def probability_many(
+        self, texts: Sequence[str], embedder, findings: Sequence | None = None
+    ) -> list[float]:
+        """:meth:`probability` of each text, their windows embedded in one batch."""
+        spans, flat = [], []
+        for text in texts:
+            ws = windows(text)
+            spans.append((len(flat), len(flat) + len(ws)))
+            flat += ws
+        if not flat:
+            return [0.0] * len(texts)
+        mat = np.asarray(embedder.embed_documents(flat), dtype=np.float32)
+        out = []
+        for j, (a, b) in enumerate(spans):
+            if a == b:
+                out.append(0.0)
+                continue
+            found = findings[j] if findings is not None and findings[j] is not None else None
+            if found is None:
+                found = injection.scan(texts[j])
+            p = self.probabilities(mat[a:b], rule_features(found, texts[j]))
+            out.append(float(p.max()))
+        return out
+
+    def flags(self, p: float) -> bool:
+        return p >= self.threshold
+
+    def reason(self, p: float) -> str:
+        return f"model: reads like instructions to the model (p={p:.2f} ≥ {self.threshold:.2f})"
+
+
+@cache
+def default() -> Detector | None:
+    """The shipped model (None when its file is missing or unreadable: the rules decide)."""
+    try:
+        return Detector.load()
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+__all__ = ["KINDS", "MODEL_ID", "N_FEATURES", "Detector", "default", "rule_features", "windows"]
