@@ -78,7 +78,10 @@ def health(
     if model_error:
         issues.append(f"embedding model failed to load: {model_error}")
     elif not ready:
-        issues.append("embedding model is loading: ranking is lexical until it is ready")
+        issues.append(
+            "embedding model is loading: ranking is lexical and the injection scan uses its "
+            "rules alone until it is ready"
+        )
     index_error = eng.vector_index_error()
     if index_error:
         issues.append(
@@ -97,6 +100,10 @@ def health(
         ).fetchone()[0]
         f = RecordFilter(buckets=buckets, include_expired=True)
         kinds = svc.store.count(f, group_by="kind")
+    scan = svc.policy.injection_scan
+    if scan.startswith("rules only") and (ready or model_error or eng.embedder is not None):
+        # (while the model loads, the issue above says so)
+        issues.append(f"injection scan: {scan}")
     replica = eng.cluster.status() if eng.cluster is not None else None
     if replica and not store_wide:
         replica.pop("url", None)  # where the database is: the local stats' business

@@ -15,9 +15,14 @@ For one record:
   string of its metadata (``source``, ``tags``, any other key, nested values, keys too): ``warn``
   keeps them and warns, ``redact`` replaces them with ``[REDACTED:kind]``, ``block`` refuses
   the write (``InvalidInput`` with ``policy="secret"``);
-* instruction-like text (``PATTERN_INJECTION_POLICY``, :mod:`.injection`) in the same strings:
-  ``warn`` stores the record with ``metadata.suspicious`` = the reason and warns (recall then leaves it out of its
-  text), ``block`` refuses the write (``InvalidInput`` with ``policy="injection"``). The key is
+* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings: the rules of
+  :mod:`.injection`, then, for a text the rules pass, the linear model of
+  :mod:`.injection_model` over its embedding (texts of three words or more, embedded with the
+  engine's embedder when it is the model the weights were fit for and loaded; until then the
+  rules decide alone, and :attr:`WritePolicy.injection_scan` and ``pattern_health`` say so;
+  ``PATTERN_INJECTION_MODEL=off`` keeps the rules only). ``warn`` stores the record with
+  ``metadata.suspicious`` = the reason and warns (recall then leaves it out of its text),
+  ``block`` refuses the write (``InvalidInput`` with ``policy="injection"``). The key is
   the policy's own: it is set or removed on every write, whatever the caller sent.
 
 ``PATTERN_DISABLE_CONTENT_SCAN=true`` turns both off. ``screen_text`` applies the same rules to
@@ -30,30 +35,65 @@ shown that was never stored (verify's diff of a cited file), unless the policy i
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from retrieval.records import Record
 
-from . import injection, secrets
+from . import injection, injection_model, secrets
 from .errors import InvalidInput
 from .injection import InjectionPolicy
+from .injection_model import Detector
 from .secrets import SecretPolicy
 
+log = logging.getLogger(__name__)
 SUSPICIOUS = "suspicious"  # the metadata key of a flagged record
+MODEL_ENV = "PATTERN_INJECTION_MODEL"  # "off": the rules alone
 
 
 @dataclass(frozen=True)
 class WritePolicy:
     secrets: SecretPolicy | None = SecretPolicy.warn
     injection: InjectionPolicy | None = InjectionPolicy.warn
+    # the injection scan's second line (None: rules only) and where its embedder comes from
+    # (the engine's, read at each write: it attaches once the model has loaded)
+    detector: Detector | None = field(default_factory=injection_model.default, compare=False)
+    embedder: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WritePolicy:
         env = os.environ if environ is None else environ
-        return cls(secrets.policy_from_env(env), injection.policy_from_env(env))
+        off = env.get(MODEL_ENV, "").strip().lower() in ("off", "0", "false", "no")
+        return cls(
+            secrets.policy_from_env(env),
+            injection.policy_from_env(env),
+            None if off else injection_model.default(),
+        )
+
+    def with_embedder(self, embedder: Callable[[], Any]) -> WritePolicy:
+        """This policy, its model reading vectors from ``embedder()`` (the engine's)."""
+        return replace(self, embedder=embedder)
+
+    @property
+    def injection_scan(self) -> str:
+        """What screens instruction-like text now: ``off``, ``rules + model``, or ``rules
+        only`` with the reason."""
+        if self.injection is None:
+            return "off"
+        if self.detector is None:
+            return "rules only (no model: PATTERN_INJECTION_MODEL=off or its weights missing)"
+        emb = self.embedder() if self.embedder is not None else None
+        if emb is None:
+            return "rules only (the embedding model is not loaded yet)"
+        if not Detector.usable(emb):
+            return (
+                f"rules only (the model was fit on {injection_model.MODEL_ID} vectors, the "
+                f"embedder is {getattr(emb, 'model_id', '?')})"
+            )
+        return "rules + model"
 
     @property
     def signature(self) -> str:
@@ -62,22 +102,37 @@ class WritePolicy:
 
     # ------------------------------------------------------------------ injection
     def suspicious(self, *texts: str) -> str | None:
-        """The injection verdict over ``texts`` (None: clean, or scanning is off); raises
-        ``InvalidInput`` under ``block``."""
+        """The injection verdict over ``texts`` (None: clean, or scanning is off): the rules,
+        then the model for what the rules pass; raises ``InvalidInput`` under ``block``."""
         if self.injection is None:
             return None
-        for text in texts:
-            if text and (reason := injection.verdict(text).suspicious):
-                if self.injection is InjectionPolicy.block:
-                    raise InvalidInput(
-                        f"content reads like instructions to the model ({reason}); it was not "
-                        "stored (PATTERN_INJECTION_POLICY=block). Store facts, not orders to "
-                        "the agent that will read them; quote an attack to describe it",
-                        policy="injection",
-                        reason=reason,
-                    )
-                return reason
-        return None
+        texts = tuple(t for t in texts if t)
+        found = [injection.verdict(t) for t in texts]
+        reason = next((v.suspicious for v in found if v.suspicious), None)
+        if reason is None and texts:
+            reason = self._model_reason(texts, found)
+        if reason and self.injection is InjectionPolicy.block:
+            raise InvalidInput(
+                f"content reads like instructions to the model ({reason}); it was not "
+                "stored (PATTERN_INJECTION_POLICY=block). Store facts, not orders to "
+                "the agent that will read them; quote an attack to describe it",
+                policy="injection",
+                reason=reason,
+            )
+        return reason
+
+    def _model_reason(self, texts: tuple[str, ...], found: list) -> str | None:
+        """The model's reason for the first text it flags; None when it flags none or cannot
+        run (logged once per state: the rules alone decided)."""
+        det = self.detector
+        emb = self.embedder() if self.embedder is not None and det is not None else None
+        if det is None or not Detector.usable(emb):
+            _note_rules_only(self.injection_scan)
+            return None
+        if not any(injection_model.windows(t) for t in texts):
+            return None
+        probs = det.probability_many(texts, emb, [v.findings for v in found])
+        return next((det.reason(p) for p in probs if det.flags(p)), None)
 
     @staticmethod
     def _warning(reason: str) -> str:
@@ -156,6 +211,16 @@ class WritePolicy:
         out = record.model_copy(update=update)
         out.content_hash = out.current_hash()
         return out, warnings
+
+
+_rules_only_noted: set[str] = set()
+
+
+def _note_rules_only(state: str) -> None:
+    """Log, once per reason, that a write was screened by the rules alone."""
+    if state not in _rules_only_noted:
+        _rules_only_noted.add(state)
+        log.warning("injection scan: %s", state)
 
 
 __all__ = ["SUSPICIOUS", "InjectionPolicy", "SecretPolicy", "WritePolicy"]
