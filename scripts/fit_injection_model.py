@@ -15,9 +15,9 @@ What it fits on (``--fit-on``, default ``bipia+jailbreaks``):
   Tensor Trust's attacks are *not* fit on: ``benchmarks/poisoning.py`` scores them;
 * benign text: the ``attack: false`` cases of that file, and the *fit half* of the benign
   corpora of ``benchmarks/poisoning.py`` (SciFact abstracts, LoCoMo turns, this repository's
-  docs and code chunked as ``ingest`` does). A text is in the fit half when the first hex digit
-  of the sha256 of its id (a repository chunk: of its file's path) is below 8; the other half
-  is held out.
+  docs and code chunked as ``ingest`` does, as they are when the script runs). A text is in the
+  fit half when the first hex digit of the sha256 of its id (a repository chunk: of its file's
+  path) is below 8; the other half is held out.
 
 Features: the all-MiniLM-L6-v2 vector of each window of a text plus its rule features
 (:func:`~server.service.injection_model.rule_features`). Model: L2-regularised logistic

@@ -131,7 +131,11 @@ class WritePolicy:
             return None
         if not any(injection_model.windows(t) for t in texts):
             return None
-        probs = det.probability_many(texts, emb, [v.findings for v in found])
+        try:
+            probs = det.probability_many(texts, emb, [v.findings for v in found])
+        except Exception as exc:  # an embedder failure must not fail the write: rules decided
+            _note_rules_only(f"rules only (the model failed: {type(exc).__name__}: {exc})")
+            return None
         return next((det.reason(p) for p in probs if det.flags(p)), None)
 
     @staticmethod
