@@ -15,7 +15,8 @@ What it fits on (``--fit-on``, default ``bipia+jailbreaks``):
   Tensor Trust's attacks are *not* fit on: ``benchmarks/poisoning.py`` scores them;
 * benign text: the ``attack: false`` cases of that file, and the *fit half* of the benign
   corpora of ``benchmarks/poisoning.py`` (SciFact abstracts, LoCoMo turns, this repository's
-  docs and code chunked as ``ingest`` does, as they are when the script runs). A text is in the
+  docs and code chunked as ``ingest`` does, as committed at ``--repo-rev``, default ``HEAD``:
+  read with ``git archive``, so the working tree's edits do not count). A text is in the
   fit half when the first hex digit of the sha256 of its id (a repository chunk: of its file's
   path) is below 8; the other half is held out.
 
@@ -40,8 +41,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
+import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +136,20 @@ def benign_corpora(data: Path, repo: Path) -> list[tuple[str, str, str]]:
     return [*scifact(data), *locomo(data), *repository(repo)]
 
 
+def committed_tree(repo: Path, rev: str, into: Path) -> str:
+    """Extract ``rev`` of the git repository ``repo`` into ``into``; its commit id."""
+    sha = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    blob = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", sha], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        tar.extractall(into, filter="data")
+    return sha
+
+
 def train(feat, attacks: list[list[str]], benign: list[str], l2: float, meta: dict) -> Detector:
     """Fit on ``attacks`` (one list per source: each source weighs the same, so a big one does
     not drown the others) against ``benign``; the two classes weigh the same in total."""
@@ -169,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=default_data())
     ap.add_argument("--repo", type=Path, default=ROOT)
+    ap.add_argument("--repo-rev", default="HEAD", help="The commit of --repo to read.")
     ap.add_argument("--cases", type=Path, default=CASES)
     ap.add_argument("--bipia", type=Path)
     ap.add_argument("--giskard", type=Path)
@@ -194,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     cases = json.loads(args.cases.read_text(encoding="utf-8"))
     own_attacks = [c["text"] for c in cases if c["attack"]]
     own_benign = [c["text"] for c in cases if not c["attack"]]
-    benign = benign_corpora(args.data, args.repo)
+    with tempfile.TemporaryDirectory() as tmp:
+        repo_sha = committed_tree(args.repo, args.repo_rev, Path(tmp))
+        benign = benign_corpora(args.data, Path(tmp))
     fit_half = [t for t in benign if not held_out(t[0])]
     held = [t for t in benign if held_out(t[0])]
     negatives = own_benign + [c for _, c, _ in fit_half] + [x for _, _, x in fit_half if x]
@@ -203,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         attacks = [sources[name] for name in fit_on.split("+")] + [own_attacks]
         meta = {
             "model_id": MODEL_ID,
+            "repo_commit": repo_sha,
             "fit_sources": [*fit_on.split("+"), "poisoning_cases"],
             "n_attacks": sum(map(len, attacks)),
             "n_benign_texts": len(negatives),
