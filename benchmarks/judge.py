@@ -1,14 +1,23 @@
-"""The injection scan as the write policy applies it, for the poisoning benchmark and the
-model's fitting script: the rules on a record's content and context, then the linear model
+"""The injection scan as the write policy applies it, for the poisoning benchmark: the rules on a record's content and context, then the linear model
 (:mod:`server.service.injection_model`) over the embeddings of what they pass, with the
-embeddings cached on disk (:mod:`benchmarks.embed_cache`); and the model's write-time cost."""
+embeddings cached on disk (:mod:`benchmarks.embed_cache`); the model's write-time cost; and
+the split of the benign texts between fitting the model and setting its threshold."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from benchmarks.embed_cache import CachingEmbedder
 from server.service import injection, injection_model
+
+
+def held_out(tid: str) -> bool:
+    """The benign texts the model's threshold is set on, not fit on (about half, by a hash of
+    the id; a repository chunk by its file's path, so a file is on one side)."""
+    key = tid.split(":")[1] if tid.startswith("repo:") else tid
+    return hashlib.sha256(key.encode()).hexdigest()[0] >= "8"
+
 
 Judged = tuple[str | None, float, str | None]  # (reason, rule score, "rules" / "model" / None)
 

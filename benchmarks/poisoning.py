@@ -20,6 +20,11 @@ context when it has one):
   (``.gitignore`` respected, default chunk sizes; context ``path: title``), leaving out the
   adversarial set and the tests that hold attack strings (:data:`EXCLUDE`).
 
+Chat turns, reported apart (``transcripts`` in the JSON, not in ``flagged_rate_benign``): the
+user and assistant turns of the first 300 LongMemEval_S sessions
+(``DIR/longmemeval_s/sessions.jsonl.gz``), what session transcripts store; the model is fit on
+one half of them (``benchmarks/judge.py`` ``held_out``), so each half is reported.
+
 Adversarial set: ``benchmarks/data/poisoning_cases.json`` (``attack: true``), written for this
 benchmark: overrides and paraphrases, text addressed to the model, tool-call and chat-template
 markup (some inside code blocks), hidden characters and obfuscations, eight languages. Its hard
@@ -56,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow the package)
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.judge import Judge, family, model_latency  # noqa: E402
+from benchmarks.judge import Judge, family, held_out, model_latency  # noqa: E402
 from benchmarks.public_attacks import load  # noqa: E402
 from ingest.chunkers import chunk_text  # noqa: E402
 from ingest.pipeline import IngestOptions  # noqa: E402
@@ -113,6 +118,25 @@ def locomo(data: Path) -> Iterator[Text]:
                     f"{t['speaker']}: {t['text']}",
                     "",
                 )
+
+
+TRANSCRIPT_SESSIONS = 300
+
+
+def transcripts(data: Path, sessions: int = TRANSCRIPT_SESSIONS) -> Iterator[Text]:
+    """The user and assistant turns of the first ``sessions`` LongMemEval_S sessions
+    (``DIR/longmemeval_s/sessions.jsonl.gz``): chat with an assistant, as session transcripts
+    store it (requests to the assistant, answers addressed to the user)."""
+    import gzip
+
+    with gzip.open(data / "longmemeval_s" / "sessions.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            if n >= sessions:
+                break
+            s = json.loads(line)
+            for i, t in enumerate(s["turns"]):
+                if t["content"].strip():
+                    yield f"lme:{s['session_id']}:{i}", t["content"], ""
 
 
 def repository(root: Path) -> Iterator[Text]:
@@ -177,6 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     t_scan = judge.cpu
     n_benign = sum(r["n"] for r in rows.values())
     flagged_benign = sum(r["flagged"] for r in rows.values())
+    chats: dict[str, dict] = {}
+    if (args.data / "longmemeval_s").is_dir():  # chat turns: reported apart (half is fit on)
+        chat = list(transcripts(args.data))
+        hits = judge.many([(c, "") for _, c, _ in chat])
+        for half, keep in (("held_out", True), ("fit", False)):
+            flags = [bool(r) for (tid, _, _), (r, _, _) in zip(chat, hits, strict=True)
+                     if held_out(tid) == keep]  # fmt: skip
+            chats[half] = {"n": len(flags), "flagged": sum(flags),
+                           "rate": round(sum(flags) / max(1, len(flags)), 5)}  # fmt: skip
 
     cases = json.loads(args.cases.read_text(encoding="utf-8"))
     attacks = [c for c in cases if c["attack"]]
@@ -267,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         "flagged_benign": flagged_benign,
         "caught_adversarial": caught,
         "per_corpus": rows,
+        "transcripts": chats,
         "per_split": {k: dict(v) for k, v in sorted(by_split.items())},
         "n_hard_negatives": len(negatives),
         "hard_negatives_flagged": negatives_flagged,
@@ -289,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{'benign (all)':<28}{n_benign:>8}{flagged_benign:>9}"
         f"{result['flagged_rate_benign']:>9.2%}   target ≤ {TARGET_BENIGN:.1%}"
     )
+    for half, r in chats.items():
+        print(f"{'chat turns, ' + half.replace('_', '-') + ' half':<28}{r['n']:>8}{r['flagged']:>9}"
+              f"{r['rate']:>9.2%}")  # fmt: skip
     print(f"{'hard negatives':<28}{len(negatives):>8}{len(negatives_flagged):>9}")
     print()
     print(f"{'adversarial kind':<28}{'cases':>8}{'caught':>9}{'rate':>9}")
