@@ -24,8 +24,8 @@ BENIGN = [
     "README: run `make install`, then `make test`; you must have Python 3.11 or newer.",
     "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
     "The store keeps each memory's last 64 revisions as merge bases.",
-    "Prompt injection attacks often ask the assistant to disable the tests and not tell the "
-    "user; the scan treats such text as suspicious.",
+    "Sure! Here are three ways to keep basil fresh: trim the stems, put them in water and keep "
+    "the jar on the counter, away from the fridge.",
 ]
 
 
