@@ -1,7 +1,8 @@
-"""The injection scan as the write policy applies it, for the poisoning benchmark: the rules on a record's content and context, then the linear model
-(:mod:`server.service.injection_model`) over the embeddings of what they pass, with the
-embeddings cached on disk (:mod:`benchmarks.embed_cache`); the model's write-time cost; and
-the split of the benign texts between fitting the model and setting its threshold."""
+"""The injection scan as the write policy applies it, for the poisoning benchmark: the rules
+on a record's content and context, then the linear model (:mod:`server.service.injection_model`)
+over the embeddings of what they pass, with the embeddings cached on disk
+(:mod:`benchmarks.embed_cache`); the model's write-time cost; and the split of the benign texts
+between fitting the model and setting its threshold."""
 
 from __future__ import annotations
 
