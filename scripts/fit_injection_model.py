@@ -16,11 +16,12 @@ What it fits on (``--fit-on``, default ``bipia+jailbreaks``):
 * benign text: the ``attack: false`` cases of that file, the *fit half* of the chat turns of
   the first 300 LongMemEval_S sessions (``benchmarks/poisoning.py`` ``transcripts``: requests
   to an assistant and its answers, as session transcripts store them; 30 % of the benign
-  weight), and the *fit half* of the benign corpora of ``benchmarks/poisoning.py`` (SciFact abstracts, LoCoMo turns, this repository's
-  docs and code chunked as ``ingest`` does, as committed at ``--repo-rev``, default ``HEAD``:
-  read with ``git archive``, so the working tree's edits do not count). A text is in the
-  fit half when the first hex digit of the sha256 of its id (a repository chunk: of its file's
-  path) is below 8; the other half is held out.
+  weight), and the *fit half* of the benign corpora of ``benchmarks/poisoning.py`` (SciFact
+  abstracts, LoCoMo turns, this repository's docs and code chunked as ``ingest`` does, as
+  committed at ``--repo-rev``, default ``HEAD``: read with ``git archive``, so the working
+  tree's edits do not count). A text is in the fit half when the first hex digit of the sha256
+  of its id (a repository chunk: of its file's path) is below 8 (``benchmarks/judge.py``
+  ``held_out``); the other half is held out.
 
 Features: the all-MiniLM-L6-v2 vector of each window of a text plus its rule features
 (:func:`~server.service.injection_model.rule_features`). Model: L2-regularised logistic
@@ -29,11 +30,12 @@ its weight; fit by Newton's method from zero (deterministic: same data, same wei
 
 Threshold: the lowest probability at which the rules *or* the model flag at most
 ``--benign-bound`` (default 0.4 %) of the held-out half of the benign corpora and of the chat
-turns together (content and context, as the write policy scans a record). ``benchmarks/poisoning.py`` then reports all of
-the benign corpora and the public sources the model did not see.
+turns together (content and context, as the write policy scans a record).
+``benchmarks/poisoning.py`` then reports all of the benign corpora and the public sources the
+model did not see.
 
 ``--cross``: fit on each public source and on some pairs in turn (with the same cases and
-benign half), score every source, print the table; nothing is written. Embeddings are cached
+benign and chat halves), score every source, print the table; nothing is written. Embeddings are cached
 in ``.bench-cache/``. Regularisation, the benign bound and the default sources were chosen
 with this table in view (the pair that left the most varied sources unseen and scored best on
 them), so the unseen rates are not free of selection.
