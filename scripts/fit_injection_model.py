@@ -36,9 +36,9 @@ model did not see.
 
 ``--cross``: fit on each public source and on some pairs in turn (with the same cases and
 benign and chat halves), score every source, print the table; nothing is written. Embeddings
-are cached in ``.bench-cache/``. Regularisation, the benign bound and the default sources were chosen
-with this table in view (the pair that left the most varied sources unseen and scored best on
-them), so the unseen rates are not free of selection.
+are cached in ``.bench-cache/``. Regularisation, the benign bound and the default sources were
+chosen with this table in view (the pair that left the most varied sources unseen and scored
+best on them), so the unseen rates are not free of selection.
 """
 
 from __future__ import annotations
