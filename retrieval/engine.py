@@ -443,11 +443,6 @@ class Engine:
         """Apply pending outbox rows to Chroma now (:meth:`VectorSync.run`)."""
         return self._sync.run()
 
-    def flush_vectors(self) -> list[str]:
-        """Apply the outbox now, on this thread: a Chroma failure is returned as a warning
-        (the rows stay for the next start) instead of raised."""
-        return self._sync.flush()
-
     def wait_vectors(self, timeout: float | None = None) -> bool:
         """Wait until the background writer has applied every write so far to the vector
         index (True at once when writes apply inline); False on timeout or while it fails."""
@@ -460,13 +455,9 @@ class Engine:
     def remove_orphan_vectors(self) -> int:
         return self._sync.remove_orphans()
 
-    def reindex(self) -> int:
-        """Rebuild every Chroma collection of the current model from SQLite; returns the number
-        of records indexed (orphan vectors go with the old collections)."""
-        return self._sync.reindex()[0]
-
-    def rebuild_vectors(self) -> tuple[int, int]:
-        """:meth:`reindex`, also counting the orphan vectors it removed."""
+    def reindex(self) -> tuple[int, int]:
+        """Rebuild every Chroma collection of the current model from SQLite: (records indexed,
+        orphan vectors removed with the old collections)."""
         return self._sync.reindex()
 
     # ------------------------------------------------------------------ reads

@@ -274,8 +274,11 @@ def run_daemon(
         finally:
             hooks.close()
             rt.wait_ready(30)
-            for warning in rt.engine.flush_vectors():  # a failing Chroma: replayed at next start
-                print(f"pattern-memory daemon: {warning}", file=sys.stderr, flush=True)
+            try:
+                rt.engine.sync()
+            except Exception as exc:  # a failing Chroma: the outbox is replayed at next start
+                print(f"pattern-memory daemon: vector index not updated at exit ({exc}); "
+                      "it catches up at the next start", file=sys.stderr, flush=True)  # fmt: skip
             rt.engine.store.checkpoint()  # WAL folded into the main file
             rt.close()
         return 0

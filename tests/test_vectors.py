@@ -291,7 +291,7 @@ def test_reindex_rebuilds_chroma_from_sqlite_without_embedding(
     )
 
     counting_embedder.reset()
-    assert eng.reindex() == len(recs)
+    assert eng.reindex()[0] == len(recs)  # (records indexed, orphan vectors removed)
     assert counting_embedder.document_calls == 0 and counting_embedder.documents == 0
     assert {b: chroma_ids(eng, b) for b in windows_before} == windows_before
     assert vector_ids(eng, "harbor crane inspection")[0] == recs[-1].id

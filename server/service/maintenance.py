@@ -62,7 +62,7 @@ def reindex(svc: MemoryService, orphans_only: bool = False) -> tuple[int, int]:
     with ``orphans_only`` just delete the orphan vectors."""
     if orphans_only:
         return 0, svc.engine.remove_orphan_vectors()
-    return svc.engine.rebuild_vectors()
+    return svc.engine.reindex()
 
 
 def health(
