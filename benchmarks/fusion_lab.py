@@ -38,7 +38,7 @@ def sets(name: str):
         folder = {"jira": DATA / "jira_activemq/beir", "cosqa": DATA / "cosqa/beir",
                   "scifact": DATA / "scifact"}[name]  # fmt: skip
         corpus, queries, qrels, _ = rel.load_beir(folder, None)
-        records = [rel.beir_record(d, f"beir-{name}", "content") for d in corpus]
+        records = [rel.beir_record(d, f"beir-{name}", "context") for d in corpus]  # as relevance.py
         bucket = records[0].bucket
         qs = [rel.Query(q, queries[q], r, bucket) for q, r in qrels.items() if q in queries]
         return records, qs
