@@ -40,7 +40,7 @@ class Judge:
         out: list[Judged] = []
         found: list[tuple[injection.Verdict, injection.Verdict | None]] = []
         for content, context in pairs:
-            t = time.process_time()  # CPU time: the box is shared
+            t = time.process_time()  # CPU time: the machine may be shared
             vc = injection.verdict(content)
             vx = injection.verdict(context) if context else None
             self.cpu += time.process_time() - t
