@@ -28,7 +28,7 @@ V4_FTS = (
 
 
 def _downgrade_to_v4(path) -> None:
-    """Turn a v5 store into the exact v4 layout (3-column FTS table, same rows)."""
+    """Turn a current store into the v4 layout (3-column FTS table, same rows)."""
     conn = sqlite3.connect(str(path), isolation_level=None)
     conn.execute("BEGIN")
     conn.execute(
@@ -41,6 +41,9 @@ def _downgrade_to_v4(path) -> None:
         "SELECT rid, content, context, terms FROM fts_copy"
     )
     conn.execute("DROP TABLE fts_copy")
+    # what later versions added that does not re-run as it is (v5-v7 use IF NOT EXISTS)
+    conn.execute("DROP TABLE record_revisions")
+    conn.execute("ALTER TABLE entities DROP COLUMN revision")
     conn.execute("PRAGMA user_version = 4")
     conn.execute("COMMIT")
     conn.close()
