@@ -44,17 +44,24 @@ def owner_alive(home) -> bool:
         os.close(fd)
 
 
-def spawn_daemon(home: str, env: dict[str, str]) -> None:
-    """Start the store's daemon detached (``pattern-memory daemon``), its output appended to
-    ``daemon.log``. A second one started meanwhile exits at the store lock."""
+def spawn_daemon(home, env: dict[str, str]) -> None:
+    """Start the store's daemon detached (``pattern-memory daemon``, its own session: nobody
+    waits for it), its output appended to ``daemon.log``. A second one started meanwhile exits
+    at the store lock. The checkout holding this package is put on the child's ``PYTHONPATH``
+    (the hook client runs from a checkout with ``python -S``)."""
     import subprocess
     import sys
 
+    home = str(home)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    child = dict(env)
+    child["PATTERN_HOME"] = home
+    child["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     os.makedirs(home, exist_ok=True)
     with open(os.path.join(home, "daemon.log"), "ab") as log:  # the child keeps its own copy
         subprocess.Popen(
             [sys.executable, "-m", "server.cli", "daemon", "--home", home],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
 
@@ -71,5 +78,5 @@ def start_early(env: dict[str, str]) -> float | None:
     home = store_home(env)
     if owner_alive(home):
         return None
-    spawn_daemon(home, {**env, "PATTERN_HOME": home})
+    spawn_daemon(home, env)
     return time.monotonic()

@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # run as a file: import the package from the chec
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 try:
-    from server.daemonfiles import owner_alive, read_info
+    from server.daemonfiles import owner_alive, read_info, spawn_daemon
     from server.service.ids import identity_fields, project_root, store_home
 except BaseException:  # noqa: BLE001 - a broken install still never fails the client
     if __name__ == "__main__":
@@ -92,23 +92,6 @@ def config_from_env(env) -> dict:
             except ValueError:
                 continue
     return out
-
-
-def spawn_daemon(home, env) -> None:
-    """``pattern-memory daemon`` detached (its own session; the hook does not wait for it)."""
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    child = dict(env)
-    child["PATTERN_HOME"] = str(home)
-    child["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    os.makedirs(home, exist_ok=True)
-    with open(os.path.join(home, "daemon.log"), "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
 
 
 def http_post(host: str, port: int, path: str, body: bytes, headers: dict, timeout: float):
