@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from server.service.errors import Conflict, LimitExceeded
 from server.service.identity import Identity
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput
+from tests.race_util import race
 
 A = Identity(project_id="p", agent_id="agent-a")
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,26 +61,6 @@ def wait_for(pred, timeout: float = 10.0) -> float:
         assert time.monotonic() - start < timeout, "not visible in time"
         time.sleep(0.01)
     return time.monotonic() - start
-
-
-def race(n: int, fn) -> list:
-    """Run ``fn(i)`` in ``n`` threads released at once; [result or exception]."""
-    out: list = [None] * n
-    barrier = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            out[i] = fn(i)
-        except Exception as exc:
-            out[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
 
 
 # ---------------------------------------------------------------------- rules across nodes

@@ -4,7 +4,6 @@ conflict carries the attempt with its markers and both versions."""
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -16,6 +15,7 @@ from server.service.errors import Conflict
 from server.service.identity import Identity
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput
+from tests.race_util import race
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -178,22 +178,10 @@ def test_a_three_way_race_keeps_every_disjoint_edit(svc):
     text = "alpha one. beta two. gamma three."
     m = svc.remember(A, MemoryInput(content=text))
     edits = [text.replace("one", "1"), text.replace("two", "2"), text.replace("three", "3")]
-    start = threading.Barrier(3)
-    results, errors = [], []
-
-    def writer(i: int) -> None:
-        start.wait()
-        try:
-            results.append(svc.update_memory(A, m.memoryId, content=edits[i], expected_revision=1))
-        except Exception as exc:  # pragma: no cover - reported by the assert
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, [e.data for e in errors]
+    out = race(3, lambda i: svc.update_memory(A, m.memoryId, content=edits[i], expected_revision=1))
+    errors = [r for r in out if isinstance(r, Exception)]
+    results = [r for r in out if not isinstance(r, Exception)]
+    assert not errors, [getattr(e, "data", e) for e in errors]
     stored = svc.store.get_one(m.memoryId)
     assert stored.content == "alpha 1. beta 2. gamma 3." and stored.revision == 4
     assert sorted(r.merged for r in results) == [False, True, True]
@@ -207,20 +195,15 @@ def test_two_nodes_editing_concurrently_merge_and_end_equal(tmp_path, store_url)
     b = MemoryService(Engine(tmp_path / folder_b, HashEmbedder(), store_url=store_url))
     try:
         m = a.remember(A, MemoryInput(content=BASE))
-        start = threading.Barrier(2)
-        done = []
+        edits = [(a, "Fridays", "Tuesdays"), (b, "alice.", "alice and bob.")]
 
-        def edit(svc, old, new):
-            start.wait()
-            done.append(svc.update_memory(A, m.memoryId, content=BASE.replace(old, new),
-                                          expected_revision=1))  # fmt: skip
+        def edit(i: int):
+            svc, old, new = edits[i]
+            return svc.update_memory(A, m.memoryId, content=BASE.replace(old, new),
+                                     expected_revision=1)  # fmt: skip
 
-        threads = [threading.Thread(target=edit, args=(a, "Fridays", "Tuesdays")),
-                   threading.Thread(target=edit, args=(b, "alice.", "alice and bob."))]  # fmt: skip
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        done = race(2, edit)
+        assert not [r for r in done if isinstance(r, Exception)], done
         assert sorted(r.merged for r in done) == [False, True]
         for svc in (a, b):
             svc.store.catch_up()

@@ -3,13 +3,12 @@ from revision R removes only observations its writer saw (added at or before R).
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from graph.entities import GraphService
 from retrieval.buckets import bucket_of
 from retrieval.embedder import HashEmbedder
+from tests.race_util import race
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -46,17 +45,10 @@ def test_revisions_go_up_with_each_change(graph):
 
 
 def test_add_add_keeps_both(graph):
-    start = threading.Barrier(2)
-
-    def add(who, text):
-        start.wait()
-        graph.add_observations(who, [{"entityName": "Build", "contents": [text]}])
-
-    threads = [threading.Thread(target=add, args=a) for a in ((ALICE, "A1"), (BOB, "B1"))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    adds = [(ALICE, "A1"), (BOB, "B1")]
+    out = race(2, lambda i: graph.add_observations(
+        adds[i][0], [{"entityName": "Build", "contents": [adds[i][1]]}]))  # fmt: skip
+    assert not [r for r in out if isinstance(r, Exception)], out
     assert sorted(node(graph)["observations"]) == ["A1", "B1", "X"]
     assert node(graph)["revision"] == 2
 
