@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,19 @@ def clocked_service(home: Path, clock: FakeClock, store_url: str | None = None) 
 
 def in_process(runtime: Runtime) -> SyncClient:
     return SyncClient(create_server(runtime=runtime))
+
+
+@contextmanager
+def hash_store_client(tmp_path: Path, project: str = "proj", agent: str = "agent-a"):
+    """An in-process client as ``agent`` of ``project`` over a fresh store in ``tmp_path/store``
+    (hash embedder); the store is closed after."""
+    svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
+    rt = runtime_on(svc, identity_env(tmp_path / "store", project, agent), tmp_path)
+    try:
+        with in_process(rt) as client:
+            yield client
+    finally:
+        svc.engine.close()
 
 
 def serve_argv() -> list[str]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service.memory import MemoryService
-from tests.mcp_util import identity_env, in_process, runtime_on
+from tests.mcp_util import hash_store_client, identity_env, in_process, runtime_on
 
 GRAPH_TOOLS = {
     "create_entities": {"entities"}, "create_relations": {"relations"},
@@ -86,11 +85,8 @@ def filler_relations() -> list[dict]:
 
 @pytest.fixture
 def client(tmp_path):
-    svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
-    rt = runtime_on(svc, identity_env(tmp_path / "store", "proj", "agent-a"), tmp_path)
-    with in_process(rt) as c:
+    with hash_store_client(tmp_path) as c:
         yield c
-    svc.engine.close()
 
 
 @pytest.fixture
