@@ -90,6 +90,23 @@ def chunks(seq: Sequence, size: int = 500) -> Iterable[Sequence]:
         yield seq[i : i + size]
 
 
+def observation_records(
+    conn: sqlite3.Connection, bucket: str, names: Sequence[str]
+) -> dict[str, list[sqlite3.Row]]:
+    """{entity name: [row (id, content, metadata), …]} of plain observations, in insertion
+    order."""
+    out: dict[str, list[sqlite3.Row]] = {}
+    for part in chunks(list(dict.fromkeys(names))):
+        rows = conn.execute(
+            "SELECT id, entity_name, content, metadata FROM records WHERE bucket=? AND "
+            f"kind='observation' AND entity_name IN ({placeholders(len(part))}) ORDER BY rowid",
+            [bucket, *part],
+        ).fetchall()
+        for r in rows:
+            out.setdefault(r["entity_name"], []).append(r)
+    return out
+
+
 class GraphBase:
     """Engine, clock, screening and the graph's write lock.
 
@@ -196,17 +213,8 @@ class GraphBase:
         self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
     ) -> dict[str, list[tuple[str, str]]]:
         """{entity name: [(record id, content), …]} of plain observations, in insertion order."""
-        conn = conn or self.reader
-        out: dict[str, list[tuple[str, str]]] = {}
-        for part in chunks(list(dict.fromkeys(names))):
-            rows = conn.execute(
-                "SELECT id, entity_name, content FROM records WHERE bucket=? AND kind='observation' "
-                f"AND entity_name IN ({placeholders(len(part))}) ORDER BY rowid",
-                [bucket, *part],
-            ).fetchall()
-            for r in rows:
-                out.setdefault(r["entity_name"], []).append((r["id"], r["content"]))
-        return out
+        found = observation_records(conn or self.reader, bucket, names)
+        return {n: [(r["id"], r["content"]) for r in rows] for n, rows in found.items()}
 
     def lesson_rows(
         self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None

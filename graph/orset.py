@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from retrieval.errors import Conflict
 
-from .common import chunks, placeholders
+from .common import chunks, observation_records, placeholders
 
 T = TypeVar("T")
 RETRIES = 8
@@ -48,19 +48,15 @@ def observations(
     conn: sqlite3.Connection, bucket: str, names: Sequence[str]
 ) -> dict[str, list[Obs]]:
     """{entity name: [Obs, …]} of plain observations, in insertion order."""
-    out: dict[str, list[Obs]] = {}
-    for part in chunks(list(dict.fromkeys(names))):
-        rows = conn.execute(
-            "SELECT id, entity_name, content, metadata FROM records WHERE bucket=? AND "
-            f"kind='observation' AND entity_name IN ({placeholders(len(part))}) ORDER BY rowid",
-            [bucket, *part],
-        ).fetchall()
-        for r in rows:
-            meta = json.loads(r["metadata"] or "{}")
-            out.setdefault(r["entity_name"], []).append(
-                Obs(r["id"], r["content"], int(meta.get("addedAt", 0)), meta)
-            )
-    return out
+    return {
+        name: [_obs(r) for r in rows]
+        for name, rows in observation_records(conn, bucket, names).items()
+    }
+
+
+def _obs(row: sqlite3.Row) -> Obs:
+    meta = json.loads(row["metadata"] or "{}")
+    return Obs(row["id"], row["content"], int(meta.get("addedAt", 0)), meta)
 
 
 def revisions(rows: Mapping[str, sqlite3.Row]) -> dict[str, int]:
