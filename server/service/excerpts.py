@@ -27,24 +27,43 @@ MARK = "…"
 _REPLY = re.compile(r"^Reply: ", re.M)  # an exchange's reply line (ingest.exchanges)
 
 
-def best_window(
-    engine: Engine, rec: Record, qvec: np.ndarray, first: int = 0, last: int | None = None
-) -> tuple[int, int] | None:
-    """The content word range ``[start, end)`` of ``rec``'s window closest to ``qvec`` among
-    the windows that end after word ``first`` and start before word ``last``; None when there
-    is none, or when the record has no current vectors for the engine's model or they do not
-    match its windows (a model or window size changed since it was embedded)."""
-    spans = engine.spans(rec)
+Scored = tuple[list[tuple[int, int]], np.ndarray]  # a record's window spans, their cosines
+
+
+def window_scores(
+    engine: Engine, rec: Record, qvec: np.ndarray, spans: list[tuple[int, int]] | None = None
+) -> Scored | None:
+    """``rec``'s window spans (``engine.spans``, or ``spans`` already computed) and each
+    window's cosine to ``qvec``; None when the record has no current vectors for the engine's
+    model or they do not match its windows (a model or window size changed since)."""
+    spans = spans if spans is not None else engine.spans(rec)
     if engine.embedder is None or not spans:
         return None
     vecs = engine.store.embeddings([rec.id], engine.embedder.model_id).get(rec.id)
     if vecs is None or len(vecs) != len(spans):
         return None
-    keep = [i for i, (a, b) in enumerate(spans) if b > first and (last is None or a < last)]
-    if not keep:
+    return spans, vecs @ np.asarray(qvec, dtype=np.float32).reshape(-1)
+
+
+def best_of(
+    scored: Scored | None, first: int = 0, last: int | None = None
+) -> tuple[int, int] | None:
+    """The best-scored span among those that end after word ``first`` and start before word
+    ``last``; None when there is none (or nothing was scored)."""
+    if scored is None:
         return None
-    sims = vecs[keep] @ np.asarray(qvec, dtype=np.float32).reshape(-1)
-    return spans[keep[int(np.argmax(sims))]]
+    spans, sims = scored
+    keep = [i for i, (a, b) in enumerate(spans) if b > first and (last is None or a < last)]
+    return spans[max(keep, key=lambda i: sims[i])] if keep else None
+
+
+def best_window(
+    engine: Engine, rec: Record, qvec: np.ndarray, first: int = 0, last: int | None = None
+) -> tuple[int, int] | None:
+    """The content word range ``[start, end)`` of ``rec``'s window closest to ``qvec`` among
+    the windows that end after word ``first`` and start before word ``last``; None when there
+    is none, or when the record has no current vectors (:func:`window_scores`)."""
+    return best_of(window_scores(engine, rec, qvec), first, last)
 
 
 def widen(
@@ -115,20 +134,22 @@ def excerpt(
       (prompt and tool line) and the reply each by :func:`part`, around each one's own best
       window, in half the room each (or what the other leaves): a question that matches the
       prompt still shows the answer, and a statement inside a long prompt still shows."""
-    if len(rec.content) <= max_chars or qvec is None or not engine.spans(rec):
+    spans = engine.spans(rec) if qvec is not None and len(rec.content) > max_chars else None
+    if not spans:
         return None
+    scored = window_scores(engine, rec, qvec, spans)  # read once, for every part
     content = rec.content
     reply = _REPLY.search(content) if content.startswith("Prompt: ") else None
     if reply is None:
-        span = best_window(engine, rec, qvec)
+        span = best_of(scored)
         return None if span is None else part(content, span, max_chars, terms)
     at = reply.start()
     head_text, tail = content[:at].rstrip(), content[at:]
     skip = len(_WORD.findall(content[:at]))  # the reply's first word, in content words
     sep = len(MARK) + 2  # " …\n" between the two
-    head = part(head_text, best_window(engine, rec, qvec, last=skip),
+    head = part(head_text, best_of(scored, last=skip),
                 max(max_chars // 2, max_chars - len(tail) - sep), terms)  # fmt: skip
-    span = best_window(engine, rec, qvec, first=skip)
+    span = best_of(scored, first=skip)
     span = None if span is None else (max(0, span[0] - skip), span[1] - skip)
     tail = part(tail, span, max_chars - len(head) - sep, terms)
     joint = "\n" if head == head_text else f" {MARK}\n"
@@ -151,4 +172,4 @@ def part(
     return f"{head} {widen(text, span, max_chars - len(head) - 1, terms)}"
 
 
-__all__ = ["best_window", "excerpt", "part", "widen"]
+__all__ = ["best_of", "best_window", "excerpt", "part", "widen", "window_scores"]
