@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fusion, longquery
+from . import fusion, longquery, modality
 from .embedder import Embedder
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
@@ -45,6 +45,11 @@ class FusionConfig:
     long_max_terms: int = longquery.MAX_TERMS
     salient_terms: float = longquery.SALIENT_TERMS
     salient_vector: float = longquery.SALIENT_VECTOR
+    # a short prose query whose best vector candidates are mostly code leans on the vector side
+    # (retrieval/modality.py): vector weight code_alpha when >= code_share of the top code_top
+    code_alpha: float | None = 0.8
+    code_share: float = 0.5
+    code_top: int = 10
 
 
 @dataclass
@@ -145,6 +150,15 @@ class HybridRanker:
         top = out[0] if isinstance(out, tuple) else out
         return out, self.store.embeddings([r for r, _ in top], model)
 
+    def _asks_code_in_prose(self, query: str, vec: list[tuple[str, float]]) -> bool:
+        """A question in words whose best vector candidates are mostly code: bm25 then
+        measures the vocabulary gap more than relevance (retrieval/modality.py)."""
+        cfg = self.config
+        if cfg.code_alpha is None or not modality.is_prose_query(query):
+            return False
+        top = self.store.get([r for r, _ in vec[: cfg.code_top]])
+        return modality.code_share(rec.content for rec in top.values()) >= cfg.code_share
+
     # ---------------------------------------------------------------- search
     def search(
         self, query: str, f: RecordFilter, k: int, mode: str = "hybrid", buckets=None
@@ -201,6 +215,8 @@ class HybridRanker:
         alpha = cfg.alpha
         if long:  # a report leans on the vector side, a wrapped question less (w)
             alpha = cfg.long_alpha + (cfg.alpha - cfg.long_alpha) * w
+        elif use_lex and vec and self._asks_code_in_prose(query, vec):
+            alpha = cfg.code_alpha
 
         lex_s = dict(lex)
         vec_s = dict(vec)
