@@ -4,9 +4,8 @@ real daemon subprocess (temp store, hash embedder) holding a realistic store.
 Flows: search; open a memory, edit it, meet a conflict, delete it; propose then approve in the
 review inbox; click through the graph; the live activity stream; the XSS case (content that
 is ``<script>`` and an ``onerror=`` image is shown as text and never runs); a wrong or missing
-login that sees nothing. ``test_screenshots_of_every_page`` photographs each page into a temp
-folder, or into ``docs/screenshots/`` with ``PATTERN_UPDATE_SCREENSHOTS=1`` (the README shows
-those).
+login that sees nothing. ``test_screenshots_of_every_page`` walks every page
+(``tests/ui_tour.py``, the same walk ``scripts/screenshots.py`` photographs for the docs).
 
 Chromium: ``apt-get install -y chromium`` (``.ci/run`` does it when it is missing); Playwright's
 own browser download is never used.
@@ -25,13 +24,12 @@ from server.service.runtime import Runtime
 from server.ui.logins import login_url
 
 from .test_daemon import start_daemon, stop
+from .ui_tour import PAGES, click_node, tour, wait_model_ready
 from .ui_util import OWNER_ENV, XSS, populate_demo
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / "docs" / "screenshots"
 
 playwright = pytest.importorskip("playwright.sync_api")
 MISSING = not Path(CHROMIUM).exists() and os.environ.get("PATTERN_REQUIRE_BROWSER") != "1"
@@ -78,26 +76,6 @@ def site(tmp_path_factory):
         stop(proc)
 
 
-def wait_model_ready(home: Path, timeout: float = 60) -> None:
-    """Until the daemon ranks hybrid (its embedder loads in the background)."""
-    import time
-
-    from server.auth import envelope_headers
-    from server.service.identity import Identity
-
-    from .test_daemon import call
-
-    info = read_info(home)
-    headers = envelope_headers(Identity(project_id="p1", agent_id="owner"), info["secret"])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, body = call(info, headers, "pattern_health", {})
-        if status == 200 and body["result"]["structuredContent"]["modelReady"]:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the daemon's model did not become ready")
-
-
 @pytest.fixture
 def owner(site, page):
     """``page``, signed in as the store owner through a fresh one-time link."""
@@ -116,60 +94,18 @@ def no_script_ran(page) -> None:
     assert page.evaluate("typeof window.pwned") == "undefined"
 
 
-def shoot(page, name: str, tmp_path: Path) -> None:
-    out = SHOTS if os.environ.get("PATTERN_UPDATE_SCREENSHOTS") == "1" else tmp_path
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"{name}.png"), full_page=False)
-    assert (out / f"{name}.png").stat().st_size > 5000
-
-
-def test_screenshots_of_every_page(site, owner, tmp_path):
+def test_screenshots_of_every_page(owner, tmp_path):
+    """Every page opens and shows what it should; each gets a picture (``scripts/screenshots.py``
+    takes the same pictures for ``docs/screenshots/`` on a store built with the real model)."""
     page = owner
-    page.fill("input[name=q]", "how do we deploy")
-    page.keyboard.press("Enter")
-    expect(page.locator("li.result").first).to_be_visible()
-    page.locator("details.why").first.locator("summary").click()
-    shoot(page, "search", tmp_path)
-    page.click("#nav-memories")
-    page.click("#scope-team")
-    expect(page.locator("#memories tbody tr").first).to_be_visible()
-    shoot(page, "memories", tmp_path)
-    page.click("text=The billing service owns invoices")
-    expect(page.locator("#memory-content")).to_contain_text("billing service owns invoices")
-    shoot(page, "memory", tmp_path)
-    page.click("#nav-graph")
-    expect(page.locator("#cy")).to_have_attribute("data-ready", "yes")
-    click_node(page, "billing-service")
-    expect(page.locator("#entity-name")).to_have_text("billing-service")
-    shoot(page, "graph", tmp_path)
-    page.click("#nav-lessons")
-    page.locator("button.similar").first.click()
-    expect(page.locator(".similar-list").first).to_be_visible()
-    shoot(page, "lessons", tmp_path)
-    page.click("#nav-workspace")
-    page.locator("details summary").first.click()
-    shoot(page, "workspace", tmp_path)
-    page.click("#nav-sessions")
-    page.click("text=6f1c2d9e-demo")
-    expect(page.locator("li.turn")).to_have_count(2)  # two exchanges
-    shoot(page, "session", tmp_path)
-    page.click("#nav-activity")
-    expect(page.locator("#live")).to_have_text("live")
-    shoot(page, "activity", tmp_path)
-    page.click("#nav-review")
-    expect(page.locator("article.proposal")).to_have_count(1)
-    shoot(page, "review", tmp_path)
-    page.click("#nav-health")
-    expect(page.locator("#health-status")).to_be_visible()
-    shoot(page, "health", tmp_path)
+
+    def shoot(name: str) -> None:
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=False)
+        assert (tmp_path / f"{name}.png").stat().st_size > 5000
+
+    tour(page, shoot)
+    assert sorted(p.stem for p in tmp_path.glob("*.png")) == sorted(PAGES)
     no_script_ran(page)
-
-
-def click_node(page, name: str) -> None:
-    """A real mouse click on a node of the cytoscape canvas (at its rendered position)."""
-    pos = page.evaluate("(n) => pmGraph.getElementById(n).renderedPosition()", name)
-    box = page.locator("#cy").bounding_box()
-    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
 
 
 def test_search(site, owner):

@@ -287,9 +287,10 @@ def make_demo_folder(folder: Path) -> Path:
     return folder
 
 
-def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
+def populate_demo(rt: Runtime, folder: Path, xss: bool = True) -> dict[str, str]:
     """A few dozen memories of several agents, a graph, lessons, an ingested folder, one
-    session, one XSS memory and one pending proposal: what the screenshots show."""
+    session and one pending proposal: what the screenshots show; with ``xss``, also a memory
+    and an observation whose text is markup that must never run."""
     import uuid
     from datetime import timedelta
 
@@ -313,7 +314,8 @@ def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
         svc.remember(owner, MemoryInput(content=f"Standup note {i + 1}: reviewed PR #{140 + i}, "
                                         "left comments on error handling.",
                                         metadata=MemoryMetadata(tags=["standup"], priority=3)))  # fmt: skip
-    ids["xss"] = svc.remember(owner, MemoryInput(content=XSS, scope="team")).memoryId
+    if xss:
+        ids["xss"] = svc.remember(owner, MemoryInput(content=XSS, scope="team")).memoryId
     alice = Identity(project_id=owner.project_id, agent_id="alice")
     ids["alice_private"] = svc.remember(
         alice, MemoryInput(content="Feature flags are cleaned up every second sprint.")
@@ -326,7 +328,8 @@ def populate_demo(rt: Runtime, folder: Path) -> dict[str, str]:
     g = rt.graphs
     g.graph.create_entities(owner, [EntityInput(name=n, entityType=t, observations=o)
                                     for n, t, o in DEMO_ENTITIES])  # fmt: skip
-    g.graph.add_observations(owner, [{"entityName": "payments-sandbox", "contents": [XSS]}])
+    if xss:
+        g.graph.add_observations(owner, [{"entityName": "payments-sandbox", "contents": [XSS]}])
     g.graph.create_relations(owner, [Relation.model_validate({"from": a, "to": b, "relationType": r})
                                      for a, b, r in DEMO_RELATIONS])  # fmt: skip
     g.lessons.create_lessons(owner, [
