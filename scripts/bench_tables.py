@@ -1,0 +1,306 @@
+"""The result tables of ``docs/benchmarks.md``, generated from ``benchmarks/published/*.json``.
+
+    python scripts/bench_tables.py           # rewrite the tables in docs/benchmarks.md
+    python scripts/bench_tables.py --check   # exit 1 when a table differs from its JSON
+
+Each published file is one benchmark run::
+
+    {"benchmark": "relevance.py beir", "command": "python benchmarks/relevance.py beir ...",
+     "data": "...", "model": "...", "result": {... what the command wrote with --json ...}}
+
+A table sits in the page between ``<!-- table:NAME -->`` and ``<!-- /table -->``; :data:`TABLES`
+says, per NAME, which values of which files fill it: a row is a label and one cell per column,
+and a cell is ``(file, "path/inside/result", format)``. A value the run did not record is shown
+as ``–``. A new run is a new file here (or a replaced one) and, when it needs a new table, one
+entry in :data:`TABLES` and a marker in the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT / "benchmarks" / "published"
+DOC = ROOT / "docs" / "benchmarks.md"
+BLOCK = re.compile(r"(<!-- table:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+Cell = tuple[str, str, str]  # (file stem, path inside "result", format)
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[tuple[str, list[Cell]]]
+    bold: tuple[str, ...] = ()  # labels of the rows shown in bold
+
+
+def load(stem: str) -> dict:
+    return json.loads((PUBLISHED / f"{stem}.json").read_text(encoding="utf-8"))
+
+
+def value(result: dict, path: str):
+    """``path`` ("a/b/0/c") inside ``result``; None when a step is missing."""
+    node = result
+    for step in path.split("/"):
+        if isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            node = node[int(step)]
+        elif isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return None
+    return node
+
+
+def fmt(v, spec: str) -> str:
+    if v is None:
+        return "–"
+    if spec == "pct":
+        return f"{100 * v:.1f} %"
+    if spec == "bool":
+        return "yes" if v else "no"
+    if spec == "str":
+        return str(v)
+    return format(v, spec)
+
+
+def render(table: Table) -> str:
+    cache: dict[str, dict] = {}
+
+    def cell(stem: str, path: str, spec: str) -> str:
+        if stem not in cache:
+            cache[stem] = load(stem)["result"]
+        return fmt(value(cache[stem], path), spec)
+
+    lines = ["| " + " | ".join(table.header) + " |",
+             "|---|" + "---:|" * (len(table.header) - 1)]  # fmt: skip
+    for label, cells in table.rows:
+        vals = [cell(*c) for c in cells]
+        if label in table.bold:
+            label, vals = f"**{label}**", [v if v == "–" else f"**{v}**" for v in vals]
+        lines.append("| " + " | ".join([label, *vals]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- table builders
+def grid(stem, rows, cols, first="ranker", bold=()) -> Table:
+    """Rows are (label, path prefix), columns (header, key, format): one file."""
+    return Table([first, *(h for h, _, _ in cols)],
+                 [(label, [(stem, f"{pre}/{key}", spec) for _, key, spec in cols])
+                  for label, pre in rows], bold)  # fmt: skip
+
+
+def across(rows, cols, first="ranker", bold=()) -> Table:
+    """Rows are (label, path), columns (header, file, format): the same path in several files."""
+    return Table([first, *(h for h, _, _ in cols)],
+                 [(label, [(stem, path, spec) for _, stem, spec in cols]) for label, path in rows],
+                 bold)  # fmt: skip
+
+
+def pairs(rows, first="measure", second="result") -> Table:
+    """Rows are (label, file, path, format): one value each."""
+    return Table(
+        [first, second], [(label, [(stem, path, spec)]) for label, stem, path, spec in rows]
+    )
+
+
+IR = [("recall@5", "recall@5", ".4f"), ("recall@10", "recall@10", ".4f"),
+      ("nDCG@10", "ndcg@10", ".4f"), ("MRR@10", "mrr@10", ".4f")]  # fmt: skip
+SIDES = [("lexical", "lexical"), ("vector", "vector"), ("hybrid", "hybrid")]
+BASELINES = [("bm25_stdlib", "bm25_stdlib"), ("minilm_whole", "minilm_whole"),
+             ("blend_50_50", "blend_50_50")]  # fmt: skip
+SETS = [("Jira (117 reports)", "relevance-jira", ".3f"), ("CoSQA (500)", "relevance-cosqa", ".3f"),
+        ("LoCoMo dev (760)", "relevance-locomo", ".3f"),
+        ("SciFact train (809)", "relevance-scifact", ".3f")]  # fmt: skip
+LME = [("session R_any@5", "session_recall_any@5", ".3f"),
+       ("session R_any@10", "session_recall_any@10", ".3f"),
+       ("turn R_any@5", "turn_recall_any@5", ".3f"), ("turn R_any@10", "turn_recall_any@10", ".3f"),
+       ("nDCG@10", "ndcg@10", ".3f")]  # fmt: skip
+ACC = [("acc@1", "acc@1", ".3f"), ("acc@5", "acc@5", ".3f"), ("acc@10", "acc@10", ".3f"),
+       ("test_top1", "test_top1", ".3f")]  # fmt: skip
+LAT = [("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f"),
+       ("CPU ms", "cpu_ms_per_query", ".1f")]  # fmt: skip
+HOOK_POINTS = [0.40, 0.50, 0.60, 0.64, 0.68, 0.70, 0.74, 0.80, 0.90, 1.00]
+NOISE = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+         ("LongMemEval", "longmemeval")) for h, m in (("off-topic silent", "off_topic_silent"),
+         ("evidence", "evidence"), ("first3", "first3"))]  # fmt: skip
+SCALE_ROWS = [
+    "hybrid, agent filter",
+    "hybrid, no filter",
+    "lexical only, agent filter",
+    "vector only, agent filter",
+    "component: embed query",
+    "component: lexical top-depth, filter",
+    "component: FTS5 SQL top-depth, filter",
+    "component: Chroma top-depth, 4 buckets",
+]
+PAGES = ["search (recall, 20 results)", "memories team (12k visible)",
+         "memories team page 2 (keyset)", "memory", "graph", "graph search", "entity panel",
+         "lessons", "find similar lesson", "workspace", "sessions", "session", "activity",
+         "activity (agent filter)", "review inbox", "health"]  # fmt: skip
+POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
+          ("hard negatives flagged", "hard_negatives_flagged", "n_hard_negatives"),
+          ("ours caught", "caught_adversarial", "n_adversarial")] + [
+    (f"{label} caught", f"per_public_source/{key}/caught", f"per_public_source/{key}/n")
+    for label, key in (("BIPIA", "bipia"), ("jailbreaks", "jailbreaks"),
+                       ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"))]  # fmt: skip
+
+
+def curve_rows(stem: str) -> list[tuple[str, list[Cell]]]:
+    curve = load(stem)["result"]["curve"]
+    at = {round(r["threshold"], 2): i for i, r in enumerate(curve)}
+    return [(f"{t:.2f}", [(stem, f"curve/{at[t]}/{k}", s) for _, k, s in NOISE])
+            for t in HOOK_POINTS if t in at]  # fmt: skip
+
+
+def poisoning() -> Table:
+    """Rules alone and rules + model, each a run of ``poisoning.py``."""
+    return Table(["texts", "of", "rules alone", "rules + model"],
+                 [(label, [("poisoning", total, "d"), ("poisoning-rules", n, "d"),
+                           ("poisoning", n, "d")]) for label, n, total in POISON])  # fmt: skip
+
+
+TABLES: dict[str, Table] = {
+    "relevance-sets": across(
+        [(label, f"{key}/recall@10") for label, key in [*SIDES, *BASELINES]], SETS, bold=("hybrid",)
+    ),
+    "relevance-scifact": grid("relevance-scifact-float32", [*SIDES], IR, bold=("hybrid",)),
+    "relevance-locomo": grid(
+        "relevance-locomo-float32",
+        [*SIDES],
+        [*IR[:3], ("cat. 5 recall@10", "categories/5/recall@10", ".4f")],
+        bold=("hybrid",),
+    ),
+    "longmemeval": grid(
+        "relevance-longmemeval",
+        [
+            *SIDES,
+            ("bm25_stdlib over whole sessions", "bm25_stdlib_sessions"),
+            ("bm25_stdlib over single turns", "bm25_stdlib_turns"),
+            ("minilm over single turns", "minilm_turns"),
+        ],
+        LME,
+        bold=("hybrid",),
+    ),
+    "localize": grid(
+        "relevance-localize",
+        [*SIDES, ("bm25_stdlib", "bm25_stdlib"), ("minilm_whole", "minilm_whole")],
+        ACC,
+        bold=("hybrid",),
+    ),
+    "errors": grid(
+        "relevance-errors",
+        [
+            ("find_similar_errors", "hybrid"),
+            ("its lexical half", "lexical"),
+            ("its vector half", "vector"),
+            ("bm25 (engine)", "bm25 (engine)"),
+        ],
+        IR,
+        bold=("find_similar_errors",),
+    ),
+    "hook-noise": Table(
+        ["threshold", *(h for h, _, _ in NOISE)], curve_rows("hook-noise"), bold=("0.68",)
+    ),
+    "scale-100k": grid(
+        "scale-100k", [(r, f"baselines/{r}") for r in SCALE_ROWS], LAT, first="100k memories, k=10"
+    ),
+    "startup": pairs(
+        [
+            ("handshake (cold `serve` to `tools/list`)", "startup", "handshake_s", ".3f"),
+            ("bare interpreter start", "startup", "python_start_s", ".3f"),
+            (
+                "first hybrid recall on a 10k store (`model_ready_s`)",
+                "startup",
+                "model_ready_s",
+                ".3f",
+            ),
+            ("idle RSS, daemon + vector process (MB)", "startup", "rss_mb", ".1f"),
+            ("idle PSS (MB)", "startup", "pss_mb", ".1f"),
+            ("load average during the ready runs", "startup", "ready_loadavg", ".2f"),
+        ]
+    ),
+    "hooks": pairs(
+        [
+            ("UserPromptSubmit, process start to exit, p50 ms", "hooks", "p50_ms", ".1f"),
+            ("same, p95 ms", "hooks", "p95_ms", ".1f"),
+            ("hook process CPU, p50 ms", "hooks", "client_cpu_p50_ms", ".1f"),
+            ("`python -S -c pass`, p50 ms (the floor)", "hooks", "python_floor_p50_ms", ".1f"),
+            ("daemon round trip, p50 ms", "hooks", "daemon_roundtrip_p50_ms", ".1f"),
+            ("daemon round trip, p95 ms", "hooks", "daemon_roundtrip_p95_ms", ".1f"),
+            ("load average", "hooks", "loadavg", ".2f"),
+        ]
+    ),
+    "citations": pairs(
+        [
+            ("cited functions checked", "citations", "n", "d"),
+            ("precision of stale", "citations", "precision_stale", ".3f"),
+            ("recall of stale", "citations", "recall_stale", ".3f"),
+            ("moved code found", "citations", "moved_detected", ".3f"),
+            ("check of 10 cited items, p95 ms (warm, wall)", "citations", "check_ms_p95", ".3f"),
+        ]
+    ),
+    "poisoning": poisoning(),
+    "dashboard": grid(
+        "dashboard",
+        [(p, f"pages/{p}") for p in PAGES],
+        [("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f"), ("max ms", "max_ms", ".1f")],
+        first="page",
+    ),
+    "conformance": grid(
+        "conformance",
+        [
+            (s, f"scenarios/{s}")
+            for s in (
+                "server-initialize",
+                "ping",
+                "tools-list",
+                "resources-list",
+                "prompts-list",
+                "logging-set-level",
+                "dns-rebinding-protection",
+            )
+        ],
+        [("passed", "passed", "d"), ("failed", "failed", "d"), ("warnings", "warnings", "d")],
+        first="scenario",
+    ),
+}
+
+
+def generate(doc: str) -> str:
+    def one(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in TABLES:
+            raise SystemExit(
+                f"docs/benchmarks.md: no table named {name!r} in scripts/bench_tables.py"
+            )
+        return m.group(1) + render(TABLES[name]) + m.group(4)
+
+    return BLOCK.sub(one, doc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare only; exit 1 on a difference")
+    args = ap.parse_args(argv)
+    doc = DOC.read_text(encoding="utf-8")
+    new = generate(doc)
+    if args.check:
+        if new != doc:
+            print(
+                "docs/benchmarks.md differs from benchmarks/published/: run scripts/bench_tables.py"
+            )
+            return 1
+        return 0
+    if new != doc:
+        DOC.write_text(new, encoding="utf-8")
+        print("docs/benchmarks.md: tables rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
