@@ -116,6 +116,21 @@ def real_embedder():
     return SentenceTransformerEmbedder().load()
 
 
+# ---------------------------------------------------------------------- test order
+# With two workers and ``--dist loadfile`` a test file runs whole on one worker, and files are
+# handed out in collection order (``--no-loadscope-reorder`` in pyproject.toml: xdist's own
+# order, most tests first, ran the files of few but slow tests last, one alone on a worker while
+# the other idled). Here the files of slow tests (the real model, a pip install, daemons) come
+# first, so they run beside each other, then the rest by their number of tests, so the many
+# short files fill the time left.
+def pytest_collection_modifyitems(config, items):
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    count: dict = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (item.path not in slow, -count[item.path]))
+
+
 # ---------------------------------------------------------------------- storage backends
 # A module opts in with ``pytestmark = pytest.mark.backends("sqlite", "postgres")``: every test
 # in it that uses ``store_url`` (directly or through ``open_engine``/``engine``) runs once per
