@@ -30,7 +30,8 @@ run: $(RUN_STAMP)
 	$(BIN)/pattern-memory demo
 
 # two workers (pytest-xdist), a test file each at a time: the suite waits on daemons, browsers
-# and PostgreSQL as much as on the CPU (785 s serial, ~500 s with two workers on 2 cores).
+# and PostgreSQL as much as on the CPU. The files of slow tests are handed out first
+# (tests/conftest.py), so they run beside each other and the short ones fill the time left.
 # The browser tests run after, in a process of their own: Playwright's sync API leaves an
 # event loop in its thread, which a later test file's anyio.run would meet in a shared worker.
 test: $(STAMP) docs

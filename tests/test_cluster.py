@@ -240,6 +240,7 @@ def test_seq_order_under_concurrent_writers_from_two_processes(tmp_path, url, no
 
 
 # ---------------------------------------------------------------------- recovery
+@pytest.mark.slow  # PostgreSQL stopped and started under two daemons
 def test_database_restart(nodes, pg_admin, url):
     admin, _, server = pg_admin
     if server is None:

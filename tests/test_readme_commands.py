@@ -287,6 +287,7 @@ def test_readme_command_parses(line):
         pytest.fail(f"{line.where} does not parse ({exc.code}): {line.text}")
 
 
+@pytest.mark.slow  # every command line a new process, daemons started and stopped
 def test_readme_commands_run(tmp_path):
     home, cwd = tmp_path / "home", tmp_path / "work"
     for rel, text in FILES.items():
