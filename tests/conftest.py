@@ -121,14 +121,15 @@ def real_embedder():
 # handed out in collection order (``--no-loadscope-reorder`` in pyproject.toml: xdist's own
 # order, most tests first, ran the files of few but slow tests last, one alone on a worker while
 # the other idled). Here the files of slow tests (the real model, a pip install, daemons) come
-# first, so they run beside each other, then the rest by their number of tests, so the many
-# short files fill the time left.
+# first, those of fewest tests first (a file of two slow tests is a pip install or a model
+# export), so they run beside each other; then the rest, most tests first, so the many short
+# files fill the time left.
 def pytest_collection_modifyitems(config, items):
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     count: dict = {}
     for item in items:
         count[item.path] = count.get(item.path, 0) + 1
-    items.sort(key=lambda item: (item.path not in slow, -count[item.path]))
+    items.sort(key=lambda i: (0, count[i.path]) if i.path in slow else (1, -count[i.path]))
 
 
 # ---------------------------------------------------------------------- storage backends
