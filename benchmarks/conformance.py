@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server.auth import TokenStore  # noqa: E402
-from server.daemon import read_info  # noqa: E402
+from server.http.auth import TokenStore  # noqa: E402
+from server.http.daemon import read_info  # noqa: E402
 
 VERSION = "0.1.12"
 CACHE = ROOT / ".bench-cache" / "conformance"

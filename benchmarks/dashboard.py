@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from starlette.testclient import TestClient
 
-    from server.auth import TokenStore, make_authenticator
+    from server.http.auth import TokenStore, make_authenticator
     from server.service import browse
     from server.service.models import RecallInput
     from server.service.recall import recall

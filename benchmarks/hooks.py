@@ -7,7 +7,7 @@ A store of 10,000 memories (SciFact sentences over 20 agents and 3 projects as i
 questions find something to inject), filled in-process with the real model (embeddings cached
 in ``.bench-cache/``; ``--store DIR`` keeps the store for a rerun). Then the daemon is started
 over it and warmed (model loaded, a few prompts), and 200 LoCoMo questions are sent one by one
-exactly as Claude Code runs the installed hook: ``python -S server/hookclient.py
+exactly as Claude Code runs the installed hook: ``python -S server/hooks/hookclient.py
 UserPromptSubmit`` with the hook JSON on stdin, timed from process start to exit (10 prompts per
 session, so the ledger works as in real use). Baselines in the same run: the bare interpreter
 (``python -S -c pass``, the floor of any hook written in Python) and the daemon round trip alone
@@ -40,9 +40,9 @@ from benchmarks import scale  # noqa: E402
 from benchmarks.relevance import locomo_sessions, make_embedder, turn_text  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Record, Scope  # noqa: E402
-from server.daemon import read_info  # noqa: E402
-from server.hook_install import CLIENT  # noqa: E402
-from server.hookclient import http_post  # noqa: E402
+from server.hooks.hookclient import http_post  # noqa: E402
+from server.hooks.install import CLIENT  # noqa: E402
+from server.http.daemon import read_info  # noqa: E402
 
 LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")  # as scale.py finds SciFact
 PROJECT, AGENT = scale.agent_project(0), scale.agent_name(0)

@@ -9,7 +9,7 @@ on a shared machine the load decides what a time means.
 1. ``handshake_s``: each run is a cold start of ``pattern-memory serve`` (the stdio bridge) in a
    fresh store folder: no daemon runs, the bridge starts one, and ``initialize`` +
    ``tools/list`` complete. The bridge answers both from its static handshake
-   (``server/handshake.json``) without waiting for the daemon, whose start runs beside it.
+   (``server/http/handshake.json``) without waiting for the daemon, whose start runs beside it.
    Baseline: the bare interpreter start (``python -c pass``), the floor any Python server
    pays.
 2. ``model_ready_s``: a store of ``--memories`` memories (SciFact sentences, 20 agents, 3
@@ -248,7 +248,7 @@ PARTS = {
         "s = SQLiteStore(os.path.join(store, 'pattern.sqlite3'))\n"
         "LexicalIndex(s, postings_min=0).postings.build(s.reader)"
     ),
-    "import mcp server (app)": "import server.app",
+    "import mcp server (app)": "import server.mcp.app",
     "import torch": "import torch",
     "import sentence_transformers": "import sentence_transformers",
     "torch backend: model loaded": (

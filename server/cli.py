@@ -60,8 +60,8 @@ def _sole(command: str, instead: str = "") -> _Owner:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.standalone:
-        from .app import create_server
-        from .daemon import StoreLock
+        from .http.daemon import StoreLock
+        from .mcp.app import create_server
         from .service.config import Settings
 
         lock = StoreLock(Settings.from_env().home, "pattern-memory serve --standalone")
@@ -71,16 +71,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             lock.release()
         return 0
-    from .daemonfiles import start_early
+    from .http.daemonfiles import start_early
 
     spawned_at = start_early(dict(os.environ))  # its start runs beside the bridge's
-    from .bridge import run_bridge
+    from .http.bridge import run_bridge
 
     return run_bridge(spawned_at=spawned_at)
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from .daemon import run_daemon
+    from .http.daemon import run_daemon
 
     env = dict(os.environ)
     if args.store_url:
@@ -97,7 +97,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from .daemon import read_info
+    from .http.daemon import read_info
     from .service.config import Settings
 
     home = Path(args.home) if args.home else Settings.from_env().home
@@ -120,7 +120,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """Open the dashboard: find (or start) the store's daemon, sign a one-time login link."""
     import webbrowser
 
-    from .bridge import DaemonLink
+    from .http.bridge import DaemonLink
     from .service.config import Settings
     from .ui.logins import LINK_TTL, base_url, login_url
 
@@ -135,7 +135,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from .auth import binding
+    from .http.auth import binding
     from .service.config import Settings
     from .service.errors import InvalidInput
     from .service.tokens import TokenStore
@@ -482,7 +482,7 @@ def cmd_compact_changes(args: argparse.Namespace) -> int:
 
 
 def cmd_hooks(args: argparse.Namespace) -> int:
-    from . import hook_install
+    from .hooks import install as hook_install
 
     if args.action == "status":
         lines = hook_install.status()
@@ -494,7 +494,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
 
 def cmd_index_sessions(args: argparse.Namespace) -> int:
-    from .session_client import index_sessions
+    from .hooks.session_client import index_sessions
 
     return index_sessions(args.paths, watch=args.watch, quiet=args.quiet,
                           interval=args.interval)  # fmt: skip
@@ -669,7 +669,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
-        from .hookclient import main as hook_main  # the fast path: standard library only
+        from .hooks.hookclient import main as hook_main  # the fast path: standard library only
 
         return hook_main(argv[1:])
     from .service.errors import PatternError

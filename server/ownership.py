@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .auth import envelope_headers
-from .daemon import StoreLock
-from .daemonfiles import read_info
+from .http.auth import envelope_headers
+from .http.daemon import StoreLock
+from .http.daemonfiles import read_info
 from .service import errors
 from .service.errors import PatternError, StoreUnavailable
 from .service.identity import Identity

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.app import create_server
+from server.mcp.app import create_server
 from server.service.config import Settings
 from server.service.identity import identity_from_env
 from server.service.memory import MemoryService

@@ -1,4 +1,4 @@
-"""The ``serve`` bridge's start: the handshake is answered from ``server/handshake.json``
+"""The ``serve`` bridge's start: the handshake is answered from ``server/http/handshake.json``
 without waiting for a daemon, that file matches the server, and the bridge stays light (the
 daemon's forwarding, restarts and routes are tested in test_daemon.py and test_routing.py)."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from server import handshake
-from server.app import create_server
-from server.bridge import Bridge, StaticHandshake, Workers
+from server.http import handshake
+from server.http.bridge import Bridge, StaticHandshake, Workers
+from server.mcp.app import create_server
 from tests.mcp_util import FakeClock, SyncClient, clocked_service, identity_env, runtime_on
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ def static_tools() -> dict[str, dict]:
 def test_the_static_tool_list_is_the_servers(tmp_path):
     """Names, descriptions and schemas as the real server lists them (in-process client): a
     tool added, renamed, re-described or given another schema fails here until
-    ``python -m server.handshake`` is run."""
+    ``python -m server.http.handshake`` is run."""
     service = clocked_service(tmp_path, FakeClock())
     rt = runtime_on(service, identity_env(tmp_path, "p1", "a1"), tmp_path)
     try:
@@ -45,7 +45,7 @@ def test_the_static_tool_list_is_the_servers(tmp_path):
     finally:
         service.engine.close()
     static = static_tools()
-    assert sorted(static) == sorted(live), "run python -m server.handshake"
+    assert sorted(static) == sorted(live), "run python -m server.http.handshake"
     for name, tool in live.items():
         for field in TOOL_FIELDS:
             assert static[name].get(field) == tool.get(field), f"{name}.{field} drifted"
@@ -56,7 +56,7 @@ def test_the_static_tool_list_is_the_servers(tmp_path):
 
 def test_the_handshake_file_is_current():
     """Every static answer (initialize, the lists, discover) is what the daemon's app answers
-    now; python -m server.handshake rewrites the file."""
+    now; python -m server.http.handshake rewrites the file."""
     assert handshake.dump(handshake.generate()) == handshake.FILE.read_text(encoding="utf-8")
 
 
@@ -227,7 +227,7 @@ def test_the_bridge_imports_neither_pydantic_nor_the_sdk(tmp_path):
     modules (pydantic, numpy, the MCP SDK or http.client would cost 0.1-0.5 s per start)."""
     code = (
         "import sys, os\n"
-        "from server import cli, bridge\n"
+        "from server import cli\nfrom server.http import bridge\n"
         "bridge.make_bridge(dict(os.environ))\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
@@ -237,7 +237,7 @@ def test_the_bridge_imports_neither_pydantic_nor_the_sdk(tmp_path):
     assert sorted(m for m in out if m.split(".")[0] in heavy) == []
     assert [m for m in out if m.startswith("retrieval.")] == ["retrieval.errors"]  # exceptions
     assert "http.client" not in out and "concurrent.futures" not in out
-    assert "server.service.config" not in out and "server.auth" not in out
+    assert "server.service.config" not in out and "server.http.auth" not in out
 
 
 def test_routes_are_still_loaded_by_the_bridge(tmp_path):
@@ -245,7 +245,7 @@ def test_routes_are_still_loaded_by_the_bridge(tmp_path):
     routes.write_text(json.dumps({"routes": [{"name": "shared", "scopes": ["public"],
                                               "url": "http://127.0.0.1:1/mcp"}],
                                   "default": "local"}))  # fmt: skip
-    from server.bridge import make_bridge
+    from server.http.bridge import make_bridge
 
     env = serve_env(tmp_path, PATTERN_ROUTES=str(routes))
     bridge = make_bridge(env)
@@ -262,5 +262,5 @@ def test_serve_starts_without_argparse_or_pydantic(tmp_path, unreachable_store):
                           capture_output=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "server.bridge" in loaded
+    assert "server.http.bridge" in loaded
     assert not loaded & {"argparse", "pydantic", "numpy", "mcp", "http.client"}

@@ -17,7 +17,7 @@ import pytest
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
-from server.app import create_server
+from server.mcp.app import create_server
 from server.service import changes as stream
 from server.service.identity import Identity
 from server.service.memory import MemoryService

@@ -115,7 +115,7 @@ def test_through_the_daemon_a_bridged_caller_cites_and_a_remote_agent_cannot(
     citation, and its recall shows the status the local checks found, without reading files."""
     import json
 
-    from server.auth import TokenStore, envelope_headers
+    from server.http.auth import TokenStore, envelope_headers
     from server.service.identity import Identity
 
     from .test_daemon import bearer, call, start_daemon, stop

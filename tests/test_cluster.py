@@ -322,7 +322,7 @@ def test_a_standalone_store_seeds_an_empty_cluster(tmp_path, url, nodes):
 
 
 def test_tokens_are_shared_by_every_node(tmp_path, url):
-    from server.auth import TokenStore
+    from server.http.auth import TokenStore
 
     one, two = TokenStore(tmp_path / "h1", url), TokenStore(tmp_path / "h2", url)
     token = one.create("remote-agent", "p")
@@ -391,13 +391,13 @@ def test_close_drains_the_vector_writer_before_leaving_the_cluster(tmp_path, url
 def test_two_daemons_on_two_folders_share_memory_and_tokens(tmp_path, url):
     """Real daemons (``daemon --store-url``) on two folders: a token made once works on both,
     a write through one is recalled through the other, health shows each replica."""
-    from server.auth import TokenStore
+    from server.http.auth import TokenStore
     from tests.test_daemon import bearer, call, start_daemon, stop
 
     token = TokenStore(tmp_path / "cli", url).create("remote-agent", "p1")
     procs = [start_daemon(tmp_path / n, "--store-url", url) for n in ("host-a", "host-b")]
     try:
-        from server.daemon import read_info
+        from server.http.daemon import read_info
 
         info_a, info_b = read_info(tmp_path / "host-a"), read_info(tmp_path / "host-b")
         args = {"content": "the billing service retries three times", "scope": "team",

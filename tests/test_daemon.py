@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.errors import StoreUnavailable
-from server.auth import TokenStore
-from server.daemon import StoreLock, read_info
+from server.http.auth import TokenStore
+from server.http.daemon import StoreLock, read_info
 
 
 def start_daemon(home: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
@@ -372,7 +372,7 @@ def test_a_bridged_caller_ingests_and_exports_in_its_own_project_folder(
     """The daemon's cwd is whichever project first started it; a caller from another project
     folder must get its own folder as the default ingest path and allowed directory (it got the
     daemon's), and a remote agent, which has no folder here, must name one."""
-    from server.auth import envelope_headers
+    from server.http.auth import envelope_headers
     from server.service.identity import Identity
 
     proj_b = tmp_path_factory.mktemp("proj b é")  # outside the store; percent-encoded
@@ -399,7 +399,7 @@ def test_a_bridged_caller_ingests_and_exports_in_its_own_project_folder(
 
 
 def test_serve_starts_the_daemon_before_its_own_imports_and_only_once(tmp_path):
-    from server.daemonfiles import start_early
+    from server.http.daemonfiles import start_early
 
     env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_EMBEDDER": "hash",
            "PATTERN_PROJECT_ID": "p1", "PATTERN_AGENT_ID": "a1"}  # fmt: skip
@@ -486,7 +486,7 @@ def _cli_under_a_daemon(home: Path, proj: Path, info: dict, monkeypatch, capsys)
 
 
 def envelope_for(info: dict, agent: str) -> dict:
-    from server.auth import envelope_headers
+    from server.http.auth import envelope_headers
     from server.service.identity import Identity
 
     return envelope_headers(Identity(project_id="p1", agent_id=agent), info["secret"])

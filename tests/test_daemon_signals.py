@@ -12,13 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-from server.daemon import read_info
+from server.http.daemon import read_info
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 SPAWN = """
 import os, signal, sys
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as run_bridge does
-from server.daemonfiles import spawn_daemon
+from server.http.daemonfiles import spawn_daemon
 spawn_daemon(sys.argv[1], dict(os.environ))
 """
 

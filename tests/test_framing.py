@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from retrieval.records import Kind, Record, Scope
-from server.routing import _merge_recall
+from server.http.routing import _merge_recall
 from server.service import framing
 from server.service.framing import HEADER, Entry, frame, pack, provenance, quote
 from server.service.policy import SUSPICIOUS
@@ -142,7 +142,7 @@ def test_a_routed_recall_is_framed_like_one_store():
 
 @pytest.mark.parametrize("summary_of", ["one", "two"])
 def test_a_routed_recall_context_keeps_one_framing_line(summary_of):
-    from server.routing import RoutingTable, _merge_recall_context
+    from server.http.routing import RoutingTable, _merge_recall_context
 
     table = RoutingTable.model_validate(
         {"routes": [{"name": "shared", "scopes": ["public"], "url": "http://x/mcp"}],

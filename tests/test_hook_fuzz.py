@@ -1,5 +1,5 @@
 """The hook client exits 0, within its deadline plus start-up, whatever it is given: a fuzz
-test (fixed seed) runs ``python -S server/hookclient.py EVENT`` as the client does, under random
+test (fixed seed) runs ``python -S server/hooks/hookclient.py EVENT`` as the client does, under random
 environments (console encodings such as cp1252 and ascii, locales, deadlines such as ``inf``,
 ``nan`` and garbage, bad settings and identities), stdin bytes (empty, binary, huge, truncated
 or deeply nested JSON, non-ASCII text) and daemons: missing, a stale address, hung, crashing
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from server.hook_install import CLIENT
+from server.hooks.install import CLIENT
 
 SEED = 20_261_204
 CASES = 36

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from server import hook_install
+from server.hooks import install as hook_install
 
 USER_SETTINGS = {
     "model": "opus",

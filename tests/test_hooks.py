@@ -1,4 +1,4 @@
-"""Client hooks end to end: ``python -S server/hookclient.py EVENT`` fed the client's JSON on
+"""Client hooks end to end: ``python -S server/hooks/hookclient.py EVENT`` fed the client's JSON on
 stdin, against a real daemon (real SQLite + Chroma; the hash embedder, or the real model for the
 threshold tests), plus the deadline against a stopped and a hung daemon."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from server.daemon import read_info
-from server.hook_install import CLIENT
+from server.hooks.install import CLIENT
+from server.http.daemon import read_info
 from tests.test_daemon import call, start_daemon, stop
 from tests.transcript_util import TranscriptWriter, hook_input
 
@@ -262,8 +262,8 @@ def test_pattern_memory_hook_command_is_the_same_client(hashd):
 
 
 def test_hook_routes_refuse_remote_tokens(hashd):
-    from server.auth import TokenStore
-    from server.hookclient import http_post
+    from server.hooks.hookclient import http_post
+    from server.http.auth import TokenStore
 
     home, info = hashd
     token = TokenStore(home).create("dev-agent", "shop")

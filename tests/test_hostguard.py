@@ -1,4 +1,4 @@
-"""DNS-rebinding protection (server/hostguard.py) and ``logging/setLevel``, through the real
+"""DNS-rebinding protection (server/http/hostguard.py) and ``logging/setLevel``, through the real
 daemon over HTTP, the guard on a plain ASGI app, and the in-process server."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from server.app import create_server
-from server.hostguard import HostGuard, guard_settings
+from server.http.hostguard import HostGuard, guard_settings
+from server.mcp.app import create_server
 from server.service.errors import InvalidInput
 from tests.mcp_util import identity_env, runtime_on
 from tests.test_daemon import daemon  # noqa: F401  (the fixture)
@@ -117,7 +117,7 @@ def test_a_malformed_allowed_host_is_refused_at_start(tmp_path):
 def test_a_wildcard_bound_daemon_is_announced_at_a_loopback_address():
     """daemon.json tells local bridges where to connect: for ``--http 0.0.0.0:PORT`` that is
     127.0.0.1, whose Host header the guard accepts (``0.0.0.0`` it would refuse)."""
-    from server.daemon import local_address
+    from server.http.daemon import local_address
 
     assert local_address("0.0.0.0") == "127.0.0.1" and local_address("::") == "::1"
     assert local_address("10.0.0.5") == "10.0.0.5"
@@ -165,7 +165,7 @@ def test_logging_set_level_filters_the_in_process_servers_log_messages(tmp_path)
     message is dropped and an error message delivered."""
     from retrieval.embedder import HashEmbedder
     from retrieval.engine import Engine
-    from server import client_logging
+    from server.mcp import client_logging
     from server.service.memory import MemoryService
 
     svc = MemoryService(Engine(tmp_path / "home", HashEmbedder()))

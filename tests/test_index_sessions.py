@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from server.daemon import read_info
-from server.hook_install import CLIENT
+from server.hooks.install import CLIENT
+from server.http.daemon import read_info
 from server.service.ids import derive_agent_id, derive_project_id
 from tests.transcript_util import TranscriptWriter
 
@@ -228,7 +228,7 @@ def test_stdlib_ids_match_the_service_identity(tmp_path):
     """The hook client's identity (server/service/ids.py, os.path only) is the service's."""
     from urllib.parse import quote
 
-    from server.hookclient import percent_encode
+    from server.hooks.hookclient import percent_encode
     from server.service.identity import identity_from_env
 
     repo = tmp_path / "My Repo (ü)"

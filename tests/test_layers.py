@@ -99,7 +99,7 @@ def imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
 
 def modules_named(target: str, names: list[str]) -> list[str]:
     """The modules an import may reach: ``target`` itself, and ``target.name`` for each name
-    (``from server import auth`` reaches ``server.auth``)."""
+    (``from server import auth`` reaches ``server.http.auth``)."""
     return [target, *(f"{target}.{n}" for n in names)]
 
 
@@ -140,7 +140,7 @@ ALL = modules()
 
 def test_the_walk_finds_the_layers():
     names = {m for m, _ in ALL}
-    assert {"retrieval.engine", "server.service.memory", "server.tools.memories"} <= names
+    assert {"retrieval.engine", "server.service.memory", "server.mcp.memory_tools"} <= names
     assert len(names) > 60
 
 
@@ -184,18 +184,18 @@ def test_the_checker_catches_a_face_that_opens_the_store(tmp_path):
 
 
 BAD_SERVICE = """
-from ..tools import memories
-from .. import auth
+from ..mcp import memory_tools
+from ..http import auth
 from server.cli import main
-import server.daemon
+import server.http.daemon
 """
 BAD_DYNAMIC = """
 import importlib
 from importlib import import_module
 engine = importlib.import_module("retrieval.engine")
 walker = import_module("ingest.walker")
-tools = importlib.import_module("..tools.memories", __package__)
-bridge = __import__("server.bridge")
+tools = importlib.import_module("..mcp.memory_tools", __package__)
+bridge = __import__("server.http.bridge")
 name = "graph" + ".entities"
 computed = importlib.import_module(name)
 """
@@ -209,7 +209,7 @@ def _bad(tmp_path, module: str, text: str) -> list[str]:
 
 def test_the_service_may_not_import_a_face(tmp_path):
     found = _bad(tmp_path, "server.service.bad", BAD_SERVICE)
-    for face in ("server.tools.memories", "server.auth", "server.cli", "server.daemon"):
+    for face in ("server.mcp.memory_tools", "server.http.auth", "server.cli", "server.http.daemon"):
         assert any(face in v for v in found), (face, found)
     ok = "from .errors import InvalidInput\nfrom server.service import ids\nimport server.service\n"
     assert _bad(tmp_path, "server.service.good", ok) == []
@@ -220,18 +220,18 @@ def test_a_dynamic_import_is_an_import(tmp_path):
     and a computed module name is refused."""
     found = _bad(tmp_path, "graph.bad", BAD_DYNAMIC)
     assert any("imports ingest.walker: graph may not import ingest" in v for v in found), found
-    assert any("imports server.bridge: graph may not import server" in v for v in found), found
+    assert any("imports server.http.bridge: graph may not import server" in v for v in found), found
     assert any("computed name" in v for v in found), found
-    assert ("retrieval.engine", []) in imports("server.tools.bad", tmp_path / "bad.py")
+    assert ("retrieval.engine", []) in imports("server.mcp.bad", tmp_path / "bad.py")
     svc = _bad(tmp_path, "server.service.bad", BAD_DYNAMIC)
-    assert any("server.tools.memories" in v for v in svc), svc
+    assert any("server.mcp.memory_tools" in v for v in svc), svc
 
 
 def test_review_policy_lives_in_the_service():
     """Who reviews is a rule of the service, not of a face (the tools, the dashboard and the
     daemon's authenticator all read it from there)."""
-    import server.auth
+    import server.http.auth
     from server.service.review import review_policy
 
     assert callable(review_policy)
-    assert not hasattr(server.auth, "review_policy")
+    assert not hasattr(server.http.auth, "review_policy")

@@ -67,7 +67,7 @@ def test_the_wheel_holds_the_model_and_the_ui_assets_and_no_tests(source, tmp_pa
     ui = {str(p.relative_to(source)) for p in (source / "server" / "ui").rglob("*")
           if p.is_file() and p.parent.name in ("static", "vendor", "templates")}  # fmt: skip
     assert ui and ui <= names, sorted(ui - names)
-    assert "server/handshake.json" in names
+    assert "server/http/handshake.json" in names
     assert "server/service/injection_model.npz" in names  # the injection scan's second line
     leaked = sorted(n for n in names if n.split("/")[0] in ("tests", "benchmarks", "scripts"))
     assert leaked == []

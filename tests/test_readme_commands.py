@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from server.cli import build_parser
-from server.daemon import read_info
+from server.http.daemon import read_info
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

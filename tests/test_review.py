@@ -256,8 +256,8 @@ def http_client(info: dict, headers: dict) -> SyncClient:
 
 @pytest.fixture
 def review_daemon(tmp_path):
-    from server.auth import TokenStore, envelope_headers
-    from server.daemon import read_info
+    from server.http.auth import TokenStore, envelope_headers
+    from server.http.daemon import read_info
 
     from .test_daemon import start_daemon, stop
 

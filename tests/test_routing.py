@@ -14,8 +14,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from retrieval.errors import InvalidInput
-from server.auth import TokenStore
-from server.routing import RoutingTable, load_routes
+from server.http.auth import TokenStore
+from server.http.routing import RoutingTable, load_routes
 from tests.test_daemon import start_daemon, stop
 
 TABLE = {"routes": [{"name": "shared", "scopes": ["public"], "url": "http://127.0.0.1:1/mcp"}],
@@ -130,7 +130,7 @@ def test_public_goes_to_the_shared_store(tmp_path):
         assert not any("mixed" in c for c in _contents(local_home) | _contents(shared_home))
     finally:
         stop(shared)
-        from server.daemon import read_info
+        from server.http.daemon import read_info
 
         info = read_info(local_home)
         if info:

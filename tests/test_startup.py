@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 
-from server.daemon import _serving
+from server.http.daemon import _serving
 
 
 class FakeRuntime:

@@ -172,7 +172,7 @@ def test_daemon_refuses_a_foreign_host_on_ui(tmp_path):
 
     proc = start_daemon(tmp_path)
     try:
-        from server.daemon import read_info
+        from server.http.daemon import read_info
 
         info = read_info(tmp_path)
         for path in ("/ui/login", f"/ui/login?t={sign_login(info['secret'])}"):

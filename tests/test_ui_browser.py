@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from server.daemon import read_info
+from server.http.daemon import read_info
 from server.service.runtime import Runtime
 from server.ui.logins import login_url
 
@@ -65,7 +65,7 @@ def site(tmp_path_factory):
     rt = Runtime.start(env, base, background=False)
     ids = populate_demo(rt, base / "shop")
     rt.close()
-    from server.auth import TokenStore
+    from server.http.auth import TokenStore
 
     token = TokenStore(home).create("alice", "p1", label="alice's laptop")
     proc = start_daemon(home, env=env)

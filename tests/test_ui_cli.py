@@ -12,7 +12,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from server.daemon import read_info
+from server.http.daemon import read_info
 
 
 def ui_command(home) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
-from server.auth import TokenStore, make_authenticator
+from server.http.auth import TokenStore, make_authenticator
 from server.service.runtime import Runtime
 from server.ui import Dashboard
 from server.ui.logins import sign_login

@@ -1,7 +1,7 @@
 """Client lifecycle events -> what to inject, and what to index (the daemon side of hooks).
 
-``pattern-memory hook EVENT`` (``server/hookclient.py``) posts the client's hook JSON here
-through the daemon (``server/hook_routes.py``). The input fields are Claude Code's, as its hooks
+``pattern-memory hook EVENT`` (``server/hooks/hookclient.py``) posts the client's hook JSON here
+through the daemon (``server/hooks/routes.py``). The input fields are Claude Code's, as its hooks
 reference documents them (https://code.claude.com/docs/en/hooks): every event has
 ``session_id``, ``transcript_path``, ``cwd`` and ``hook_event_name``; SessionStart adds
 ``source`` (startup | resume | clear | compact), UserPromptSubmit ``prompt``, PostToolUse

@@ -1,7 +1,7 @@
 """Stable project and agent ids from the environment and a working directory.
 
 Standard library only, and the cheap part of it (``os.path``, no ``pathlib``; ``hashlib`` and
-``socket`` only when an id is derived): the hook client (``server/hookclient.py``), which must
+``socket`` only when an id is derived): the hook client (``server/hooks/hookclient.py``), which must
 start in a few milliseconds, derives the caller's identity with these same functions as the
 service (``server/service/identity.py`` builds its :class:`Identity` from
 :func:`identity_fields` and wraps the folder functions to return ``Path``). Paths are strings

@@ -6,7 +6,7 @@ Made by ``pattern-memory token create --agent ID``. A token entry: ``agent``, ``
 bound project, null for legacy and any-project entries), ``any_project`` (bool), ``label``,
 ``created``, ``revoked`` (time or null), ``prefix`` (the token's first 10 characters, shown by
 ``token list``), ``reviewer`` (true: its agent reviews team proposals, see :mod:`.review`).
-How a request is authenticated with them is the daemon's business (``server/auth.py``).
+How a request is authenticated with them is the daemon's business (``server/http/auth.py``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from server.service.browse import author_of, recent_changes
 from server.service.changes import Change, latest_changes, read_changes
 from server.service.errors import InvalidInput
 
-from .app import Dashboard, _short, route, view
+from .dashboard import Dashboard, _short, route, view
 from .logins import UiSession
 
 POLL_SECONDS = 1.0

@@ -11,7 +11,7 @@ from graph.lesson_models import ErrorQuery
 from server.service import graph_view
 from server.service.errors import InvalidInput
 
-from .app import Dashboard, route, view
+from .dashboard import Dashboard, route, view
 from .logins import UiSession
 
 GRAPH_SCOPES = ("team", "private", "personal", "public")

@@ -23,7 +23,7 @@ class DashboardMount:
     def dashboard(self):
         with self._lock:
             if self._dashboard is None:
-                from .app import Dashboard
+                from .dashboard import Dashboard
 
                 rt, secret, authenticate = self._args
                 self._dashboard = Dashboard(rt, secret=secret, authenticate=authenticate)

@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from server.service import review
 from server.service.errors import Conflict, InvalidInput
 
-from .app import PREFIX, Dashboard, route, view
+from .dashboard import PREFIX, Dashboard, route, view
 from .logins import UiSession
 from .views import msg
 

@@ -18,7 +18,7 @@ from server.service.models import RecallInput
 from server.service.recall import recall
 from server.service.scopes import ALL_CATEGORIES
 
-from .app import PREFIX, Dashboard, route, view
+from .dashboard import PREFIX, Dashboard, route, view
 from .logins import COOKIE, LOGIN_COOKIE, SESSION_MAX, UiSession
 
 SCOPES = ("private", "personal", "team", "public")

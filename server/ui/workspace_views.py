@@ -11,7 +11,7 @@ from starlette.responses import Response
 from server.service import browse
 from server.service.errors import InvalidInput
 
-from .app import Dashboard, route, view
+from .dashboard import Dashboard, route, view
 from .logins import UiSession
 
 

@@ -7,15 +7,44 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.server.subscriptions import InMemorySubscriptionBus, SubscriptionBus
 
-from .service.runtime import Runtime
+from ..service.runtime import Runtime
+from . import (
+    admin_tools,
+    graph_tools,
+    ingest_tools,
+    lesson_tools,
+    memory_tools,
+    recall_tools,
+    review_tools,
+    stream_tools,
+    verify_tools,
+)
 
 INSTRUCTIONS = """pattern-memory: long-term memory you can search by meaning.
 At the start of a session call `recall-context` (or `recall` with what you are about to work on).
 Store durable facts with `remember` (scope private|personal|team|public), quick notes with
 `remember-task` / `remember-learning` (24 h), identity with `core-memory`; promote a note with
 `commit-insight`; share with the project via `share-learning`. Never store credentials."""
+
+DOMAINS = (
+    memory_tools,
+    recall_tools,
+    graph_tools,
+    lesson_tools,
+    ingest_tools,
+    admin_tools,
+    verify_tools,
+    review_tools,
+)
+
+
+def register_all(server: MCPServer, bus: SubscriptionBus) -> None:
+    """Every tool, resource and subscription handler of pattern-memory on ``server``."""
+    for domain in DOMAINS:
+        domain.tools.register(server)
+    stream_tools.register(server, bus)
 
 
 def create_server(
@@ -35,7 +64,7 @@ def create_server(
             if runtime is None:
                 rt.close()
 
-    bus = InMemorySubscriptionBus()  # pattern://changes notifications (server/tools/stream.py)
+    bus = InMemorySubscriptionBus()  # pattern://changes notifications (server/mcp/stream_tools.py)
     server = MCPServer(
         name="pattern-memory",
         instructions=INSTRUCTIONS,
@@ -45,7 +74,6 @@ def create_server(
         subscriptions=bus,
     )
     from . import client_logging
-    from .tools import register_all
 
     register_all(server, bus)
     client_logging.register(server)  # logging/setLevel

@@ -2,7 +2,7 @@
 held by the owner; the kernel releases it when the owner dies) and ``daemon.json`` (its address,
 pid and local secret, readable only by the store's user).
 
-Standard library only and no ``pathlib``: the hook client (``server/hookclient.py``, run with
+Standard library only and no ``pathlib``: the hook client (``server/hooks/hookclient.py``, run with
 ``python -S``) reads these files too, and its start-up is measured in milliseconds.
 """
 
@@ -53,7 +53,7 @@ def spawn_daemon(home, env: dict[str, str]) -> None:
     import sys
 
     home = str(home)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     child = dict(env)
     child["PATTERN_HOME"] = home
     child["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -73,7 +73,7 @@ def start_early(env: dict[str, str]) -> float | None:
     waits for that daemon instead of starting another), or None."""
     import time
 
-    from .service.ids import store_home  # stdlib only, as the hook client uses it
+    from ..service.ids import store_home  # stdlib only, as the hook client uses it
 
     home = store_home(env)
     if owner_alive(home):

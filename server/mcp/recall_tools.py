@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..service import context, recall
 from ..service.models import RecallContextInput, RecallContextResult, RecallInput, RecallResult
-from .common import ScopeArg, ToolSet, call, session_of
+from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()
 

@@ -4,7 +4,7 @@ Lifecycle: take the exclusive lock (a second owner is refused with a message nam
 holder) -> open the store, check its integrity, replay the vector outbox (in the background
 with the model) -> serve MCP over streamable HTTP on 127.0.0.1 (or ``--http HOST:PORT`` for
 remote agents with bearer tokens; every request's Host/Origin must be a loopback name, the
-bound address or an ``--allowed-host``: ``server/hostguard.py``) -> on SIGTERM/SIGINT: stop
+bound address or an ``--allowed-host``: ``server/http/hostguard.py``) -> on SIGTERM/SIGINT: stop
 accepting, drain in-flight calls, checkpoint the WAL, release the lock, remove ``daemon.json``.
 """
 
@@ -20,9 +20,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..service.errors import StoreUnavailable
 from .auth import Refusal, TokenStore, make_authenticator, write_private
 from .daemonfiles import INFO_FILE, LOCK_FILE, read_info
-from .service.errors import StoreUnavailable
 
 __all__ = ["INFO_FILE", "LOCK_FILE", "StoreLock", "read_info", "run_daemon"]
 
@@ -150,7 +150,7 @@ def local_address(bind_host: str) -> str:
 
 def build_app(server, authenticate, info: dict, security, routes=None, mount=None):
     """The daemon's ASGI app: the MCP endpoint behind bearer auth, all of it behind the
-    Host/Origin guard (``security`` from :func:`server.hostguard.guard_settings`, also given to
+    Host/Origin guard (``security`` from :func:`server.http.hostguard.guard_settings`, also given to
     the SDK's own transport check). ``routes`` (the client hooks' routes) go inside both;
     ``mount(app)`` puts the dashboard (``/ui``, server.ui.mount: its own cookie sessions) in
     front of the bearer-authenticated app, inside the guard."""
@@ -193,8 +193,8 @@ def run_daemon(
 ) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT. ``allowed_hosts``: the public
     names clients use for ``--http`` (the loopback names are always allowed)."""
+    from ..service.config import Settings
     from .hostguard import check_allowed_host
-    from .service.config import Settings
 
     restore_sigchld()
     host, port = ("127.0.0.1", 0)
@@ -216,7 +216,7 @@ def run_daemon(
     lock.acquire()
     info_path = home / INFO_FILE
     try:
-        from .service.runtime import Runtime
+        from ..service.runtime import Runtime
 
         # the model loads in the background from here on; the vector index's process starts
         # once we serve (its ~1.9 s of CPU would compete with this start-up)
@@ -228,7 +228,7 @@ def run_daemon(
         import anyio  # heavy imports after the lock (a losing racer exits at once) and after
         import uvicorn  # the model started loading (it builds beside them: ~0.7 s for the SDK)
 
-        from .app import create_server
+        from ..mcp.app import create_server
         from .hostguard import guard_settings, host_literal, is_loopback
 
         security = guard_settings(host, allowed_hosts)
@@ -244,13 +244,13 @@ def run_daemon(
         secret = secrets.token_urlsafe(32)
         near = local_address(host)  # where a local bridge connects (and what its Host says)
         info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
-        from .hook_routes import hook_routes
-        from .service.hooks import HookService
+        from ..hooks.routes import hook_routes
+        from ..service.hooks import HookService
 
         hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
         tokens = TokenStore(home, settings.store_url)  # PostgreSQL: one table for every node
         authenticate = make_authenticator(secret, tokens, rt.identity.project_id)
-        from .ui.mount import DashboardMount
+        from ..ui.mount import DashboardMount
 
         # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP; the
         # Host/Origin guard covers both (a cookie is what DNS rebinding would steal)

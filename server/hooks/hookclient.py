@@ -30,10 +30,10 @@ import sys
 import time
 
 if __package__ in (None, ""):  # run as a file: import the package from the checkout
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:
-    from server.daemonfiles import owner_alive, read_info, spawn_daemon
+    from server.http.daemonfiles import owner_alive, read_info, spawn_daemon
     from server.service.ids import identity_fields, project_root, store_home
 except BaseException:  # noqa: BLE001 - a broken install still never fails the client
     if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The static handshake of ``pattern-memory serve``: what the bridge answers at once, without
 waiting for the daemon: ``initialize``, ``tools/list`` and the other list calls, whose answers
-depend only on the code (``server/handshake.json``, checked in).
+depend only on the code (``server/http/handshake.json``, checked in).
 
-    python -m server.handshake            # rewrite server/handshake.json from the server's code
-    python -m server.handshake --check    # exit 1 if the file differs from the server's answers
+    python -m server.http.handshake            # rewrite server/http/handshake.json from the server's code
+    python -m server.http.handshake --check    # exit 1 if the file differs from the server's answers
 
 The answers are the daemon's own: each call is posted in-process to the ASGI app the daemon
 serves (stateless streamable HTTP with JSON answers), nothing is hand-written.
@@ -52,7 +52,7 @@ async def _answers() -> dict:
         LATEST_MODERN_VERSION,
     )
 
-    from .app import create_server
+    from ..mcp.app import create_server
 
     # listing needs no store: the lifespan yields this stand-in for the runtime
     app = create_server(runtime=SimpleNamespace()).streamable_http_app(
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     current = out.read_text(encoding="utf-8") if out.exists() else None
     if args.check:
         if current != text:
-            print(f"{out} is out of date: run python -m server.handshake", file=sys.stderr)
+            print(f"{out} is out of date: run python -m server.http.handshake", file=sys.stderr)
             return 1
         print(f"{out} is current")
         return 0

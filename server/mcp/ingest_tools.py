@@ -22,7 +22,7 @@ from ingest.pipeline import IngestReport, Progress
 
 from ..service import workspace
 from ..service.errors import PatternError
-from .common import ToolSet, session_of, tool_error
+from .toolset import ToolSet, session_of, tool_error
 
 tools = ToolSet()
 

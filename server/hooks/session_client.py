@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..service.ids import identity_fields, project_root, store_home
+from ..service.sessions import transcript_cwd
 from .hookclient import HookError, call_daemon
-from .service.ids import identity_fields, project_root, store_home
-from .service.sessions import transcript_cwd
 
 IDLE_S = 1800
 BATCHES_PER_CALL = 2

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from ..service import changes as stream
 from ..service.changes import AckResult, ChangesResult
-from .common import ScopeArg, call, session_of
+from .toolset import ScopeArg, call, session_of
 
 CHANGES_URI = "pattern://changes"
 logger = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from .service.identity import Identity
-from .service.tokens import TokenStore, write_private
+from ..service.identity import Identity
+from ..service.tokens import TokenStore, write_private
 
 HEADER_PREFIX = "x-pattern-"
 LEGACY_BINDING = "the daemon's default project (legacy token, created before project binding)"

@@ -18,8 +18,8 @@ from graph.lesson_models import (
 )
 
 from ..service.models import Citations
-from .common import ToolSet, call
-from .graph import GraphScope, services
+from .graph_tools import GraphScope, services
+from .toolset import ToolSet, call
 
 tools = ToolSet()
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ..service.review import ProposalPage, ReviewResult, list_proposals, review_policy
 from ..service.review import review_proposal as review
-from .common import IdempotencyKey, ToolSet, call, session_of
+from .toolset import IdempotencyKey, ToolSet, call, session_of
 
 tools = ToolSet()
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ..service import maintenance, transfer
 from ..service.models import CleanupResult, ExportResult, HealthResult, ImportResult
-from .common import ScopeArg, ToolSet, call, session_of
+from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()
 

@@ -22,7 +22,7 @@ from ..service.models import (
     ShareLearningResult,
     UpdateMemoryResult,
 )
-from .common import IdempotencyKey, ScopeArg, ToolSet, call, session_of
+from .toolset import IdempotencyKey, ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()
 

@@ -29,7 +29,7 @@ from graph.models import (
 
 from ..service.graphs import GraphServices
 from ..service.identity import Identity
-from .common import ToolSet, call, session_of
+from .toolset import ToolSet, call, session_of
 
 tools = ToolSet()
 

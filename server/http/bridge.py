@@ -6,8 +6,8 @@ HTTP with JSON responses) and writes the answers back. Each request carries the 
 identity as a trusted envelope (headers authenticated by the daemon's local secret).
 
 - ``initialize``, ``tools/list`` and the other list calls are answered at once from
-  ``server/handshake.json`` (the daemon's own answers, generated from the code by
-  ``python -m server.handshake`` and checked by a test), so a client's handshake never waits
+  ``server/http/handshake.json`` (the daemon's own answers, generated from the code by
+  ``python -m server.http.handshake`` and checked by a test), so a client's handshake never waits
   for the daemon to start; the daemon is started in the background meanwhile.
 - No daemon yet? It is started detached (``pattern-memory daemon``) and waited for.
 - Daemon restarted or killed? The request is retried against the new one (started if
@@ -208,8 +208,8 @@ def _last_sse_message(data: bytes) -> dict | None:
 
 
 class StaticHandshake:
-    """The answers the bridge gives itself (``server/handshake.json``, see
-    :mod:`server.handshake`): ``initialize`` (the client's protocol version when the SDK
+    """The answers the bridge gives itself (``server/http/handshake.json``, see
+    :mod:`server.http.handshake`): ``initialize`` (the client's protocol version when the SDK
     negotiates it, else the newest, as the daemon answers), ``server/discover`` and the first
     page of each list call. A call with other parameters (a cursor, a per-request envelope)
     goes to the daemon."""
@@ -395,9 +395,9 @@ def make_bridge(env: dict[str, str], spawned_at: float | None = None) -> Bridge:
     """The bridge for this environment's store and identity, with the standard library only:
     the settings are checked (a bad value raises :class:`~server.service.errors.InvalidInput`,
     as the daemon would), the identity is derived as the service derives it."""
-    from .hookclient import envelope  # the hook client's envelope, stdlib only
-    from .service import envsettings
-    from .service.ids import identity_fields, project_root, store_home
+    from ..hooks.hookclient import envelope  # the hook client's envelope, stdlib only
+    from ..service import envsettings
+    from ..service.ids import identity_fields, project_root, store_home
 
     envsettings.check(env)
     home = store_home(env)
@@ -423,7 +423,7 @@ def make_bridge(env: dict[str, str], spawned_at: float | None = None) -> Bridge:
 
 
 def run_bridge(env: dict[str, str] | None = None, spawned_at: float | None = None) -> int:
-    """Pump stdio to the store's daemon; ``spawned_at``: when :func:`~server.daemonfiles.
+    """Pump stdio to the store's daemon; ``spawned_at``: when :func:`~server.http.daemonfiles.
     start_early` started it (the bridge waits for that one rather than starting another)."""
     import signal
 

@@ -27,8 +27,8 @@ from starlette.routing import Route
 
 from retrieval.errors import PatternError
 
-from .service.hooks import EVENTS, HookRequest, HookService
-from .service.identity import Identity
+from ..service.hooks import EVENTS, HookRequest, HookService
+from ..service.identity import Identity
 
 
 class IndexRequest(BaseModel):

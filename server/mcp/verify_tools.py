@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ..service import verify as service
 from ..service.verify import VerifyResult
-from .common import IdempotencyKey, ToolSet, call, session_of
+from .toolset import IdempotencyKey, ToolSet, call, session_of
 
 tools = ToolSet()
 
