@@ -1,5 +1,5 @@
 """What the UserPromptSubmit hook injects at each threshold: LoCoMo and LongMemEval through the
-session indexer and the hook's own selection code (``autorecall.select_for_prompt``).
+session indexer and the hook's own selection code (``hook_context.select_for_prompt``).
 
     python benchmarks/hook_noise.py --locomo FILE.json --longmemeval DIR [--limit N]
         [--locomo-limit N] [--check N] [--no-cache] [--json OUT]
@@ -15,14 +15,14 @@ is asked twice through ``select_for_prompt``:
   item limit applied) holds an evidence / answer turn (its turn range ``turn..last_turn``);
   *first3* the share where one of the first three injected items does; *evidence_text* the
   share where the evidence's own words are in the injected text (a run of 8 of its words: a
-  long record is quoted by its excerpt for the question, ``autorecall.excerpt_texts``, and an
+  long record is quoted by its excerpt for the question, ``hook_context.excerpt_texts``, and an
   excerpt or a cut quote can miss them);
 - of a project of the other set (a LoCoMo question of a LongMemEval haystack, a LongMemEval
   question of a LoCoMo conversation): *off-topic silent* is the share where nothing is injected.
 
 Each question is asked once with threshold 0 and no item or token limit: the candidates in the
 hook's order with their relevance. Every threshold 0.40 … 1.10 is then applied offline with the
-default item limit and the hook's packing (``autorecall._pack``); ``--check N`` asks
+default item limit and the hook's packing (``hook_context._pack``); ``--check N`` asks
 ``select_for_prompt`` itself at several thresholds for the first N questions of each kind and
 counts the selections that differ from the offline ones (must be 0).
 """
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))  # first: benchmarks/ingest.py must not shadow the
 from benchmarks import longmemeval as lme  # noqa: E402
 from benchmarks import sessions_bench as sb  # noqa: E402
 from retrieval.records import Record  # noqa: E402
-from server.service import autorecall as ar  # noqa: E402
+from server.service import hook_context as ar  # noqa: E402
 
 THRESHOLDS = sb.THRESHOLDS  # 0.40 … 1.10, step 0.02
 CHECK_THRESHOLDS = (0.40, 0.50, 0.60, 0.70, 0.80, 0.90, 1.00)

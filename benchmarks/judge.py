@@ -1,5 +1,5 @@
 """The injection scan as the write policy applies it, for the poisoning benchmark: the rules
-on a record's content and context, then the linear model (:mod:`server.service.injection_model`)
+on a record's content and context, then the linear model (:mod:`server.service.trust.injection_model`)
 over the embeddings of what they pass, with the embeddings cached on disk
 (:mod:`benchmarks.embed_cache`); the model's write-time cost; and the split of the benign texts
 between fitting the model and setting its threshold."""
@@ -10,7 +10,7 @@ import hashlib
 import time
 
 from benchmarks.embed_cache import CachingEmbedder
-from server.service import injection, injection_model
+from server.service.trust import injection, injection_model
 
 
 def held_out(tid: str) -> bool:

@@ -3,7 +3,7 @@
 
 Each project's lessons (one per bug: its first failing trace) live in that project's team graph.
 Each failing trace of the query set is cut to its error, as the hook sees it
-(``ingest.transcripts.error_excerpt``), and scored by ``autorecall.lesson_scores`` (the hook's
+(``ingest.transcripts.error_excerpt``), and scored by ``hook_context.lesson_scores`` (the hook's
 code) against its own project's lessons (*same bug*: its bug's lesson clears the threshold) and
 against the next project's (*other project silent*: nothing clears it). Printed for every
 threshold; the JSON holds the curve.
@@ -20,7 +20,7 @@ from graph.lessons import LessonService
 from ingest.transcripts import error_excerpt
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
-from server.service import autorecall as ar
+from server.service import hook_context as ar
 from server.service.memory import MemoryService
 
 THRESHOLDS = [round(0.30 + 0.05 * i, 2) for i in range(19)]

@@ -5,9 +5,9 @@ catches attacks.
                                    [--tensortrust DIR] [--jailbreaks DIR] [--model on|off]
                                    [--json OUT] [--show N]
 
-A text is flagged as the write policy flags it: by the rules (:mod:`server.service.injection`)
+A text is flagged as the write policy flags it: by the rules (:mod:`server.service.trust.injection`)
 or, for a text they pass, by the linear model over its embedding
-(:mod:`server.service.injection_model`; ``--model off``: the rules alone). The embeddings come
+(:mod:`server.service.trust.injection_model`; ``--model off``: the rules alone). The embeddings come
 from the packaged all-MiniLM-L6-v2 through ``benchmarks/embed_cache.py`` (cached in
 ``.bench-cache/``).
 
@@ -68,7 +68,7 @@ from benchmarks.public_attacks import load  # noqa: E402
 from ingest.chunkers import chunk_text  # noqa: E402
 from ingest.pipeline import IngestOptions  # noqa: E402
 from ingest.walker import Walker, decode_text  # noqa: E402
-from server.service import injection, secrets  # noqa: E402
+from server.service.trust import injection, secrets  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "data" / "poisoning_cases.json"
 # the adversarial set itself and the tests that hold attack strings
@@ -82,7 +82,7 @@ EXCLUDE = frozenset(
         "tests/test_injection_intent.py",
         "tests/test_injection_model.py",
         "scripts/fit_injection_model.py",  # its probe texts
-        "server/service/injection.py",  # the rule table
+        "server/service/trust/injection.py",  # the rule table
     }
 )
 TARGET_BENIGN = 0.005

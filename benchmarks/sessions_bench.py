@@ -9,7 +9,7 @@
 2. The session indexer (``server/service/sessions.py``) indexes them into a fresh store: one
    record per exchange (a ``speaker_a`` message with the ``speaker_b`` replies until the next
    one), holding the LoCoMo turns of its turn range (``metadata.turn`` to ``last_turn``).
-3. Every question with evidence is asked through ``autorecall.select_for_prompt`` (the hook's
+3. Every question with evidence is asked through ``hook_context.select_for_prompt`` (the hook's
    code) with threshold 0, so this measures the ranking. The ranked items are exchanges, so the
    metrics count them: recall@k is the share of evidence turns held by the first k exchanges,
    nDCG@10 and MRR@10 count an exchange that holds evidence not held by a better one as a hit.
@@ -41,7 +41,7 @@ from pathlib import Path
 from ingest import exchanges
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, RecordFilter
-from server.service import autorecall as ar
+from server.service import hook_context as ar
 from server.service.identity import Identity, identity_fields
 from server.service.memory import MemoryService
 from server.service.sessions import SessionIndexer, unit_records

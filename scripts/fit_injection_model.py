@@ -1,5 +1,5 @@
-"""Rebuild ``server/service/injection_model.npz``: the injection detector's linear model
-(:mod:`server.service.injection_model`), reproducibly from the sources named here.
+"""Rebuild ``server/service/trust/injection_model.npz``: the injection detector's linear model
+(:mod:`server.service.trust.injection_model`), reproducibly from the sources named here.
 
     python scripts/fit_injection_model.py --bipia DIR --jailbreaks DIR [--data DIR] [--out FILE]
     python scripts/fit_injection_model.py --bipia DIR --giskard DIR --tensortrust DIR \
@@ -24,7 +24,7 @@ What it fits on (``--fit-on``, default ``bipia+jailbreaks``):
   ``held_out``); the other half is held out.
 
 Features: the all-MiniLM-L6-v2 vector of each window of a text plus its rule features
-(:func:`~server.service.injection_model.rule_features`). Model: L2-regularised logistic
+(:func:`~server.service.trust.injection_model.rule_features`). Model: L2-regularised logistic
 regression (``--l2``), the two classes weighted to equal total weight, a text's windows sharing
 its weight; fit by Newton's method from zero (deterministic: same data, same weights).
 
@@ -69,8 +69,8 @@ from benchmarks.poisoning import (  # noqa: E402
     transcripts,
 )
 from benchmarks.public_attacks import bipia, giskard, jailbreaks, tensortrust  # noqa: E402
-from server.service import injection  # noqa: E402
-from server.service.injection_model import (  # noqa: E402
+from server.service.trust import injection  # noqa: E402
+from server.service.trust.injection_model import (  # noqa: E402
     MODEL_ID,
     N_FEATURES,
     WEIGHTS,

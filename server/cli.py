@@ -136,9 +136,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     from .http.auth import binding
+    from .service.bearer_tokens import TokenStore
     from .service.config import Settings
     from .service.errors import InvalidInput
-    from .service.tokens import TokenStore
 
     settings = Settings.from_env()
     tokens = TokenStore(settings.home, settings.store_url)

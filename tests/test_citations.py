@@ -592,10 +592,10 @@ def test_the_cli_verify_command(svc, tmp_path, proj, monkeypatch, capsys):
 
 
 def test_the_hooks_carry_the_status(svc, tmp_path, proj):
-    """The UserPromptSubmit and SessionStart selections (server/service/autorecall.py) check
+    """The UserPromptSubmit and SessionStart selections (server/service/hook_context.py) check
     citations like recall: a stale item's provenance line says so and its relevance is lowered
     by the same factor."""
-    from server.service import autorecall as ar
+    from server.service import hook_context as ar
 
     rt = runtime(svc, tmp_path, proj)
     mid = remember(rt, "frobnicator gamma subtracts one", [cite("pkg/mod.py", 13, 14)],

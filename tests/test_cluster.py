@@ -336,8 +336,8 @@ def test_tokens_are_shared_by_every_node(tmp_path, url):
 def test_reviewer_tokens_of_the_cluster_are_honoured(tmp_path, url, nodes):
     """``token create --reviewer`` in PostgreSQL mode writes the cluster's token table; the
     review policy of every node reads it (not a tokens.json beside the replica)."""
+    from server.service.bearer_tokens import TokenStore
     from server.service.review import review_policy
-    from server.service.tokens import TokenStore
     from tests.mcp_util import identity_env, runtime_on
 
     TokenStore(tmp_path / "cli", url).create("carol", "p", reviewer=True)

@@ -8,8 +8,8 @@ from retrieval.analyzer import query_terms
 from retrieval.engine import content_spans, embed_views
 from retrieval.records import Record
 from retrieval.vectors import words_of
-from server.service import autorecall as ar
 from server.service import excerpts
+from server.service import hook_context as ar
 from server.service.identity import Identity
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput

@@ -11,9 +11,9 @@ import pytest
 
 from retrieval.records import Kind, Record, Scope
 from server.http.routing import _merge_recall
-from server.service import framing
-from server.service.framing import HEADER, Entry, frame, pack, provenance, quote
-from server.service.policy import SUSPICIOUS
+from server.service.trust import framing
+from server.service.trust.framing import HEADER, Entry, frame, pack, provenance, quote
+from server.service.trust.policy import SUSPICIOUS
 from tests.mcp_util import FakeClock, clocked_service, identity_env, in_process, runtime_on
 
 T = datetime(2030, 3, 1, 12, 0, tzinfo=UTC)

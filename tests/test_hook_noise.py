@@ -9,7 +9,7 @@ from argparse import Namespace
 
 from benchmarks import hook_noise, relevance
 from retrieval.embedder import HashEmbedder
-from server.service import autorecall as ar
+from server.service import hook_context as ar
 from tests.test_bench_harnesses import write_longmemeval
 from tests.test_sessions_bench import DATA
 

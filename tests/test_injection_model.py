@@ -1,5 +1,5 @@
 """The injection scan's second line: the linear model over the MiniLM embedding
-(server/service/injection_model.py), shipped as package data and wired into the write policy."""
+(server/service/trust/injection_model.py), shipped as package data and wired into the write policy."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 
 from retrieval.embedder import HashEmbedder
 from server.service.errors import InvalidInput
-from server.service.injection import InjectionPolicy, verdict
-from server.service.injection_model import N_FEATURES, WEIGHTS, Detector, default, windows
-from server.service.policy import WritePolicy
-from server.service.secrets import SecretPolicy
+from server.service.trust.injection import InjectionPolicy, verdict
+from server.service.trust.injection_model import N_FEATURES, WEIGHTS, Detector, default, windows
+from server.service.trust.policy import WritePolicy
+from server.service.trust.secrets import SecretPolicy
 
 # paraphrases written for this test; "rules" says whether the rule table alone flags them
 PARAPHRASES = [

@@ -16,7 +16,7 @@ from server.service.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from server.service.identity import Identity
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput
-from server.service.secrets import SecretPolicy
+from server.service.trust.secrets import SecretPolicy
 
 from .mcp_util import FakeClock, SyncClient
 

@@ -8,10 +8,10 @@ import pytest
 from retrieval.records import Kind, RecordFilter
 from server.service import sessions as sessions_mod
 from server.service.identity import Identity
-from server.service.injection import InjectionPolicy
 from server.service.memory import MemoryService
-from server.service.secrets import SecretPolicy
 from server.service.sessions import SessionIndexer
+from server.service.trust.injection import InjectionPolicy
+from server.service.trust.secrets import SecretPolicy
 from tests.transcript_util import TranscriptWriter
 
 WHO = Identity(project_id="proj", agent_id="agent-1")

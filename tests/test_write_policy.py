@@ -22,13 +22,13 @@ from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
 from retrieval.records import Kind, Record, RecordFilter, Scope
 from server.service import bulk, transfer
-from server.service.graphs import graph_services
+from server.service.graph_services import graph_services
 from server.service.identity import Identity
-from server.service.injection import InjectionPolicy
 from server.service.memory import MemoryService
 from server.service.models import MemoryInput
-from server.service.policy import SUSPICIOUS, WritePolicy
-from server.service.secrets import SecretPolicy
+from server.service.trust.injection import InjectionPolicy
+from server.service.trust.policy import SUSPICIOUS, WritePolicy
+from server.service.trust.secrets import SecretPolicy
 from tests.conftest import CountingEmbedder
 
 ME = Identity(project_id="proj", agent_id="agent-a")

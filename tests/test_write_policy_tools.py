@@ -21,7 +21,7 @@ import pytest
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service.memory import MemoryService
-from server.service.policy import WritePolicy
+from server.service.trust.policy import WritePolicy
 from tests.mcp_util import identity_env, in_process, runtime_on
 from tests.test_graph_lessons import SEED
 

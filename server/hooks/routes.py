@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from retrieval.errors import PatternError
 
-from ..service.hooks import EVENTS, HookRequest, HookService
+from ..service.hook_events import EVENTS, HookRequest, HookService
 from ..service.identity import Identity
 
 

@@ -245,7 +245,7 @@ def run_daemon(
         near = local_address(host)  # where a local bridge connects (and what its Host says)
         info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
         from ..hooks.routes import hook_routes
-        from ..service.hooks import HookService
+        from ..service.hook_events import HookService
 
         hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
         tokens = TokenStore(home, settings.store_url)  # PostgreSQL: one table for every node

@@ -1,5 +1,5 @@
 """Knowledge-graph MCP tools: the official memory server's names and arguments, thin adapters
-over ``graph/`` (via ``server.service.graphs``).
+over ``graph/`` (via ``server.service.graph_services``).
 
 Every tool works on one graph: the team graph of the project unless ``scope`` says otherwise
 (``private`` = you in this project, ``personal`` = you everywhere, ``public`` = everyone).
@@ -27,7 +27,7 @@ from graph.models import (
     SearchNodesResult,
 )
 
-from ..service.graphs import GraphServices
+from ..service.graph_services import GraphServices
 from ..service.identity import Identity
 from .toolset import ToolSet, call, session_of
 

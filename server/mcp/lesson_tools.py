@@ -1,6 +1,6 @@
 """Lesson tools (the lessons fork's names and arguments): an error, its fix, its verification
 steps and how often the fix worked; ``find_similar_errors`` ranks by meaning and stack-trace
-shape. Thin adapters over ``graph/lessons.py`` (via ``server.service.graphs``)."""
+shape. Thin adapters over ``graph/lessons.py`` (via ``server.service.graph_services``)."""
 
 from __future__ import annotations
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from retrieval.records import Kind, Record, RecordFilter, Scope
 
-from . import framing
 from . import scopes as rules
-from .framing import location
 from .identity import Identity
 from .memory import MemoryService
 from .models import CitedMemory, Counts, RecallContextInput, RecallContextResult
+from .trust import framing
+from .trust.framing import location
 
 SUMMARY_BYTES = 4096
 CHUNK_LIMIT = 10  # workspace chunks listed with `search`

@@ -43,7 +43,6 @@ from .errors import (
     PatternError,
 )
 from .identity import Identity
-from .injection import InjectionPolicy
 from .models import (
     CommitInsightResult,
     ForgetResult,
@@ -53,8 +52,9 @@ from .models import (
     ShareLearningResult,
     UpdateMemoryResult,
 )
-from .policy import WritePolicy
-from .secrets import SecretPolicy
+from .trust.injection import InjectionPolicy
+from .trust.policy import WritePolicy
+from .trust.secrets import SecretPolicy
 
 if TYPE_CHECKING:
     from retrieval.cite import CitationState

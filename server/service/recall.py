@@ -35,12 +35,12 @@ import numpy as np
 from retrieval import grouping
 from retrieval.records import Hit, Kind, Record
 
-from . import framing
 from . import scopes as rules
-from .framing import location
 from .identity import Identity
 from .memory import MemoryService
 from .models import RecallInput, RecallItem, RecallResult
+from .trust import framing
+from .trust.framing import location
 
 MMR_LAMBDA = 0.75
 DUPLICATE_SIM = 0.95

@@ -17,13 +17,13 @@ from typing import Literal
 
 from retrieval.engine import Engine
 
+from .bearer_tokens import TokenStore
 from .citations import CitationService
 from .config import Settings
-from .graphs import GraphServices, graph_services
+from .graph_services import GraphServices, graph_services
 from .identity import Identity, identity_from_env
 from .memory import MemoryService
-from .policy import WritePolicy
-from .tokens import TokenStore
+from .trust.policy import WritePolicy
 
 ModelLoad = Literal["background", "now", "on_demand", "off"]
 

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from graph.lesson_models import ErrorQuery
-from server.service import graph_view
+from server.service import graph_browse
 from server.service.errors import InvalidInput
 
 from .dashboard import Dashboard, route, view
@@ -29,7 +29,7 @@ async def graph_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
     scope, q = _scope(request), request.query_params.get("q", "").strip()
 
     def build() -> dict:
-        sl = graph_view.graph_slice(ui.svc, ui.rt.graphs, s.identity, scope, q or None)
+        sl = graph_browse.graph_slice(ui.svc, ui.rt.graphs, s.identity, scope, q or None)
         return {"slice": sl, "scope": scope, "q": q, "scopes": GRAPH_SCOPES, "active": "graph"}
 
     return await ui.page(request, s, "graph.html", build)
@@ -40,7 +40,7 @@ async def graph_data(ui: Dashboard, request: Request, s: UiSession) -> Response:
     """cytoscape.js elements of the slice the page shows (labels are drawn as canvas text)."""
     scope, q = _scope(request), request.query_params.get("q", "").strip()
     sl = await ui.run(
-        lambda: graph_view.graph_slice(ui.svc, ui.rt.graphs, s.identity, scope, q or None)
+        lambda: graph_browse.graph_slice(ui.svc, ui.rt.graphs, s.identity, scope, q or None)
     )
     focus = set(sl.focus)
     nodes = [
@@ -62,7 +62,7 @@ async def graph_data(ui: Dashboard, request: Request, s: UiSession) -> Response:
 @view
 async def entity_panel(ui: Dashboard, request: Request, s: UiSession) -> Response:
     scope, name = _scope(request), request.query_params.get("name", "")
-    build = lambda: {"d": graph_view.entity_detail(ui.svc, ui.rt.graphs, s.identity, scope, name),  # noqa: E731
+    build = lambda: {"d": graph_browse.entity_detail(ui.svc, ui.rt.graphs, s.identity, scope, name),  # noqa: E731
                      "scope": scope, "active": "graph"}  # fmt: skip
     if request.headers.get("hx-request"):
         return ui.render(request, s, "_entity.html", await ui.run(build))
@@ -78,7 +78,7 @@ async def lessons_page(ui: Dashboard, request: Request, s: UiSession) -> Respons
         raise InvalidInput("invalid page cursor") from None
 
     def build() -> dict:
-        page, nxt = graph_view.list_lessons(ui.svc, ui.rt.graphs, s.identity, scope, after)
+        page, nxt = graph_browse.list_lessons(ui.svc, ui.rt.graphs, s.identity, scope, after)
         return {"lessons": page, "next": nxt, "scope": scope, "scopes": GRAPH_SCOPES,
                 "active": "lessons"}  # fmt: skip
 

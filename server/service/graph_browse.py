@@ -1,5 +1,5 @@
 """Read-only views of the knowledge graph and lessons for the dashboard, on top of
-``graph/`` (through the runtime's :class:`~server.service.graphs.GraphServices`): a bounded slice of a graph
+``graph/`` (through the runtime's :class:`~server.service.graph_services.GraphServices`): a bounded slice of a graph
 to draw, one entity with its observations and its relations both ways, and pages of lessons.
 The caller reaches only its own graphs (``Identity.bucket(scope)``), as with the tools.
 """
@@ -13,7 +13,7 @@ from graph.lesson_models import Lesson
 from graph.models import Entity, Relation
 
 from .errors import InvalidInput, NotFound
-from .graphs import GraphServices
+from .graph_services import GraphServices
 from .identity import Identity
 from .memory import MemoryService
 

@@ -43,8 +43,8 @@ from typing import Any
 
 from retrieval.records import Record
 
+from ..errors import InvalidInput
 from . import injection, injection_model, secrets
-from .errors import InvalidInput
 from .injection import InjectionPolicy
 from .injection_model import Detector
 from .secrets import SecretPolicy

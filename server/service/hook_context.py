@@ -31,10 +31,11 @@ from pydantic import BaseModel, Field
 from retrieval.analyzer import query_terms
 from retrieval.records import Hit, Kind, Record, RecordFilter, Scope
 
-from . import excerpts, framing
+from . import excerpts
 from .identity import Identity
 from .ledger import Ledger
 from .memory import MemoryService
+from .trust import framing
 
 CHARS_PER_TOKEN = 4
 # A record longer than this share of the prompt budget is quoted by its excerpt for the prompt
@@ -94,7 +95,7 @@ class Selection:
 
 
 # ---------------------------------------------------------------------------- framing
-# Everything the hooks inject is quoted by server/service/framing.py, as recall's text is: one
+# Everything the hooks inject is quoted by server/service/trust/framing.py, as recall's text is: one
 # header line, then per item its provenance and its text with every line prefixed by "> ".
 FRAME_HEADER = framing.HEADER
 

@@ -1,6 +1,6 @@
 """The bearer tokens remote agents present to a daemon, stored hashed (sha256): in
 ``<home>/tokens.json``, or, when PostgreSQL is the store, in its ``pm_tokens`` table shared by
-every daemon (``retrieval/pg/tokens.py``).
+every daemon (``retrieval/pg/token_table.py``).
 
 Made by ``pattern-memory token create --agent ID``. A token entry: ``agent``, ``project`` (the
 bound project, null for legacy and any-project entries), ``any_project`` (bool), ``label``,
@@ -41,13 +41,13 @@ def write_private(path: Path, data: dict) -> None:
 
 
 def load_tokens(store_url: str) -> dict[str, dict]:
-    from retrieval.pg.tokens import load_tokens as load
+    from retrieval.pg.token_table import load_tokens as load
 
     return load(store_url)
 
 
 def save_tokens(store_url: str, data: dict[str, dict]) -> None:
-    from retrieval.pg.tokens import save_tokens as save
+    from retrieval.pg.token_table import save_tokens as save
 
     save(store_url, data)
 

@@ -80,7 +80,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = [
     "KINDS",

@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ingest.transcripts import error_excerpt, key_args, last_turn, result_text, tool_result_text
 from retrieval.errors import InvalidInput
 
-from . import autorecall as ar
-from .graphs import GraphServices
+from . import hook_context as ar
+from .graph_services import GraphServices
 from .identity import Identity
 from .ledger import Ledger, prune_ledgers
 from .memory import MemoryService
