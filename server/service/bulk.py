@@ -19,8 +19,9 @@ from retrieval.records import Record
 from . import idempotency as idem
 from .errors import InvalidInput, LimitExceeded, PatternError
 from .identity import Identity
-from .memory import STALE_RETRIES, MemoryService
+from .memory import MemoryService
 from .models import BulkForgetResult, BulkRememberResult, MemoryInput
+from .writes import STALE_RETRIES
 
 MAX_BULK = 1000
 
