@@ -421,7 +421,8 @@ def lesson_of(doc: dict) -> dict:
 
 def cmd_errors(args) -> dict:
     from graph.entities import GraphService
-    from graph.lessons import LessonService, error_text
+    from graph.lesson_ranking import error_text
+    from graph.lessons import LessonService
     from retrieval.records import Kind
 
     folder = Path(args.dir)

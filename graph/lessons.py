@@ -7,37 +7,7 @@ application frames (``at Class.method, …``: what the embedder should see of a 
 and its FTS5 ``terms`` column also gets the stack-trace fingerprints of ``graph.traces``
 (exception classes, frame+line, application frames, assertion differences).
 
-Ranking (``find_similar_errors``, ``get_lesson_recommendations``):
-
-1. hybrid retrieval over the lesson records of the graph: bm25 over the error type, message,
-   context, stack trace, observations and verification commands, with the query's own
-   fingerprints added to the query (assertion-difference words count twice; the term cap is
-   raised to ``LESSON_MAX_TERMS``: a trace has hundreds of tokens), fused with the cosine
-   similarity of the embeddings into a relevance in [0, 1] — by :data:`LESSON_FUSION`
-   (vector weight 0.1) for errors, by the engine's fusion settings for a plain-language
-   context;
-2. ``find_similar_errors`` only: trace affinity. The candidates' fused relevance is blended
-   with how close their code is to the query's (``graph.traces.trace_profile``): the package
-   affinity (longest common package prefix, 0–1, each segment weighted by how rare its prefix
-   is among the candidates, ``traces.prefix_idf``: sharing ``org.apache.commons`` with every
-   other candidate counts ~0, sharing ``org.apache.commons.codec`` much) and the Jaccard
-   overlap of the code units (classes / modules of the application frames and of the test
-   named in ``context``, a test mapped to the unit it tests),
-   ``(fused + PACKAGE_WEIGHT × pkg + UNIT_WEIGHT × units) /
-   (1 + PACKAGE_WEIGHT + UNIT_WEIGHT)``, still in [0, 1] (``FRAMELESS_PACKAGE_WEIGHT`` instead
-   of ``PACKAGE_WEIGHT`` when the query's trace has no application frame: then the failing
-   test in its context is all that says where it failed). When the query's ``context`` names a
-   qualified class (the failing test, ``pkg.FooTest::testBar``), a lesson recorded for that
-   same class gets ``TEST_CLASS_WEIGHT / n`` more (``n``: how many candidates share it, so a
-   test class with one lesson says much and one with twenty says little; the weight is then
-   added to the divisor too). When the query's test is named after an issue number
-   (``testIssue772``, ``test_bug_1234``), a lesson whose test names the same number gains
-   ``ISSUE_WEIGHT`` (added to the divisor too): two tests written for one issue are about
-   one bug, whatever their classes;
-3. success rate: ``score = relevance × (1 − β + β × successRate)`` with β = 0.3, so a lesson
-   whose fix never worked keeps 70 % of its relevance and a fix that always works keeps all
-   of it. Between two equally relevant lessons the one that works more often ranks first; a
-   much more relevant lesson is not buried by a popular one.
+Ranking (``find_similar_errors``, ``get_lesson_recommendations``): :mod:`.lesson_ranking`.
 
 ``update_lesson_success`` keeps the rate as the running mean of the outcomes:
 ``rate' = (rate × frequency + success) / (frequency + 1)``, ``frequency' = frequency + 1``.
@@ -48,90 +18,27 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from functools import lru_cache
 
-from retrieval.analyzer import query_terms
 from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.hybrid import FusionConfig, HybridRanker
-from retrieval.lexical import LexicalIndex
-from retrieval.records import Kind, Record, RecordFilter, Scope
+from retrieval.records import Kind, Record, Scope
 
 from . import traces
 from .common import Caller, check_batch, parse_scope, parse_ts, ts
 from .entities import GraphService
 from .lesson_models import (
     CreateLessonResult,
-    ErrorQuery,
     Lesson,
     LessonInput,
-    LessonMatch,
-    LessonSearchResult,
     LessonSuccessResult,
 )
-
-SUCCESS_WEIGHT = 0.3  # β in score = relevance × (1 − β + β × successRate)
-LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
-# find_similar_errors: stack traces are read far better by bm25 + fingerprints than by a
-# sentence embedder (benchmarks/relevance.py errors), so the vector side weighs 0.1, not 0.5.
-# A trace is asked whole with its fingerprints (LessonLexical.terms), never as a long prompt's
-# views (retrieval/longquery.py): measured on Defects4J, recall@10 0.9006 whole, 0.8739 with
-# the long-query views.
-LESSON_FUSION = FusionConfig(
-    method="convex", alpha=0.1, norm="minmax", depth=100, long_queries=False
+from .lesson_ranking import (
+    LESSON_FUSION,
+    LESSON_MAX_TERMS,
+    LessonLexical,
+    LessonRanking,
+    error_text,
 )
-DEFAULT_LIMIT = 10
-ERRORS = "error similarity"
-# find_similar_errors reranks the hybrid candidates by trace affinity (graph.traces):
-#   relevance = (fused + PACKAGE_WEIGHT × package affinity + UNIT_WEIGHT × unit Jaccard)
-#               / (1 + PACKAGE_WEIGHT + UNIT_WEIGHT)
-# measured on Defects4J same-bug (docs/benchmarks.md "Errors (Defects4J)"); the package
-# affinity's segments weigh by their prefix's IDF among the candidates (0.2 unweighted ->
-# 0.3 weighted: recall@10 0.8943 -> 0.8968).
-PACKAGE_WEIGHT = 0.3
-UNIT_WEIGHT = 0.1
-# A query trace without any application frame (runner frames only, e.g. JUnit's "Expected
-# exception: …", or no frame at all) matches lessons by runner frames and message words, which
-# say nothing about where it failed; its only location is the failing test in its context, so
-# its package affinity weighs FRAMELESS_PACKAGE_WEIGHT instead (Defects4J recall@10
-# 0.8994 -> 0.9006, recall@5 / nDCG@10 / MRR@10 up too; >= 0.9006 for 0.45-1.5).
-FRAMELESS_PACKAGE_WEIGHT = 0.6
-# A query whose context names its failing test class: lessons of the same class gain
-# TEST_CLASS_WEIGHT / (candidates of that class) (Defects4J with the test as context:
-# recall@10 0.8904 -> 0.8930, flat for 0.05-0.5).
-TEST_CLASS_WEIGHT = 0.1
-# A query whose failing test is named after an issue number (``testIssue772``): lessons whose
-# test names the same number gain ISSUE_WEIGHT (Defects4J recall@10 0.8968 -> 0.8981, flat
-# for 0.02-0.2).
-ISSUE_WEIGHT = 0.1
-# ... and lessons whose test names share its test's rarer words (class and method, camelCase
-# parts, weighed by their IDF among the candidates: traces.test_words, weighted_overlap) gain
-# TEST_WORDS_WEIGHT × the shared share (recall@10 0.8981 -> 0.8994, flat for 0.02-0.1).
-TEST_WORDS_WEIGHT = 0.05
-MAX_LIMIT = 50
-
-
-class LessonLexical(LexicalIndex):
-    """bm25 over lesson records with the query's stack-trace fingerprints added."""
-
-    def terms(self, query: str, conn=None) -> list[str]:  # noqa: ARG002 - same signature
-        """The query's words (up to ``max_terms``) + its fingerprint tokens, the assertion
-        differences counted DIFF_WEIGHT times. (Every ranking path of LexicalIndex, the FTS5
-        MATCH, the in-memory postings and score_ids, reads its terms from here.)"""
-        prints = traces.fingerprint_terms(query)
-        extra = [t for t in prints if t.startswith(traces.DIFF_PREFIXES)]
-        extra *= traces.DIFF_WEIGHT - 1
-        return query_terms(query, self.max_terms) + prints + extra
-
-
-def error_text(type_: str, message: str, context: str, stack_trace: str | None) -> str:
-    """An error as one text, the same way for a lesson and for a query (so they look alike)."""
-    head = f"{type_}: {message}" if type_ and message else (type_ or message or "")
-    parts = [
-        head.strip(),
-        f"Context: {context}" if context and context.strip() else "",
-        stack_trace or "",
-    ]
-    return "\n".join(p for p in parts if p)
 
 
 def lesson_text(lesson: LessonInput) -> str:
@@ -150,37 +57,7 @@ def lesson_terms(lesson: LessonInput) -> str:
     return " ".join(traces.fingerprint_terms(f"{ep.type}: {ep.message}", ep.stackTrace or ""))
 
 
-@lru_cache(maxsize=4096)
-def _lesson_profile(trace: str, context: str) -> traces.TraceProfile:
-    return traces.trace_profile(trace, context)
-
-
-def row_profile(row) -> traces.TraceProfile:
-    return _lesson_profile(f"{row['message']}\n{row['stack_trace'] or ''}", row["context"] or "")
-
-
-def trace_affinity(query: traces.TraceProfile, row, weight=None) -> tuple[float, float]:
-    """(package affinity, code-unit Jaccard) of a query and a lesson row (see graph.traces);
-    ``weight``: the package prefixes' weights (``traces.prefix_idf`` over the candidates)."""
-    own = row_profile(row)
-    return (
-        traces.package_affinity(query.packages, own.packages, weight),
-        traces.jaccard(query.units, own.units),
-    )
-
-
-def same_test_class(query: traces.TraceProfile, row) -> bool:
-    """Whether the lesson's context names one of the classes the query's context names."""
-    if not query.classes:
-        return False
-    return bool(query.classes & row_profile(row).classes)
-
-
-def success_factor(rate: float) -> float:
-    return 1.0 - SUCCESS_WEIGHT + SUCCESS_WEIGHT * rate
-
-
-class LessonService:
+class LessonService(LessonRanking):
     def __init__(
         self,
         graph: GraphService,
@@ -505,117 +382,3 @@ class LessonService:
             "SELECT * FROM lessons WHERE bucket=? ORDER BY id", (bucket,)
         )
         return [self.from_row(r, bucket.split("/", 1)[0]) for r in rows.fetchall()]
-
-    def _rank(
-        self,
-        who: Caller,
-        text: str,
-        scope: str | None,
-        limit: int,
-        label: str,
-        mode: str = "hybrid",
-        profile: traces.TraceProfile | None = None,
-    ) -> LessonSearchResult:
-        """``profile``: the query's trace profile; when given (find_similar_errors, hybrid
-        mode), each candidate's fused relevance is blended with its trace affinity and, when
-        the query's context names a test class, with whether the lesson shares it."""
-        if not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
-        sc = parse_scope(scope)
-        bucket = who.bucket(sc.value)
-        ranker = self.ranker if label == ERRORS else self.context_ranker
-        ranker.vectors, ranker.embedder = self.engine.vectors, self.engine.embedder
-        f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson])
-        depth = max(limit, ranker.config.depth)
-        scored = ranker.search(text, f, depth, mode=mode, buckets=[bucket])
-        if not scored:
-            return LessonSearchResult(lessons=[], ranking=label)
-        by_rec = {
-            r["record_id"]: r
-            for r in self.graph.reader.execute(
-                "SELECT * FROM lessons WHERE bucket=? AND record_id IN "
-                f"({','.join('?' * len(scored))})",
-                [bucket, *[s.record_id for s in scored]],
-            ).fetchall()
-        }
-        cite = self.graph.cite
-        cited = cite.states(who, list(by_rec)) if cite is not None else {}
-        q_frames = set(traces.app_frames(text, 50)) | set(traces.exception_types(text))
-        same_class: set[str] = set()
-        idf = word_idf = None
-        if profile is not None:  # package prefixes weigh by how rare they are among candidates
-            idf = traces.prefix_idf(row_profile(r).packages for r in by_rec.values())
-            word_idf = traces.idf(row_profile(r).test_words for r in by_rec.values())
-        if profile is not None and profile.classes:
-            same_class = {r for r, row in by_rec.items() if same_test_class(profile, row)}
-        out = []
-        for s in scored:
-            row = by_rec.get(s.record_id)
-            if row is None:
-                continue
-            lesson = self.from_row(row, sc.value)
-            own = traces.app_frames(row["stack_trace"] or "", 50) + traces.exception_types(
-                f"{row['error_type']}: {row['message']}\n{row['stack_trace'] or ''}"
-            )
-            relevance = s.score
-            if profile is not None:
-                pkg, unit = trace_affinity(profile, row, idf)
-                pkg_weight = FRAMELESS_PACKAGE_WEIGHT if profile.frameless else PACKAGE_WEIGHT
-                weight = 1.0 + pkg_weight + UNIT_WEIGHT
-                relevance += pkg_weight * pkg + UNIT_WEIGHT * unit
-                if profile.classes:  # the query names its test class
-                    weight += TEST_CLASS_WEIGHT
-                    if s.record_id in same_class:
-                        relevance += TEST_CLASS_WEIGHT / len(same_class)
-                if profile.issues:  # its test is named after an issue
-                    weight += ISSUE_WEIGHT
-                    if profile.issues & row_profile(row).issues:
-                        relevance += ISSUE_WEIGHT
-                if profile.test_words:  # the words of its test's name
-                    weight += TEST_WORDS_WEIGHT
-                    relevance += TEST_WORDS_WEIGHT * traces.weighted_overlap(
-                        profile.test_words, row_profile(row).test_words, word_idf
-                    )
-                relevance /= weight
-            score = relevance * success_factor(lesson.metadata.successRate)
-            states = cited.get(s.record_id, [])
-            if states:  # the code it cites changed or is gone: verify before trusting it
-                score *= cite.factor(states)
-            out.append(
-                LessonMatch(
-                    **lesson.model_dump(),
-                    relevance=round(relevance, 4),
-                    score=round(score, 4),
-                    matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
-                    citations=states,
-                )  # fmt: skip
-            )
-        out.sort(key=lambda m: (-m.score, -m.relevance, m.name))
-        mode = scored[0].explanation.mode
-        return LessonSearchResult(
-            lessons=out[:limit],
-            ranking=f"{label} ({mode}); score = relevance × (0.7 + 0.3 × successRate)",
-        )
-
-    def find_similar_errors(
-        self, who: Caller, pattern: ErrorQuery | dict, scope: str | None = None,
-        limit: int = DEFAULT_LIMIT, *, mode: str = "hybrid",
-    ) -> LessonSearchResult:  # fmt: skip
-        """``mode`` (hybrid | lexical | vector) is for benchmarks; tools always use hybrid."""
-        p = pattern if isinstance(pattern, ErrorQuery) else ErrorQuery.model_validate(pattern)
-        text = error_text(p.type.strip(), p.message.strip(), p.context, p.stackTrace)
-        if not text.strip():
-            raise InvalidInput(
-                "errorPattern needs at least one of type, message, context, stackTrace"
-            )
-        profile = None
-        if mode == "hybrid":
-            profile = traces.trace_profile(f"{p.message}\n{p.stackTrace or ''}", p.context)
-        return self._rank(who, text, scope, limit, ERRORS, mode, profile)
-
-    def get_lesson_recommendations(
-        self, who: Caller, context: str, scope: str | None = None, limit: int = DEFAULT_LIMIT
-    ) -> LessonSearchResult:
-        if not isinstance(context, str) or not context.strip():
-            raise InvalidInput("context must be a non-empty string")
-        return self._rank(who, context, scope, limit, "relevance to the context")

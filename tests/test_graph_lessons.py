@@ -11,7 +11,8 @@ import json
 import pytest
 
 from graph.entities import GraphService
-from graph.lessons import SUCCESS_WEIGHT, LessonService
+from graph.lesson_ranking import SUCCESS_WEIGHT
+from graph.lessons import LessonService
 from graph.search import search_nodes
 from retrieval.buckets import bucket_of
 from retrieval.embedder import HashEmbedder
@@ -277,7 +278,7 @@ def test_find_similar_errors_ranks_the_same_exception_and_frames_first(services)
 def test_trace_affinity_blends_into_the_relevance(services):
     """A lesson about the failing test of the unit the query's error comes from (same package)
     gains over an otherwise equally relevant lesson from other code."""
-    from graph import lessons as lessons_mod
+    from graph import lesson_ranking as ranking
     from graph.traces import trace_profile
 
     _, lessons = services
@@ -297,9 +298,9 @@ def test_trace_affinity_blends_into_the_relevance(services):
     assert [m.name for m in res] == ["LEDGER", "QUOTA"]
     q = trace_profile(f"totals differ\n{trace}")
     row = lessons.graph.lesson_rows(who.bucket("team"), ["LEDGER"])["LEDGER"]
-    assert lessons_mod.trace_affinity(q, row) == (1.0, 1.0)  # package io.acme.core, unit Ledger
+    assert ranking.trace_affinity(q, row) == (1.0, 1.0)  # package io.acme.core, unit Ledger
     row = lessons.graph.lesson_rows(who.bucket("team"), ["QUOTA"])["QUOTA"]
-    assert lessons_mod.trace_affinity(q, row) == (1 / 3, 0.0)  # only "io" in common
+    assert ranking.trace_affinity(q, row) == (1 / 3, 0.0)  # only "io" in common
     assert all(0.0 <= m.relevance <= 1.0 for m in res) and res[0].relevance > res[1].relevance
 
 
@@ -307,7 +308,7 @@ def test_a_context_naming_the_failing_test_class_ranks_that_class_first(services
     """find_similar_errors with the failing test as context: a lesson recorded for the same
     test class gains TEST_CLASS_WEIGHT / (candidates of that class); without a class in the
     query's context nothing changes."""
-    from graph import lessons as lessons_mod
+    from graph import lesson_ranking as ranking
 
     _, lessons = services
     who = Who()
@@ -334,12 +335,12 @@ def test_a_context_naming_the_failing_test_class_ranks_that_class_first(services
     assert all(0.0 <= r <= 1.0 for r in got.values())
     # the bonus is what puts the class first: zero weight, smaller margin
     with_bonus = ask("io.acme.core.LedgerTest::closes")
-    monkeypatch.setattr(lessons_mod, "TEST_CLASS_WEIGHT", 0.0)
+    monkeypatch.setattr(ranking, "TEST_CLASS_WEIGHT", 0.0)
     without = ask("io.acme.core.LedgerTest::closes")
     assert with_bonus["LEDGER"] - with_bonus["JOURNAL"] > without["LEDGER"] - without["JOURNAL"]
     # no class named in the context (or none at all): the weight plays no part
     plain = ask("posting a ledger")
-    monkeypatch.setattr(lessons_mod, "TEST_CLASS_WEIGHT", 5.0)
+    monkeypatch.setattr(ranking, "TEST_CLASS_WEIGHT", 5.0)
     assert ask("posting a ledger") == plain
 
 
@@ -354,7 +355,7 @@ def test_a_frameless_query_weighs_the_package_of_its_failing_test_more(services,
     """A query trace with runner frames only says nothing about where it failed: the package
     of its failing test (context) weighs FRAMELESS_PACKAGE_WEIGHT instead of PACKAGE_WEIGHT;
     a query with application frames is not affected."""
-    from graph import lessons as lessons_mod
+    from graph import lesson_ranking as ranking
 
     _, lessons = services
     who = Who()
@@ -375,28 +376,28 @@ def test_a_frameless_query_weighs_the_package_of_its_failing_test_more(services,
 
     got = ask(RUNNER_ONLY)
     assert all(0.0 <= r <= 1.0 for r in got.values())
-    monkeypatch.setattr(lessons_mod, "FRAMELESS_PACKAGE_WEIGHT", lessons_mod.PACKAGE_WEIGHT)
+    monkeypatch.setattr(ranking, "FRAMELESS_PACKAGE_WEIGHT", ranking.PACKAGE_WEIGHT)
     flat = ask(RUNNER_ONLY)
     assert got["CODEC"] - got["ZIP"] > flat["CODEC"] - flat["ZIP"]
     # with an application frame the query's trace locates it: the weight plays no part
     framed = "\tat org.acme.codec.binary.Base32Stream.skip(Base32Stream.java:9)\n" + RUNNER_ONLY
     before = ask(framed)
-    monkeypatch.setattr(lessons_mod, "FRAMELESS_PACKAGE_WEIGHT", 5.0)
+    monkeypatch.setattr(ranking, "FRAMELESS_PACKAGE_WEIGHT", 5.0)
     assert ask(framed) == before
 
 
 def test_same_test_class_compares_the_qualified_classes_of_the_contexts(services):
-    from graph import lessons as lessons_mod
+    from graph import lesson_ranking as ranking
     from graph.traces import trace_profile
 
     _, lessons = services
     who = Who()
     lessons.create_lesson(who, lesson("L", context="io.acme.core.LedgerTest::posts"))
     row = lessons.graph.lesson_rows(who.bucket("team"), ["L"])["L"]
-    assert lessons_mod.same_test_class(trace_profile("", "io.acme.core.LedgerTest::x"), row)
-    assert not lessons_mod.same_test_class(trace_profile("", "io.other.LedgerTest::x"), row)
-    assert not lessons_mod.same_test_class(trace_profile("", "LedgerTest"), row)  # unqualified
-    assert not lessons_mod.same_test_class(trace_profile(NPE), row)  # frames are not the context
+    assert ranking.same_test_class(trace_profile("", "io.acme.core.LedgerTest::x"), row)
+    assert not ranking.same_test_class(trace_profile("", "io.other.LedgerTest::x"), row)
+    assert not ranking.same_test_class(trace_profile("", "LedgerTest"), row)  # unqualified
+    assert not ranking.same_test_class(trace_profile(NPE), row)  # frames are not the context
 
 
 def test_query_counts_assertion_difference_terms_twice(services):
@@ -411,7 +412,7 @@ def test_query_counts_assertion_difference_terms_twice(services):
 def test_a_test_named_after_the_same_issue_ranks_first(services, monkeypatch):
     """Two tests written for one issue (testIssue772 in different classes) are about one bug:
     the lesson of the same issue gains ISSUE_WEIGHT over an otherwise alike lesson."""
-    from graph import lessons as lessons_mod
+    from graph import lesson_ranking as ranking
 
     _, lessons = services
     who = Who()
@@ -433,7 +434,7 @@ def test_a_test_named_after_the_same_issue_ranks_first(services, monkeypatch):
         return rel["Z_ISSUE"] - rel["A_OTHER"]
 
     with_issue = gap()
-    monkeypatch.setattr(lessons_mod, "ISSUE_WEIGHT", 0.0)
+    monkeypatch.setattr(ranking, "ISSUE_WEIGHT", 0.0)
     assert with_issue > gap() > 0
 
 
@@ -453,7 +454,7 @@ def test_every_lexical_path_reads_the_fingerprint_terms(services):
 def test_shared_rare_test_words_blend_into_the_relevance(services, monkeypatch):
     """find_similar_errors adds TEST_WORDS_WEIGHT × the IDF-weighted share of the query's
     test-name words a lesson's test has (traces.test_words / weighted_overlap, tested there)."""
-    from graph import lessons as lessons_mod
+    from graph import lesson_ranking as ranking
 
     _, lessons = services
     who = Who()
@@ -479,9 +480,9 @@ def test_shared_rare_test_words_blend_into_the_relevance(services, monkeypatch):
         assert all(0.0 <= r <= 1.0 for r in rel.values())
         return rel
 
-    monkeypatch.setattr(lessons_mod, "TEST_WORDS_WEIGHT", 0.0)
+    monkeypatch.setattr(ranking, "TEST_WORDS_WEIGHT", 0.0)
     without = relevance()
-    monkeypatch.setattr(lessons_mod, "TEST_WORDS_WEIGHT", 1.0)
+    monkeypatch.setattr(ranking, "TEST_WORDS_WEIGHT", 1.0)
     heavy = relevance()
     # HexTest shares no word of Base64InputStreamTest::testSkipNone, ReadToEnd shares
     # base/input/stream: they swap once the test words count

@@ -14,40 +14,18 @@ import string
 from collections import Counter
 
 SEPARATORS = re.compile(r"[_\-./:~+]+")
-
-
 NON_ALNUM = re.compile(r"[^a-z0-9]+")
-
-
 KEY_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-
-
 TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
-
-
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-
-
 HEX = re.compile(r"[0-9a-fA-F]+")
-
-
 IDENTIFIER = re.compile(r"[A-Za-z_][\w.\-]*")
-
-
 PORT_LIKE = re.compile(r"\d{1,5}")
-
-
 NAMES_A_CREDENTIAL = re.compile(r"(?i)[a-z_\-.]*(?:passw(?:or)?d|secret|token|api_?key)[a-z_\-.]*")
-
-
 PATH_OR_URL = re.compile(
     r"(?:~?/|\.\.?/|[A-Za-z]:\\|[A-Za-z][A-Za-z0-9+.\-]*://|(?i:arn|urn):[A-Za-z0-9\-]+:)"
 )
-
-
 FILE_NAME = re.compile(r"[A-Za-z0-9]\.[a-z][a-z0-9]{1,3}$")
-
-
 UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
@@ -87,14 +65,8 @@ def word_like(value: str) -> bool:
 
 
 DIGITS = frozenset(string.digits)
-
-
 LETTERS = frozenset(string.ascii_letters)
-
-
 UPPER = frozenset(string.ascii_uppercase)
-
-
 LOWER = frozenset(string.ascii_lowercase)
 
 
@@ -116,22 +88,14 @@ PLACEHOLDER_WORDS = frozenset(
         "tbd", "fixme", "value", "abc", "abcdef", "xyz", "mysecret", "notasecret",
     }
 )  # fmt: skip
-
-
 PLACEHOLDER_SUBSTRINGS = (
     "example", "placeholder", "redacted", "dummy", "changeme", "change_me", "change-me",
     "xxxx", "your", "replace", "insert", "${", "{{", "}}", "%(", "<", ">", "…", "...",
     "password", "passwd", "::",
 )  # fmt: skip
-
-
 TEMPLATE_PREFIXES = ("{", "<", "[")
-
-
 # $VAR, ${VAR}, %VAR%, :name, @name, !vault, *alias, &anchor: references, not values
 REFERENCE = re.compile(r"[$%:@*&!?]\{?[A-Za-z0-9_][\w.]*\}?%?")
-
-
 DUMMY_PHRASE = re.compile(
     r"(?:my|the|a|an|new|old|db|database|app|user|admin|root|some|super|test)?"
     r"(?:password|passwd|pass|pwd|secret|token|apikey|key)(?:here|goes(?:here)?|value)?\d*"

@@ -171,53 +171,27 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: random_looking(s, 3.2),
     ),
 )
-
-
 # PEM private keys: the whole block when it is complete, else the header plus the base64 lines
 # that follow it (a truncated paste still leaks key material).
 PEM_LABEL = r"(?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"
-
-
 PEM_BEGIN = re.compile(r"-----BEGIN " + PEM_LABEL)
-
-
 PEM_END = re.compile(r"-----END " + PEM_LABEL)
-
-
 PEM_BODY = re.compile(
     r"(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]{16,}|(?:Proc-Type|DEK-Info|Comment):[^\r\n]*"
     r"|(?=\r?\n[A-Za-z0-9+/=]{16,})))*"
 )
-
-
 PEM_MATERIAL = re.compile(r"[A-Za-z0-9+/]{24}")
-
-
 PEM_MAX = 20_000
-
-
 # scheme://user:password@host — matched from the "://" so the search is literal-first.
 URL_CREDENTIALS = re.compile(r"://(?P<user>[^\s:/@?#\"'<>]*):(?P<pw>[^\s/@?#\"'<>]+)@[A-Za-z0-9\[]")
-
-
 SCHEME_CHARS = frozenset(string.ascii_letters + string.digits + "+.-")
-
-
 WEB_SCHEMES = frozenset({"http", "https", "ftp", "ftps", "ws", "wss", "ssh", "git", "svn"})
-
-
 # Assignments: find a key word (in the ASCII-lower-cased text), widen it to the whole key, then
 # match "<sep> [type annotation] <op> value" after the key. The value is either quoted or a bare
 # run of characters; the key's last word(s) decide what the value must look like.
 KEYWORD = re.compile(r"pass|pw|secret|token|key")
-
-
 KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]*")  # always matches
-
-
 MAX_KEY = 64
-
-
 ASSIGNMENT_TAIL = re.compile(
     r"[\"'`]?"
     r"(?:(?:[ \t]*:[ \t]*[A-Za-z_][\w\[\]|., ]{0,40}?)?[ \t]*(?P<op>:=|=>|==|=)|(?P<colon>:))"
@@ -225,37 +199,19 @@ ASSIGNMENT_TAIL = re.compile(
     r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\r\n]{1,200})(?P=q)"
     r"|(?P<uv>[^\s\"'`,;()\[\]{}<>]{1,200}))"
 )
-
-
 SHORT_PASSWORD_WORDS = frozenset({"pwd", "pass", "pw"})
-
-
 SECRET_LAST = frozenset({"secret", "token", "apikey", "secretkey", "accesskey", "privatekey"})
-
-
 KEY_QUALIFIERS = frozenset(
     {"api", "access", "secret", "private", "signing", "encryption", "master", "client", "app",
      "auth", "account", "service", "admin", "license", "subscription", "webhook", "session"}
 )  # fmt: skip
-
-
 NON_SECRET_TOKEN_QUALIFIERS = frozenset(
     {"page", "next", "prev", "continuation", "cursor", "sync", "pagination", "max", "min", "num",
      "cancel", "cancellation", "bos", "eos", "pad", "unk", "sep", "cls", "mask", "start", "end",
      "stop", "special", "csrf", "xsrf"}
 )  # fmt: skip
-
-
 RANK_PRIVATE_KEY = -1
-
-
 RANK_URL = len(RULES)
-
-
 RANK_GENERIC = len(RULES) + 1
-
-
 RANK_PASSWORD = len(RULES) + 2
-
-
 ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
