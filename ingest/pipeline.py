@@ -31,8 +31,6 @@ is part of a file's row, so changing the policy re-reads every file.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import queue
 import threading
 import time
@@ -42,6 +40,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from retrieval import locks
 from retrieval.buckets import bucket_of
 from retrieval.engine import Engine
 from retrieval.errors import Conflict, PatternError
@@ -137,22 +136,17 @@ class IngestLock:
         self.fd: int | None = None
 
     def __enter__(self) -> IngestLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+            self.fd = locks.acquire(self.path)
+        except locks.Held:
             raise Conflict(
                 "another ingestion is running on this store; try again when it ends"
             ) from None
-        self.fd = fd
         return self
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
+            locks.release(self.fd)
             self.fd = None
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from . import locks
 from .tokenizer import ModelTokenizer, read_json, sbert_config
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ TORCH_EXTRA = "pip install 'pattern-memory[torch]'"
 EXPORT_FORMAT = 1  # bump when the exported graph changes; old cache entries are ignored
 OPSET = 17
 EXPORT_TIMEOUT_S = 1800.0
+EXPORT_LOCK = ".export.lock"  # in the cache folder: one export per folder at a time
 CHECK_COSINE = 0.9999  # the float graph against sentence-transformers' encode, at export time
 CHECK_TEXTS = [
     "The cat sat on the mat.",
@@ -162,20 +164,6 @@ def _written(dst: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-@contextmanager
-def _exclusive(folder: Path) -> Iterator[None]:
-    """One export per cache folder at a time, across processes (a second one waits, then
-    finds the file done)."""
-    import fcntl
-
-    with open(folder / ".export.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def ensure_exported(model_path: str, quantize: str | None = None) -> Path:
     """The ONNX file that serves this model: the shipped graph for the packaged model (its int8
     variant derived from it into the cache, in this process, without torch), else the cached
@@ -188,7 +176,7 @@ def ensure_exported(model_path: str, quantize: str | None = None) -> Path:
     if not packaged:
         require_torch_extra(f"exporting {model_path} to ONNX")
     final.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(final.parent):
+    with locks.exclusive(final.parent / EXPORT_LOCK):  # one export per folder (others wait)
         if not final.exists():
             log.info("preparing %s for ONNX (%s, once) in %s", model_path, quantize, final.parent)
             if packaged:

@@ -329,20 +329,12 @@ def hold_folder(path: str, timeout: float = CLOSE_TIMEOUT_S) -> None:
     """Take ``<path>.lock`` (an exclusive ``flock``, held until this process exits): a child
     whose server was killed may still be finishing a call, and a second process must not
     write the same Chroma folder; the new child waits for it (up to ``timeout``)."""
-    import fcntl
-    import time
+    from . import locks
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return  # fd stays open: the lock lives as long as the process
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise StoreUnavailable(f"{path} is held by another process", path=path) from None
-            time.sleep(0.05)
+    try:
+        locks.wait(f"{path}.lock", timeout)  # the descriptor stays open: held until exit
+    except locks.Held:
+        raise StoreUnavailable(f"{path} is held by another process", path=path) from None
 
 
 def serve(fd: int, path: str) -> int:

@@ -26,8 +26,10 @@ ALLOWED = {
     "server": {"server", "graph", "ingest", "retrieval"},
 }
 
-# the faces may use these modules below the service (pydantic I/O models, the error tree)
+# the faces may use these modules below the service (pydantic I/O models, the error tree, and
+# the file-lock primitives the daemon and the hook client need before any store is open)
 FACE_MAY_IMPORT = {
+    "retrieval.locks",
     "retrieval.errors",
     "retrieval.records",
     "graph.models",

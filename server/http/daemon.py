@@ -10,7 +10,6 @@ accepting, drain in-flight calls, checkpoint the WAL, release the lock, remove `
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import json
 import os
@@ -19,6 +18,8 @@ import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from retrieval import locks
 
 from ..service.errors import StoreUnavailable
 from .auth import Refusal, TokenStore, make_authenticator, write_private
@@ -36,27 +37,19 @@ class StoreLock:
         self.fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            os.close(fd)
+            self.fd = locks.acquire(self.path, owner=f"pid {os.getpid()} ({self.role})")
+        except locks.Held as held:
+            holder = held.owner or "another process"
             raise StoreUnavailable(
                 f"store {self.path.parent} is already owned by {holder}; "
                 "use that daemon (pattern-memory serve connects to it) or stop it first",
                 holder=holder,
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} ({self.role})".encode())
-        os.fsync(fd)
-        self.fd = fd
 
     def release(self) -> None:
         if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
+            locks.release(self.fd)
             self.fd = None
 
 

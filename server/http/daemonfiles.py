@@ -27,21 +27,9 @@ def read_info(home) -> dict | None:
 def owner_alive(home) -> bool:
     """True while some process holds the store lock (the authoritative test: a dead owner's
     lock is released by the kernel, even if it left daemon.json behind)."""
-    import fcntl
+    from retrieval import locks  # standard library only
 
-    try:
-        fd = os.open(os.path.join(home, LOCK_FILE), os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return locks.held(os.path.join(home, LOCK_FILE))
 
 
 def spawn_daemon(home, env: dict[str, str]) -> None:
