@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .http.auth import envelope_headers
-from .http.daemon import StoreLock
-from .http.daemonfiles import read_info
-from .service import errors
-from .service.errors import PatternError, StoreUnavailable
-from .service.identity import Identity
+from ..http.auth import envelope_headers
+from ..http.daemon import StoreLock
+from ..http.daemonfiles import read_info
+from ..service import errors
+from ..service.errors import PatternError, StoreUnavailable
+from ..service.identity import Identity
 
 TOOL_TIMEOUT_S = 3600.0  # an ingest through the daemon may embed a large tree
 _ERROR = re.compile(r"\[([a-z_]+)\]\s*(.*)", re.S)
@@ -96,4 +97,47 @@ def call_tool(info: dict, who: Identity, tool: str, args: dict[str, Any]) -> dic
     return result.get("structuredContent") or {}
 
 
-__all__ = ["call_tool", "refuse", "take"]
+__all__ = ["Owner", "call_tool", "refuse", "runtime", "sole", "take"]
+
+
+def runtime(background: bool = False):
+    """The service runtime over the store, in this process."""
+    from ..service.runtime import Runtime
+
+    return Runtime.start(background=background)
+
+
+class Owner:
+    """Who writes the store for this command: this process (``lock`` held) or the daemon
+    that owns it (``daemon``: its daemon.json); see :func:`take`."""
+
+    def __init__(self, command: str) -> None:
+        from ..service.config import Settings
+
+        self.command = command
+        self.settings = Settings.from_env()
+        got = take(self.settings.home, command)
+        self.lock, self.daemon = (None, got) if isinstance(got, dict) else (got, None)
+
+    def refuse_if_daemon(self, instead: str = "") -> None:
+        if self.daemon is not None:
+            refuse(self.settings.home, self.daemon, self.command, instead)
+
+    def call(self, tool: str, args: dict, project: str | None = None) -> dict:
+        from ..service.identity import identity_from_env
+
+        who = identity_from_env(os.environ, self.settings.cwd)
+        if project:
+            who = who.model_copy(update={"project_id": project})
+        return call_tool(self.daemon, who, tool, {k: v for k, v in args.items() if v is not None})
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+
+def sole(command: str, instead: str = "") -> Owner:
+    """The store lock for a command that has no way through a daemon (refused under one)."""
+    owner = Owner(command)
+    owner.refuse_if_daemon(instead)
+    return owner

@@ -1,0 +1,55 @@
+"""The ``pattern-memory`` command. One place turns errors into messages and exit codes.
+
+The commands are grouped: :mod:`.serve_commands` (serve, daemon, stop, ui, token),
+:mod:`.memory_commands` (demo, recall, export, import, export-graph, import-graph, verify),
+:mod:`.store_commands` (ingest, reindex, stats, compact-changes) and :mod:`.hook_commands`
+(hook, hooks, index-sessions); :mod:`.ownership` decides who writes the store for a command.
+Nothing is imported before a command runs: ``hook`` must start in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from . import hook_commands, memory_commands, serve_commands, store_commands
+
+    p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for group in (serve_commands, memory_commands, store_commands, hook_commands):
+        group.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
+        from ..hooks.hookclient import main as hook_main  # the fast path: standard library only
+
+        return hook_main(argv[1:])
+    from ..service.errors import PatternError
+
+    if argv == ["serve"]:  # what MCP clients start every session: no argparse (~10 ms)
+        from types import SimpleNamespace
+
+        from .serve_commands import cmd_serve
+
+        args = SimpleNamespace(fn=cmd_serve, standalone=False)
+    else:
+        args = build_parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        return args.fn(args)
+    except PatternError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
