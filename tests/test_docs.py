@@ -4,7 +4,8 @@
   and the build read (found by a pattern over their text, so a new variable without a row
   fails here);
 - ``docs/architecture.md``'s "where things live" table gives each package the import arrows
-  that ``tests/test_layers.py`` enforces (:data:`tests.test_layers.ALLOWED`).
+  that ``tests/test_layers.py`` enforces (:data:`tests.test_layers.ALLOWED`), and each part of
+  ``server/`` the parts it may import (:data:`tests.test_layers.SERVER`).
 
 Links, anchors and the nav are checked by ``mkdocs build --strict`` (``make docs``, part of
 ``make test``).
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.test_layers import ALLOWED, PACKAGES
+from tests.test_layers import ALLOWED, PACKAGES, SERVER
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -57,8 +58,8 @@ def test_the_configuration_page_lists_every_variable():
     assert missing == {}, "add a row to docs/configuration.md for each (name: where it is read)"
 
 
-def where_things_live() -> dict[str, set[str]]:
-    """Folder -> the project packages its row says it may import (top-level names)."""
+def stated_imports() -> dict[str, set[str]]:
+    """Folder -> every module name its row's last column names (``server.mcp``, ``graph``…)."""
     page = (DOCS / "architecture.md").read_text(encoding="utf-8")
     section = page.split("## Where things live", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, set[str]] = {}
@@ -66,10 +67,16 @@ def where_things_live() -> dict[str, set[str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[0].startswith("`"):
             continue
-        folder = cells[0].split("`")[1]
-        names = {n.split(".")[0] for n in re.findall(r"`([a-z_.]+)`", cells[2])}
-        rows[folder] = names & set(PACKAGES)
+        rows[cells[0].split("`")[1]] = set(re.findall(r"`([a-z_.]+)`", cells[2]))
     return rows
+
+
+def where_things_live() -> dict[str, set[str]]:
+    """Folder -> the project packages its row says it may import (top-level names)."""
+    return {
+        folder: {n.split(".")[0] for n in names} & set(PACKAGES)
+        for folder, names in stated_imports().items()
+    }
 
 
 def test_the_architecture_page_states_the_layer_arrows():
@@ -89,3 +96,15 @@ def test_every_top_level_folder_has_a_row():
         if p.is_dir() and p.name in (*PACKAGES, "tests", "benchmarks", "scripts", "docs", ".ci")
     }
     assert folders <= {folder.split("/")[0] for folder in rows}, folders
+
+
+def test_the_architecture_page_states_the_arrows_inside_server():
+    """Each part of server/ (the service, each face) has a row naming exactly the parts it may
+    import, as the layer test's SERVER table says."""
+    rows = stated_imports()
+    for part, allowed in SERVER.items():
+        folder = part.replace(".", "/") + "/"
+        assert folder in rows, f"docs/architecture.md has no row for {folder}"
+        stated = {n for n in rows[folder] if n.startswith("server.")} - {part}
+        stated = {n for n in stated if n in SERVER}
+        assert stated == allowed, (folder, stated, allowed)

@@ -1,8 +1,11 @@
 """The layers, enforced (basic-memory style): imports go one way,
-``server -> graph, ingest -> retrieval``; nothing outside ``server/`` imports ``mcp``; the service
-never imports ``mcp`` nor a face; and the faces (MCP tools, CLI, daemon, bridge, dashboard)
-reach the store only through the service, so every face gets the same rules (limits, secret
-policy, visibility, review).
+``server -> graph, ingest -> retrieval`` (:data:`ALLOWED`). Inside ``server/``, every module is
+the service or one of the faces (``server/mcp``, ``server/http``, ``server/hooks``, ``server/ui``,
+``server/cli``), and each part imports only the parts :data:`SERVER` allows: the service
+imports no face, a face imports the service and the faces it mounts or starts. Only the faces
+import ``mcp``; and the faces reach the store only through the service
+(:data:`FACE_MAY_IMPORT`), so every face gets the same rules (limits, secret policy,
+visibility, review). docs/architecture.md states the same tables.
 
 Every import statement of every module is read with ``ast`` (function-level imports too), and
 so is every dynamic import (``importlib.import_module``, ``__import__``): a literal name counts
@@ -25,6 +28,20 @@ ALLOWED = {
     "graph": {"graph", "retrieval"},
     "server": {"server", "graph", "ingest", "retrieval"},
 }
+
+# inside server/: what each part may import besides itself (the faces are every part but the
+# service; the daemon mounts the MCP app, the dashboard and the hook routes; the hook client
+# finds the daemon by its files; the CLI starts or calls all of them)
+SERVICE = "server.service"
+SERVER = {
+    SERVICE: set(),
+    "server.mcp": {SERVICE},
+    "server.ui": {SERVICE},
+    "server.hooks": {SERVICE, "server.http"},
+    "server.http": {SERVICE, "server.mcp", "server.ui", "server.hooks"},
+    "server.cli": {SERVICE, "server.mcp", "server.ui", "server.hooks", "server.http"},
+}
+FACE_PARTS = tuple(part for part in SERVER if part != SERVICE)
 
 # the faces may use these modules below the service (pydantic I/O models, the error tree, and
 # the file-lock primitives the daemon and the hook client need before any store is open)
@@ -101,13 +118,20 @@ def imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
 
 def modules_named(target: str, names: list[str]) -> list[str]:
     """The modules an import may reach: ``target`` itself, and ``target.name`` for each name
-    (``from server import auth`` reaches ``server.http.auth``)."""
+    (``from server.http import auth`` reaches ``server.http.auth``)."""
     return [target, *(f"{target}.{n}" for n in names)]
+
+
+def part_of(module: str) -> str | None:
+    """The part of ``server/`` (a key of :data:`SERVER`) that ``module`` belongs to; None for
+    ``server`` itself and for modules outside ``server/``."""
+    return next((p for p in SERVER if module == p or module.startswith(p + ".")), None)
 
 
 def violations(module: str, path: Path) -> list[str]:
     """Every layer rule ``module`` breaks (empty: it keeps them all)."""
     top = module.split(".")[0]
+    mine = part_of(module)
     out = []
     for target, names in imports(module, path):
         if target == DYNAMIC:
@@ -116,24 +140,22 @@ def violations(module: str, path: Path) -> list[str]:
         head = target.split(".")[0]
         if head in PACKAGES and head not in ALLOWED[top]:
             out.append(f"{module} imports {target}: {top} may not import {head}")
-        if head in ("mcp", "mcp_types") and (
-            not module.startswith("server.") or module.startswith("server.service")
-        ):
-            out.append(
-                f"{module} imports {target}: only server/ outside the service may import mcp"
-            )
-        if module.startswith("server.service") and head == "server":
-            faces = [
-                m
-                for m in modules_named(target, names)
-                if m != "server" and not (m == "server.service" or m.startswith("server.service."))
-            ]
-            if faces and not (target == "server" and not names):
+        if head in ("mcp", "mcp_types") and mine not in FACE_PARTS:
+            out.append(f"{module} imports {target}: only the faces may import mcp")
+        if head != "server" or mine is None:
+            continue
+        for reached in modules_named(target, names):
+            other = part_of(reached)
+            if other is None or other == mine or other in SERVER[mine]:
+                continue
+            if mine == SERVICE:
                 out.append(
-                    f"{module} imports {', '.join(faces)}: the service may not import a face "
-                    "(MCP tools, CLI, daemon, bridge, auth, dashboard); move the code into the "
-                    "service"
+                    f"{module} imports {reached}: the service may not import a face "
+                    "(MCP tools, CLI, daemon, bridge, auth, hooks, dashboard); move the code "
+                    "into the service"
                 )
+            else:
+                out.append(f"{module} imports {reached}: {mine} may not import {other}")
     return out
 
 
@@ -142,8 +164,24 @@ ALL = modules()
 
 def test_the_walk_finds_the_layers():
     names = {m for m, _ in ALL}
-    assert {"retrieval.engine", "server.service.memory", "server.mcp.memory_tools"} <= names
+    assert {
+        "retrieval.engine",
+        "server.service.memory",
+        "server.mcp.memory_tools",
+        "server.http.daemon",
+        "server.hooks.hookclient",
+        "server.ui.dashboard",
+        "server.cli",
+    } <= names
     assert len(names) > 60
+
+
+def test_every_server_module_is_the_service_or_a_face():
+    """Nothing loose at the top of ``server/``: a new module goes into the service or a face,
+    and so falls under that part's rules."""
+    loose = [m for m, _ in ALL if m.startswith("server.") and part_of(m) is None]
+    assert loose == []
+    assert {part_of(m) for m, _ in ALL} >= set(SERVER)
 
 
 @pytest.mark.parametrize("module,path", ALL, ids=[m for m, _ in ALL])
@@ -151,11 +189,7 @@ def test_imports_go_one_way(module, path):
     assert violations(module, path) == []
 
 
-FACES = [
-    (m, p)
-    for m, p in ALL
-    if m.startswith("server.") and not m.startswith("server.service") and m != "server"
-]
+FACES = [(m, p) for m, p in ALL if part_of(m) in FACE_PARTS]
 
 
 @pytest.mark.parametrize("module,path", FACES, ids=[m for m, _ in FACES])
@@ -215,6 +249,26 @@ def test_the_service_may_not_import_a_face(tmp_path):
         assert any(face in v for v in found), (face, found)
     ok = "from .errors import InvalidInput\nfrom server.service import ids\nimport server.service\n"
     assert _bad(tmp_path, "server.service.good", ok) == []
+
+
+def test_a_face_imports_only_the_parts_it_may(tmp_path):
+    """The table inside server/ is enforced both ways: the MCP tools may not reach into the
+    daemon, the dashboard not into the CLI, the hook face not into the MCP app, and only the
+    faces import ``mcp``; the arrows the table allows pass."""
+    assert any(
+        "server.mcp.bad imports server.http.daemon: server.mcp may not import server.http" in v
+        for v in _bad(tmp_path, "server.mcp.bad", "from ..http import daemon\n")
+    )
+    assert _bad(tmp_path, "server.ui.bad", "from server.cli import main\n")
+    assert _bad(tmp_path, "server.hooks.bad", "import server.mcp.app\n")
+    assert any(
+        "only the faces may import mcp" in v
+        for v in _bad(tmp_path, "server.service.bad", "import mcp\n")
+    )
+    assert _bad(tmp_path, "graph.bad", "from mcp.server import MCPServer\n")
+    allowed = "from ..mcp.app import create_server\nfrom ..ui import dashboard\nimport mcp\n"
+    assert _bad(tmp_path, "server.http.good", allowed) == []
+    assert _bad(tmp_path, "server.hooks.good", "from ..http.daemonfiles import read_info\n") == []
 
 
 def test_a_dynamic_import_is_an_import(tmp_path):
