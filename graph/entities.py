@@ -499,6 +499,3 @@ class GraphService(GraphBase):
         return [
             Relation.model_validate({"from": f, "to": t, "relationType": rt}) for f, t, rt in rows
         ]
-
-    def entity_types(self, bucket: str, names: Sequence[str]) -> dict[str, str]:
-        return {n: r["entity_type"] for n, r in self.entity_rows(bucket, names).items()}
