@@ -5,7 +5,8 @@ connection, never from tool arguments) and either returns a pydantic result or r
 error of ``retrieval.errors``.
 
 Write coordination: the service holds no lock; every write's rules run as checks inside the
-store's transaction (:mod:`.writes`, the :class:`~.writes.WriteCoordination` base class).
+store's transaction (:mod:`.writes`, the :class:`~.writes.WriteCoordination` base class);
+``update-memory`` with its merge of a stale edit is in :mod:`.updates` (:class:`~.updates.MemoryUpdates`).
 
 A write that committed returns success; if the vector index could not be updated afterwards,
 its result carries the engine's warning (the index catches up in the background).
@@ -15,15 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, Scope, content_hash, utcnow
 
 from . import idempotency as idem
-from . import merge
 from . import scopes as rules
 from .errors import (
     AccessDenied,
@@ -36,28 +34,21 @@ from .models import (
     CommitInsightResult,
     ForgetResult,
     MemoryInput,
-    MemoryMetadata,
     RememberResult,
     ShareLearningResult,
-    UpdateMemoryResult,
 )
 from .trust.injection import InjectionPolicy
 from .trust.policy import WritePolicy
 from .trust.secrets import SecretPolicy
-from .writes import WriteCoordination
+from .updates import MemoryUpdates
 
 if TYPE_CHECKING:
-    from retrieval.cite import CitationState
-
     from .citations import CitationService, Pending
 
 Clock = Callable[[], datetime]
-Check = Callable[[Any], None]
-M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 
 
-class MemoryService(WriteCoordination):
+class MemoryService(MemoryUpdates):
     def __init__(
         self,
         engine: Engine,
@@ -147,15 +138,6 @@ class MemoryService(WriteCoordination):
         pending = self.citations.resolve(who, specs, texts)
         return pending or None
 
-    @staticmethod
-    def _merge_is_noop(rec: Record, merged: merge.Merged, citations: list | None) -> bool:
-        """The merge adds nothing to the stored revision (e.g. the same edit made twice)."""
-        return (
-            citations is None
-            and merged.content == rec.content
-            and merge.same(merged.metadata, rec.metadata)
-        )
-
     # ------------------------------------------------------------------ tools
     def remember(
         self,
@@ -200,145 +182,6 @@ class MemoryService(WriteCoordination):
     ) -> RememberResult:
         item = MemoryInput(content=content, scope="personal", category="core", metadata=metadata)
         return self.remember(who, item, idempotency_key, tool="core-memory")
-
-    def update_memory(
-        self,
-        who: Identity,
-        memory_id: str,
-        content: str | None = None,
-        metadata: MemoryMetadata | dict | None = None,
-        expected_revision: int | None = None,
-        idempotency_key: str | None = None,
-        citations: list | None = None,
-    ) -> UpdateMemoryResult:
-        """Change the content and/or metadata of one of your memories; the revision goes up by
-        one. ``metadata`` keys given replace the stored ones (``null`` removes a key), others
-        are kept. With a stale ``expected_revision`` the edit is merged with the changes made
-        since (:mod:`.merge`: text three-way, tags as an add-wins set, other keys per key;
-        ``merged`` and ``parents`` in the result); edits that overlap are a ``Conflict`` with
-        ``current_revision`` and the attempt (checked inside the write transaction).
-        ``citations`` given: the memory cites exactly those (anchored now) plus the files its
-        new content mentions; omitted: its citations are kept and new mentions added."""
-        if isinstance(metadata, BaseModel):
-            patch = metadata.model_dump(exclude_unset=True)
-        else:
-            patch = None if metadata is None else dict(metadata)
-        request = {"memoryId": memory_id, "content": content, "metadata": patch,
-                   "expectedRevision": expected_revision}  # fmt: skip
-        if citations is not None:
-            request["citations"] = [
-                c.model_dump() if isinstance(c, BaseModel) else c for c in citations
-            ]
-        return self.once(
-            who, idempotency_key, "update-memory", request, UpdateMemoryResult,
-            lambda claim: self.retrying(
-                lambda: self._update_memory(
-                    who, memory_id, content, patch, expected_revision, claim, citations
-                )
-            ),
-        )  # fmt: skip
-
-    def _update_memory(
-        self,
-        who: Identity,
-        memory_id: str,
-        content: str | None,
-        patch: dict | None,
-        expected: int | None,
-        claim: idem.Claim | None,
-        citations: list | None = None,
-    ) -> UpdateMemoryResult:
-        if content is None and not patch and citations is None:
-            raise InvalidInput(
-                "nothing to update: give content, metadata and/or citations", memoryId=memory_id
-            )
-        if content is not None:
-            rules.check_content(content)
-        cites = self.cite(who, citations, [content] if content is not None else [])
-        rec = self.get_visible(who, memory_id)
-        self.check_owner(who, rec, "update")
-        if rec.kind is not Kind.memory:
-            raise InvalidInput(
-                f"{memory_id} is a {rec.kind.value}, not a memory; use the "
-                f"{rec.kind.value} tools to change it",
-                memoryId=memory_id,
-                kind=rec.kind.value,
-            )
-        merged = None
-        if expected is not None and rec.revision != expected:
-            merged = merge.merge_update(
-                self.store.reader, rec, expected, content, patch,
-                lambda **data: self.conflict(memory_id, rec.revision, expected, **data),
-            )  # fmt: skip
-            if self._merge_is_noop(rec, merged, citations):
-                return UpdateMemoryResult(
-                    memoryId=rec.id, revision=rec.revision, previousRevision=rec.revision,
-                    scope=rec.scope.value, category=rec.category, merged=True,
-                    parents=merged.parents, overridden=merged.overridden,
-                )  # fmt: skip
-            meta = rules.check_metadata(merged.metadata)
-            text = merged.content
-        else:
-            meta = dict(rec.metadata)
-            for key, value in (patch or {}).items():
-                if value is None:
-                    meta.pop(key, None)
-                else:
-                    meta[key] = value
-            meta = rules.check_metadata(meta) if patch else meta
-            text = rec.content if content is None else content
-        if not meta.get("tags"):
-            meta.pop("tags", None)
-        updated = rec.model_copy(
-            update={
-                "content": text,
-                "metadata": meta,
-                "updated_at": self.clock(),
-                "revision": rec.revision + 1,
-                "content_hash": content_hash(text + "\x00" + rec.context),
-            }
-        )
-        updated, warnings = self.engine.screen_record(updated)
-        result = UpdateMemoryResult(
-            memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
-            scope=rec.scope.value, category=rec.category, warnings=warnings,
-            merged=merged is not None, parents=merged.parents if merged else None,
-            overridden=merged.overridden if merged else [],
-        )  # fmt: skip
-        replace_cites = citations is not None
-
-        def write_citations(conn) -> None:
-            if merged is not None:
-                merge.mark_merged(conn, rec.id, rec.revision + 1, merged.parents)
-            if replace_cites:
-                conn.execute("DELETE FROM citations WHERE record_id=?", (rec.id,))
-            if cites:
-                cites.write(conn, [rec.id])
-
-        if self.citations is not None:
-            result.citations = self._citations_after(rec.id, cites, replace_cites)
-        result.warnings += self.engine.apply(
-            replace=[updated],
-            check=self.checks(
-                self.bind(claim, result),
-                # still at the revision read, else redone from a fresh read (which merges
-                # when expected is then stale)
-                self.revision_check(rec.id, rec.revision, None),
-            ),
-            extra=write_citations,
-        ).warnings
-        return result
-
-    def _citations_after(
-        self, record_id: str, cites: Pending | None, replace: bool
-    ) -> list[CitationState]:
-        """What a record will cite after an update (for its result)."""
-        new = cites.states() if cites else []
-        if replace:
-            return new
-        kept = self.citations.stored([record_id]).get(record_id, [])
-        have = {(c.path, c.startLine, c.endLine) for c in kept}
-        return kept + [c for c in new if (c.path, c.startLine, c.endLine) not in have]
 
     def commit_insight(
         self,
