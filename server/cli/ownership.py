@@ -25,6 +25,8 @@ from ..service import errors
 from ..service.errors import PatternError, StoreUnavailable
 from ..service.identity import Identity
 
+__all__ = ["Owner", "call_tool", "refuse", "runtime", "sole", "take"]
+
 TOOL_TIMEOUT_S = 3600.0  # an ingest through the daemon may embed a large tree
 _ERROR = re.compile(r"\[([a-z_]+)\]\s*(.*)", re.S)
 
@@ -95,9 +97,6 @@ def call_tool(info: dict, who: Identity, tool: str, args: dict[str, Any]) -> dic
     if result.get("isError"):
         raise _error("\n".join(c.get("text", "") for c in result.get("content", [])))
     return result.get("structuredContent") or {}
-
-
-__all__ = ["Owner", "call_tool", "refuse", "runtime", "sole", "take"]
 
 
 def runtime(background: bool = False):
