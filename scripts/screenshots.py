@@ -46,7 +46,7 @@ def build_store(root: Path, env: dict[str, str]) -> None:
 
 
 def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen:
-    from server.daemon import read_info
+    from server.http.daemon import read_info
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
@@ -67,7 +67,7 @@ def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen:
 def shoot_every_page(home: Path, out: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
-    from server.daemon import read_info
+    from server.http.daemon import read_info
     from server.ui.logins import login_url
     from tests.ui_tour import tour
 

@@ -69,8 +69,8 @@ def wait_model_ready(home: Path, project: str = "p1", agent: str = "owner", time
     """Until the daemon serving ``home`` ranks hybrid (its embedder loads in the background)."""
     import time
 
-    from server.auth import envelope_headers
-    from server.daemon import read_info
+    from server.http.auth import envelope_headers
+    from server.http.daemon import read_info
     from server.service.identity import Identity
 
     from .test_daemon import call
