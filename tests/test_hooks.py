@@ -261,6 +261,19 @@ def test_pattern_memory_hook_command_is_the_same_client(hashd):
     assert proc.returncode == 0 and "payments backend agent" in proc.stdout.decode()
 
 
+def test_a_hook_installed_at_the_former_path_still_runs(hashd):
+    """Hooks written by an earlier version run ``server/hookclient.py``: it forwards."""
+    home, _ = hashd
+    old = CLIENT.parent.parent / "hookclient.py"
+    inp = hook_input("SessionStart", None, "old1", source="startup")
+    full = {**os.environ, "PATTERN_HOME": str(home), **ID_ENV}
+    proc = subprocess.run([sys.executable, "-S", str(old), "SessionStart"],
+                          input=json.dumps(inp).encode(), capture_output=True, env=full,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == b""
+    assert "payments backend agent" in context_of(proc.stdout.decode(), "SessionStart")
+
+
 def test_hook_routes_refuse_remote_tokens(hashd):
     from server.hooks.hookclient import http_post
     from server.http.auth import TokenStore
