@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
@@ -167,6 +167,8 @@ class SentenceTransformerEmbedder:
         self.query_cache = int(os.environ.get("PATTERN_QUERY_CACHE", "256"))
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # vectors held by :meth:`holding` (text -> [vector, holders])
+        self._held: dict[str, list] = {}
         self.dimension = 384 if self.model_name == DEFAULT_MODEL else 0
         self.max_seq_length = 256
         self._model = None  # the sentence-transformers model (torch backend only)
@@ -312,10 +314,52 @@ class SentenceTransformerEmbedder:
                 self._query_cache.popitem(last=False)
         return vec
 
+    @contextmanager
+    def holding(self, texts: Sequence[str]) -> Iterator[None]:
+        """Embed ``texts`` in one batch now and, until the block ends, answer
+        :meth:`embed_documents` for any of them from that batch. A write embeds the same text
+        twice (the injection model reads it before it is stored, the index after): held, the
+        model runs once per text, in one batch for a whole bulk call instead of one call per
+        record."""
+        todo = list(dict.fromkeys(t for t in texts if t))
+        with self._cache_lock:
+            todo = [t for t in todo if t not in self._held]
+        vecs = self._encode(todo) if todo else None
+        held = list(dict.fromkeys(t for t in texts if t))
+        with self._cache_lock:
+            for j, t in enumerate(todo):
+                self._held.setdefault(t, [vecs[j], 0])
+            for t in held:
+                self._held[t][1] += 1
+        try:
+            yield
+        finally:
+            with self._cache_lock:
+                for t in held:
+                    entry = self._held[t]
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        del self._held[t]
+
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             self.load()
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if not self._held:
+            return self._encode(texts)
+        with self._cache_lock:
+            found = {i: self._held[t][0] for i, t in enumerate(texts) if t in self._held}
+        if not found:
+            return self._encode(texts)
+        missing = [i for i in range(len(texts)) if i not in found]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for i, vec in found.items():
+            out[i] = vec
+        if missing:
+            out[missing] = self._encode([texts[i] for i in missing])
+        return out
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
         if self.bulk_mode == "intra-op":
             return self._encode_batches(texts, 1, self.bulk_threads)
         return self._encode_batches(texts, self.bulk_threads, 1)

@@ -32,6 +32,12 @@ def _message(exc: Exception) -> str:
     return exc.message if isinstance(exc, PatternError) else str(exc)
 
 
+def _content(item: dict | MemoryInput) -> str | None:
+    if isinstance(item, MemoryInput):
+        return item.content
+    return item.get("content") if isinstance(item, dict) else None
+
+
 def remember_bulk(
     svc: MemoryService,
     who: Identity,
@@ -67,24 +73,28 @@ def _remember_bulk(
     errors: list[str] = []
     warnings: list[str] = []
     cites = {}  # record id -> its resolved citations
-    for i, raw in enumerate(memories):
-        try:
-            item = raw if isinstance(raw, MemoryInput) else MemoryInput.model_validate(raw)
-            rec, warns = svc.prepare(who, item)
-            pending = svc.cite(who, item.citations, [rec.content])
-            if pending:
-                cites[rec.id] = pending
-            prepared.append(rec)
-            warnings.extend(f"[{i}] {w}" for w in warns)
-        except (PatternError, ValidationError) as exc:
-            errors.append(f"[{i}] {_message(exc)}")
-            if stop_on_error and not validate:
-                break
-    if validate and errors:
-        raise InvalidInput(
-            f"validation failed for {len(errors)} of {len(memories)} memories; nothing was stored",
-            errors=errors,
-        )
+    # the injection model reads every text from one batch, and the engine reuses those
+    # vectors for the records it stores (the model runs once per text)
+    with svc.policy.batched([_content(m) for m in memories]):
+        for i, raw in enumerate(memories):
+            try:
+                item = raw if isinstance(raw, MemoryInput) else MemoryInput.model_validate(raw)
+                rec, warns = svc.prepare(who, item)
+                pending = svc.cite(who, item.citations, [rec.content])
+                if pending:
+                    cites[rec.id] = pending
+                prepared.append(rec)
+                warnings.extend(f"[{i}] {w}" for w in warns)
+            except (PatternError, ValidationError) as exc:
+                errors.append(f"[{i}] {_message(exc)}")
+                if stop_on_error and not validate:
+                    break
+        if validate and errors:
+            raise InvalidInput(
+                f"validation failed for {len(errors)} of {len(memories)} memories; nothing was stored",
+                errors=errors,
+            )
+        vectors = svc.engine.embed(prepared)  # once, even if the limits make us write fewer
 
     def result(stored: list[Record], errors: list[str]) -> BulkRememberResult:
         return BulkRememberResult(
@@ -103,7 +113,6 @@ def _remember_bulk(
 
         return write if cites else None
 
-    vectors = svc.engine.embed(prepared)  # once, even if the limits make us write fewer
     fit, over = prepared, []
     for _ in range(STALE_RETRIES):
         done = result(fit, errors + over)

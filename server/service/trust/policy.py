@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from retrieval.records import Record
@@ -100,6 +102,23 @@ class WritePolicy:
         """Names the policy (ingestion re-reads files when it changes)."""
         return f"secrets={self.secrets or 'off'};injection={self.injection or 'off'}"
 
+    @contextmanager
+    def batched(self, texts: Sequence[str]) -> Iterator[None]:
+        """Within the block, the injection model reads the vectors of ``texts`` (the records a
+        bulk write is about to screen) from one batch embedded on entry, and the engine reuses
+        them for the records' own vectors when it embeds the same text (see
+        ``SentenceTransformerEmbedder.holding``). Every record is still screened on its own."""
+        emb = self.embedder() if self.embedder is not None else None
+        hold = getattr(emb, "holding", None)
+        if self.injection is None or self.detector is None or hold is None:
+            yield
+            return
+        if not Detector.usable(emb):
+            yield
+            return
+        with hold([w for t in texts if isinstance(t, str) for w in injection_model.windows(t)]):
+            yield
+
     # ------------------------------------------------------------------ injection
     def suspicious(self, *texts: str) -> str | None:
         """The injection verdict over ``texts`` (None: clean, or scanning is off): the rules,
@@ -107,7 +126,7 @@ class WritePolicy:
         if self.injection is None:
             return None
         texts = tuple(t for t in texts if t)
-        found = [injection.verdict(t) for t in texts]
+        found = [_verdict(t) for t in texts]
         reason = next((v.suspicious for v in found if v.suspicious), None)
         if reason is None and texts:
             reason = self._model_reason(texts, found)
@@ -165,7 +184,7 @@ class WritePolicy:
             if isinstance(v, str):
                 if not v:
                     return v
-                out, found = secrets.apply_policy(v, self.secrets)
+                out, found = _secret_policy(v, self.secrets)
                 warnings.extend(f"{path}: {w}" if path else w for w in found)
                 if (reason := self.suspicious(out)) and not reasons:
                     reasons.append(reason)
@@ -215,6 +234,35 @@ class WritePolicy:
         out = record.model_copy(update=update)
         out.content_hash = out.current_hash()
         return out, warnings
+
+
+SHORT = 64  # a string this short (a metadata key, a tag, a name) is scanned once per process
+
+
+@lru_cache(maxsize=8192)
+def _short_verdict(text: str) -> injection.Verdict:
+    return injection.verdict(text)
+
+
+def _verdict(text: str) -> injection.Verdict:
+    """:func:`.injection.verdict`; a short string's is remembered (the same keys and tags come
+    with every record of a bulk write)."""
+    return _short_verdict(text) if len(text) <= SHORT else injection.verdict(text)
+
+
+@lru_cache(maxsize=8192)
+def _short_secret_policy(text: str, policy: SecretPolicy | None) -> tuple[str, tuple[str, ...]]:
+    out, warnings = secrets.apply_policy(text, policy)
+    return out, tuple(warnings)
+
+
+def _secret_policy(text: str, policy: SecretPolicy | None) -> tuple[str, list[str]]:
+    """:func:`.secrets.apply_policy`; a short string's result is remembered (``block`` raises
+    every time: a refusal is never cached)."""
+    if len(text) > SHORT:
+        return secrets.apply_policy(text, policy)
+    out, warnings = _short_secret_policy(text, policy)
+    return out, list(warnings)
 
 
 _rules_only_noted: set[str] = set()
