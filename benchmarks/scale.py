@@ -21,6 +21,8 @@ bare components (query embedding, FTS5 query, Chroma query).
 
 ``--store DIR`` keeps the filled store: a later run with the same DIR and N skips the fill and
 reports the write rate measured when it was filled (saved in DIR/scale-fill.json).
+``--curve 20000,100000,…`` grows one store to each size and measures the served store there
+(write rate, recall latency, the daemon's memory, start-up, disk): :mod:`benchmarks.scale_curve`.
 ``--embedder hash`` is a latency proxy for loaded machines (see :class:`ProxyEmbedder`): its
 write rate and rankings are not the real ones. Results and findings: docs/benchmarks.md, "Scale".
 """
@@ -294,7 +296,19 @@ def main(argv: list[str] | None = None) -> int:
         help="serving (default, as the daemon runs): Chroma in a child process, applied by the "
         "background writer; inline: in this process, on the writing thread (the library Engine's default)",
     )
+    ap.add_argument(
+        "--curve",
+        help="comma-separated sizes (e.g. 20000,100000,300000,1000000): grow one store through "
+        "remember-bulk to each and measure the served store there (benchmarks/scale_curve.py)",
+    )
+    ap.add_argument("--daemon-recalls", type=int, default=30, help="--curve: recalls over MCP")
+    ap.add_argument("--plot", help="--curve: write the curve as a PNG here (needs matplotlib)")
+    ap.add_argument("--no-reindex", action="store_true", help="--curve: skip reindex_s")
     args = ap.parse_args(argv)
+    if args.curve:
+        from benchmarks.scale_curve import run_curve
+
+        return run_curve(sorted(int(n) for n in args.curve.split(",")), args)
 
     data = Path(args.data)
     tmp = None
