@@ -192,6 +192,20 @@ MIGRATIONS: list[list[str]] = [
             at TEXT NOT NULL, PRIMARY KEY(record_id, revision)) WITHOUT ROWID""",
         "ALTER TABLE entities ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
     ],
+    # v9: embeddings in a rowid table (same columns, same primary key, now a separate index).
+    # A WITHOUT ROWID table keeps at most ~1 KB of a row in its b-tree page (4 KB pages): each
+    # 1.5 KB vector spilled into an overflow page of its own, 4.5 KB on disk per vector. A
+    # rowid table keeps two vectors per page: 2 KB each.
+    [
+        """CREATE TABLE embeddings_v9(
+            record_rowid INTEGER NOT NULL, model_id TEXT NOT NULL, window INTEGER NOT NULL,
+            content_hash TEXT NOT NULL, vector BLOB NOT NULL,
+            PRIMARY KEY(record_rowid, model_id, window))""",
+        "INSERT INTO embeddings_v9(record_rowid, model_id, window, content_hash, vector) "
+        "SELECT record_rowid, model_id, window, content_hash, vector FROM embeddings",
+        "DROP TABLE embeddings",
+        "ALTER TABLE embeddings_v9 RENAME TO embeddings",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
