@@ -19,7 +19,9 @@ Per point, in ``curve`` of the JSON (written after every point, so a partial cur
 - ``start_s``: spawn of ``pattern-memory serve`` (which starts the daemon) to the first
   ``recall`` answered in hybrid mode; then ``rss_mb`` / ``pss_mb`` of the daemon and its
   children (``/proc/PID/smaps_rollup``) after ``--daemon-recalls`` recalls;
-- ``postings_ready_s``: a fresh engine's in-memory postings, from the first query until built;
+- ``postings_build_s``: a fresh engine's in-memory postings built from FTS5, from its first
+  query until ready; ``postings_ready_s``: the same at the next start, loaded from the file the
+  first engine saved when it closed (``postings_file_mb``);
 - ``recall_p50_ms`` / ``recall_p95_ms`` (no filter), ``recall_filtered_*`` (one agent's four
   buckets): ``Engine.search(k=10)`` with the real query model, the vector index in its own
   process as the daemon runs it;
@@ -196,21 +198,29 @@ def daemon_run(home: Path, queries: list[str], recalls: int) -> dict:
         stop_daemon(str(home), env)
 
 
+def postings_ready(engine: Engine, queries: list[str], filters: list[RecordFilter]) -> float | None:
+    """Seconds from a fresh engine's first queries until its in-memory postings are ready."""
+    t0 = time.perf_counter()
+    for q, f in zip(queries[:10], filters[:10], strict=True):  # warm-up
+        engine.search(q, f, k=10)
+        engine.search(q, k=10)
+    postings = engine.lexical.postings
+    if postings is None or postings.state == "empty":
+        return None
+    return round(time.perf_counter() - t0, 2) if postings.wait(3600) else None
+
+
 def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder) -> dict:
-    """A fresh engine on the store (vector index in its own process, as served): postings build
-    time, then hybrid recall latency without and with one agent's filter."""
+    """A fresh engine on the store (vector index in its own process, as served): the postings
+    built from FTS5 (the saved file removed first), hybrid recall latency without and with one
+    agent's filter; then a second engine: the postings loaded from the file saved at close."""
+    filters = [RecordFilter(buckets=visible_buckets(i % N_AGENTS)) for i in range(len(queries))]
+    saved = home / "pattern.sqlite3.postings.npz"
+    saved.unlink(missing_ok=True)
     engine = Engine(home, real, vector_process=True, background_vectors=True)
     out: dict = {}
     try:
-        filters = [RecordFilter(buckets=visible_buckets(i % N_AGENTS)) for i in range(len(queries))]
-        t0 = time.perf_counter()
-        for q, f in zip(queries[:10], filters[:10], strict=True):  # warm-up
-            engine.search(q, f, k=10)
-            engine.search(q, k=10)
-        postings = engine.lexical.postings
-        if postings is not None and postings.state != "empty":
-            ready = postings.wait(3600)
-            out["postings_ready_s"] = round(time.perf_counter() - t0, 2) if ready else None
+        out["postings_build_s"] = postings_ready(engine, queries, filters)
         for name, fs in (("recall", [RecordFilter()] * len(queries)), ("recall_filtered", filters)):
             ms = []
             for q, f in zip(queries, fs, strict=True):
@@ -219,6 +229,12 @@ def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder)
                 ms.append(1000 * (time.perf_counter() - t))
             out[f"{name}_p50_ms"] = round(pct(ms, 50), 2)
             out[f"{name}_p95_ms"] = round(pct(ms, 95), 2)
+    finally:
+        engine.close()  # saves the postings
+    out["postings_file_mb"] = round(saved.stat().st_size / 2**20, 1) if saved.exists() else None
+    engine = Engine(home, real, vector_process=True, background_vectors=True)
+    try:
+        out["postings_ready_s"] = postings_ready(engine, queries, filters)
     finally:
         engine.close()
     return out
@@ -308,10 +324,10 @@ def run_curve(points: list[int], args) -> int:
                 sum(f.stat().st_size for f in home.glob("pattern.sqlite3*")) / 2**20, 1
             )
             point["chroma_mb"] = folder_mb(home / "chroma") if (home / "chroma").exists() else 0.0
-            point["loadavg_daemon"] = round(os.getloadavg()[0], 2)
-            point |= daemon_run(home, queries, args.daemon_recalls)
             point["loadavg_queries"] = round(os.getloadavg()[0], 2)
             point |= query_run(home, queries, real)
+            point["loadavg_daemon"] = round(os.getloadavg()[0], 2)
+            point |= daemon_run(home, queries, args.daemon_recalls)
             result["curve"].append(point)
             save()
             print(json.dumps(point), file=sys.stderr, flush=True)

@@ -516,6 +516,8 @@ class Engine:
             self.cluster.close()
         if self.vectors is not None:
             self.vectors.close()
+        if self.lexical.postings is not None:
+            self.lexical.postings.close()  # saved for the next start
         self.store.close()
 
 

@@ -5,7 +5,9 @@ thread when the store holds at least ``min_records`` records, then kept in step 
 the change log: before each query the records changed since the last one (``changes.seq``) are
 re-read from ``records_fts`` and re-tokenized. A pruned change log, or a large backlog, rebuilds
 it instead. Until it is ready, and for what it does not cover (phrases of several tokens), the
-caller ranks with FTS5. Scores: :mod:`retrieval.bm25`.
+caller ranks with FTS5. Scores: :mod:`retrieval.bm25`. The first build of a process loads the
+postings saved beside the store instead when they can be brought up to date
+(:mod:`retrieval.postings_file`); each build and :meth:`Postings.close` save them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import postings_file
 from .bm25 import Tokenizer, idf, term_scores
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,9 @@ class Postings:
         self.tokenizer = Tokenizer()
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
+        self.file = postings_file.path_for(getattr(store, "path", ""))
+        self._file_tried = False  # the file is read by the first build only
+        self._saved_seq = -1
         self._reset()
 
     # ------------------------------------------------------------------ state
@@ -113,7 +119,8 @@ class Postings:
 
     def _build_safely(self) -> None:
         try:
-            self.build(self.store.reader)
+            if self.build(self.store.reader):
+                self.save()
         except Exception:  # keep serving from FTS5; the next query does not retry forever
             log.exception("in-memory bm25 postings failed to build; FTS5 ranks instead")
             with self._lock:
@@ -121,11 +128,38 @@ class Postings:
         finally:
             _trim_heap()
 
-    def build(self, conn: sqlite3.Connection) -> None:
-        """Read every FTS5 instance (term, row, column) in one read transaction."""
+    def save(self) -> None:
+        """Write the postings beside the store (:mod:`retrieval.postings_file`) unless the file
+        already holds this state; a failure is logged (the next start builds instead)."""
+        if self.file is None or self.state != "ready" or self.seq == self._saved_seq:
+            return
+        try:
+            seq = self.seq
+            if postings_file.save(self, self.file):
+                self._saved_seq = seq
+        except OSError as exc:
+            log.warning("could not save the bm25 postings to %s: %s", self.file, exc)
+
+    def close(self) -> None:
+        """Save the postings for the next start (when they are ready)."""
+        self.save()
+
+    def build(self, conn: sqlite3.Connection) -> bool:
+        """Read every FTS5 instance (term, row, column) in one read transaction; True when
+        built, False when loaded from the saved file instead (the first build only)."""
         conn.execute("BEGIN")
         try:
             seq = _change_seq(conn)
+            loaded = None
+            if self.file is not None and not self._file_tried:
+                self._file_tried = True
+                loaded = postings_file.load(self, conn, self.file, seq, MAX_BACKLOG)
+            if loaded is not None:
+                built, file_seq = loaded
+                self._swap(built, file_seq)
+                self._saved_seq = file_seq
+                log.info("in-memory bm25 postings loaded: %d records", self.n)
+                return False
             ids = dict(conn.execute("SELECT rowid, id FROM records").fetchall())
             conn.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.pm_fts_instances "
@@ -147,13 +181,17 @@ class Postings:
         doc = np.concatenate(d_parts) if d_parts else np.zeros(0, np.int64)
         col = np.concatenate(c_parts) if c_parts else np.zeros(0, np.int8)
         built = self._assemble(ids, list(terms), term_of, doc, col)
+        self._swap(built, seq)
+        log.info("in-memory bm25 postings: %d records, %d terms", self.n, len(self.post))
+        return True
+
+    def _swap(self, built: dict, seq: int) -> None:
         with self._lock:  # swap in: queries wait only for the assignment
             self._reset()
             for name, value in built.items():
                 setattr(self, name, value)
             self.seq = seq
             self.state = "ready"
-        log.info("in-memory bm25 postings: %d records, %d terms", self.n, len(self.post))
 
     def _assemble(self, ids: dict, names_list: list[str], term_of, doc, col) -> dict:
         """The postings arrays from the instance rows (term id, rowid, column index)."""
