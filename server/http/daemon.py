@@ -157,6 +157,37 @@ def build_app(server, authenticate, info: dict, security, routes=None, mount=Non
     return HostGuard(mount(inner) if mount else inner, security)
 
 
+# A store file up to this size is checked before the daemon serves; a larger one while it serves
+# (SQLite's integrity check reads every page: ~2 s per GB, 4 GB at a million records), and
+# damage found then stops the daemon, drained as at SIGTERM
+INTEGRITY_WAIT_MB = 1024
+INTEGRITY_WAIT_ENV = "PATTERN_INTEGRITY_WAIT_MB"
+
+
+def _store_mb(rt) -> float:
+    try:
+        return Path(rt.engine.store.path).stat().st_size / 2**20
+    except (OSError, TypeError, AttributeError):
+        return 0.0
+
+
+def _stop_on_damage(check, uv) -> None:
+    """The integrity check finishes beside serving; damage (or a failed check) stops us."""
+    import threading
+
+    def wait() -> None:
+        try:
+            problems = check.result()
+        except Exception as exc:
+            problems = [f"the check failed: {type(exc).__name__}: {exc}"]
+        if problems:
+            print(f"pattern-memory daemon: integrity check failed: {problems[:3]}; stopping",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            uv.should_exit = True
+
+    threading.Thread(target=wait, name="integrity-check-wait", daemon=True).start()
+
+
 def _serving(rt) -> None:
     """Once the daemon serves: what start-up made is frozen (later collections skip it) and
     collection resumes; the vector index's process starts."""
@@ -226,7 +257,8 @@ def run_daemon(
 
         security = guard_settings(host, allowed_hosts)
 
-        problems = check.result()
+        late = _store_mb(rt) > float(env.get(INTEGRITY_WAIT_ENV, INTEGRITY_WAIT_MB))
+        problems = [] if late else check.result()
         if problems:
             raise StoreUnavailable(f"integrity check failed: {problems[:3]}", problems=problems)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -258,6 +290,8 @@ def run_daemon(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
         uv = _graceful_server(config, on_exit=dashboard.close, on_started=lambda: _serving(rt))
+        if late:
+            _stop_on_damage(check, uv)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
         bound = f", listening on {host_literal(host)}:{port}" if near != host else ""
         print(f"pattern-memory daemon: pid {os.getpid()} serving {info['url']}{bound} "
