@@ -8,13 +8,14 @@ count (x 100k); the fixed parts (the model, the interpreter and libraries) are r
 
 - ``vectors``: the float32 vectors as the vector index holds them (windows x 384 x 4 bytes),
   and what the index's files hold per element beside them (``hnsw_links``: the level-0
-  neighbour lists, the upper levels, labels and the capacity reserved ahead:
-  ``data_level0.bin`` + ``link_lists.bin`` minus the vectors); ``vector_process_rss``: the
+  neighbour lists and labels, computed from hnswlib's layout with Chroma's M = 16, plus the
+  upper levels' ``link_lists.bin``; ``data_level0.bin`` holds only the elements Chroma has
+  persisted, the rest wait in its log, ``chroma.sqlite3``); ``vector_process_rss``: the
   vector index's process after one query per collection (every collection loaded), minus the
   same process with only its smallest collection loaded;
 - ``postings``: the in-memory bm25 postings (:mod:`retrieval.postings`): their arrays' bytes,
-  and the growth of this process's RSS while they load (arrays + the record-id map), and the
-  size of the saved file;
+  the growth of this process's heap and mapped file pages when they are built from FTS5 and
+  when a second index loads them from the saved file, and the file's size;
 - ``sqlite``: the store's file by part (``dbstat``): records and their indexes, the FTS5 index,
   the stored vectors, the change log; the page cache is a setting per connection
   (``PATTERN_SQLITE_CACHE_MB``, filled as pages are read), the memory map
@@ -32,7 +33,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,6 +43,7 @@ from retrieval.store import SQLiteStore  # noqa: E402
 
 MB = 2**20
 DIM = 384
+HNSW_M = 16  # Chroma's default max_neighbors (retrieval/vectors.py does not change it)
 
 
 def sqlite_parts(db: Path) -> dict[str, float]:
@@ -74,11 +75,13 @@ def chroma_parts(chroma: Path, n_vectors: int) -> dict[str, float]:
             key = f.name if f.parent != chroma else f"top-level {f.suffix or f.name}"
             files[key] = files.get(key, 0) + f.stat().st_size
     vectors = n_vectors * DIM * 4
-    level0 = files.get("data_level0.bin", 0)
+    # hnswlib's level 0: per element 2M neighbour ids (int32) + a count, the vector, a label;
+    # the upper levels (link_lists.bin) hold ~1/M of the elements again
+    links = n_vectors * (2 * HNSW_M * 4 + 4 + 8) + files.get("link_lists.bin", 0)
     return {
         "files_mb": {k: round(v / MB, 1) for k, v in sorted(files.items())},
         "vectors_mb": round(vectors / MB, 1),
-        "hnsw_links_mb": round((level0 + files.get("link_lists.bin", 0) - vectors) / MB, 1),
+        "hnsw_links_mb": round(links / MB, 1),
         "chroma_total_mb": round(sum(files.values()) / MB, 1),
     }
 
@@ -93,30 +96,37 @@ def rss_mb(pid: int | None = None) -> dict[str, float]:
 
 
 def postings_parts(store: SQLiteStore) -> dict:
+    """Built from FTS5 (and saved), then loaded from the file by a second index: the growth of
+    this process's heap (RssAnon) and mapped file pages (RssFile) for each."""
     import gc
 
-    gc.collect()
-    before = psutil.Process().memory_info().rss
-    lx = LexicalIndex(store, postings_min=0)
-    t0 = time.perf_counter()
-    lx.postings.start()
-    lx.postings.wait(3600)
-    seconds = time.perf_counter() - t0
-    gc.collect()
-    p = lx.postings
-    arrays = sum(s.nbytes + f.nbytes for s, f in p.post.values())
-    arrays += sum(getattr(p, a).nbytes for a in ("rowid", "bucket", "dl", "alive"))
-    n_postings = sum(len(s) for s, _ in p.post.values())
-    out = {
-        "ready_s": round(seconds, 2),
-        "records": p.n_alive,
-        "terms": len(p.post),
-        "postings": n_postings,
-        "arrays_mb": round(arrays / MB, 1),
-        "rss_growth_mb": round((psutil.Process().memory_info().rss - before) / MB, 1),
-        "file_mb": round(p.file.stat().st_size / MB, 1) if p.file and p.file.exists() else None,
-    }
-    lx.postings.close()
+    out: dict = {}
+    for how in ("build", "load"):
+        gc.collect()
+        before = rss_mb()
+        lx = LexicalIndex(store, postings_min=0)
+        if how == "build" and lx.postings.file is not None:
+            lx.postings.file.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        lx.postings.start()
+        lx.postings.wait(3600)
+        seconds = time.perf_counter() - t0
+        gc.collect()
+        after = rss_mb()
+        p = lx.postings
+        out[f"{how}_s"] = round(seconds, 2)
+        out[f"{how}_anon_growth_mb"] = round(after["RssAnon"] - before["RssAnon"], 1)
+        out[f"{how}_file_growth_mb"] = round(after["RssFile"] - before["RssFile"], 1)
+        lx.postings.close()
+        if how == "build":
+            arrays = sum(s.nbytes + f.nbytes for s, f in p.post.values())
+            arrays += sum(getattr(p, a).nbytes for a in ("rowid", "bucket", "dl", "alive"))
+            out |= {"records": p.n_alive, "terms": len(p.post),
+                    "postings": sum(len(s) for s, _ in p.post.values()),
+                    "arrays_mb": round(arrays / MB, 1)}  # fmt: skip
+        else:
+            out["file_mb"] = round(p.file.stat().st_size / MB, 1) if p.file else None
+        del lx, p
     return out
 
 
@@ -172,7 +182,8 @@ def main() -> int:
         )
         * scale,
         "postings_arrays_mb": out["postings"]["arrays_mb"] * scale,
-        "postings_rss_mb": out["postings"]["rss_growth_mb"] * scale,
+        "postings_heap_loaded_mb": out["postings"]["load_anon_growth_mb"] * scale,
+        "postings_heap_built_mb": out["postings"]["build_anon_growth_mb"] * scale,
         "postings_file_mb": (out["postings"]["file_mb"] or 0) * scale,
         **{f"sqlite_{k}_mb": v * scale for k, v in out["sqlite_mb"].items()},
         "chroma_disk_mb": out["chroma"]["chroma_total_mb"] * scale,
