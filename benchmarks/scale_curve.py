@@ -115,7 +115,7 @@ def fill_to(home: Path, start: int, stop: int, sents: list[str]) -> dict:
     from server.service.bulk import remember_bulk
     from server.service.identity import Identity
     from server.service.memory import MemoryService
-    from server.service.policy import WritePolicy
+    from server.service.trust.policy import WritePolicy
 
     lift_limits()
     engine = Engine(home, SameIdHash(), vector_process=True, background_vectors=True)

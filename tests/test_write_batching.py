@@ -13,10 +13,10 @@ from retrieval.records import RecordFilter
 from server.service import bulk
 from server.service.errors import InvalidInput
 from server.service.identity import Identity
-from server.service.injection import InjectionPolicy
 from server.service.memory import MemoryService
-from server.service.policy import SUSPICIOUS, WritePolicy
-from server.service.secrets import SecretPolicy
+from server.service.trust.injection import InjectionPolicy
+from server.service.trust.policy import SUSPICIOUS, WritePolicy
+from server.service.trust.secrets import SecretPolicy
 
 ME = Identity(project_id="proj", agent_id="agent-a")
 SECRET = "gh" + "p_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
