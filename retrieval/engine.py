@@ -512,6 +512,7 @@ class Engine:
         still in its cluster, then leave the cluster (the replica refuses writes from then
         on), then close the vector index and the store."""
         self._sync.close()
+        self.ranker.close()
         if self.cluster is not None:
             self.cluster.close()
         if self.vectors is not None:

@@ -77,6 +77,10 @@ class HybridRanker:
         self.pending: Callable[[], set[str]] | None = None
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
 
+    def close(self) -> None:
+        """Stop the lexical worker threads (a search after this is refused)."""
+        self._pool.shutdown(wait=True)
+
     def vector_ready(self) -> bool:
         return self.embedder is not None and self.vectors is not None
 

@@ -193,3 +193,20 @@ def test_add_in_several_batches_embeds_ahead_and_keeps_committed_batches(open_en
     ok = [make_record(f"second lot {i}") for i in range(7)]
     assert eng.add(ok, batch=2) == ok
     assert set(eng.store.get([r.id for r in ok])) == {r.id for r in ok}
+
+
+def test_closing_an_engine_stops_its_lexical_threads(open_engine, make_record):
+    """A process that opens and closes stores (tests, the benchmarks, a cluster node that
+    rejoins) keeps no threads of a closed one."""
+    import threading
+
+    def lexical_threads() -> int:
+        return sum(t.name.startswith("lexical") for t in threading.enumerate())
+
+    before = lexical_threads()
+    eng = open_engine()
+    eng.add([make_record("refund retries back off"), make_record("deploys run on fridays")])
+    assert eng.search("refund retries", k=2)
+    assert lexical_threads() > before  # the search ran its lexical side on a worker thread
+    eng.close()
+    assert lexical_threads() == before
