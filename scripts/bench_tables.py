@@ -124,6 +124,13 @@ ACC = [("acc@1", "acc@1", ".3f"), ("acc@5", "acc@5", ".3f"), ("acc@10", "acc@10"
        ("test_top1", "test_top1", ".3f")]  # fmt: skip
 LAT = [("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f"),
        ("CPU ms", "cpu_ms_per_query", ".1f")]  # fmt: skip
+CURVE_POINTS = ["20,000", "100,000", "300,000", "1,000,000"]
+CURVE = [("write/s", "write_per_s", ".0f"), ("filtered p50 ms", "recall_filtered_p50_ms", ".1f"),
+         ("filtered p95 ms", "recall_filtered_p95_ms", ".1f"), ("unfiltered p50 ms", "recall_p50_ms", ".0f"),
+         ("unfiltered p95 ms", "recall_p95_ms", ".0f"), ("RSS MB", "rss_mb", ".0f"), ("PSS MB", "pss_mb", ".0f"),
+         ("disk MB", "disk_mb", ".0f"), ("start s", "start_s", ".2f"),
+         ("postings built s", "postings_build_s", ".1f"), ("loaded s", "postings_ready_s", ".2f"),
+         ("load", "loadavg_queries", ".1f")]  # fmt: skip
 HOOK_POINTS = [0.40, 0.50, 0.60, 0.64, 0.68, 0.70, 0.74, 0.80, 0.90, 1.00]
 NOISE = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
          ("LongMemEval", "longmemeval")) for h, m in (("off-topic silent", "off_topic_silent"),
@@ -206,6 +213,12 @@ TABLES: dict[str, Table] = {
     "hook-noise": Table(
         ["threshold", *(h for h, _, _ in NOISE)], curve_rows("hook-noise"), bold=("0.68",)
     ),
+    "scale-curve": grid(
+        "scale-curve",
+        [(n, f"curve/{i}") for i, n in enumerate(CURVE_POINTS)],
+        CURVE,
+        first="records",
+    ),  # fmt: skip
     "scale-100k": grid(
         "scale-100k", [(r, f"baselines/{r}") for r in SCALE_ROWS], LAT, first="100k memories, k=10"
     ),
