@@ -266,18 +266,7 @@ TABLES: dict[str, Table] = {
     ),
     "conformance": grid(
         "conformance",
-        [
-            (s, f"scenarios/{s}")
-            for s in (
-                "server-initialize",
-                "ping",
-                "tools-list",
-                "resources-list",
-                "prompts-list",
-                "logging-set-level",
-                "dns-rebinding-protection",
-            )
-        ],
+        [(s, f"scenarios/{s}") for s in load("conformance")["result"]["scenarios"]],
         [("passed", "passed", "d"), ("failed", "failed", "d"), ("warnings", "warnings", "d")],
         first="scenario",
     ),

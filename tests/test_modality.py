@@ -81,8 +81,8 @@ def alphas(monkeypatch) -> list[float]:
 
 
 def _store(engine, make_record, texts):
-    engine.add([make_record(t) for t in texts])
-    return RecordFilter(buckets=[make_record("x").bucket])
+    records = engine.add([make_record(t) for t in texts])
+    return RecordFilter(buckets=[records[0].bucket])
 
 
 def test_a_prose_question_of_code_leans_on_the_vector_side(engine, make_record, alphas):

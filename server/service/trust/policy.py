@@ -110,10 +110,12 @@ class WritePolicy:
         ``SentenceTransformerEmbedder.holding``). Every record is still screened on its own."""
         emb = self.embedder() if self.embedder is not None else None
         hold = getattr(emb, "holding", None)
-        if self.injection is None or self.detector is None or hold is None:
-            yield
-            return
-        if not Detector.usable(emb):
+        if (
+            self.injection is None
+            or self.detector is None
+            or hold is None
+            or not Detector.usable(emb)
+        ):
             yield
             return
         with hold([w for t in texts if isinstance(t, str) for w in injection_model.windows(t)]):
