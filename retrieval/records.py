@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -44,8 +47,31 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_ID_LOCK = threading.Lock()
+_last_id = [0, 0]  # (milliseconds, 12-bit counter) of the latest id of this process
+
+
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A time-ordered UUID, version 7 (RFC 9562 §5.7): 48 bits of Unix milliseconds, then a
+    12-bit counter (method 1 of §6.2: random at each new millisecond, +1 within one, so the ids
+    of one process sort in creation order), then 62 random bits.
+
+    Ordered ids append to the B-tree indexes keyed by id (``records.id``, the vectors' and the
+    vector index's id tables) instead of landing on a random page each: a bulk write touches a
+    few pages per index, not one per record."""
+    with _ID_LOCK:
+        ms = time.time_ns() // 1_000_000
+        last_ms, counter = _last_id
+        if ms > last_ms:
+            counter = int.from_bytes(os.urandom(2), "big") & 0x7FF  # headroom for the +1s
+        elif counter < 0xFFF:
+            ms, counter = last_ms, counter + 1
+        else:  # 4,096 ids in one millisecond: borrow the next one
+            ms, counter = last_ms + 1, 0
+        _last_id[:] = [ms, counter]
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | rand
+    return str(uuid.UUID(int=value))
 
 
 def content_hash(text: str) -> str:
