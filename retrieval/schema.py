@@ -206,6 +206,13 @@ MIGRATIONS: list[list[str]] = [
         "DROP TABLE embeddings",
         "ALTER TABLE embeddings_v9 RENAME TO embeddings",
     ],
+    # v10: the shared memories of a project, indexed for the per-project limit counted inside
+    # every write that shares one (server/service/writes.py, SHARED_COUNT). Without it that
+    # count scanned the whole table: 76 ms at 300k records, in every such write transaction.
+    [
+        "CREATE INDEX IF NOT EXISTS records_shared ON records(project_id) "
+        "WHERE kind = 'memory' AND scope IN ('team', 'public')",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

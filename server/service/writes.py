@@ -45,6 +45,14 @@ class _Stale(Exception):  # noqa: N818 - control flow
     it); without an expected revision the write is retried on a fresh read."""
 
 
+# a project's shared memories; the WHERE clause is that of the partial index records_shared
+# (retrieval/schema.py), so the count reads that index, not the table
+SHARED_COUNT = (
+    "SELECT count(*) FROM records WHERE project_id = ? "
+    "AND kind = 'memory' AND scope IN ('team', 'public')"
+)
+
+
 class WriteCoordination:
     """The transaction checks and the retry loop of a memory service's writes."""
 
@@ -84,11 +92,7 @@ class WriteCoordination:
             shared = [who.bucket("team"), who.bucket("public")]
             new_shared = sum(r.bucket in shared for r in records)
             if new_shared:
-                n = conn.execute(
-                    "SELECT count(*) FROM records WHERE kind='memory' AND project_id=? "
-                    "AND scope IN ('team','public')",
-                    (who.project_id,),
-                ).fetchone()[0]
+                n = conn.execute(SHARED_COUNT, (who.project_id,)).fetchone()[0]
                 if n + new_shared > rules.MAX_SHARED_PER_PROJECT:
                     raise LimitExceeded(
                         f"project {who.project_id} has {n} shared memories; the limit is "
