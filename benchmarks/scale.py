@@ -304,7 +304,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--daemon-recalls", type=int, default=30, help="--curve: recalls over MCP")
     ap.add_argument("--plot", help="--curve: write the curve as a PNG here (needs matplotlib)")
     ap.add_argument("--no-reindex", action="store_true", help="--curve: skip reindex_s")
+    ap.add_argument(
+        "--replot",
+        metavar="JSON",
+        help="draw the curve a --curve run wrote to JSON as the PNG of --plot (no measuring)",
+    )
     args = ap.parse_args(argv)
+    if args.replot:
+        from benchmarks.scale_curve import plot
+
+        data = json.loads(Path(args.replot).read_text())
+        curve = data["result"]["curve"] if "result" in data else data["curve"]
+        return 0 if plot(curve, Path(args.plot or "scale-curve.png")) else 1
     if args.curve:
         from benchmarks.scale_curve import run_curve
 

@@ -271,15 +271,21 @@ def plot(curve: list[dict], path: Path) -> str | None:
                        ("recall_filtered_p95_ms", "filtered p95"),
                        ("recall_p50_ms", "unfiltered p50"), ("recall_p95_ms", "unfiltered p95")):  # fmt: skip
         ax[0][0].plot(n, [p.get(key) for p in curve], marker="o", label=label)
-    ax[0][0].set_title("recall latency (ms)")
+    for limit in (30, 80):  # the 1M targets: filtered p50 and p95
+        ax[0][0].axhline(limit, color="grey", linestyle="--", linewidth=0.8)
+    ax[0][0].set_title("recall latency (ms); dashed: filtered p50/p95 targets")
     ax[0][0].legend()
     ax[0][1].plot(n, [p.get("rss_mb") for p in curve], marker="o", label="RSS")
     ax[0][1].plot(n, [p.get("pss_mb") for p in curve], marker="o", label="PSS")
     ax[0][1].plot(n, [p.get("disk_mb") for p in curve], marker="o", label="disk")
-    ax[0][1].set_title("daemon + children memory, store on disk (MB)")
+    ax[0][1].axhline(3072, color="grey", linestyle="--", linewidth=0.8)
+    ax[0][1].set_title("daemon + children RSS/PSS, disk (MB); dashed: 3 GB")
     ax[0][1].legend()
     ax[1][0].plot(n, [p.get("write_per_s") for p in curve], marker="o")
-    ax[1][0].set_title("write rate (records/s, store side)")
+    if curve and curve[0].get("write_per_s"):
+        ax[1][0].axhline(curve[0]["write_per_s"] / 2, color="grey", linestyle="--", linewidth=0.8)
+    ax[1][0].set_ylim(bottom=0)
+    ax[1][0].set_title("write rate (records/s); dashed: half the first point's")
     ax[1][1].plot(n, [p.get("start_s") for p in curve], marker="o", label="start → hybrid")
     ax[1][1].plot(n, [p.get("postings_ready_s") for p in curve], marker="o", label="postings")
     ax[1][1].set_title("seconds")

@@ -9,6 +9,8 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
+import pytest
+
 from benchmarks import localize, longmemeval
 from retrieval.embedder import HashEmbedder
 
@@ -134,3 +136,14 @@ def test_unit_holds_answer_by_turn_range():
     assert longmemeval.holds({"session": "s2", "turn": 2, "last_turn": 4}, answers)
     assert not longmemeval.holds({"session": "s2", "turn": 4, "last_turn": 5}, answers)
     assert not longmemeval.holds({"session": "s1", "turn": 2, "last_turn": 4}, answers)
+
+
+def test_the_scale_curve_is_drawn_from_its_published_json(tmp_path):
+    from benchmarks import scale
+
+    pytest.importorskip("matplotlib", reason="matplotlib comes with the dev extra")
+    out = tmp_path / "curve.png"
+    published = Path(__file__).resolve().parents[1] / "benchmarks/published/scale-curve.json"
+    assert scale.main(["--replot", str(published), "--plot", str(out)]) == 0
+    png = out.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
