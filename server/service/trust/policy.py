@@ -64,6 +64,9 @@ class WritePolicy:
     # (the engine's, read at each write: it attaches once the model has loaded)
     detector: Detector | None = field(default_factory=injection_model.default, compare=False)
     embedder: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    # the reasons already logged for a write screened by the rules alone (each logged once;
+    # shared with the copies made by with_embedder)
+    noted: set[str] = field(default_factory=set, compare=False, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WritePolicy:
@@ -142,20 +145,26 @@ class WritePolicy:
             )
         return reason
 
+    def _note_rules_only(self, state: str) -> None:
+        """Log, once per reason, that a write was screened by the rules alone."""
+        if state not in self.noted:
+            self.noted.add(state)
+            log.warning("injection scan: %s", state)
+
     def _model_reason(self, texts: tuple[str, ...], found: list) -> str | None:
         """The model's reason for the first text it flags; None when it flags none or cannot
         run (logged once per state: the rules alone decided)."""
         det = self.detector
         emb = self.embedder() if self.embedder is not None and det is not None else None
         if det is None or not Detector.usable(emb):
-            _note_rules_only(self.injection_scan)
+            self._note_rules_only(self.injection_scan)
             return None
         if not any(injection_model.windows(t) for t in texts):
             return None
         try:
             probs = det.probability_many(texts, emb, [v.findings for v in found])
         except Exception as exc:  # an embedder failure must not fail the write: rules decided
-            _note_rules_only(f"rules only (the model failed: {type(exc).__name__}: {exc})")
+            self._note_rules_only(f"rules only (the model failed: {type(exc).__name__}: {exc})")
             return None
         return next((det.reason(p) for p in probs if det.flags(p)), None)
 
@@ -265,16 +274,6 @@ def _secret_policy(text: str, policy: SecretPolicy | None) -> tuple[str, list[st
         return secrets.apply_policy(text, policy)
     out, warnings = _short_secret_policy(text, policy)
     return out, list(warnings)
-
-
-_rules_only_noted: set[str] = set()
-
-
-def _note_rules_only(state: str) -> None:
-    """Log, once per reason, that a write was screened by the rules alone."""
-    if state not in _rules_only_noted:
-        _rules_only_noted.add(state)
-        log.warning("injection scan: %s", state)
 
 
 __all__ = ["SUSPICIOUS", "InjectionPolicy", "SecretPolicy", "WritePolicy"]
