@@ -305,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", help="--curve: write the curve as a PNG here (needs matplotlib)")
     ap.add_argument("--no-reindex", action="store_true", help="--curve: skip reindex_s")
     ap.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="--curve on a store grown before (--store, --json): measure its largest point again "
+        "(latency, daemon memory, start) under the current settings; nothing is filled",
+    )
+    ap.add_argument(
         "--replot",
         metavar="JSON",
         help="draw the curve a --curve run wrote to JSON as the PNG of --plot (no measuring)",

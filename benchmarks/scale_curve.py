@@ -28,6 +28,10 @@ Per point, in ``curve`` of the JSON (written after every point, so a partial cur
 - ``disk_mb``: the store folder (SQLite + Chroma); ``sqlite_mb``, ``chroma_mb`` split it;
 - ``reindex_s`` at the largest point: ``Engine.reindex`` (every collection rebuilt from the
   stored vectors).
+
+``--remeasure`` (the same ``--store`` and ``--json``) measures the largest point again without
+filling: latency, postings loaded from their file, the daemon's start and memory, under the
+settings of the environment (recorded in ``remeasured_with``).
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ from retrieval.records import RecordFilter
 
 ROOT = Path(__file__).resolve().parent.parent
 CALL = 1000  # records per remember-bulk call (its limit)
+# the settings a re-measure records (docs/scale.md, "Settings that trade memory for latency")
+KNOBS = ("PATTERN_SQLITE_MMAP_MB", "PATTERN_SQLITE_CACHE_MB", "PATTERN_SQLITE_READERS",
+         "PATTERN_BM25_MEMORY_MIN", "PATTERN_VECTOR_PROCESS")  # fmt: skip
 
 
 def sentences(data: Path) -> list[str]:
@@ -215,17 +222,22 @@ def postings_ready(engine: Engine, queries: list[str], filters: list[RecordFilte
     return seconds
 
 
-def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder) -> dict:
+def query_run(
+    home: Path, queries: list[str], real: SentenceTransformerEmbedder, build: bool = True
+) -> dict:
     """A fresh engine on the store (vector index in its own process, as served): the postings
     built from FTS5 (the saved file removed first), hybrid recall latency without and with one
-    agent's filter; then a second engine: the postings loaded from the file saved at close."""
+    agent's filter; then a second engine: the postings loaded from the file saved at close.
+    ``build=False`` (a re-measure): the saved file is kept, the first engine loads it."""
     filters = [RecordFilter(buckets=visible_buckets(i % N_AGENTS)) for i in range(len(queries))]
     saved = home / "pattern.sqlite3.postings.npz"
-    saved.unlink(missing_ok=True)
+    if build:
+        saved.unlink(missing_ok=True)
     engine = Engine(home, real, vector_process=True, background_vectors=True)
     out: dict = {}
     try:
-        out["postings_build_s"] = postings_ready(engine, queries, filters)
+        ready = postings_ready(engine, queries, filters)
+        out["postings_build_s" if build else "postings_ready_s"] = ready
         for name, fs in (("recall", [RecordFilter()] * len(queries)), ("recall_filtered", filters)):
             ms = []
             for q, f in zip(queries, fs, strict=True):
@@ -237,11 +249,12 @@ def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder)
     finally:
         engine.close()  # saves the postings
     out["postings_file_mb"] = round(saved.stat().st_size / 2**20, 1) if saved.exists() else None
-    engine = Engine(home, real, vector_process=True, background_vectors=True)
-    try:
-        out["postings_ready_s"] = postings_ready(engine, queries, filters)
-    finally:
-        engine.close()
+    if build:
+        engine = Engine(home, real, vector_process=True, background_vectors=True)
+        try:
+            out["postings_ready_s"] = postings_ready(engine, queries, filters)
+        finally:
+            engine.close()
     return out
 
 
@@ -342,6 +355,13 @@ def run_curve(points: list[int], args) -> int:
             result["curve"].append(point)
             save()
             print(json.dumps(point), file=sys.stderr, flush=True)
+        if args.remeasure and result["curve"]:  # the grown store again, under today's settings
+            point = result["curve"][-1]
+            point["loadavg_queries"] = round(os.getloadavg()[0], 2)
+            point |= query_run(home, queries, real, build=False)
+            point |= daemon_run(home, queries, args.daemon_recalls)
+            point["remeasured_with"] = {k: v for k, v in os.environ.items() if k in KNOBS}
+            save()
         if not args.no_reindex and result["curve"]:
             result["curve"][-1] |= reindex_run(home, real)
             save()
