@@ -57,8 +57,9 @@ def save(postings, path: Path) -> bool:
             "freq": np.concatenate([f for _, f in parts]) if parts else np.zeros(0),
             "total_tokens": np.float64(postings.total_tokens),
         }
-        newest = [rid for rid, slot in postings.slot_of.items() if slot == _last_alive(postings)]
-        arrays["newest"] = np.array(newest[:1])
+        last = _last_alive(postings)  # once: inside the scan it made the save O(n²)
+        newest = next((rid for rid, slot in postings.slot_of.items() if slot == last), None)
+        arrays["newest"] = np.array([newest] if newest is not None else [])
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
         np.savez(fh, **arrays)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import shutil
 
+import numpy as np
 import pytest
 
 from retrieval.lexical import LexicalIndex
@@ -108,4 +109,24 @@ def test_a_change_log_pruned_past_the_file_means_a_rebuild(path, make_record, bu
     lx = _ready(store)
     assert builds == [1] and lx.postings.n_alive == 70
     _assert_same(lx, LexicalIndex(store, postings_min=-1), recs + more)
+    store.close()
+
+
+def test_saving_finds_the_newest_record_once_not_once_per_record(path, make_record, monkeypatch):
+    """The file names its newest record (checked at load). Finding it inside the scan of every
+    record made a save O(n²): 500 s at a million records, the postings' lock held."""
+    from retrieval import postings_file
+
+    rng = random.Random(3)
+    store = SQLiteStore(path)
+    recs = _records(make_record, rng, 200)
+    _write(store, recs)
+    lx = _ready(store)
+    calls: list[int] = []
+    last_alive = postings_file._last_alive
+    monkeypatch.setattr(postings_file, "_last_alive", lambda p: calls.append(1) or last_alive(p))
+    assert postings_file.save(lx.postings, path.with_name("again.npz"))
+    assert calls == [1]
+    saved = np.load(path.with_name("again.npz"))
+    assert saved["newest"].tolist() == [recs[-1].id]  # the last written, still alive
     store.close()
