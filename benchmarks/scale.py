@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "--remeasure",
         action="store_true",
         help="--curve on a store grown before (--store, --json): measure its largest point again "
-        "(latency, daemon memory, start) under the current settings; nothing is filled",
+        "(postings, latency, daemon memory, start) under the current settings; nothing is filled",
     )
     ap.add_argument(
         "--replot",

@@ -30,8 +30,8 @@ Per point, in ``curve`` of the JSON (written after every point, so a partial cur
   stored vectors).
 
 ``--remeasure`` (the same ``--store`` and ``--json``) measures the largest point again without
-filling: latency, postings loaded from their file, the daemon's start and memory, under the
-settings of the environment (recorded in ``remeasured_with``).
+filling (postings, latency, the daemon's start and memory) under the settings of the
+environment, recorded in ``remeasured_with``.
 """
 
 from __future__ import annotations
@@ -222,22 +222,17 @@ def postings_ready(engine: Engine, queries: list[str], filters: list[RecordFilte
     return seconds
 
 
-def query_run(
-    home: Path, queries: list[str], real: SentenceTransformerEmbedder, build: bool = True
-) -> dict:
+def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder) -> dict:
     """A fresh engine on the store (vector index in its own process, as served): the postings
     built from FTS5 (the saved file removed first), hybrid recall latency without and with one
-    agent's filter; then a second engine: the postings loaded from the file saved at close.
-    ``build=False`` (a re-measure): the saved file is kept, the first engine loads it."""
+    agent's filter; then a second engine: the postings loaded from the file saved at close."""
     filters = [RecordFilter(buckets=visible_buckets(i % N_AGENTS)) for i in range(len(queries))]
     saved = home / "pattern.sqlite3.postings.npz"
-    if build:
-        saved.unlink(missing_ok=True)
+    saved.unlink(missing_ok=True)
     engine = Engine(home, real, vector_process=True, background_vectors=True)
     out: dict = {}
     try:
-        ready = postings_ready(engine, queries, filters)
-        out["postings_build_s" if build else "postings_ready_s"] = ready
+        out["postings_build_s"] = postings_ready(engine, queries, filters)
         for name, fs in (("recall", [RecordFilter()] * len(queries)), ("recall_filtered", filters)):
             ms = []
             for q, f in zip(queries, fs, strict=True):
@@ -249,12 +244,11 @@ def query_run(
     finally:
         engine.close()  # saves the postings
     out["postings_file_mb"] = round(saved.stat().st_size / 2**20, 1) if saved.exists() else None
-    if build:
-        engine = Engine(home, real, vector_process=True, background_vectors=True)
-        try:
-            out["postings_ready_s"] = postings_ready(engine, queries, filters)
-        finally:
-            engine.close()
+    engine = Engine(home, real, vector_process=True, background_vectors=True)
+    try:
+        out["postings_ready_s"] = postings_ready(engine, queries, filters)
+    finally:
+        engine.close()
     return out
 
 
@@ -358,7 +352,7 @@ def run_curve(points: list[int], args) -> int:
         if args.remeasure and result["curve"]:  # the grown store again, under today's settings
             point = result["curve"][-1]
             point["loadavg_queries"] = round(os.getloadavg()[0], 2)
-            point |= query_run(home, queries, real, build=False)
+            point |= query_run(home, queries, real)
             point |= daemon_run(home, queries, args.daemon_recalls)
             point["remeasured_with"] = {k: v for k, v in os.environ.items() if k in KNOBS}
             save()
