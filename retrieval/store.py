@@ -40,7 +40,7 @@ _TS = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 # per-connection page cache and mmap window, in MiB (0 = SQLite's default / no mmap)
 SQLITE_CACHE_MB = int(os.environ.get("PATTERN_SQLITE_CACHE_MB", "64"))
-SQLITE_MMAP_MB = int(os.environ.get("PATTERN_SQLITE_MMAP_MB", "1024"))
+SQLITE_MMAP_MB = int(os.environ.get("PATTERN_SQLITE_MMAP_MB", "256"))
 # idle reader connections kept for the next threads (each has its own page cache)
 SQLITE_READERS = int(os.environ.get("PATTERN_SQLITE_READERS", "4"))
 # versions of a memory kept as merge bases (record_revisions)
@@ -229,9 +229,12 @@ class SQLiteStore:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
-        # Page cache per connection (SQLite's default is 2 MB) and memory-mapped reads: a recall
-        # touches FTS doclists and ~100-300 record/embedding rows by id; with the defaults each
-        # page is a read() syscall into a small cache (see docs/benchmarks.md, "Scale").
+        # Page cache per connection (SQLite's default is 2 MB) and memory-mapped reads of the
+        # file's first PATTERN_SQLITE_MMAP_MB: a recall touches FTS doclists and ~100-300
+        # record/embedding rows by id; with the defaults each page is a read() syscall into a
+        # small cache. Every connection maps on its own and RSS counts each map: at 1M records
+        # a 1 GB window put 1.3 GB of file pages in the daemon's RSS, and recall was no faster
+        # than with 256 MB (docs/scale.md).
         if SQLITE_CACHE_MB > 0:
             conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_MB * 1024}")
         conn.execute(f"PRAGMA mmap_size={max(0, SQLITE_MMAP_MB) * 2**20}")
