@@ -71,9 +71,9 @@ def collection_name(bucket: str, model_id: str) -> str:
 # HNSW settings of new collections. ef_search 200: Chroma's default of 100 lost candidates
 # against an exact scan on SciFact's ~35k windows (vector nDCG@10 0.702 vs 0.706 exact); a wider
 # search costs little next to Chroma's fixed ~2.5 ms per query. ef_construction 100 (Chroma's
-# default): inserts into a collection of 140k vectors run at 1,522/s against 1,049/s with 200,
+# default): inserts into a collection of 140k vectors run at 1,529/s against 1,050/s with 200,
 # for a vector nDCG@10 of 0.7040 against 0.7050 on SciFact and the same hybrid ranking
-# (docs/scale.md, "The vector index").
+# (benchmarks/hnsw_build.py; docs/scale.md, "The vector index").
 HNSW = {"space": "cosine", "ef_construction": 100, "ef_search": 200}
 
 # upper bound of the windows one collection query asks for (see _query_one)
