@@ -294,7 +294,9 @@ def plot(curve: list[dict], path: Path) -> str | None:
     ax[1][0].set_ylim(bottom=0)
     ax[1][0].set_title("write rate (records/s); dashed: half the first point's")
     ax[1][1].plot(n, [p.get("start_s") for p in curve], marker="o", label="start → hybrid")
-    ax[1][1].plot(n, [p.get("postings_ready_s") for p in curve], marker="o", label="postings")
+    ax[1][1].plot(
+        n, [p.get("postings_ready_s") for p in curve], marker="o", label="postings loaded"
+    )
     ax[1][1].set_title("seconds")
     ax[1][1].legend()
     for a in ax.flat:

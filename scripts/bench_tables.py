@@ -219,6 +219,31 @@ TABLES: dict[str, Table] = {
         CURVE,
         first="records",
     ),  # fmt: skip
+    "hnsw-build": grid(
+        "hnsw-build",
+        [("ef_construction 200", "rates/200"), ("ef_construction 100", "rates/100")],
+        [(f"{20 * i}k-{20 * (i + 1)}k" if i else "0-20k", f"{i}/1", ".0f") for i in range(7)],
+        first="inserts/s, vectors already in the collection",
+    ),
+    "scale-mmap": grid(
+        "scale-mmap",
+        [
+            ("1024 MB", "mmap_mb/1024"),
+            ("256 MB (default)", "mmap_mb/256"),
+            ("0 (off)", "mmap_mb/0"),
+        ],
+        [
+            ("filtered p50 ms", "recall_filtered_p50_ms", ".1f"),
+            ("filtered p95 ms", "recall_filtered_p95_ms", ".1f"),
+            ("unfiltered p50 ms", "recall_p50_ms", ".0f"),
+            ("unfiltered p95 ms", "recall_p95_ms", ".0f"),
+            ("RSS MB", "rss_mb", ".0f"),
+            ("of it file pages MB", "rss_file_mb", ".0f"),
+            ("PSS MB", "pss_mb", ".0f"),
+            ("load", "loadavg_queries", ".1f"),
+        ],
+        first="`PATTERN_SQLITE_MMAP_MB`",
+    ),  # fmt: skip
     "scale-100k": grid(
         "scale-100k", [(r, f"baselines/{r}") for r in SCALE_ROWS], LAT, first="100k memories, k=10"
     ),
