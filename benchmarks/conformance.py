@@ -29,14 +29,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.http.auth import TokenStore  # noqa: E402
-from server.http.daemon import read_info  # noqa: E402
+from server.http.daemonfiles import wait_announced  # noqa: E402
 
 VERSION = "0.1.12"
 CACHE = ROOT / ".bench-cache" / "conformance"
@@ -175,11 +174,10 @@ def main() -> int:
     )  # fmt: skip
     proxy = None
     try:
-        deadline = time.monotonic() + 120
-        while (read_info(home) or {}).get("pid") != daemon.pid:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                sys.exit("the daemon did not start")
-            time.sleep(0.05)
+        try:
+            wait_announced(home, daemon, timeout=120)
+        except RuntimeError as exc:
+            sys.exit(str(exc))
         proxy = token_proxy(("127.0.0.1", port), token)
         url = f"http://127.0.0.1:{proxy.server_address[1]}/mcp"
         out_dir = home / "results"

@@ -43,6 +43,7 @@ from retrieval.records import Record, Scope  # noqa: E402
 from server.hooks.hookclient import http_post  # noqa: E402
 from server.hooks.install import CLIENT  # noqa: E402
 from server.http.daemon import read_info  # noqa: E402
+from server.http.daemonfiles import wait_announced  # noqa: E402
 
 LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")  # as scale.py finds SciFact
 PROJECT, AGENT = scale.agent_project(0), scale.agent_name(0)
@@ -76,14 +77,11 @@ def start_daemon(home: Path) -> subprocess.Popen:
     env = {**os.environ, "PATTERN_HOME": str(home), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        info = read_info(home)
-        if info and info.get("pid") == proc.pid:
-            return proc
-        time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the daemon did not start")
+    try:
+        wait_announced(home, proc, timeout=120)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    return proc
 
 
 def headers(info: dict) -> dict:

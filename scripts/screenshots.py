@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,22 +45,17 @@ def build_store(root: Path, env: dict[str, str]) -> None:
 
 
 def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen:
-    from server.http.daemon import read_info
+    from server.http.daemonfiles import wait_announced
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
         env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        info = read_info(home)
-        if info and info.get("pid") == proc.pid:
-            return proc
-        if proc.poll() is not None:
-            raise SystemExit(proc.stderr.read().decode())
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("the daemon did not start")
+    try:
+        wait_announced(home, proc)
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    return proc
 
 
 def shoot_every_page(home: Path, out: Path) -> list[Path]:

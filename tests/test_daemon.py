@@ -19,6 +19,7 @@ import pytest
 from retrieval.errors import StoreUnavailable
 from server.http.auth import TokenStore
 from server.http.daemon import StoreLock, read_info
+from server.http.daemonfiles import wait_announced
 
 
 def start_daemon(home: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
@@ -28,16 +29,8 @@ def start_daemon(home: Path, *extra: str, env: dict | None = None) -> subprocess
         [sys.executable, "-m", "server.cli", "daemon", "--home", str(home), *extra],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        info = read_info(home)
-        if info and info.get("pid") == proc.pid:
-            return proc
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stderr.read().decode())
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("daemon did not start")
+    wait_announced(home, proc)
+    return proc
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -490,3 +483,14 @@ def envelope_for(info: dict, agent: str) -> dict:
     from server.service.identity import Identity
 
     return envelope_headers(Identity(project_id="p1", agent_id=agent), info["secret"])
+
+
+def test_waiting_for_a_daemon_that_exits_or_never_announces_itself(tmp_path):
+    died = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('no store here')"],
+                            stderr=subprocess.PIPE)  # fmt: skip
+    with pytest.raises(RuntimeError, match="exited with 1 before it served: no store here"):
+        wait_announced(tmp_path, died)
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with pytest.raises(RuntimeError, match="did not start within 0.5 s"):
+        wait_announced(tmp_path, silent, timeout=0.5)
+    assert silent.wait(timeout=10) != 0  # killed, not left running

@@ -24,6 +24,27 @@ def read_info(home) -> dict | None:
         return None
 
 
+def wait_announced(home, proc, timeout: float = 60.0) -> dict:
+    """``daemon.json`` once the daemon started as ``proc`` (a ``subprocess.Popen`` of
+    ``pattern-memory daemon``) announces itself in it. ``RuntimeError`` when ``proc`` exits
+    first (its stderr in the message, when it was captured) or after ``timeout`` seconds
+    (``proc`` is then killed)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = read_info(home)
+        if info and info.get("pid") == proc.pid:
+            return info
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+            raise RuntimeError(f"the daemon exited with {proc.returncode} before it served"
+                               + (f": {err}" if err else ""))  # fmt: skip
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"the daemon did not start within {timeout:g} s")
+
+
 def owner_alive(home) -> bool:
     """True while some process holds the store lock (the authoritative test: a dead owner's
     lock is released by the kernel, even if it left daemon.json behind)."""
