@@ -2,8 +2,8 @@
 
     python benchmarks/hnsw_build.py [--size 140000] [--ef 200,100] [--step 20000] [--json OUT]
 
-For each ``ef_construction``: a new Chroma collection (cosine, ``ef_search`` 200, M 16, as
-``retrieval/vectors.py`` makes them) in a temp folder, filled with random unit 384-d vectors in
+For each ``ef_construction``: a new Chroma collection in a temp folder, with the settings of
+``retrieval/vectors.py`` (``HNSW``) but that one, filled with random unit 384-d vectors in
 upserts of 1000 (the vector writer's batch), each carrying a ``record_id`` metadata value as
 ours do. Reported: inserts per second over each ``--step`` vectors. Random vectors measure the
 insert cost, not the graph's quality; the ranking under each setting is measured by
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval.vectors import HNSW
+
 BATCH = 1000
 
 
@@ -35,7 +37,7 @@ def insert_rates(ef: int, size: int, step: int, folder: Path) -> list[tuple[int,
     )
     col = client.create_collection(
         f"ef{ef}",
-        configuration={"hnsw": {"space": "cosine", "ef_construction": ef, "ef_search": 200}},
+        configuration={"hnsw": {**HNSW, "ef_construction": ef}},  # the product's, but for ef
         embedding_function=None,
     )
     rng = np.random.default_rng(0)
