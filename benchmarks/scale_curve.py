@@ -252,6 +252,15 @@ def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder)
     return out
 
 
+def served(home: Path, queries: list[str], real: SentenceTransformerEmbedder, recalls: int) -> dict:
+    """What a point measures of the store as served: :func:`query_run`, then :func:`daemon_run`,
+    each with the load average it started at."""
+    out: dict = {"loadavg_queries": round(os.getloadavg()[0], 2)}
+    out |= query_run(home, queries, real)
+    out["loadavg_daemon"] = round(os.getloadavg()[0], 2)
+    return out | daemon_run(home, queries, recalls)
+
+
 def reindex_run(home: Path, real: SentenceTransformerEmbedder) -> dict:
     engine = Engine(home, real, vector_process=True)
     try:
@@ -344,18 +353,13 @@ def run_curve(points: list[int], args) -> int:
                 sum(f.stat().st_size for f in home.glob("pattern.sqlite3*")) / 2**20, 1
             )
             point["chroma_mb"] = folder_mb(home / "chroma") if (home / "chroma").exists() else 0.0
-            point["loadavg_queries"] = round(os.getloadavg()[0], 2)
-            point |= query_run(home, queries, real)
-            point["loadavg_daemon"] = round(os.getloadavg()[0], 2)
-            point |= daemon_run(home, queries, args.daemon_recalls)
+            point |= served(home, queries, real, args.daemon_recalls)
             result["curve"].append(point)
             save()
             print(json.dumps(point), file=sys.stderr, flush=True)
         if args.remeasure and result["curve"]:  # the grown store again, under today's settings
             point = result["curve"][-1]
-            point["loadavg_queries"] = round(os.getloadavg()[0], 2)
-            point |= query_run(home, queries, real)
-            point |= daemon_run(home, queries, args.daemon_recalls)
+            point |= served(home, queries, real, args.daemon_recalls)
             point["remeasured_with"] = {k: v for k, v in os.environ.items() if k in KNOBS}
             save()
         if not args.no_reindex and result["curve"]:
