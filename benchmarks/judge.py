@@ -11,6 +11,7 @@ import time
 
 from benchmarks.embed_cache import CachingEmbedder
 from server.service.trust import injection, injection_model
+from server.service.trust.policy import _readings
 
 
 def held_out(tid: str) -> bool:
@@ -36,7 +37,10 @@ class Judge:
             self.emb = CachingEmbedder(SentenceTransformerEmbedder())
         self.cpu = 0.0  # CPU seconds in the rules
 
-    def many(self, pairs: list[tuple[str, str]]) -> list[Judged]:
+    def many(self, pairs: list[tuple[str, str]], exchange: bool = False) -> list[Judged]:
+        """Each (content, context) as the write policy judges a record: the context (or any
+        field given in its place) is read by the model only from ``FIELD_MIN_WORDS`` prose
+        words; ``exchange``: the contents are session exchanges (sections read apart)."""
         out: list[Judged] = []
         found: list[tuple[injection.Verdict, injection.Verdict | None]] = []
         for content, context in pairs:
@@ -50,15 +54,18 @@ class Judge:
             out.append((reason, score, "rules" if reason else None))
         if self.det is None:
             return out
-        texts, finds, owner = [], [], []
+        texts, finds, mins, owner = [], [], [], []
         for i, ((content, context), (vc, vx)) in enumerate(zip(pairs, found, strict=True)):
             if out[i][0] is None:
-                for text, v in ((content, vc), (context, vx)):
-                    if text and v is not None:
-                        texts.append(text)
-                        finds.append(v.findings)
+                given = ((content,) if content else (), (context,) if context else ())
+                verdicts = ([vc] if content else []) + ([vx] if context else [])
+                for r in _readings(*given, verdicts, exchange):
+                    if injection_model.windows(r.text, r.min_words):
+                        texts.append(r.text)
+                        finds.append(r.findings)
+                        mins.append(r.min_words)
                         owner.append(i)
-        probs = self.det.probability_many(texts, self.emb, finds) if texts else []
+        probs = self.det.probability_many(texts, self.emb, finds, mins) if texts else []
         worst: dict[int, float] = {}
         for i, p in zip(owner, probs, strict=True):
             worst[i] = max(worst.get(i, 0.0), p)

@@ -64,6 +64,13 @@ if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow t
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.judge import Judge, family, held_out, model_latency  # noqa: E402
+from benchmarks.poisoning_fields import (  # noqa: E402
+    TRANSCRIPTS,
+    documents,
+    exchanges,
+    print_fields,  # noqa: E402
+)
+from benchmarks.poisoning_fields import measure as measure_fields  # noqa: E402
 from benchmarks.public_attacks import load  # noqa: E402
 from ingest.chunkers import chunk_text  # noqa: E402
 from ingest.pipeline import IngestOptions  # noqa: E402
@@ -171,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=int, default=200, help="Texts to time the model on (0: no).")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--show", type=int, default=50, help="False positives/misses to print.")
+    ap.add_argument("--transcripts", type=Path, default=TRANSCRIPTS,
+                    help="Real Claude Code transcripts (*.jsonl) for the per-field rates.")  # fmt: skip
+    ap.add_argument("--no-fields", action="store_true", help="Skip the per-field rates.")
     args = ap.parse_args(argv)
     judge = Judge(args.model == "on")
     fit_sources = sorted(
@@ -212,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
                      if held_out(tid) == keep]  # fmt: skip
             chats[half] = {"n": len(flags), "flagged": sum(flags),
                            "rate": round(sum(flags) / max(1, len(flags)), 5)}  # fmt: skip
+
+    per_field = {}
+    if not args.no_fields:  # every other field a record holds (benchmarks/poisoning_fields.py)
+        fields = {**exchanges(args.data, args.transcripts),
+                  **documents(args.data, args.repo, EXCLUDE)}  # fmt: skip
+        per_field = measure_fields(judge, fields)
 
     cases = json.loads(args.cases.read_text(encoding="utf-8"))
     attacks = [c for c in cases if c["attack"]]
@@ -303,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         "caught_adversarial": caught,
         "per_corpus": rows,
         "transcripts": chats,
+        "per_field": per_field,
+        "max_field_rate": max((r["rate"] for r in per_field.values()), default=None),
         "per_split": {k: dict(v) for k, v in sorted(by_split.items())},
         "n_hard_negatives": len(negatives),
         "hard_negatives_flagged": negatives_flagged,
@@ -329,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'chat turns, ' + half.replace('_', '-') + ' half':<28}{r['n']:>8}{r['flagged']:>9}"
               f"{r['rate']:>9.2%}")  # fmt: skip
     print(f"{'hard negatives':<28}{len(negatives):>8}{len(negatives_flagged):>9}")
+    if per_field:
+        print_fields(per_field, TARGET_BENIGN)
     print()
     print(f"{'adversarial kind':<28}{'cases':>8}{'caught':>9}{'rate':>9}")
     for group in sorted(by_kind):

@@ -16,8 +16,10 @@ weights ship beside this module (``injection_model.npz``): ``scripts/fit_injecti
 rebuilds them and documents the data they were fit on; the threshold was chosen there on
 held-out benign text. Pure numpy at run time: no scikit-learn, no torch.
 
-Only texts of at least :data:`MIN_WORDS` words are scored (a tag, a name, a path say nothing
-a linear model can judge), and only with the embedder the weights were fit for
+Only texts of at least :data:`MIN_WORDS` *prose* words are scored (:func:`prose_words`: words
+of letters, not numbers, dates, times, ids, paths or URLs): a tag, a name, a path, a timestamp
+say nothing a linear model can judge (it flagged 165 of 200 exchange timestamps such as
+``[20 November 2026 10:01]``), and only with the embedder the weights were fit for
 (:data:`MODEL_ID`); otherwise the rules alone decide (:meth:`Detector.usable`).
 """
 
@@ -38,7 +40,11 @@ WEIGHTS = Path(__file__).with_name("injection_model.npz")
 MODEL_ID = "all-MiniLM-L6-v2"
 WINDOW_WORDS = 150  # about what fits the model's 256 word pieces
 MAX_WINDOWS = 16
-MIN_WORDS = 3
+MIN_WORDS = 3  # prose words of a text (a memory, an observation, a turn) the model reads
+# prose words of a field (a context, a title, a tag, a name, a metadata value) the model reads:
+# a short label is the rules' alone (the model, fit on passages, read "Command Line Tools" and
+# "def cos, def tan" as instructions; per-field rates in benchmarks/poisoning.py)
+FIELD_MIN_WORDS = 8
 KINDS = (
     "override",
     "jailbreak",
@@ -52,15 +58,39 @@ KINDS = (
 )
 
 
-def windows(text: str) -> list[str]:
-    """The windows of ``text`` the model reads: [] when it has fewer than MIN_WORDS words; a
+# month and weekday names (and their abbreviations) are part of a date, not prose
+_CALENDAR = frozenset(
+    """january february march april may june july august september october november december
+    jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday
+    saturday sunday mon tue tues wed thu thur thurs fri sat sun am pm utc gmt""".split()
+)
+_EDGES = "()[]{}<>\"'`.,;:!?*_#|~"
+
+
+def prose_words(text: str) -> int:
+    """How many whitespace-separated tokens of ``text`` are words of prose: two letters or
+    more once their surrounding punctuation is stripped (an inner apostrophe or hyphen
+    allowed), and not a month or weekday name. Numbers, dates, times, ids, hashes, paths, URLs,
+    ``key=value`` pairs and code tokens are not."""
+    n = 0
+    for token in text.split():
+        word = token.strip(_EDGES)
+        if len(word) < 2 or not word.replace("'", "").replace("-", "").isalpha():
+            continue
+        n += word.lower() not in _CALENDAR
+    return n
+
+
+def windows(text: str, min_words: int = MIN_WORDS) -> list[str]:
+    """The windows of ``text`` the model reads: [] when it has fewer than ``min_words`` prose
+    words (:func:`prose_words`); a
     longer text's windows all have WINDOW_WORDS words (the last one ends at the text's end and
     overlaps the one before: a tail of a word or two says nothing the model can judge), at most
     MAX_WINDOWS (the first ones and the last)."""
+    if prose_words(text) < min_words:
+        return []
     words = text.split()
     n = len(words)
-    if n < MIN_WORDS:
-        return []
     if n <= WINDOW_WORDS:
         return [text]
     starts = list(range(0, n - WINDOW_WORDS, WINDOW_WORDS))[: MAX_WINDOWS - 1] + [n - WINDOW_WORDS]
@@ -137,12 +167,14 @@ class Detector:
         return self.probability_many([text], embedder, [findings])[0]
 
     def probability_many(
-        self, texts: Sequence[str], embedder, findings: Sequence | None = None
-    ) -> list[float]:
-        """:meth:`probability` of each text, their windows embedded in one batch."""
+        self, texts: Sequence[str], embedder, findings: Sequence | None = None,
+        min_words: Sequence[int] | None = None,
+    ) -> list[float]:  # fmt: skip
+        """:meth:`probability` of each text, their windows embedded in one batch; ``min_words``:
+        per text, the prose words it needs to be read (:data:`MIN_WORDS` when not given)."""
         spans, flat = [], []
-        for text in texts:
-            ws = windows(text)
+        for j, text in enumerate(texts):
+            ws = windows(text, MIN_WORDS if min_words is None else min_words[j])
             spans.append((len(flat), len(flat) + len(ws)))
             flat += ws
         if not flat:

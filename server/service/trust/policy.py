@@ -43,7 +43,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from retrieval.records import Record
+from ingest import exchanges
+from retrieval.records import Kind, Record
 
 from ..errors import InvalidInput
 from . import injection, injection_model, secrets
@@ -125,16 +126,23 @@ class WritePolicy:
             yield
 
     # ------------------------------------------------------------------ injection
-    def suspicious(self, *texts: str) -> str | None:
-        """The injection verdict over ``texts`` (None: clean, or scanning is off): the rules,
-        then the model for what the rules pass; raises ``InvalidInput`` under ``block``."""
+    def suspicious(
+        self, *texts: str, fields: Sequence[str] = (), exchange: bool = False
+    ) -> str | None:
+        """The injection verdict over ``texts`` (prose: a memory, an observation, a turn) and
+        ``fields`` (a context, a title, a tag, a name, a metadata value), None when clean or
+        scanning is off: the rules on each, then, for what they pass, the model on the prose
+        and on the fields long enough to be prose (``FIELD_MIN_WORDS``); ``exchange``: the
+        texts are session exchanges, whose sections (prompt, tools, reply: each one author's)
+        the model reads apart. Raises ``InvalidInput`` under ``block``."""
         if self.injection is None:
             return None
         texts = tuple(t for t in texts if t)
-        found = [_verdict(t) for t in texts]
+        fields = tuple(f for f in fields if f)
+        found = [_verdict(t) for t in texts + fields]
         reason = next((v.suspicious for v in found if v.suspicious), None)
-        if reason is None and texts:
-            reason = self._model_reason(texts, found)
+        if reason is None and (texts or fields):
+            reason = self._model_reason(_readings(texts, fields, found, exchange))
         if reason and self.injection is InjectionPolicy.block:
             raise InvalidInput(
                 f"content reads like instructions to the model ({reason}); it was not "
@@ -151,7 +159,7 @@ class WritePolicy:
             self.noted.add(state)
             log.warning("injection scan: %s", state)
 
-    def _model_reason(self, texts: tuple[str, ...], found: list) -> str | None:
+    def _model_reason(self, readings: list[Reading]) -> str | None:
         """The model's reason for the first text it flags; None when it flags none or cannot
         run (logged once per state: the rules alone decided)."""
         det = self.detector
@@ -159,10 +167,13 @@ class WritePolicy:
         if det is None or not Detector.usable(emb):
             self._note_rules_only(self.injection_scan)
             return None
-        if not any(injection_model.windows(t) for t in texts):
+        readings = [r for r in readings if injection_model.windows(r.text, r.min_words)]
+        if not readings:
             return None
         try:
-            probs = det.probability_many(texts, emb, [v.findings for v in found])
+            probs = det.probability_many([r.text for r in readings], emb,
+                                         [r.findings for r in readings],
+                                         [r.min_words for r in readings])  # fmt: skip
         except Exception as exc:  # an embedder failure must not fail the write: rules decided
             self._note_rules_only(f"rules only (the model failed: {type(exc).__name__}: {exc})")
             return None
@@ -197,7 +208,7 @@ class WritePolicy:
                     return v
                 out, found = _secret_policy(v, self.secrets)
                 warnings.extend(f"{path}: {w}" if path else w for w in found)
-                if (reason := self.suspicious(out)) and not reasons:
+                if (reason := self.suspicious(fields=(out,))) and not reasons:
                     reasons.append(reason)
                 return out
             if isinstance(v, Mapping):
@@ -228,7 +239,7 @@ class WritePolicy:
         if context:
             context, found = secrets.apply_policy(context, self.secrets)
             warnings += [f"context: {w}" for w in found]
-        reason = self.suspicious(content, context)
+        reason = self.suspicious(content, fields=(context,), exchange=record.kind is Kind.turn)
         given = {k: v for k, v in record.metadata.items() if k != SUSPICIOUS}
         meta, found, meta_reason = self.screen_value(given, "metadata")
         warnings += found
@@ -245,6 +256,30 @@ class WritePolicy:
         out = record.model_copy(update=update)
         out.content_hash = out.current_hash()
         return out, warnings
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One text the model reads, with the prose words it needs and the rules' findings."""
+
+    text: str
+    min_words: int
+    findings: Any
+
+
+def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list,
+              exchange: bool) -> list[Reading]:  # fmt: skip
+    """What the model reads of a record: each prose text (an exchange's sections apart) from
+    ``MIN_WORDS`` prose words, each field from ``FIELD_MIN_WORDS``."""
+    out = []
+    for text, verdict in zip(texts, found, strict=False):
+        parts = exchanges.sections(text) if exchange else [text]
+        for part in parts:
+            findings = verdict.findings if part == text else _verdict(part).findings
+            out.append(Reading(part, injection_model.MIN_WORDS, findings))
+    for text, verdict in zip(fields, found[len(texts) :], strict=True):
+        out.append(Reading(text, injection_model.FIELD_MIN_WORDS, verdict.findings))
+    return out
 
 
 SHORT = 64  # a string this short (a metadata key, a tag, a name) is scanned once per process
