@@ -121,15 +121,10 @@ class MemoryUpdates(WriteCoordination):
                     scope=rec.scope.value, category=rec.category, merged=True,
                     parents=merged.parents, overridden=merged.overridden,
                 )  # fmt: skip
-            meta = rules.check_metadata(merged.metadata)
+            meta = merged.metadata  # checked: a merge over a limit is a conflict
             text = merged.content
         else:
-            meta = dict(rec.metadata)
-            for key, value in (patch or {}).items():
-                if value is None:
-                    meta.pop(key, None)
-                else:
-                    meta[key] = value
+            meta = merge.patched(rec.metadata, patch)
             meta = rules.check_metadata(meta) if patch else meta
             text = rec.content if content is None else content
         if not meta.get("tags"):
