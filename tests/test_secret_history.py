@@ -10,12 +10,9 @@ Real SQLite (and PostgreSQL) in ``tmp_path``.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
-from retrieval.engine import Engine
 from server.service.errors import Conflict
 from server.service.identity import Identity
 from server.service.memory import MemoryService
@@ -32,11 +29,8 @@ CLEANED = "The deploy bot authenticates with the vault token (rotate it monthly)
 
 
 @pytest.fixture
-def svc(tmp_path, store_url):
-    clock = lambda: datetime(2030, 1, 1, 12, 0, tzinfo=UTC)  # noqa: E731
-    s = MemoryService(Engine(tmp_path / "store", HashEmbedder(), store_url=store_url), clock=clock)
-    yield s
-    s.engine.close()
+def svc(engine) -> MemoryService:
+    return MemoryService(engine)  # the default write policy: secrets warn
 
 
 def history(svc: MemoryService, mid: str) -> list[tuple[int, str, dict]]:
