@@ -7,6 +7,11 @@ screening is injected as a ``screen(text) -> (text, warnings)`` callable.
 One graph per bucket: the team scope of the project by default (every agent of the project
 reads and edits it, like the official single-file graph), or the caller's private / personal
 graph, or the public one. Entity names are unique per graph.
+
+An entity's ``revision`` (see :mod:`graph.orset`) never repeats for its name within a graph:
+deleting an entity keeps its last revision (a ``meta`` row), and the name, created again,
+continues from there. A revision read from an earlier incarnation is therefore older than
+everything the new one was given, so a delete made from it removes none of it.
 """
 
 from __future__ import annotations
@@ -88,6 +93,26 @@ def placeholders(n: int) -> str:
 def chunks(seq: Sequence, size: int = 500) -> Iterable[Sequence]:
     for i in range(0, len(seq), size):
         yield seq[i : i + size]
+
+
+LAST_REVISION = "graph.last_revision:"  # meta key prefix: a deleted entity's last revision
+
+
+def _last_revision_key(bucket: str, name: str) -> str:
+    return LAST_REVISION + json.dumps([bucket, name], ensure_ascii=False)
+
+
+def first_revisions(conn: sqlite3.Connection, bucket: str, names: Sequence[str]) -> dict[str, int]:
+    """{name: the revision an entity of that name starts at if it is created now}: one past the
+    last revision of the entity the name held before (0 for a name never deleted)."""
+    keys = {_last_revision_key(bucket, n): n for n in dict.fromkeys(names)}
+    out = dict.fromkeys(keys.values(), 0)
+    for part in chunks(list(keys)):
+        rows = conn.execute(
+            f"SELECT key, value FROM meta WHERE key IN ({placeholders(len(part))})", list(part)
+        ).fetchall()
+        out.update((keys[k], int(v) + 1) for k, v in rows)
+    return out
 
 
 def observation_records(
@@ -240,13 +265,20 @@ class GraphBase:
         name: str,
         entity_type: str,
         now: datetime,
+        revision: int | None = None,
     ) -> int:
+        """Insert an entity at ``revision`` (default: :func:`first_revisions`, read in ``conn``;
+        a caller that stamped observations with it passes the one it planned and checked)."""
+        if revision is None:
+            revision = first_revisions(conn, bucket, [name])[name]
         cur = conn.execute(
             "INSERT INTO entities(bucket, project_id, name, entity_type, created_by, created_at, "
-            "updated_at) VALUES (?,?,?,?,?,?,?)",
-            (bucket, who.project_id, name, entity_type, who.agent_id, ts(now), ts(now)),
+            "updated_at, revision) VALUES (?,?,?,?,?,?,?,?)",
+            (bucket, who.project_id, name, entity_type, who.agent_id, ts(now), ts(now), revision),
         )
         rowid = int(cur.lastrowid)
+        # the live row holds the name's last revision now
+        conn.execute("DELETE FROM meta WHERE key=?", (_last_revision_key(bucket, name),))
         conn.execute(
             "INSERT INTO entities_fts(rowid, name, entity_type, terms) VALUES (?,?,?,?)",
             (rowid, name, entity_type, identifier_parts(f"{name} {entity_type}")),
@@ -258,12 +290,15 @@ class GraphBase:
         deleted = 0
         for part in chunks(list(names)):
             marks = placeholders(len(part))
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    f"SELECT id FROM entities WHERE bucket=? AND name IN ({marks})", [bucket, *part]
-                )
-            ]
+            rows = conn.execute(
+                f"SELECT id, name, revision FROM entities WHERE bucket=? AND name IN ({marks})",
+                [bucket, *part],
+            ).fetchall()
+            ids = [r[0] for r in rows]
+            conn.executemany(  # the name's revisions go on from here if it is created again
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)",
+                [(_last_revision_key(bucket, name), str(int(rev or 0))) for _, name, rev in rows],
+            )
             for eid in ids:
                 conn.execute("DELETE FROM entities_fts WHERE rowid=?", (eid,))
             conn.execute(
@@ -289,5 +324,5 @@ class GraphBase:
 
 __all__ = [
     "Caller", "Citer", "GraphBase", "MAX_BATCH", "MAX_TEXT_BYTES", "Screen", "check_batch", "check_text",
-    "chunks", "entity_context", "parse_scope", "parse_ts", "placeholders", "ts",
+    "chunks", "entity_context", "first_revisions", "parse_scope", "parse_ts", "placeholders", "ts",
 ]  # fmt: skip

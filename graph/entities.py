@@ -39,6 +39,7 @@ from .common import (
     check_batch,
     chunks,
     entity_context,
+    first_revisions,
     parse_scope,
     placeholders,
     ts,
@@ -122,38 +123,51 @@ class GraphService(GraphBase):
             existing = set(self.entity_rows(bucket, list(wanted)))
             new = {n: v for n, v in wanted.items() if n not in existing}
             now = self.clock()
-            records = [
-                self._observation(who, sc, name, etype, text, now)
-                for name, (etype, obs) in new.items()
-                for text in obs
-            ]
-            return existing, new, now, records
+            # a name created again continues its revisions; what it is given now is added at
+            # its first one (orset: newer than any read of the entity it had before)
+            starts = first_revisions(self.reader, bucket, list(new))
+            records = []
+            for name, (etype, obs) in new.items():
+                for text in obs:
+                    records.append(self._observation(who, sc, name, etype, text, now))
+                    records[-1].metadata["addedAt"] = starts[name]
+            return existing, new, now, records, starts
 
         ahead = self.embed_ahead(plan()[3])  # the slow part, before the lock
         with self.lock:
-            existing, new, now, records = plan()  # again: another writer may have been first
-
-            def check(conn) -> None:  # another process may have created one of them meanwhile
-                taken = self.entity_rows(bucket, list(new), conn)
-                if taken:
-                    raise Conflict(
-                        f"entity {next(iter(taken))!r} was just created by another writer; retry "
-                        "(existing names are ignored)",
-                        names=list(taken),
-                    )
-
-            def extra(conn) -> None:
-                for name, (etype, _obs) in new.items():
-                    self.insert_entity(conn, bucket, who, name, etype, now)
-
-            done = self.engine.apply(
-                add=records, check=check, extra=extra, vectors=self.ahead_for(ahead, records)
+            existing, new, now, done = orset.retrying(
+                lambda: self._create_planned(who, bucket, plan, ahead)
             )
         return CreateEntitiesResult(
             created=[Entity(name=n, entityType=t, observations=o) for n, (t, o) in new.items()],
             skipped=[n for n in wanted if n in existing],
             warnings=warnings + done.warnings,
         )
+
+    def _create_planned(self, who: Caller, bucket: str, plan, ahead):
+        """create_entities' write: plan from a fresh read (again: another writer may have been
+        first), write if no name was taken or deleted since."""
+        existing, new, now, records, starts = plan()
+
+        def check(conn) -> None:  # another process may have created one of them meanwhile
+            taken = self.entity_rows(bucket, list(new), conn)
+            if taken:
+                raise Conflict(
+                    f"entity {next(iter(taken))!r} was just created by another writer; retry "
+                    "(existing names are ignored)",
+                    names=list(taken),
+                )
+            if first_revisions(conn, bucket, list(new)) != starts:  # created and deleted since
+                raise orset.Moved
+
+        def extra(conn) -> None:
+            for name, (etype, _obs) in new.items():
+                self.insert_entity(conn, bucket, who, name, etype, now, starts[name])
+
+        done = self.engine.apply(
+            add=records, check=check, extra=extra, vectors=self.ahead_for(ahead, records)
+        )
+        return existing, new, now, done
 
     def delete_entities(
         self, who: Caller, names: Sequence[str], scope: str | None = None

@@ -10,6 +10,11 @@ reported. Adding an observation the entity already has re-asserts it (its ``adde
 the new revision), so a concurrent delete from an older read does not take it away either.
 Without ``expectedRevision`` a delete removes every matching observation, as before.
 
+Revisions never repeat for a name within a graph: an entity deleted and created again continues
+from its last revision (:func:`graph.common.first_revisions`), and the observations it is created
+with are added at its first revision. So an ``expectedRevision`` read from an earlier incarnation
+is older than everything the new entity holds, and a delete made from it keeps all of it.
+
 The revisions a write was planned from are checked inside its transaction (:func:`unmoved`);
 another writer's commit in between (another process, or another PostgreSQL node) makes the
 write plan again from a fresh read (:func:`retrying`), so ``addedAt`` always orders against

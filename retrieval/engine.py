@@ -46,7 +46,9 @@ from .vectors import VectorIndex, window_spans, windows, words_of
 
 EmbedText = Callable[[Record], str]
 # The write policy: (record to store, warnings) for a record about to be written; raises (a
-# PatternError) to refuse it. Given by the service (retrieval knows no policy of its own).
+# PatternError) to refuse it. Given by the service (retrieval knows no policy of its own). A
+# policy with a ``forgotten`` method (a history.Forget) also has a secret removed from a memory
+# redacted from the memory's kept versions.
 Screen = Callable[[Record], tuple[Record, list[str]]]
 log = logging.getLogger(__name__)
 
@@ -426,8 +428,9 @@ class Engine:
             gone = self.store.delete(conn, list(delete)) if delete else []
             if add:
                 self.store.insert(conn, add)
+            forget = getattr(self._screen, "forgotten", None)  # a secret removed: see .history
             for rec in replace:
-                self.store.replace(conn, rec)
+                self.store.replace(conn, rec, forget)
             if embedder is not None and changed:
                 self.store.put_embeddings(
                     conn, embedder.model_id, [(r.id, r.content_hash, vecs[r.id]) for r in changed]

@@ -33,6 +33,7 @@ import numpy as np
 from .analyzer import identifier_parts
 from .buckets import bucket_token
 from .errors import NotFound, StoreUnavailable
+from .history import Forget, forget_dropped
 from .records import Kind, Record, RecordFilter, Scope, utcnow
 from .schema import migrate
 
@@ -418,14 +419,18 @@ class SQLiteStore:
             rowids.append(rowid)
         return rowids
 
-    def replace(self, conn: sqlite3.Connection, rec: Record) -> int:
+    def replace(self, conn: sqlite3.Connection, rec: Record, forget: Forget | None = None) -> int:
         """Overwrite an existing record (same id), re-indexing it; keeps its rowid.
 
         Every replacement bumps the revision to the stored one + 1, whatever ``rec`` carries
         (an import or a stale copy can never move it back): expected-revision checks and
-        change-stream consumers see each version exactly once."""
+        change-stream consumers see each version exactly once. ``forget`` (the write policy's):
+        what the replaced version of a memory held and ``rec`` does not (a secret) is redacted
+        from its kept versions too (:mod:`.history`)."""
         row = conn.execute(
-            "SELECT rowid, content_hash, bucket, revision FROM records WHERE id=?", (rec.id,)
+            "SELECT rowid, content_hash, bucket, revision, content, metadata FROM records "
+            "WHERE id=?",
+            (rec.id,),
         ).fetchone()
         if row is None:
             raise NotFound(f"record {rec.id} not found", id=rec.id)
@@ -451,6 +456,9 @@ class SQLiteStore:
                 (rec.id, "delete", row["bucket"]),
             )
         self._log(conn, rec, "update")
+        if forget is not None and rec.kind is Kind.memory:
+            was = (row["content"], json.loads(row["metadata"] or "{}"))
+            forget_dropped(conn, rec.id, was, (rec.content, rec.metadata), forget)
         return rowid
 
     def delete(self, conn: sqlite3.Connection, ids: Sequence[str]) -> list[Record]:

@@ -174,6 +174,57 @@ def test_tags_add_add_and_add_remove_and_priority_last_writer_wins(svc):
     assert res.merged and "v5" in stored.content and stored.metadata["source"] == "review"
 
 
+def test_a_merge_over_a_limit_is_a_conflict_with_the_attempt(svc):
+    """Two valid edits (9 tags each) whose merge would hold 12 tags: the stale writer gets a
+    conflict naming the limit and carrying the attempt, never invalid_input, and resolves it
+    in one call."""
+    shared = [f"t{i}" for i in range(6)]
+    m = svc.remember(A, MemoryInput(content=BASE, metadata={"tags": shared}))
+    svc.update_memory(A, m.memoryId, metadata={"tags": [*shared, "a1", "a2", "a3"]},
+                      expected_revision=1)  # fmt: skip
+    stale = [*shared, "b1", "b2", "b3"]
+    for _ in range(2):  # the same retry gets the same answer
+        with pytest.raises(Conflict) as info:
+            svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v2"),
+                              metadata={"tags": stale}, expected_revision=1)  # fmt: skip
+        data = info.value.data
+        assert data["reason"] == "limit_exceeded" and data["current_revision"] == 2
+        assert data["limit"]["field"] == "tags"
+        assert (data["limit"]["limit"], data["limit"]["got"]) == (10, 12)
+        assert data["merge"] == BASE.replace("v1", "v2")
+        assert data["merge_metadata"]["tags"] == [*shared, "a1", "a2", "a3", "b1", "b2", "b3"]
+        message = info.value.message
+        assert "at most 10 tags" in message and "expectedRevision=2" in message
+    assert svc.store.get_one(m.memoryId).revision == 2  # nothing written
+    res = svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v2"),
+                            metadata={"tags": [*shared, "a1", "b1"]}, expected_revision=2)  # fmt: skip
+    assert res.revision == 3 and svc.store.get_one(m.memoryId).tags == [*shared, "a1", "b1"]
+
+
+def test_a_merge_over_the_size_limit_is_a_conflict(svc):
+    from server.service.scopes import MAX_CONTENT_BYTES
+
+    half = "x" * (MAX_CONTENT_BYTES // 2 + 10)
+    m = svc.remember(A, MemoryInput(content="head. middle. tail."))
+    svc.update_memory(A, m.memoryId, content=f"head. {half} middle. tail.", expected_revision=1)
+    with pytest.raises(Conflict) as info:
+        svc.update_memory(A, m.memoryId, content=f"head. middle. {half} tail.",
+                          expected_revision=1)  # fmt: skip
+    limit = info.value.data["limit"]
+    assert info.value.data["reason"] == "limit_exceeded" and limit["field"] == "content"
+    assert limit["limit"] == MAX_CONTENT_BYTES and limit["size"] > MAX_CONTENT_BYTES
+
+
+def test_an_edit_invalid_on_its_own_is_still_invalid_input_when_stale(svc):
+    from server.service.errors import InvalidInput
+
+    m = svc.remember(A, MemoryInput(content=BASE))
+    svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v2"), expected_revision=1)
+    with pytest.raises(InvalidInput):
+        svc.update_memory(A, m.memoryId, metadata={"tags": [f"t{i}" for i in range(11)]},
+                          expected_revision=1)  # fmt: skip
+
+
 def test_a_three_way_race_keeps_every_disjoint_edit(svc):
     text = "alpha one. beta two. gamma three."
     m = svc.remember(A, MemoryInput(content=text))

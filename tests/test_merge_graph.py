@@ -110,3 +110,45 @@ def test_a_write_planned_before_another_commit_plans_again(graph):
     )
     graph.engine.apply = real_apply
     assert res.deleted == 0 and node(graph)["observations"] == ["X"]
+
+
+def recreate(g: GraphService, observations: list[str]) -> None:
+    g.delete_entities(ALICE, ["Build"])
+    g.create_entities(
+        ALICE, [{"name": "Build", "entityType": "system", "observations": observations}]
+    )
+
+
+def test_a_revision_read_before_a_re_create_removes_nothing_added_after(graph):
+    """A name deleted and created again continues its revisions: a delete made from a read of
+    the old entity removes nothing the new one was given, at creation or since."""
+    graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["Y"]}])
+    seen = node(graph)["revision"]  # Bob reads the old entity: ["X", "Y"]
+    recreate(graph, ["X"])
+    graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["Y", "Z"]}])
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["X", "Y", "Z"], "expectedRevision": seen}]
+    )
+    assert res.deleted == 0 and sorted(res.kept[0].observations) == ["X", "Y", "Z"]
+    assert node(graph)["observations"] == ["X", "Y", "Z"]
+
+
+def test_a_names_revisions_never_repeat_across_delete_and_re_create(graph):
+    seen = [node(graph)["revision"]]
+    for i in range(3):
+        out = graph.add_observations(ALICE, [{"entityName": "Build", "contents": [f"A{i}"]}])
+        seen.append(out.results[0].revision)
+        recreate(graph, [f"C{i}"] if i % 2 else [])
+        seen.append(node(graph)["revision"])
+    assert seen == sorted(set(seen)), seen  # strictly increasing
+    # a delete from the current read still removes what it saw
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["C1"], "expectedRevision": seen[-1]}]
+    )
+    assert res.deleted == 0  # C1 belonged to an earlier incarnation: gone with it
+    graph.add_observations(ALICE, [{"entityName": "Build", "contents": ["D"]}])
+    res = graph.delete_observations(
+        BOB, [{"entityName": "Build", "observations": ["D"],
+               "expectedRevision": node(graph)["revision"]}],
+    )  # fmt: skip
+    assert res.deleted == 1 and node(graph)["observations"] == []

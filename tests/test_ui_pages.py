@@ -17,7 +17,7 @@ from server.service.identity import Identity
 from server.service.models import MemoryInput
 from server.service.workspace import ingest_workspace
 
-from .ui_util import UiHarness, csrf_of
+from .ui_util import UiHarness, csrf_of, form_fields
 
 ALICE = Identity(project_id="p1", agent_id="alice")
 XSS = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
@@ -189,6 +189,37 @@ def test_memory_view_edit_conflict_and_delete(ui):
     assert c.get(f"/ui/memory/{mid}").status_code == 404
 
 
+def test_an_edit_leaves_every_field_it_did_not_change_as_it_was(ui):
+    """The form sends back every field; one the user did not change is never reinterpreted:
+    a tag holding a comma stays one tag when only the text is edited, text with CR LF line
+    ends stays as it is when only the priority is, and an edited tag list keeps that tag."""
+    owner, c = ui.rt.identity, ui.owner()
+    tags = ["release,2026.1", "ci"]
+    mid = ui.svc.remember(owner, MemoryInput(content="cut the release", metadata={
+        "tags": tags, "priority": 3})).memoryId  # fmt: skip
+    form = form_fields(c.get(f"/ui/memory/{mid}").text, "edit-form")
+    r = c.post(f"/ui/memory/{mid}/edit", data={**form, "content": "cut the release today"})
+    assert r.headers["location"].endswith("msg=saved")
+    rec = ui.svc.store.get([mid])[mid]
+    assert (rec.content, rec.tags, rec.priority) == ("cut the release today", tags, 3)
+
+    form = form_fields(c.get(f"/ui/memory/{mid}").text, "edit-form")
+    r = c.post(f"/ui/memory/{mid}/edit", data={**form, "tags": form["tags"] + ", nightly"})
+    assert r.headers["location"].endswith("msg=saved")
+    assert ui.svc.store.get([mid])[mid].tags == [*tags, "nightly"]
+
+    crlf = "first line\r\nsecond line\rthird"
+    mid = ui.svc.remember(owner, MemoryInput(content=crlf)).memoryId
+    form = form_fields(c.get(f"/ui/memory/{mid}").text, "edit-form")
+    r = c.post(f"/ui/memory/{mid}/edit", data={**form, "priority": "1"})
+    assert r.headers["location"].endswith("msg=saved")
+    rec = ui.svc.store.get([mid])[mid]
+    assert (rec.content, rec.priority) == (crlf, 1)
+    form = form_fields(c.get(f"/ui/memory/{mid}").text, "edit-form")
+    r = c.post(f"/ui/memory/{mid}/edit", data=form)  # saved as shown: nothing to write
+    assert r.headers["location"].endswith("msg=unchanged")
+
+
 def test_a_stale_page_with_a_disjoint_edit_merges_and_shows_the_parents(ui):
     c = ui.owner()
     mid = ui.ids["p0"]
@@ -248,6 +279,29 @@ def test_memory_content_is_escaped_everywhere(ui):
         ), path
     r = c.get("/ui/graph?q=billing")
     assert "<script>window.pwned" not in r.text and "<img src=x" not in r.text
+
+
+def test_edit_then_approve_without_a_change_approves_the_text_as_proposed(tmp_path):
+    h = UiHarness(tmp_path / "store", env={"PATTERN_TEAM_REVIEW": "on"})
+    try:
+        text = "use ruff format\r\nnot black"
+        mid = h.svc.remember(ALICE, MemoryInput(content=text)).memoryId
+        alice = h.token_client(h.tokens.create("alice", "p1"))
+        alice.post(
+            f"/ui/memory/{mid}/share", data={"csrf": csrf_of(alice), "category": "decisions"}
+        )
+        owner = h.owner()
+        pid = h.svc.store.reader.execute("SELECT id FROM proposals").fetchone()[0]
+        form = form_fields(owner.get("/ui/review").text, f"edit-{pid}")
+        r = owner.post(f"/ui/review/{pid}", data={**form, "action": "edit"})
+        assert r.status_code == 303 and r.headers["location"].endswith("msg=approved")
+        (shared,) = h.svc.store.reader.execute(
+            "SELECT shared_memory_id FROM proposals WHERE id=?", (pid,)
+        ).fetchone()
+        rec = h.svc.store.get([shared])[shared]
+        assert rec.content == text and rec.metadata["review"]["edited"] is False
+    finally:
+        h.close()
 
 
 def test_share_proposes_under_review_and_the_inbox_approves(tmp_path):

@@ -350,3 +350,56 @@ def populate_demo(rt: Runtime, folder: Path, xss: bool = True) -> dict[str, str]
     rt.engine.add(session_records)
     ingest_workspace(rt, owner, make_demo_folder(folder))
     return ids
+
+
+def form_fields(html: str, form_id: str) -> dict[str, str]:
+    """The fields a browser submits for form ``form_id`` when the user changes nothing: a text
+    input's value without line breaks, a textarea without the line break after its start tag
+    and with CR LF line ends, a select's selected option."""
+    from html.parser import HTMLParser
+
+    class Form(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.inside, self.fields, self.area, self.select = False, {}, None, None
+            self.areas: set[str] = set()
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "form":
+                self.inside = a.get("id") == form_id
+            elif not self.inside:
+                return
+            elif tag == "input" and a.get("name"):
+                value = a.get("value") or ""
+                if a.get("type", "text") == "text":
+                    value = value.replace("\r", "").replace("\n", "")
+                self.fields[a["name"]] = value
+            elif tag == "textarea":
+                self.area = a["name"]
+                self.areas.add(self.area)
+                self.fields[self.area] = ""
+            elif tag == "select":
+                self.select = a["name"]
+            elif tag == "option" and self.select and "selected" in a:
+                self.fields[self.select] = a.get("value") or ""
+
+        def handle_endtag(self, tag):
+            if tag == "form":
+                self.inside = False
+            elif tag == "textarea":
+                self.area = None
+            elif tag == "select":
+                self.select = None
+
+        def handle_data(self, data):
+            if self.area is not None:
+                self.fields[self.area] += data
+
+    parser = Form()
+    parser.feed(html)
+    fields = parser.fields
+    for name in parser.areas:
+        value = fields[name].removeprefix("\n")
+        fields[name] = value.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+    return fields

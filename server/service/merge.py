@@ -17,6 +17,11 @@ applied to the base.
 - **Other metadata keys** merge per key: a key only one side changed takes that side's value;
   both changed it differently → the later write (ours, committed after theirs) wins, and the key
   is reported in ``overridden``. Priority is such a key.
+- **Limits.** Each side obeys the rules of a memory (content size, tags), but their merge may
+  not (9 tags and 9 tags make 12). A merge that breaks a rule is a ``Conflict`` too, with
+  ``reason="limit_exceeded"``, the rule broken (``limit``: ``field``, ``message`` and the
+  numbers) and the attempt (``merge``, ``merge_metadata``): the writer trims it and sends it
+  with the current revision. An edit that breaks a rule on its own stays an invalid input.
 
 Why merge3 and word tokens: measured on the merge cases of ``tests/test_merge.py`` (disjoint
 sentences, different words of one sentence, the same edit twice, the same word changed two
@@ -36,6 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import merge3
+
+from . import scopes as rules
+from .errors import InvalidInput
 
 # a word with the whitespace after it (leading whitespace is a token of its own)
 _TOKENS = re.compile(r"\s+|\S+\s*")
@@ -167,35 +175,55 @@ def mark_merged(conn, record_id: str, revision: int, parents: list[int]) -> None
     )
 
 
+def patched(metadata: dict, patch: dict | None) -> dict:
+    """``metadata`` with an update's keys: a given value replaces the stored one, ``None``
+    removes the key, the rest is kept."""
+    out = dict(metadata)
+    for key, value in (patch or {}).items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
 def merge_update(
     conn, rec, expected: int, content: str | None, patch: dict | None, conflict
 ) -> Merged:
     """Merge an update made from revision ``expected`` onto ``rec`` (the stored revision).
     ``conflict(**data)`` builds the error raised when it cannot merge: the base is no longer
-    held, or the text edits overlap (then with the attempt, its markers and both versions)."""
+    held, the text edits overlap (then with the attempt, its markers and both versions), or
+    the merge breaks a limit (then with the limit and the attempt). The merged metadata comes
+    back checked (:func:`.scopes.check_metadata`)."""
     base = base_of(conn, rec.id, expected)
     if base is None or expected > rec.revision:
         raise conflict(reason="no_base")
     base_text, base_meta = base
     ours_text = base_text if content is None else content
+    versions = {"base": base_text, "current": rec.content, "yours": ours_text}
     text = merge_text(base_text, ours_text, rec.content)
     if not text.clean:
         raise conflict(
-            reason="overlapping_edits", conflicts=text.conflicts, merge=text.text,
-            base=base_text, current=rec.content, yours=ours_text,
-        )  # fmt: skip
-    ours_meta = dict(base_meta)
-    for key, value in (patch or {}).items():
-        if value is None:
-            ours_meta.pop(key, None)
-        else:
-            ours_meta[key] = value
+            reason="overlapping_edits", conflicts=text.conflicts, merge=text.text, **versions
+        )
+    ours_meta = rules.check_metadata(patched(base_meta, patch))  # invalid alone: invalid input
     meta = merge_metadata(base_meta, ours_meta, dict(rec.metadata))
-    return Merged(text.text, meta.metadata, [rec.revision, expected], meta.overridden)
+    try:
+        field = "content"
+        rules.check_content(text.text)
+        field = "metadata"
+        checked = rules.check_metadata(meta.metadata)
+    except InvalidInput as exc:  # each side is valid, their merge is not
+        raise conflict(
+            reason="limit_exceeded", limit={"field": field, **exc.data, "message": exc.message},
+            merge=text.text, merge_metadata=meta.metadata, **versions,
+        ) from None  # fmt: skip
+    return Merged(text.text, checked, [rec.revision, expected], meta.overridden)
 
 
 __all__ = [
     "MARK_MID", "MARK_OURS", "MARK_THEIRS", "Merged", "MetaMerge", "TextMerge", "base_of",
-    "mark_merged", "merge_metadata", "merge_set", "merge_text", "merge_update", "parents_of", "same",
+    "mark_merged", "merge_metadata", "merge_set", "merge_text", "merge_update", "parents_of", "patched",
+    "same",
     "tokens",
 ]  # fmt: skip

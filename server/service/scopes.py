@@ -67,18 +67,26 @@ def check_metadata(metadata: dict) -> dict:
     tags = meta.get("tags")
     if tags is not None:
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise InvalidInput("metadata.tags must be a list of strings")
+            raise InvalidInput("metadata.tags must be a list of strings", field="tags")
         tags = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
         if len(tags) > MAX_TAGS:
-            raise InvalidInput(f"at most {MAX_TAGS} tags are allowed, got {len(tags)}")
+            raise InvalidInput(
+                f"at most {MAX_TAGS} tags are allowed, got {len(tags)}",
+                field="tags", limit=MAX_TAGS, got=len(tags),
+            )  # fmt: skip
         long = [t for t in tags if len(t) > MAX_TAG_CHARS]
         if long:
-            raise InvalidInput(f"tags must be at most {MAX_TAG_CHARS} characters: {long[0][:60]!r}")
+            raise InvalidInput(
+                f"tags must be at most {MAX_TAG_CHARS} characters: {long[0][:60]!r}",
+                field="tags", limit=MAX_TAG_CHARS, got=len(long[0]),
+            )  # fmt: skip
         meta["tags"] = tags
     if "priority" in meta and meta["priority"] is not None:
         p = meta["priority"]
         if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 3:
-            raise InvalidInput(f"metadata.priority must be 1, 2 or 3 (1 = high), got {p!r}")
+            raise InvalidInput(
+                f"metadata.priority must be 1, 2 or 3 (1 = high), got {p!r}", field="priority"
+            )
     return meta
 
 

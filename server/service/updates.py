@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from retrieval.history import strings_in
 from retrieval.records import Kind, Record, content_hash
 
 from . import idempotency as idem
@@ -26,6 +27,7 @@ from .models import (
     MemoryMetadata,
     UpdateMemoryResult,
 )
+from .trust.policy import WritePolicy
 from .writes import WriteCoordination
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 class MemoryUpdates(WriteCoordination):
     """``update-memory`` on top of the write coordination."""
 
+    policy: WritePolicy  # the engine's write policy (MemoryService sets it)
+
     @staticmethod
     def _merge_is_noop(rec: Record, merged: merge.Merged, citations: list | None) -> bool:
         """The merge adds nothing to the stored revision (e.g. the same edit made twice)."""
@@ -45,6 +49,14 @@ class MemoryUpdates(WriteCoordination):
             and merged.content == rec.content
             and merge.same(merged.metadata, rec.metadata)
         )
+
+    def _unleaked(self, rec: Record, data: dict) -> dict:
+        """A conflict's data with no secret in its ``base`` that the stored version no longer
+        holds (a version kept from before the secret was removed, or scanned with scanning
+        off: the store redacts the history when an update removes one)."""
+        base = data.get("base")
+        scrub = base and self.policy.forgotten([base], [rec.content, *strings_in(rec.metadata)])
+        return {**data, "base": scrub(base)} if scrub else data
 
     def update_memory(
         self,
@@ -113,7 +125,9 @@ class MemoryUpdates(WriteCoordination):
         if expected is not None and rec.revision != expected:
             merged = merge.merge_update(
                 self.store.reader, rec, expected, content, patch,
-                lambda **data: self.conflict(memory_id, rec.revision, expected, **data),
+                lambda **data: self.conflict(
+                    memory_id, rec.revision, expected, **self._unleaked(rec, data)
+                ),
             )  # fmt: skip
             if self._merge_is_noop(rec, merged, citations):
                 return UpdateMemoryResult(
@@ -121,15 +135,10 @@ class MemoryUpdates(WriteCoordination):
                     scope=rec.scope.value, category=rec.category, merged=True,
                     parents=merged.parents, overridden=merged.overridden,
                 )  # fmt: skip
-            meta = rules.check_metadata(merged.metadata)
+            meta = merged.metadata  # checked: a merge over a limit is a conflict
             text = merged.content
         else:
-            meta = dict(rec.metadata)
-            for key, value in (patch or {}).items():
-                if value is None:
-                    meta.pop(key, None)
-                else:
-                    meta[key] = value
+            meta = merge.patched(rec.metadata, patch)
             meta = rules.check_metadata(meta) if patch else meta
             text = rec.content if content is None else content
         if not meta.get("tags"):

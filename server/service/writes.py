@@ -207,12 +207,19 @@ class WriteCoordination:
     def conflict(memory_id: str, current: int, expected: int, /, **data: Any) -> Conflict:
         """A stale expected revision that could not be merged. With ``data`` from a merge
         attempt (``reason``; for overlapping edits ``merge`` with conflict markers, ``base``,
-        ``current``, ``yours``) the message says how to resolve it in one call."""
+        ``current``, ``yours``; for a merge over a limit the ``limit`` and the attempt) the
+        message says how to resolve it in one call."""
         if data.get("reason") == "overlapping_edits":
             how = (
                 f"your edit and the changes made since revision {expected} touch the same "
                 f"words; `merge` holds the attempt with conflict markers, `current` the stored "
                 f"text, `yours` your text: resolve it and update with expectedRevision={current}"
+            )
+        elif data.get("reason") == "limit_exceeded":
+            how = (
+                f"your edit merged with the changes made since revision {expected} breaks a "
+                f"limit ({data['limit']['message']}); `merge` and `merge_metadata` hold the "
+                f"attempt: trim it and update with expectedRevision={current}"
             )
         else:
             how = "read it again and retry with its current revision"

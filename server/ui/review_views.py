@@ -11,7 +11,7 @@ from server.service.errors import Conflict, InvalidInput
 
 from .dashboard import PREFIX, Dashboard, route, view
 from .logins import UiSession
-from .views import msg
+from .views import lines, msg
 
 STATUSES = ("pending", "approved", "rejected", "withdrawn", "all")
 
@@ -45,22 +45,22 @@ async def decide(ui: Dashboard, request: Request, s: UiSession) -> Response:
         raise InvalidInput("the form lost its revision: reload the page") from None
     content = None
     if action == "edit":
-        content = str(form.get("content", "")).replace("\r\n", "\n")
+        content = lines(str(form.get("content", "")))
     category = str(form.get("category", "")) or None
+
+    def decide_now():
+        edited = content
+        if edited is not None:  # the text as shown (up to its line ends) is not an edit
+            shown = review.get_proposal(ui.svc, ui.policy(), s.identity, pid).content
+            edited = None if edited == lines(shown) else edited
+        return review.review_proposal(
+            ui.svc, ui.policy(), s.identity, pid, "reject" if action == "reject" else "approve",
+            reason=str(form.get("reason", "")) or None, content=edited, category=category,
+            expected_revision=revision,
+        )  # fmt: skip
+
     try:
-        await ui.run(
-            lambda: review.review_proposal(
-                ui.svc,
-                ui.policy(),
-                s.identity,
-                pid,
-                "reject" if action == "reject" else "approve",
-                reason=str(form.get("reason", "")) or None,
-                content=content,
-                category=category,
-                expected_revision=revision,
-            )  # fmt: skip
-        )
+        await ui.run(decide_now)
     except Conflict as exc:  # changed since the page was read: show it again, current text
         conflict = exc
         return await ui.page(

@@ -3,7 +3,9 @@ projects. Each calls ``server/service`` as the signed-in identity."""
 
 from __future__ import annotations
 
+import csv
 import typing
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
@@ -22,6 +24,7 @@ from .dashboard import PREFIX, Dashboard, route, view
 from .logins import COOKIE, LOGIN_COOKIE, SESSION_MAX, UiSession
 
 SCOPES = ("private", "personal", "team", "public")
+QUOTE = '"'
 MESSAGES = {
     "saved": "Saved.",
     "unchanged": "Nothing changed.",
@@ -70,7 +73,27 @@ def day(text: str | None, end: bool = False) -> datetime | None:
 
 
 def tags_of(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+    """Tags typed in a form: comma-separated; a tag in double quotes may hold commas (its own
+    quotes doubled), as :func:`tags_text` writes it."""
+    row = next(csv.reader([" ".join((text or "").splitlines())], skipinitialspace=True), [])
+    return [t.strip() for t in row if t.strip()]
+
+
+def tags_text(tags: Sequence[str]) -> str:
+    """Tags as a form shows them, read back exactly by :func:`tags_of`."""
+    return ", ".join(
+        f'"{t.replace(QUOTE, QUOTE * 2)}"' if "," in t or QUOTE in t else t for t in tags
+    )
+
+
+def lines(text: str) -> str:
+    """``text`` with the line ends a browser sends (CR LF) or a store may hold, as LF."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` as a text input gives it back (a browser removes its line breaks)."""
+    return text.replace("\r", "").replace("\n", "")
 
 
 def msg(request: Request) -> str | None:
@@ -192,6 +215,7 @@ def memory_context(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
         "rec": rec,
         # a merged revision: [the revision it was written over, the one its edit was made from]
         "parents": merge.parents_of(ui.svc.store.reader, rec.id, [rec.revision]).get(rec.revision),
+        "tags_text": tags_text(rec.tags),
         "own": rec.agent_id == s.identity.agent_id,
         "editable": rec.agent_id == s.identity.agent_id and rec.kind is Kind.memory,
         "shareable": rec.agent_id == s.identity.agent_id and rec.scope.value in SCOPES[:2],
@@ -210,11 +234,26 @@ async def memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
     )
 
 
+def shown(ui: Dashboard, rec, revision: int) -> tuple[str, list[str], int]:
+    """(content, tags, priority) of a memory as its edit form showed them: at the revision the
+    page was made from (kept in the history when the memory changed since), else as now."""
+    if revision != rec.revision:
+        base = merge.base_of(ui.svc.store.reader, rec.id, revision)
+        if base is not None:
+            content, meta = base
+            return content, list(meta.get("tags") or []), int(meta.get("priority") or 2)
+    return rec.content, list(rec.tags), rec.priority
+
+
 @view
 async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+    """Save what the user changed, and only that: a field that comes back as the page showed
+    it (up to what a browser does to it: line ends, line breaks in an input) is not sent, so
+    the form never reinterprets a field the user did not touch."""
     mid = request.path_params["id"]
     form = await request.form()
-    content = str(form.get("content", "")).replace("\r\n", "\n")
+    raw_content, raw_tags = form.get("content"), form.get("tags")
+    content = "" if raw_content is None else lines(str(raw_content))
     try:
         expected = int(str(form.get("revision", "")))
     except ValueError:
@@ -223,13 +262,16 @@ async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response
 
     def save() -> str:
         rec = browse.get_record(ui.svc, s.identity, mid)
+        was_content, was_tags, was_priority = shown(ui, rec, expected)
         patch: dict = {}
-        tags = tags_of(str(form.get("tags", "")))
-        if tags != rec.tags:
-            patch["tags"] = tags or None
-        if priority and int(priority) != rec.priority:
+        if raw_tags is not None and one_line(str(raw_tags)) != one_line(tags_text(was_tags)):
+            tags = tags_of(str(raw_tags))
+            if tags != was_tags:
+                patch["tags"] = tags or None
+        if priority and int(priority) != was_priority:
             patch["priority"] = int(priority)
-        text = content if content != rec.content else None
+        changed = raw_content is not None and content != lines(was_content)
+        text = content if changed else None
         if text is None and not patch:
             if rec.revision != expected:  # nothing of ours to write, but the page is stale
                 raise ui.svc.conflict(mid, rec.revision, expected)

@@ -14,7 +14,8 @@ For one record:
 * secrets (``PATTERN_SECRET_POLICY``, :mod:`.secrets`) in its content, its context and every
   string of its metadata (``source``, ``tags``, any other key, nested values, keys too): ``warn``
   keeps them and warns, ``redact`` replaces them with ``[REDACTED:kind]``, ``block`` refuses
-  the write (``InvalidInput`` with ``policy="secret"``);
+  the write (``InvalidInput`` with ``policy="secret"``); a secret an update removes from a
+  memory is redacted from the memory's kept versions too (:meth:`WritePolicy.forgotten`);
 * instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings: the rules of
   :mod:`.injection`, then, for a text the rules pass, the linear model of
   :mod:`.injection_model` over its embedding (texts of three words or more, embedded with the
@@ -223,6 +224,33 @@ class WritePolicy:
 
         out = walk(value, where)
         return out, warnings, (reasons[0] if reasons else None)
+
+    def forgotten(self, old: Sequence[str], new: Sequence[str]) -> Callable[[str], str] | None:
+        """A function that redacts the secrets the strings ``old`` hold and ``new`` do not, or
+        None when there are none (or secret scanning is off). The store applies it to a
+        memory's kept versions when an update removes a secret (``retrieval.history``), and a
+        conflict to the base it shows."""
+        if self.secrets is None:
+            return None
+        same = set(new)
+        dropped: dict[str, str] = {}
+        for text in old:
+            if text in same:  # unchanged: the new version holds whatever it holds
+                continue
+            for f in secrets.scan(text):
+                found = text[f.start : f.end]
+                if not any(found in t for t in new):
+                    dropped[found] = secrets.marker(f.kind)
+        if not dropped:
+            return None
+        longest_first = sorted(dropped, key=len, reverse=True)
+
+        def scrub(text: str) -> str:
+            for found in longest_first:
+                text = text.replace(found, dropped[found])
+            return text
+
+        return scrub
 
     def show(self, text: str) -> str:
         """``text`` as it may be shown: secrets redacted unless the policy is ``warn`` (or off);

@@ -109,6 +109,7 @@ __all__ = [
     "SecretPolicy",
     "apply_policy",
     "env_policy",
+    "marker",
     "policy_from_env",
     "scan",
 ]
@@ -329,6 +330,11 @@ def _warning(finding: Finding) -> str:
     )
 
 
+def marker(kind: str) -> str:
+    """What a redacted secret of ``kind`` becomes."""
+    return f"[REDACTED:{kind}]"
+
+
 def apply_policy(text: str, policy: SecretPolicy | None) -> tuple[str, list[str]]:
     """Return (text to store, warnings) for ``text`` under ``policy``.
 
@@ -356,7 +362,7 @@ def apply_policy(text: str, policy: SecretPolicy | None) -> tuple[str, list[str]
     cursor = 0
     for f in findings:
         parts.append(text[cursor : f.start])
-        parts.append(f"[REDACTED:{f.kind}]")
+        parts.append(marker(f.kind))
         cursor = f.end
     parts.append(text[cursor:])
     warnings = [
