@@ -156,6 +156,18 @@ def envelope(who: dict, secret: str) -> dict:
     return headers
 
 
+def refusal(data: bytes) -> str:
+    """A refusal by its error code and the daemon's own message, never the raw answer: the
+    line goes to ``hooks.log``, which must not keep what the client sent."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return "(no JSON answer)"
+    return f"{answer.get('error') or '-'}: {answer.get('message') or ''}"[:300]
+
+
 def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) -> dict:
     """POST to the daemon, starting it when none runs; gives up at ``until``."""
     body = json.dumps(payload).encode()
@@ -172,7 +184,7 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
                 raise HookError("the daemon did not answer within the deadline") from None
             else:
                 if status != 200:
-                    raise HookError(f"daemon answered {status}: {data[:300]!r}")
+                    raise HookError(f"daemon answered {status}: {refusal(data)}")
                 return json.loads(data)
         if not spawned and not owner_alive(home):
             spawn_daemon(home, env)

@@ -33,7 +33,9 @@ command runs by default) is given up on and indexed without its result. An unfin
 line is left for the next run, which looks for its end from where this one stopped.
 
 The write policy (secrets, injection) applies to every turn's text before it joins an exchange
-(``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part.
+(``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part; the
+progress row passes its secret policy too (``WritePolicy.screen_state``: a waiting call's
+arguments, the first turn's ``cwd``), redacted under ``block`` as under ``redact``.
 """
 
 from __future__ import annotations
@@ -278,6 +280,10 @@ class SessionIndexer:
             found = row.fetchone()
             if (found[0] if found else None) != raw_before:
                 raise Conflict(f"{key} was indexed meanwhile; run again", path=key)
+
+        # the row passes the secret policy as the records do (a waiting call's arguments, the
+        # first turn's cwd): the calls resume from it with their shown arguments redacted
+        after = FileProgress.model_validate(svc.policy.screen_state(after.model_dump()))
 
         def extra(conn) -> None:
             svc.store.set_meta(conn, PROGRESS_KEY + key, after.model_dump_json())

@@ -220,6 +220,23 @@ class WritePolicy:
             return text
         return secrets.apply_policy(text, SecretPolicy.redact)[0]
 
+    def screen_state(self, value: Any) -> Any:
+        """``value`` (JSON-like: state kept beside the records, such as the session indexer's
+        progress rows) with every string, dict keys included, passed through :meth:`show`.
+        Never refuses: a secret in such state is redacted under ``block`` too, so the work it
+        records goes on. Returns ``value`` itself when nothing changes."""
+        if self.secrets in (None, SecretPolicy.warn):
+            return value
+        if isinstance(value, str):
+            return self.show(value)
+        if isinstance(value, Mapping):
+            new = {self.screen_state(k): self.screen_state(v) for k, v in value.items()}
+            return value if new == value else new
+        if isinstance(value, list | tuple):
+            new = [self.screen_state(v) for v in value]
+            return value if new == list(value) else type(value)(new)
+        return value
+
     def __call__(self, record: Record) -> tuple[Record, list[str]]:
         """The engine's screen: (record to store, warnings); raises ``InvalidInput`` to refuse.
         Returns ``record`` itself when nothing changes."""
