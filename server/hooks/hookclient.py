@@ -33,6 +33,7 @@ if __package__ in (None, ""):  # run as a file: import the package from the chec
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:
+    from retrieval import private
     from server.http.daemonfiles import owner_alive, read_info, spawn_daemon
     from server.service.ids import identity_fields, project_root, store_home
 except BaseException:  # noqa: BLE001 - a broken install still never fails the client
@@ -59,11 +60,11 @@ class HookError(Exception):
 def log_line(home, event: str, message: str) -> None:
     """One line per failure, never more (the log must not grow with every prompt)."""
     try:
-        os.makedirs(home, exist_ok=True)
+        private.folder(home)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         text = " ".join(str(message).split())[:500]
         with open(os.path.join(home, "hooks.log"), "a", encoding="utf-8",
-                  errors="backslashreplace") as fh:  # fmt: skip
+                  errors="backslashreplace", opener=private.opener) as fh:  # fmt: skip
             fh.write(f"{stamp} pid {os.getpid()} {event or '-'}: {text}\n")
     except Exception:  # noqa: BLE001 - an unwritable log (a file as home, a bad name) too
         pass
