@@ -52,6 +52,26 @@ def lesson_text(lesson: LessonInput) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def lesson_details(lesson: LessonInput) -> dict:
+    """The lesson's strings its text leaves out (verification's expected output and markers,
+    environment, extra keys), kept in its record's metadata: the write policy reads them with
+    the record, so an instruction to the model in any of them marks the record suspicious (as
+    one in its name does: the record's ``entity_name``)."""
+    extra = {k: v for k, v in lesson_extra(lesson).items() if v}
+    steps = [s.model_dump(exclude={"command"}) for s in lesson.verificationSteps]
+    out = {"verificationSteps": steps, "environment": lesson.metadata.environment, "extra": extra}
+    return {k: v for k, v in out.items() if v}
+
+
+def lesson_extra(lesson: LessonInput) -> dict:
+    """The keys beyond the seed's schema, of the lesson, its error pattern and its metadata."""
+    return {
+        "lesson": {k: v for k, v in (lesson.model_extra or {}).items() if k != "scope"},
+        "errorPattern": lesson.errorPattern.model_extra or {},
+        "metadata": lesson.metadata.model_extra or {},
+    }
+
+
 def lesson_terms(lesson: LessonInput) -> str:
     ep = lesson.errorPattern
     return " ".join(traces.fingerprint_terms(f"{ep.type}: {ep.message}", ep.stackTrace or ""))
@@ -119,6 +139,7 @@ class LessonService(LessonRanking):
             metadata={
                 "successRate": lesson.metadata.successRate, "frequency": lesson.metadata.frequency,
                 "severity": lesson.metadata.severity, "errorType": ep.type,
+                **({"details": details} if (details := lesson_details(lesson)) else {}),
             },
         )  # fmt: skip
 
@@ -269,11 +290,7 @@ class LessonService(LessonRanking):
     @staticmethod
     def _insert_row(conn, bucket: str, who: Caller, lesson: LessonInput, rec_id: str) -> None:
         ep, md = lesson.errorPattern, lesson.metadata
-        extra = {
-            "lesson": {k: v for k, v in (lesson.model_extra or {}).items() if k != "scope"},
-            "errorPattern": ep.model_extra or {},
-            "metadata": md.model_extra or {},
-        }
+        extra = lesson_extra(lesson)
         conn.execute(
             "INSERT INTO lessons(bucket, name, error_type, message, context, stack_trace, severity, "
             "environment, frequency, success_rate, observations, verification_steps, extra, "

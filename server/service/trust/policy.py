@@ -15,7 +15,8 @@ For one record:
   string of its metadata (``source``, ``tags``, any other key, nested values, keys too): ``warn``
   keeps them and warns, ``redact`` replaces them with ``[REDACTED:kind]``, ``block`` refuses
   the write (``InvalidInput`` with ``policy="secret"``);
-* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings: the rules of
+* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings and its
+  ``entity_name`` (a lesson's name, an observation's entity): the rules of
   :mod:`.injection`, then, for a text the rules pass, the linear model of
   :mod:`.injection_model` over its embedding (texts of three words or more, embedded with the
   engine's embedder when it is the model the weights were fit for and loaded; until then the
@@ -245,7 +246,7 @@ class WritePolicy:
         if context:
             context, found = secrets.apply_policy(context, self.secrets)
             warnings += [f"context: {w}" for w in found]
-        reason = self.suspicious(content, context)
+        reason = self.suspicious(content, context, record.entity_name or "")  # a lesson's name
         given = {k: v for k, v in record.metadata.items() if k != SUSPICIOUS}
         meta, found, meta_reason = self.screen_value(given, "metadata")
         warnings += found
