@@ -20,6 +20,7 @@ from server.service.trust.injection import InjectionPolicy
 from server.service.trust.injection_model import MODEL_ID
 from server.service.trust.policy import SUSPICIOUS, WritePolicy
 from server.service.trust.secrets import SecretPolicy
+from tests.test_hooks import LESSON  # a lesson about postgres refusing connections
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
 MARK = "zebra protocol seven"  # what the stand-in model flags; no rule does
@@ -54,19 +55,6 @@ def services(engine):
                          embedder=lambda: ModelNamed())  # fmt: skip
     svc = MemoryService(engine, policy=policy)
     return svc, graph_services(svc)
-
-
-LESSON = {
-    "name": "PG_REFUSED", "entityType": "lesson",
-    "observations": ["Start postgres before the app: docker compose up -d db"],
-    "errorPattern": {"type": "OperationalError", "message": "connection to server at "
-                     "localhost port 5432 failed: Connection refused", "context": "pytest"},
-    "metadata": {"severity": "high", "environment": {"os": "linux"}, "frequency": 3,
-                 "successRate": 0.9},
-    "verificationSteps": [{"command": "pg_isready -h localhost",
-                           "expectedOutput": "accepting connections",
-                           "successIndicators": ["accepting"]}],
-}  # fmt: skip
 
 
 def with_field(path: str, value) -> dict:
@@ -107,7 +95,7 @@ def test_a_lesson_flagged_in_any_field_is_marked(services, path):
 
 def test_a_lesson_named_with_an_attack_is_never_briefed_nor_recalled(services):
     svc, gs = services
-    gs.lessons.create_lesson(WHO, with_field("name", f"PG_REFUSED\n{ATTACK}"))
+    gs.lessons.create_lesson(WHO, with_field("name", f"PG_TIMEOUT\n{ATTACK}"))
     lessons = ar.useful_lessons(svc, WHO, gs.lessons)
     assert len(lessons) == 1  # the most useful lesson of the project…
     sel = ar.briefing(svc, WHO, lessons=lessons)
