@@ -31,6 +31,8 @@ from .lesson_models import (
     Lesson,
     LessonInput,
     LessonSuccessResult,
+    lesson_details,
+    lesson_extra,
 )
 from .lesson_ranking import (
     LESSON_FUSION,
@@ -50,26 +52,6 @@ def lesson_text(lesson: LessonInput) -> str:
     if steps:
         parts.append("Verify: " + "; ".join(steps))
     return "\n".join(p for p in parts if p)
-
-
-def lesson_details(lesson: LessonInput) -> dict:
-    """The lesson's strings its text leaves out (verification's expected output and markers,
-    environment, extra keys), kept in its record's metadata: the write policy reads them with
-    the record, so an instruction to the model in any of them marks the record suspicious (as
-    one in its name does: the record's ``entity_name``)."""
-    extra = {k: v for k, v in lesson_extra(lesson).items() if v}
-    steps = [s.model_dump(exclude={"command"}) for s in lesson.verificationSteps]
-    out = {"verificationSteps": steps, "environment": lesson.metadata.environment, "extra": extra}
-    return {k: v for k, v in out.items() if v}
-
-
-def lesson_extra(lesson: LessonInput) -> dict:
-    """The keys beyond the seed's schema, of the lesson, its error pattern and its metadata."""
-    return {
-        "lesson": {k: v for k, v in (lesson.model_extra or {}).items() if k != "scope"},
-        "errorPattern": lesson.errorPattern.model_extra or {},
-        "metadata": lesson.metadata.model_extra or {},
-    }
 
 
 def lesson_terms(lesson: LessonInput) -> str:
