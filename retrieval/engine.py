@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import grouping
+from . import grouping, private
 from .embedder import Embedder
 from .hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from .lexical import LexicalIndex
@@ -147,7 +147,9 @@ class Engine:
         outbox is applied by a background thread and writes return at COMMIT
         (:mod:`retrieval.vector_writer`). A serving runtime turns both on."""
         self.home = Path(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        private.folder(self.home)  # retrieval/private.py: a store is its user's alone
+        if not chroma_host:
+            private.folder(self.home / "chroma")
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
         self.cluster = None
         if store_url:  # PostgreSQL is canonical; this folder's SQLite is the node's replica

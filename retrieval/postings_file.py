@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import private
+
 log = logging.getLogger(__name__)
 FORMAT = 1
 
@@ -61,7 +63,7 @@ def save(postings, path: Path) -> bool:
         newest = next((rid for rid, slot in postings.slot_of.items() if slot == last), None)
         arrays["newest"] = np.array([newest] if newest is not None else [])
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    with open(tmp, "wb", opener=private.opener) as fh:
         np.savez(fh, **arrays)
     os.replace(tmp, path)
     return True

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import private
 from .analyzer import identifier_parts
 from .buckets import bucket_token
 from .errors import NotFound, StoreUnavailable
@@ -211,8 +212,9 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path, *, readers: int = SQLITE_READERS) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.path != ":memory:":  # private (retrieval/private.py); SQLite gives its -wal
+            private.folder(Path(self.path).parent)  # and -shm the file's own mode
+            private.touch(self.path)
         self._write_lock = threading.RLock()
         self._writer = self._connect()
         self._readers = ReaderPool(self._connect, readers)

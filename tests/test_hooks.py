@@ -251,6 +251,19 @@ def test_bad_input_exits_0_prints_nothing_logs_one_line(hashd):
     assert "JSONDecodeError" in lines[0] and "404" in lines[1]
 
 
+def test_the_hook_log_holds_no_user_content(hashd):
+    """A refused input is logged by its status and error code, never by the values it held."""
+    home, _ = hashd
+    log = home / "hooks.log"
+    before = log.read_text().count("\n") if log.exists() else 0
+    secret = "ghp_" + "Zq7Xw2Lk9Vb4Nm1Pr8Ts3Yc6Hd0Jf5Ga2UeR"
+    bad = hook_input("UserPromptSubmit", None, "leak1", prompt={"text": f"push with {secret}"})
+    assert run_hook(home, "UserPromptSubmit", bad)[0] == ""
+    (line,) = log.read_text().splitlines()[before:]
+    assert "400" in line and "invalid_input" in line and "prompt" in line
+    assert secret not in line and "push with" not in line
+
+
 def test_pattern_memory_hook_command_is_the_same_client(hashd):
     home, _ = hashd
     inp = hook_input("SessionStart", None, "cli1", source="startup")

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from retrieval.errors import PatternError
 
+from ..service.errors import invalid_fields
 from ..service.hook_events import EVENTS, HookRequest, HookService
 from ..service.identity import Identity
 
@@ -60,7 +61,9 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
         try:
             body = json.loads(await request.body() or b"{}")
             return JSONResponse(await anyio.to_thread.run_sync(fn, who, body))
-        except (ValidationError, ValueError) as exc:
+        except ValidationError as exc:  # never the values sent: the client logs this answer
+            return _error(400, "invalid_input", invalid_fields(exc)[:2000])
+        except ValueError as exc:
             return _error(400, "invalid_input", str(exc)[:2000])
         except PatternError as exc:
             status = 400 if exc.code in ("invalid_input", "not_found") else 409

@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from retrieval import locks
+from retrieval import locks, private
 
 from ..service.errors import StoreUnavailable
 from .auth import Refusal, TokenStore, make_authenticator, write_private
@@ -236,6 +236,7 @@ def run_daemon(
     settings = Settings.from_env(env)
     home = Path(home or settings.home)
     env["PATTERN_HOME"] = str(home)
+    private.restrict_umask()  # what it and its libraries create in the store is private
     lock = StoreLock(home)
     lock.acquire()
     info_path = home / INFO_FILE

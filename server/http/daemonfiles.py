@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+from retrieval import private  # standard library only
+
 LOCK_FILE = "daemon.lock"
 INFO_FILE = "daemon.json"
 
@@ -66,8 +68,9 @@ def spawn_daemon(home, env: dict[str, str]) -> None:
     child = dict(env)
     child["PATTERN_HOME"] = home
     child["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    os.makedirs(home, exist_ok=True)
-    with open(os.path.join(home, "daemon.log"), "ab") as log:  # the child keeps its own copy
+    private.folder(home)
+    log_path = os.path.join(home, "daemon.log")
+    with open(log_path, "ab", opener=private.opener) as log:  # the child keeps its own copy
         subprocess.Popen(
             [sys.executable, "-m", "server.cli", "daemon", "--home", home],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child,

@@ -8,7 +8,12 @@ turn every one into a tool error ``[code] message {data}``; the CLI into ``error
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from retrieval.errors import Conflict, InvalidInput, NotFound, PatternError, StoreUnavailable
+
+if TYPE_CHECKING:  # the bridge imports this module and never pydantic
+    from pydantic import ValidationError
 
 
 class AccessDenied(PatternError):
@@ -29,6 +34,12 @@ class LimitExceeded(PatternError):
     code = "limit_exceeded"
 
 
+def invalid_fields(exc: ValidationError) -> str:
+    """A validation error as ``where: what`` per field, without the values that were sent: an
+    error is shown, logged and kept, so it must not repeat what the caller wrote."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
 __all__ = [
     "AccessDenied",
     "Conflict",
@@ -38,4 +49,5 @@ __all__ = [
     "NotFound",
     "PatternError",
     "StoreUnavailable",
+    "invalid_fields",
 ]

@@ -3,6 +3,7 @@ the vector index's upkeep for the local CLI (orphan vectors, reindex)."""
 
 from __future__ import annotations
 
+from retrieval import private
 from retrieval.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
 from retrieval.store import ts
@@ -104,6 +105,8 @@ def health(
     if scan.startswith("rules only") and (ready or model_error or eng.embedder is not None):
         # (while the model loads, the issue above says so)
         issues.append(f"injection scan: {scan}")
+    if exposed := private.exposure_issue(eng.home):
+        issues.append(exposed)
     replica = eng.cluster.status() if eng.cluster is not None else None
     if replica and not store_wide:
         replica.pop("url", None)  # where the database is: the local stats' business

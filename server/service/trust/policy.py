@@ -16,7 +16,8 @@ For one record:
   keeps them and warns, ``redact`` replaces them with ``[REDACTED:kind]``, ``block`` refuses
   the write (``InvalidInput`` with ``policy="secret"``); a secret an update removes from a
   memory is redacted from the memory's kept versions too (:meth:`WritePolicy.forgotten`);
-* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings: the rules of
+* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings and its
+  ``entity_name`` (a lesson's name, an observation's entity): the rules of
   :mod:`.injection`, then, for a text the rules pass, the linear model of
   :mod:`.injection_model` over its embedding (texts of three words or more, embedded with the
   engine's embedder when it is the model the weights were fit for and loaded; until then the
@@ -259,6 +260,23 @@ class WritePolicy:
             return text
         return secrets.apply_policy(text, SecretPolicy.redact)[0]
 
+    def screen_state(self, value: Any) -> Any:
+        """``value`` (JSON-like: state kept beside the records, such as the session indexer's
+        progress rows) with every string, dict keys included, passed through :meth:`show`.
+        Never refuses: a secret in such state is redacted under ``block`` too, so the work it
+        records goes on. Returns ``value`` itself when nothing changes."""
+        if self.secrets in (None, SecretPolicy.warn):
+            return value
+        if isinstance(value, str):
+            return self.show(value)
+        if isinstance(value, Mapping):
+            new = {self.screen_state(k): self.screen_state(v) for k, v in value.items()}
+            return value if new == value else new
+        if isinstance(value, list | tuple):
+            new = [self.screen_state(v) for v in value]
+            return value if new == list(value) else type(value)(new)
+        return value
+
     def __call__(self, record: Record) -> tuple[Record, list[str]]:
         """The engine's screen: (record to store, warnings); raises ``InvalidInput`` to refuse.
         Returns ``record`` itself when nothing changes."""
@@ -267,7 +285,8 @@ class WritePolicy:
         if context:
             context, found = secrets.apply_policy(context, self.secrets)
             warnings += [f"context: {w}" for w in found]
-        reason = self.suspicious(content, fields=(context,), exchange=record.kind is Kind.turn)
+        reason = self.suspicious(content, fields=(context, record.entity_name or ""),
+                                 exchange=record.kind is Kind.turn)  # a lesson's name too
         given = {k: v for k, v in record.metadata.items() if k != SUSPICIOUS}
         meta, found, meta_reason = self.screen_value(given, "metadata")
         warnings += found
