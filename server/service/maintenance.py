@@ -89,6 +89,10 @@ def health(
             f"vectors of the newest {EXACT_SCAN_LIMIT:,} records directly, and new vectors "
             "wait in the outbox until it is back"
         )
+    postings = eng.lexical.postings
+    if postings is not None and postings.file_problem:
+        state = " (FTS5 ranks until it is ready)" if postings.state == "building" else ""
+        issues.append(f"in-memory postings: {postings.file_problem}{state}")
     if store_wide:
         pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
         kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
