@@ -20,13 +20,16 @@ import numpy as np
 
 from . import fusion, longquery, modality
 from .embedder import Embedder
+from .errors import StoreUnavailable
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
-from .vector_process import VectorProcess
+from .vector_process import VectorIndexError, VectorProcess
 from .vectors import VectorIndex
 
 EXACT_SCAN_LIMIT = 50_000
+# a search's mode when the vector index did not answer it in time (or failed)
+NOT_ANSWERING = "vector index did not answer: lexical candidates only"
 
 
 @dataclass
@@ -199,7 +202,11 @@ class HybridRanker:
         qvec, weights, gain = None, None, 0.0
         if use_vec:
             qvec = np.stack([self.embedder.embed_query(t) for t in qv.vector])
-            views = [self._vector_candidates(v, f, depth, buckets) for v in qvec]
+            try:
+                views = [self._vector_candidates(v, f, depth, buckets) for v in qvec]
+            except (StoreUnavailable, VectorIndexError):  # missed its deadline, or failed:
+                views = [[] for _ in qvec]  # the lexical candidates, their vectors scored
+                label = f"{label} ({NOT_ANSWERING})"
             vec = views[0]
             if len(views) > 1 and views[0] and views[1]:
                 gain = views[1][0][1] - views[0][0][1]
