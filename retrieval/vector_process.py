@@ -189,9 +189,21 @@ class VectorProcess(Liveness):
         child.ended.set()
         if child.open_error is not None:
             child.opened.set()  # wait_ready: opening failed
-        why = child.open_error or "the vector index process stopped"
+        why = child.open_error or self._stopped(child, wait=0.5 if left else 0.0)
         for fut in left:
             fut.set_exception(StoreUnavailable(why, path=self.path))
+
+    @staticmethod
+    def _stopped(child: _Child, wait: float) -> str:
+        """What failed calls to a child that went away say: how it ended when it has (its
+        connection closes as it dies: ``wait`` a moment for the exit status)."""
+        try:
+            code = child.proc.wait(wait) if wait else child.proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            return "the vector index process stopped"
+        return f"the vector index process stopped ({exit_reason(code)})"
 
     def _watch(self, child: _Child) -> None:
         """Wait on the child; when it is gone, wake its reader, reap it, and start another
@@ -292,7 +304,8 @@ class VectorProcess(Liveness):
             except OSError as exc:  # the child is gone: the next call starts another
                 child.calls.pop(cid, None)
                 child.dead = True
-                raise StoreUnavailable(f"the vector index process: {exc}", path=self.path) from exc
+                why = self._stopped(child, wait=0.0)
+                raise StoreUnavailable(why, path=self.path, error=str(exc)) from exc
         try:
             return fut.result(deadline)
         except TimeoutError:
