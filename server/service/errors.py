@@ -2,13 +2,15 @@
 
 The root (``PatternError``) and the errors the storage layers raise themselves (``NotFound``,
 ``InvalidInput``, ``Conflict``, ``StoreUnavailable``) are defined in ``retrieval/errors.py``;
-the errors of the service's rules (who may do what, how much) are defined here. The MCP tools
+the errors of the service's rules (who may do what, how much) are defined here, and
+``storage_error`` names a failing disk (full, read-only, damaged) as a ``StoreUnavailable``. The MCP tools
 turn every one into a tool error ``[code] message {data}``; the CLI into ``error [code]: …``.
 """
 
 from __future__ import annotations
 
 from retrieval.errors import Conflict, InvalidInput, NotFound, PatternError, StoreUnavailable
+from retrieval.storage_faults import storage_error
 
 
 class AccessDenied(PatternError):
@@ -38,4 +40,5 @@ __all__ = [
     "NotFound",
     "PatternError",
     "StoreUnavailable",
+    "storage_error",
 ]

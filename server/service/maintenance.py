@@ -3,6 +3,7 @@ the vector index's upkeep for the local CLI (orphan vectors, reindex)."""
 
 from __future__ import annotations
 
+from retrieval import storage_faults
 from retrieval.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
 from retrieval.store import ts
@@ -89,6 +90,10 @@ def health(
             f"vectors of the newest {EXACT_SCAN_LIMIT:,} records directly, and new vectors "
             "wait in the outbox until it is back"
         )
+    failing = svc.store.write_failure
+    if failing:
+        issues.append(f"writes are failing: {failing}")
+    issues += [i for i in (storage_faults.low_disk(eng.home),) if i]
     postings = eng.lexical.postings
     if postings is not None and postings.file_problem:
         state = " (FTS5 ranks until it is ready)" if postings.state == "building" else ""
@@ -117,8 +122,9 @@ def health(
             "reads come from it and may be stale (database unreachable: writes fail until it "
             "is back; a newer schema: upgrade this daemon)"
         )
+    healthy = ready and not model_error and not index_error and not failing
     return HealthResult(
-        status="ok" if ready and not model_error and not index_error else "degraded",
+        status="ok" if healthy else "degraded",
         version=VERSION,
         projectId=who.project_id,
         agentId=who.agent_id,
