@@ -299,13 +299,16 @@ class VectorProcess(Liveness):
                 child = self._child
             cid = next(self._ids)
             child.calls[cid] = fut
+            failed = None
             try:
                 child.conn.send((cid, method, args))
             except OSError as exc:  # the child is gone: the next call starts another
                 child.calls.pop(cid, None)
                 child.dead = True
-                why = self._stopped(child, wait=0.0)
-                raise StoreUnavailable(why, path=self.path, error=str(exc)) from exc
+                failed = exc
+        if failed is not None:  # how it ended, waited for without the lock
+            why = self._stopped(child, wait=0.5)
+            raise StoreUnavailable(why, path=self.path, error=str(failed)) from failed
         try:
             return fut.result(deadline)
         except TimeoutError:
