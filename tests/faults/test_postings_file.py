@@ -32,20 +32,20 @@ def _lexical_ids(d: Daemon, query: str) -> list[str]:
     return [i["id"] for i in items if i["explanation"]["lexical_rank"] is not None]
 
 
-def _store(home, notes: list[str]) -> tuple[Daemon, list[str]]:
+def _store(daemon_at, home, notes: list[str]) -> tuple[Daemon, list[str]]:
     """A daemon that wrote ``notes`` and saved its postings, stopped."""
-    d = Daemon(home, ENV).start()
+    d = daemon_at(home, ENV).start()
     ids = [d.remember(n) for n in notes]
     _postings_ready(d)
     assert d.stop() == 0 and (home / POSTINGS).is_file()
     return d, ids
 
 
-def test_a_truncated_postings_file(tmp_path):
+def test_a_truncated_postings_file(tmp_path, daemon_at):
     notes = ["the billing service retries failed invoices three times",
              "invoices older than ninety days go to collections",
              "the canary takes five percent of traffic"]  # fmt: skip
-    d, ids = _store(tmp_path / "home", notes)
+    d, ids = _store(daemon_at, tmp_path / "home", notes)
     file = d.home / POSTINGS
     file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
 
@@ -63,10 +63,10 @@ def test_a_truncated_postings_file(tmp_path):
     assert d.stop() == 0
 
 
-def test_another_stores_postings_file(tmp_path):
-    mine, my_ids = _store(tmp_path / "mine", ["standup at nine in the small room",
+def test_another_stores_postings_file(tmp_path, daemon_at):
+    mine, my_ids = _store(daemon_at, tmp_path / "mine", ["standup at nine in the small room",
                                               "the release train leaves on Thursdays"])  # fmt: skip
-    theirs, _ = _store(tmp_path / "theirs", ["zebra billing postgres migration",
+    theirs, _ = _store(daemon_at, tmp_path / "theirs", ["zebra billing postgres migration",
                                              "postgres vacuum runs nightly"])  # fmt: skip
     shutil.copy(theirs.home / POSTINGS, mine.home / POSTINGS)  # same shape, other records
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.faults.harness import ROOT, Daemon, issues_naming, wait_for
+from tests.faults.harness import ROOT, issues_naming, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -65,30 +65,27 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(home)], capture_output=True)
 
 
-def test_a_full_disk(small_disk):
+def test_a_full_disk(small_disk, daemon_at):
     home, env, fill, free = small_disk
-    d = Daemon(home, env).start()
-    try:
-        kept = d.remember("the release train leaves on Thursdays at noon")
-        wait_for(lambda: d.health()["pendingVectorWrites"] == 0, 30, "vectors applied")
-        fill()
-        err = d.error("remember", {"content": "written while the disk is full",
-                                   "scope": "team", "category": "decisions"}, timeout=DEADLINE)  # fmt: skip
-        assert "[store_unavailable] the disk holding the store is full" in err
-        assert "nothing was written" in err
-        assert d.recall("release train Thursdays", DEADLINE)["items"][0]["id"] == kept
-        h = d.health()
-        assert h["status"] == "degraded"
-        assert issues_naming(h, "writes are failing", "the disk holding the store is full")
-        free()
-        after = d.remember("written once space came back")
-        assert not issues_naming(d.health(), "writes are failing")
-        assert d.stop() == 0
-        d.start()
-        seen = d.visible_ids()
-        assert {kept, after} <= seen and len(seen) == 2  # the refused write left nothing
-    finally:
-        d.kill()
+    d = daemon_at(home, env).start()
+    kept = d.remember("the release train leaves on Thursdays at noon")
+    wait_for(lambda: d.health()["pendingVectorWrites"] == 0, 30, "vectors applied")
+    fill()
+    err = d.error("remember", {"content": "written while the disk is full",
+                               "scope": "team", "category": "decisions"}, timeout=DEADLINE)  # fmt: skip
+    assert "[store_unavailable] the disk holding the store is full" in err
+    assert "nothing was written" in err
+    assert d.recall("release train Thursdays", DEADLINE)["items"][0]["id"] == kept
+    h = d.health()
+    assert h["status"] == "degraded"
+    assert issues_naming(h, "writes are failing", "the disk holding the store is full")
+    free()
+    after = d.remember("written once space came back")
+    assert not issues_naming(d.health(), "writes are failing")
+    assert d.stop() == 0
+    d.start()
+    seen = d.visible_ids()
+    assert {kept, after} <= seen and len(seen) == 2  # the refused write left nothing
 
 
 @pytest.fixture
@@ -124,9 +121,9 @@ def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_read_only_store_folder(tmp_path, read_only):
+def test_a_read_only_store_folder(tmp_path, read_only, daemon_at):
     on, off = read_only
-    d = Daemon(tmp_path / "home", LEXICAL).start()
+    d = daemon_at(tmp_path / "home", LEXICAL).start()
     ids = [d.remember("the canary takes five percent of traffic"),
            d.remember("postgres vacuum runs nightly at two")]  # fmt: skip
     assert d.stop() == 0
@@ -145,16 +142,13 @@ def test_a_read_only_store_folder(tmp_path, read_only):
     off()
     assert _digest(d.home / "pattern.sqlite3") == before
     d.start()
-    try:
-        assert set(ids) <= d.visible_ids()
-        assert d.recall("canary traffic", DEADLINE)["items"][0]["id"] == ids[0]
-        assert d.stop() == 0
-    finally:
-        d.kill()
+    assert set(ids) <= d.visible_ids()
+    assert d.recall("canary traffic", DEADLINE)["items"][0]["id"] == ids[0]
+    assert d.stop() == 0
 
 
-def test_a_damaged_sqlite_page(tmp_path):
-    d = Daemon(tmp_path / "home", LEXICAL).start()
+def test_a_damaged_sqlite_page(tmp_path, daemon_at):
+    d = daemon_at(tmp_path / "home", LEXICAL).start()
     ids = [
         d.remember(f"decision {i}: the billing service owns invoice numbering") for i in range(3)
     ]
@@ -177,9 +171,6 @@ def test_a_damaged_sqlite_page(tmp_path):
         conn.execute("REINDEX")
     conn.close()
     d.start()
-    try:
-        assert set(ids) <= d.visible_ids()
-        assert not issues_naming(d.health(), "store")
-        assert d.stop() == 0
-    finally:
-        d.kill()
+    assert set(ids) <= d.visible_ids()
+    assert not issues_naming(d.health(), "store")
+    assert d.stop() == 0

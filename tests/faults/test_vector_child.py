@@ -21,13 +21,8 @@ HOOK_DEADLINE = 1.5  # a hook's own (PATTERN_HOOK_DEADLINE's default)
 
 
 @pytest.fixture
-def daemon(tmp_path):
-    d = Daemon(tmp_path / "home", {"PATTERN_VECTOR_HANG_S": "3"})
-    yield d
-    try:
-        d.stop()
-    finally:
-        d.kill()
+def daemon(tmp_path, daemon_at):
+    return daemon_at(tmp_path / "home", {"PATTERN_VECTOR_HANG_S": "3"})
 
 
 def _hybrid_and_healthy(d: Daemon, query: str, want: str) -> None:
