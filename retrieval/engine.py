@@ -238,7 +238,7 @@ class Engine:
 
     def vector_query_deadline(self, seconds: float):
         """A context in which this thread's queries to the vector index's process wait at most
-        ``seconds`` each (a hook's budget; :mod:`retrieval.vector_liveness`)."""
+        ``seconds`` each (a hook's budget; :mod:`retrieval.vector_child`)."""
         v = self.vectors
         return v.query_deadline(seconds) if v is not None else contextlib.nullcontext()
 

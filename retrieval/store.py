@@ -32,10 +32,9 @@ import numpy as np
 
 from .analyzer import identifier_parts
 from .buckets import bucket_token
-from .errors import NotFound, StoreUnavailable
+from .errors import NotFound, StoreUnavailable, storage_error
 from .records import Kind, Record, RecordFilter, Scope, utcnow
 from .schema import migrate
-from .storage_faults import storage_error
 
 _TS = "%Y-%m-%dT%H:%M:%S.%fZ"
 

@@ -9,18 +9,20 @@ embedding workers (docs/benchmarks.md, "the vector index in a child process"). I
 the other core, and the server starts without importing chromadb at all: until the child has
 opened the store, the ranker scores the stored vectors exactly (:attr:`VectorProcess.ready`).
 
-Protocol (:mod:`retrieval.vector_child`): pickled tuples over a private socket pair. Calls may
-be in flight from several threads at once (the child runs them on a small pool). An error
-raised in the child comes back as :class:`VectorIndexError` with its type name and text (no
-chromadb exception is unpickled here, so this process never imports chromadb). If the child
-dies, the calls in flight to it fail with :class:`~retrieval.errors.StoreUnavailable` (calls
-already sent to its replacement are that one's), and a watchdog restarts it at once: the outbox
-rows of a failed apply stay and are applied again (:mod:`retrieval.vector_sync`). Until the
-new child has opened the store, :attr:`VectorProcess.error` says why the index is unavailable
-(the daemon's health reports it) and searches score the stored vectors exactly.
+Protocol (:mod:`retrieval.vector_child`, which holds both sides of it): pickled tuples over a
+private socket pair. Calls may be in flight from several threads at once (the child runs them
+on a small pool). An error raised in the child comes back as :class:`VectorIndexError` with its
+type name and text (no chromadb exception is unpickled here, so this process never imports
+chromadb). If the child dies, the calls in flight to it fail with
+:class:`~retrieval.errors.StoreUnavailable` (calls already sent to its replacement are that
+one's), and a watchdog restarts it at once: the outbox rows of a failed apply stay and are
+applied again (:mod:`retrieval.vector_sync`). Until the new child has opened the store,
+:attr:`VectorProcess.error` says why the index is unavailable (the daemon's health reports it)
+and searches score the stored vectors exactly.
 
-Deadlines and hangs (:mod:`retrieval.vector_liveness`): every call waits at most a deadline
-that fits its caller; a child that stops answering is killed and restarted like a dead one.
+Deadlines and hangs (:class:`~retrieval.vector_child.Liveness`): every call waits at most a
+deadline that fits its caller; a child that stops answering is killed and restarted like a
+dead one.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .errors import StoreUnavailable
-from .vector_liveness import Liveness, deadline_for, hang_seconds
+from .vector_child import Liveness, deadline_for, hang_seconds
 
 CLOSE_TIMEOUT_S = 30.0
 WATCH_S = 0.25  # how often the watchdog looks at the child (a death is seen within this)

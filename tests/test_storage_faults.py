@@ -11,9 +11,8 @@ import sqlite3
 
 import pytest
 
-from retrieval.errors import StoreUnavailable
+from retrieval.errors import StoreUnavailable, low_disk, reason_of, storage_error
 from retrieval.records import RecordFilter
-from retrieval.storage_faults import low_disk, reason_of, storage_error
 from retrieval.store import SQLiteStore
 
 
@@ -79,14 +78,14 @@ def test_file_system_errors_map_by_errno():
 
 
 def test_low_disk_is_a_warning_below_the_threshold(tmp_path, monkeypatch):
-    from retrieval import storage_faults
+    from retrieval import errors
 
     usage = shutil.disk_usage(tmp_path)
-    monkeypatch.setattr(storage_faults.shutil, "disk_usage",
+    monkeypatch.setattr(shutil, "disk_usage",
                         lambda p: usage._replace(free=3 * 2**20))  # fmt: skip
     assert low_disk(tmp_path) == (
         "the disk holding the store has 3.0 MB free: writes fail once it is full"
     )
-    monkeypatch.setattr(storage_faults.shutil, "disk_usage",
-                        lambda p: usage._replace(free=storage_faults.LOW_DISK_BYTES))  # fmt: skip
+    monkeypatch.setattr(shutil, "disk_usage",
+                        lambda p: usage._replace(free=errors.LOW_DISK_BYTES))  # fmt: skip
     assert low_disk(tmp_path) is None

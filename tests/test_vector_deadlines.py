@@ -12,10 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from retrieval import vector_liveness
+from retrieval import vector_child
 from retrieval.embedder import HashEmbedder
 from retrieval.records import RecordFilter
-from retrieval.vector_liveness import VectorTimeout, deadline_for, hang_seconds
+from retrieval.vector_child import VectorTimeout, deadline_for, hang_seconds
 from retrieval.vector_process import VectorProcess
 from tests.test_vector_restart import wait_until, within
 
@@ -35,13 +35,13 @@ def vp(tmp_path):
 
 
 def test_deadlines_fit_the_call():
-    assert deadline_for("query") == vector_liveness.RECALL_S <= 2
-    assert deadline_for("upsert") == deadline_for("delete") == vector_liveness.WRITE_S
-    assert deadline_for("drop_model") == deadline_for("ids") == vector_liveness.REBUILD_S
-    assert hang_seconds({}) == vector_liveness.HANG_S
+    assert deadline_for("query") == vector_child.RECALL_S <= 2
+    assert deadline_for("upsert") == deadline_for("delete") == vector_child.WRITE_S
+    assert deadline_for("drop_model") == deadline_for("ids") == vector_child.REBUILD_S
+    assert hang_seconds({}) == vector_child.HANG_S
     assert hang_seconds({"PATTERN_VECTOR_HANG_S": "4.5"}) == 4.5
     for bad in ("0", "-1", "inf", "nan", "soon"):
-        assert hang_seconds({"PATTERN_VECTOR_HANG_S": bad}) == vector_liveness.HANG_S
+        assert hang_seconds({"PATTERN_VECTOR_HANG_S": bad}) == vector_child.HANG_S
 
 
 def test_a_callers_deadline_bounds_its_calls_on_a_stopped_child(vp):
@@ -67,7 +67,7 @@ def test_a_slow_child_that_answers_the_ping_is_kept(vp):
 
 
 def test_an_idle_stopped_child_is_found_by_the_heartbeat(vp, monkeypatch):
-    monkeypatch.setattr(vector_liveness, "HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(vector_child, "HEARTBEAT_S", 0.3)
     first = vp._proc.pid
     os.kill(first, signal.SIGSTOP)  # no call is made: the heartbeat's ping goes unanswered
     hung = "the vector index process did not answer for 1.5 s (hung): killed, restarting it"

@@ -9,7 +9,14 @@ turn every one into a tool error ``[code] message {data}``; the CLI into ``error
 
 from __future__ import annotations
 
-from retrieval.errors import Conflict, InvalidInput, NotFound, PatternError, StoreUnavailable
+from retrieval.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PatternError,
+    StoreUnavailable,
+    storage_error,
+)
 
 
 class AccessDenied(PatternError):
@@ -28,14 +35,6 @@ class LimitExceeded(PatternError):
     """A per-agent, per-category or per-project limit would be exceeded (never a silent drop)."""
 
     code = "limit_exceeded"
-
-
-def storage_error(exc: BaseException, path, doing: str) -> StoreUnavailable | None:
-    """:func:`retrieval.storage_faults.storage_error`, imported when a fault needs naming (the
-    bridge imports this module and keeps its start-up to the standard library's light part)."""
-    from retrieval.storage_faults import storage_error as named
-
-    return named(exc, path, doing)
 
 
 __all__ = [

@@ -3,7 +3,7 @@ the vector index's upkeep for the local CLI (orphan vectors, reindex)."""
 
 from __future__ import annotations
 
-from retrieval import storage_faults
+from retrieval.errors import low_disk
 from retrieval.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
 from retrieval.store import parse_ts, ts
@@ -114,7 +114,7 @@ def health(
     failing = svc.store.write_failure
     if failing:
         issues.append(f"writes are failing: {failing}")
-    issues += [i for i in (storage_faults.low_disk(eng.home), clock_behind(svc)) if i]
+    issues += [i for i in (low_disk(eng.home), clock_behind(svc)) if i]
     postings = eng.lexical.postings
     if postings is not None and postings.file_problem:
         state = " (FTS5 ranks until it is ready)" if postings.state == "building" else ""
