@@ -23,6 +23,7 @@ the outbox lock and the retry timer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import weakref
@@ -238,6 +239,12 @@ class Engine:
             return None
         why = "vector index unavailable" if v.error else "vector index opening"
         return f"{why}: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
+
+    def vector_query_deadline(self, seconds: float):
+        """A context in which this thread's queries to the vector index's process wait at most
+        ``seconds`` each (a hook's budget; :mod:`retrieval.vector_child`)."""
+        v = self.vectors
+        return v.query_deadline(seconds) if v is not None else contextlib.nullcontext()
 
     def start_vectors(self) -> None:
         """Start the vector index's process if :meth:`open_vectors` deferred it."""

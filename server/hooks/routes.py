@@ -31,6 +31,10 @@ from ..service.errors import invalid_fields
 from ..service.hook_events import EVENTS, HookRequest, HookService
 from ..service.identity import Identity
 
+# a hook's vector query waits at most this (a hook's own deadline is 1.5 s by default): a
+# vector index that does not answer in time leaves the hook its lexical candidates
+HOOK_VECTOR_S = 0.5
+
 
 class IndexRequest(BaseModel):
     path: str = Field(min_length=1)
@@ -76,7 +80,8 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
 
         def run(who, body):
             req = HookRequest.model_validate({**body, "event": event})
-            return hooks.handle(who, req).model_dump()
+            with hooks.svc.engine.vector_query_deadline(HOOK_VECTOR_S):  # within the hook's budget
+                return hooks.handle(who, req).model_dump()
 
         return await guarded(request, run)
 

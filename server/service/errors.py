@@ -2,7 +2,8 @@
 
 The root (``PatternError``) and the errors the storage layers raise themselves (``NotFound``,
 ``InvalidInput``, ``Conflict``, ``StoreUnavailable``) are defined in ``retrieval/errors.py``;
-the errors of the service's rules (who may do what, how much) are defined here. The MCP tools
+the errors of the service's rules (who may do what, how much) are defined here, and
+``storage_error`` names a failing disk (full, read-only, damaged) as a ``StoreUnavailable``. The MCP tools
 turn every one into a tool error ``[code] message {data}``; the CLI into ``error [code]: …``.
 """
 
@@ -10,7 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from retrieval.errors import Conflict, InvalidInput, NotFound, PatternError, StoreUnavailable
+from retrieval.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PatternError,
+    StoreUnavailable,
+    storage_error,
+)
 
 if TYPE_CHECKING:  # the bridge imports this module and never pydantic
     from pydantic import ValidationError
@@ -50,4 +58,5 @@ __all__ = [
     "PatternError",
     "StoreUnavailable",
     "invalid_fields",
+    "storage_error",
 ]
