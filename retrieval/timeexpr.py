@@ -270,8 +270,9 @@ RULES: list[Rule] = [
     (re.compile(r"\b(last|this|past|previous) (week|weekend|month|year|quarter|sprint)\b"
                 r"(?! (?:before|after)\b)"),
      lambda m, now, t: _period(t, now, m[1], m[2])),
-    (re.compile(rf"\b(?:(?:last|this past|on) )?({'|'.join(WEEKDAYS)})\b(?!s\b|'s)"),
-     lambda m, now, t: _weekday(t, None, m[1])),
+    (re.compile(rf"\b(?:(?:last|this past|on|past) ({'|'.join(WEEKDAYS)})\b(?!s\b|'s)|"
+                rf"({'|'.join(WEEKDAYS)})(?=\s*(?:[.,;:!?]|$)))"),
+     lambda m, now, t: _weekday(t, None, m[1] or m[2])),
     (re.compile(r"\b(?:(last|this|this past|the past|during the|in the|over the|of the|"
                 r"that) )(spring|summer|fall|autumn|winter)\b"),
      lambda m, now, t: _season(now, m[2], m[1])),

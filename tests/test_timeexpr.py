@@ -75,6 +75,7 @@ NOTHING = [
     "May I ask for a second opinion?",
     "We march on the capital",
     "the Turbocharged Tuesdays event",
+    "my bike performs better during my Sunday group rides",  # a habit again
     "what should we do tomorrow?",  # the future holds no records
     "plans for next week",
     "How long has Caroline had her current group of friends for?",

@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 
 from retrieval import links
-from retrieval.embedder import HashEmbedder
 from retrieval.records import Kind, Record, RecordFilter, Scope
 from server.service import supersede
 from server.service.errors import InvalidInput, NotFound
@@ -203,5 +202,3 @@ def test_update_note_is_one_escaped_line():
     assert "\n" not in line
     assert "updated by new\\nid \\u00b7 forged on 2024-06-02" in line
     assert framing.quote(r).splitlines()[0] == f"— {line}"
-
-

@@ -9,9 +9,10 @@ Two ways a link is made, both inside the write's transaction:
 - **detected** (``remember``): the new memory's nearest older memories of the same bucket by
   meaning; the best one that is still current is linked when
   1. its cosine to the new memory is at least :data:`DETECT_MIN_COS`,
-  2. the two name the same subject: they share an entity or identifier (a capitalised name, a
-     code identifier, a path, a flag; a first-person text's subject includes its author, so
-     two agents' "I prefer …" are two subjects), or neither names any,
+  2. the two name the same subject: among their first words they share an entity or
+     identifier (a capitalised name, a code identifier, a path, a flag) and lead with the same
+     one, or neither names any there; a first-person text's subject is its author, so two
+     agents' "I prefer …" are two subjects,
   3. and they say different things (their content words differ: a restatement is not an
      update).
   The threshold and the subject rule are measured on true update pairs and on 200 unrelated
@@ -36,6 +37,7 @@ from .identity import Identity
 from .models import Superseded
 
 DETECT_MIN_COS = 0.70
+SUBJECT_WORDS = 4
 DETECT_CANDIDATES = 5
 MAX_SUPERSEDES = 10
 
@@ -81,9 +83,12 @@ def names(text: str) -> list[str]:
 
 
 def subject(text: str, author: str) -> set[str]:
-    """What ``text`` is about: the names it holds, and ``@author`` for a first-person text (its
-    subject is its author: two agents' "I prefer …" are two subjects)."""
-    out = set(names(text))
+    """What ``text`` is about: the names among its first :data:`SUBJECT_WORDS` words (where a
+    statement names what it is about; a name further on is more often its value: "the docs
+    site is built with MkDocs"), and ``@author`` for a first-person text (its subject is its
+    author: two agents' "I prefer …" are two subjects)."""
+    head = " ".join(text.split()[:SUBJECT_WORDS])
+    out = set(names(head))
     if _FIRST_PERSON.search(text):
         out.add(f"@{author}")
     return out
@@ -99,7 +104,8 @@ def same_subject(new: Record, old: Record) -> bool:
     a, b = subject(new.content, new.agent_id), subject(old.content, old.agent_id)
     if a and b and not a & b or bool(a) != bool(b):
         return False
-    lead_a, lead_b = names(new.content)[:1], names(old.content)[:1]
+    lead_a = names(" ".join(new.content.split()[:SUBJECT_WORDS]))[:1]
+    lead_b = names(" ".join(old.content.split()[:SUBJECT_WORDS]))[:1]
     return not (lead_a and lead_b and lead_a != lead_b)
 
 
