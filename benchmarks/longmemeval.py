@@ -49,9 +49,13 @@ METRICS = [f"session_recall_any@{k}" for k in KS] + [f"turn_recall_any@{k}" for 
 METRICS += ["ndcg@10"]
 
 
-def load(folder: Path, limit: int = 0) -> tuple[list[dict], dict[str, list[dict]]]:
+def load(
+    folder: Path, limit: int = 0, types: Sequence[str] = ()
+) -> tuple[list[dict], dict[str, list[dict]]]:
     qs = [json.loads(line) for line in open(folder / "questions.jsonl", encoding="utf-8")]
     qs = [q for q in qs if not q["question_id"].endswith("_abs") and q["answer_session_ids"]]
+    if types:
+        qs = [q for q in qs if q["question_type"] in types]
     if limit:
         qs = qs[:limit]
     need = {s for q in qs for s in q["haystack_session_ids"]}
@@ -154,7 +158,7 @@ def baseline_rows(q: dict, sessions: dict, embedder, answers) -> dict[str, dict]
 
 
 def run(args, embedder, rankers: list[str]) -> dict:
-    qs, sessions = load(Path(args.dir), args.limit)
+    qs, sessions = load(Path(args.dir), args.limit, getattr(args, "types", None) or ())
     print(f"longmemeval: {len(qs)} questions, {len(sessions)} sessions", flush=True)
     rows: dict[str, list[dict]] = {}
     t_start = time.perf_counter()

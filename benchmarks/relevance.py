@@ -588,6 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     lme = sub.add_parser("longmemeval", help="LongMemEval_S through the session indexer")
     lme.add_argument("dir")
+    lme.add_argument(
+        "--types",
+        nargs="+",
+        metavar="TYPE",
+        default=(),
+        help="only these question types (e.g. knowledge-update temporal-reasoning)",
+    )
     common(lme)
     lme.set_defaults(func=cmd_longmemeval)
 

@@ -124,16 +124,17 @@ def cost(name: str, qs: list[dict], repeat: int) -> dict:
             times.append(1000 * (time.perf_counter() - t0))
     times.sort()
     code = (
-        f"import resource, time; t = time.perf_counter(); import {IMPORTS[name]}; "
-        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "import resource, time\n"
+        "def rss():\n"
+        "    return int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize()\n"
+        f"r, t = rss(), time.perf_counter()\nimport {IMPORTS[name]}\n"
+        "print(time.perf_counter() - t, (rss() - r) / 2**20)"
     )
-    base = "import resource; print(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    run = [subprocess.run([sys.executable, "-c", c], capture_output=True, text=True,
-                          cwd=ROOT, check=True).stdout.split() for c in (code, base)]  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout.split()  # fmt: skip
     return {"p50_ms": round(statistics.median(times), 3),
             "p95_ms": round(times[int(0.95 * (len(times) - 1))], 3),
-            "import_s": round(float(run[0][0]), 3),
-            "import_rss_mb": round((int(run[0][1]) - int(run[1][1])) / 1024, 1)}  # fmt: skip
+            "import_s": round(float(run[0]), 3), "import_rss_mb": round(float(run[1]), 1)}  # fmt: skip
 
 
 def evaluate(name: str, qs: list[dict], gold: dict) -> dict:
