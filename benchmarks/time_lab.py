@@ -35,18 +35,6 @@ from retrieval import grouping, timeexpr  # noqa: E402
 from retrieval.timeprior import MENTIONS_TIME, TimePrior, TimeWeights, membership  # noqa: E402
 
 ALL = 400  # candidates kept per question (every fused candidate)
-SIMS = 30  # the first candidates' pairwise similarities are kept too
-
-
-def _sims(mats: list) -> np.ndarray:
-    """Best-window cosine of every pair of records (``None``: no vectors, similarity 0)."""
-    n = len(mats)
-    out = np.zeros((n, n), dtype=np.float32)
-    for i in range(n):
-        for j in range(i + 1, n):
-            if mats[i] is not None and mats[j] is not None:
-                out[i, j] = out[j, i] = float(np.max(mats[i] @ mats[j].T))
-    return out
 
 
 def dump_longmemeval(args) -> dict:
@@ -75,14 +63,12 @@ def dump_longmemeval(args) -> dict:
                 prior = TimePrior(engine.store, engine.lexical, TimeWeights(event_weight=1))
                 events = prior.event_windows(timeexpr.read(q["question"], now).events, f)
                 dates = dict(zip(q["haystack_session_ids"], q["haystack_dates"], strict=True))
-                top = [h.record.id for h in hits[:SIMS]]
-                vecs = engine.store.embeddings(top, engine.embedder.model_id)
                 out.append({
                     "id": q["question_id"], "type": q["question_type"], "question": q["question"],
                     "now": now, "gold": list(q["answer_session_ids"]),
                     "gold_dates": {s: lme.session_date(dates[s]).timestamp()
                                    for s in q["answer_session_ids"]},
-                    "events": events, "sims": _sims([vecs.get(r) for r in top]),
+                    "events": events,
                     "cands": [(h.record.metadata.get("session"), h.record.created_at.timestamp(),
                                h.score, bool(MENTIONS_TIME.search(h.record.content)),
                                lme.holds(h.record.metadata, answers)) for h in hits],
@@ -149,29 +135,8 @@ def rescore(q: dict, w: SimpleNamespace) -> list[tuple]:
         s = s + w.event_weight * np.max([membership(t, x) for x in q["events"]], axis=0)
     if w.when_weight and asked.asks_when:
         s = s + w.when_weight * np.array([c[3] for c in cands], dtype=float)
-    if getattr(w, "restated_cos", 0) and q.get("sims") is not None:
-        s = restated_first(s, t, q["sims"], w.restated_cos, w.restated_margin)
     order = np.argsort(-s, kind="stable")
     return [(*cands[i][:2], float(s[i]), *cands[i][3:]) for i in order]
-
-
-def restated_first(s, t, sims, cos: float, margin: float, min_gap: float = 3600.0):
-    """Offline twin of the ranker's rule: among the first candidates (those with similarities),
-    of two that restate each other (cosine >= ``cos``) and were written at least an hour apart,
-    the newer ranks just above the older when it scored at most ``margin`` below it."""
-    s = s.copy()
-    n = len(sims)
-    order = sorted(range(n), key=lambda i: -s[i])
-    for a in order:
-        for b in range(n):
-            if (
-                b != a
-                and sims[a, b] >= cos
-                and t[b] - t[a] >= min_gap
-                and s[a] - margin <= s[b] <= s[a]
-            ):
-                s[b] = s[a] + 1e-4
-    return s
 
 
 def score_set(dump: dict, w: SimpleNamespace) -> dict[str, dict[str, float]]:

@@ -56,10 +56,11 @@ class FusionConfig:
     code_top: int = 10
     # the time prior (retrieval/timeprior.py): gains added to the fused score of records from
     # the window a query names, from one side of an event it names, and, for a question that
-    # asks when, of records that state a time
-    window_weight: float = 0.0
-    event_weight: float = 0.0
-    when_weight: float = 0.0
+    # asks when, of records that state a time. Chosen on LoCoMo dev and LongMemEval_S together
+    # (benchmarks/time_lab.py; docs/benchmarks.md, "Time and updates")
+    window_weight: float = 0.05
+    event_weight: float = 0.05
+    when_weight: float = 0.08
     # an updated record's current version ranks just above it (retrieval/links.py)
     current_first: bool = True
 

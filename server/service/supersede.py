@@ -46,6 +46,7 @@ _CAPITAL = re.compile(r"(?<![\w.'-])([A-Z][\w'-]*)")
 _IDENT = re.compile(
     r"`[^`\n]+`|\b[A-Za-z_]\w*(?:[._/]\w+)+\b|\b[a-z]+[A-Z]\w*\b|(?<!\w)--?[a-z][\w-]+"
 )
+_I = re.compile(r"i(?:'\w+)?")  # "I", "I'm", "I've": the author, not a name
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|\"\s*)$")
 # capitalised sentence openers that name nothing
@@ -74,7 +75,7 @@ def names(text: str) -> list[str]:
     for m in _CAPITAL.finditer(text):
         word = m.group(1).removesuffix("'s").rstrip("'")
         low = word.lower()
-        if low in STOPWORDS or len(word) < 2 or low.rstrip("s") in _TIME_WORDS:
+        if low in STOPWORDS or len(word) < 2 or low.rstrip("s") in _TIME_WORDS or _I.fullmatch(low):
             continue
         if low in _OPENERS and _SENTENCE_START.search(text[: m.start()]):
             continue
