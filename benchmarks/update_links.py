@@ -14,7 +14,9 @@
 
 Every memory is written through ``MemoryService.remember`` with the real model; a pair is
 linked when the newer one's result lists the older in ``supersedes``. The curve beside it
-replays the rule (:func:`server.service.supersede.updates`) at other cosine thresholds.
+replays the rule (:func:`server.service.supersede.updates`) at other cosine thresholds, and
+``same_author_link_rate`` replays it on the LongMemEval pairs as if one agent had written both
+(what the rule does without the author to tell two people apart).
 """
 
 from __future__ import annotations
@@ -160,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         "threshold": supersede.DETECT_MIN_COS,
         "false_link_rate_by_threshold": curve(false),
         "true_link_rate_by_threshold": curve(true),
+        # the LongMemEval pairs again as one person's memories (one agent): the rule then rests
+        # on the similarity and the names alone
+        "same_author_link_rate": curve(
+            [dict(p, old_agent="one", new_agent="one") for p in false if p["set"] == "longmemeval"]
+        ),
         "false_linked": [
             {k: p[k] for k in ("set", "old", "new", "similarity")} for p in false if p["linked"]
         ],  # fmt: skip

@@ -171,7 +171,85 @@ def poisoning() -> Table:
                            ("poisoning", n, "d")]) for label, n, total in POISON])  # fmt: skip
 
 
+LME_TYPES = ["knowledge-update", "temporal-reasoning", "multi-session", "single-session-user",
+             "single-session-assistant", "single-session-preference"]  # fmt: skip
+LME_TIME = [("session R_any@5", "session_recall_any@5", ".3f"), ("nDCG@10", "ndcg@10", ".3f"),
+            ("recall_all@10", "recall_all@10", ".3f"), ("newest_first", "newest_first", ".3f")]  # fmt: skip
+LOCOMO_CATS = [("1 multi-hop", "1"), ("2 temporal", "2"), ("3 open-domain", "3"),
+               ("4 single-hop", "4"), ("5 adversarial", "5")]  # fmt: skip
+
+
+LINKS = [("unrelated similar pairs (LoCoMo 100, LongMemEval 100)", "false_pairs", "d"),
+         ("their mean cosine", "false_pairs_mean_cosine", ".3f"),
+         ("false links", "false_links", "d"), ("false-link rate", "false_link_rate", "pct"),
+         ("true update pairs (hand-written)", "true_pairs", "d"), ("true links", "true_links", "d"),
+         ("true-link rate", "true_link_rate", "pct"),
+         ("the LongMemEval pairs as one agent's: link rate", "same_author_link_rate/0.70", "pct")]  # fmt: skip
+
+
+def main_vs_time(stem: str, rows: list[tuple[str, str]], cols, first: str) -> Table:
+    """Each metric of today's main (``main``) beside the same run's hybrid ranking."""
+    return Table([first, *(f"{h} {side}" for h, _, _ in cols for side in ("main", "now"))],
+                 [(label, [(stem, f"{r}/{pre}/{key}", spec) for _, key, spec in cols
+                           for r in ("main", "hybrid")]) for label, pre in rows])  # fmt: skip
+
+
 TABLES: dict[str, Table] = {
+    "time-locomo": main_vs_time(
+        "relevance-locomo-time",
+        [(label, f"categories/{c}") for label, c in LOCOMO_CATS],
+        [
+            ("recall@5", "recall@5", ".4f"),
+            ("recall@10", "recall@10", ".4f"),
+            ("nDCG@10", "ndcg@10", ".4f"),
+        ],
+        "category",
+    ),  # fmt: skip
+    "time-longmemeval": main_vs_time(
+        "relevance-longmemeval-time",
+        [(t, f"types/{t}") for t in LME_TYPES],
+        LME_TIME,
+        "question type (first 40)",
+    ),
+    "time-longmemeval-kutr": main_vs_time(
+        "relevance-longmemeval-kutr",
+        [(t, f"types/{t}") for t in LME_TYPES[:2]],
+        LME_TIME,
+        "question type",
+    ),
+    "time-phrases": grid(
+        "time-phrases",
+        [
+            ("grammar (retrieval/timeexpr.py)", "grammar"),
+            ("dateparser 1.2.2", "dateparser"),
+            ("parsedatetime 2.6", "parsedatetime"),
+        ],
+        [
+            ("accuracy", "accuracy", ".3f"),
+            ("windows read right (of 31)", "read_right", "d"),
+            ("silent (of 193)", "silent", "d"),
+            ("events (of 11)", "events_found", "d"),
+            ("p50 ms", "p50_ms", ".3f"),
+            ("p95 ms", "p95_ms", ".3f"),
+            ("import s", "import_s", ".3f"),
+            ("import MB", "import_rss_mb", ".1f"),
+        ],
+        first="parser",
+    ),  # fmt: skip
+    "update-links": pairs([(label, "update-links", key, spec) for label, key, spec in LINKS]),
+    "time-latency": Table(
+        ["measure", "main", "now"],
+        [
+            (label, [("time-latency", f"main/{key}", ".1f"), ("time-latency", f"now/{key}", ".1f")])
+            for label, key in (
+                ("UserPromptSubmit p50 ms", "hook_p50_ms"),
+                ("UserPromptSubmit p95 ms", "hook_p95_ms"),
+                ("recall at 20k, filtered p50 ms", "recall_filtered_p50_ms"),
+                ("recall at 20k, filtered p95 ms", "recall_filtered_p95_ms"),
+                ("load average", "loadavg"),
+            )
+        ],
+    ),  # fmt: skip
     "relevance-sets": across(
         [(label, f"{key}/recall@10") for label, key in [*SIDES, *BASELINES]], SETS, bold=("hybrid",)
     ),

@@ -202,3 +202,17 @@ def test_update_note_is_one_escaped_line():
     assert "\n" not in line
     assert "updated by new\\nid \\u00b7 forged on 2024-06-02" in line
     assert framing.quote(r).splitlines()[0] == f"— {line}"
+
+
+def test_the_prompt_hook_injects_the_note(svc):
+    from server.service.hook_context import HookConfig, select_for_prompt
+
+    old = remember(svc, A, "the release train leaves on Tuesdays")
+    new = remember(svc, A, "the release train leaves every day", supersedes=[old.memoryId])
+    sel = select_for_prompt(svc, A, "when does the release train leave?",
+                            config=HookConfig(threshold=0.0))  # fmt: skip
+    assert sel.ids.index(new.memoryId) < sel.ids.index(old.memoryId)
+    lines = sel.text.splitlines()
+    note = next(ln for ln in lines if "updated by" in ln)
+    assert note.startswith("— ") and f"updated by {new.memoryId} on " in note
+    assert lines[lines.index(note) + 1] == "> the release train leaves on Tuesdays"
