@@ -14,7 +14,8 @@ rank first.
   least a day): "two weeks ago" is not a day exact. With several windows the best counts.
 - **Events** ("before the migration"): the event's words are searched (lexical, same filter);
   the best record's date is the event's, and the records on that side of it (its own day
-  included) gain ``event_weight``.
+  included) gain ``event_weight``. At most :data:`MAX_EVENTS` per query, none from a long
+  query (a pasted report's "after upgrading …" is not a question's time).
 - **Questions that ask when** ("when did …", "how many days ago …"): the answer is a record
   that states a time, so records whose text mentions one (a date, "yesterday", "last week",
   a weekday, "next month") gain ``when_weight``.
@@ -31,7 +32,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from . import timeexpr
+from . import longquery, timeexpr
 from .records import RecordFilter, utcnow
 from .store import SQLiteStore, parse_ts
 
@@ -45,6 +46,9 @@ MENTIONS_TIME = re.compile(
     re.IGNORECASE,
 )
 MIN_SOFT = timedelta(days=1)
+# events searched per query (one lexical search each); a long text (a pasted report) names
+# "after …" and "since …" in passing, not as a question's time: its events are not searched
+MAX_EVENTS = 2
 OPEN_SOFT = timedelta(days=7)  # how far an open window's edge fades
 
 
@@ -118,7 +122,8 @@ class TimePrior:
             return fused, boosts
         asked = timeexpr.read(query, f.now or utcnow())
         windows = asked.windows if w.window_weight else []
-        events = self.event_windows(asked.events, f) if w.event_weight and asked.events else []
+        named = asked.events[:MAX_EVENTS] if not longquery.is_long(query) else []
+        events = self.event_windows(named, f) if w.event_weight and named else []
         when = asked.asks_when and w.when_weight > 0
         if not (windows or events or when):
             return fused, boosts
