@@ -237,6 +237,16 @@ TABLES: dict[str, Table] = {
         first="parser",
     ),  # fmt: skip
     "update-links": pairs([(label, "update-links", key, spec) for label, key, spec in LINKS]),
+    "time-sets": main_vs_time(
+        "relevance-sets-time",
+        [
+            ("SciFact train (809)", "scifact"),
+            ("Jira (117 reports)", "jira"),
+            ("CoSQA (500)", "cosqa"),
+        ],
+        [("recall@10", "recall@10", ".4f"), ("nDCG@10", "ndcg@10", ".4f")],
+        "set",
+    ),
     "time-latency": Table(
         ["measure", "main", "now"],
         [
