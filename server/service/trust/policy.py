@@ -309,8 +309,7 @@ class Reading:
     findings: Any
 
 
-def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list,
-              ) -> list[Reading]:  # fmt: skip
+def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list) -> list[Reading]:
     """What the model reads of a record: each prose text from ``MIN_WORDS`` prose words, each
     field from ``FIELD_MIN_WORDS``."""
     out = []
