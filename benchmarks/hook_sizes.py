@@ -176,6 +176,24 @@ def results(asked: dict, config: ar.HookConfig) -> dict:
     return out
 
 
+CURVE = [round(0.1 + 0.02 * i, 2) for i in range(41)]  # 0.10 … 0.90
+
+
+def curves(asked: dict, config: ar.HookConfig) -> dict:
+    """{size: [{threshold, locomo: point, longmemeval: point}]}: the other thresholds, offline."""
+    out: dict = {}
+    for size in next(iter(asked.values())):
+        rows = []
+        for tau in CURVE:
+            row: dict = {"threshold": tau}
+            for name in SETS:
+                row[name] = hn.point(asked[name][size]["own"], asked[name][size]["off"], tau,
+                                     config)  # fmt: skip
+            rows.append(row)
+        out[size] = rows
+    return out
+
+
 def met(size: str, row: dict) -> bool:
     lo, lm, silent = TARGETS.get(size, (0, 0, 0))
     ok = row["locomo"]["evidence"] >= lo and row["longmemeval"]["evidence"] >= lm
@@ -241,6 +259,7 @@ def run(args, data, embedder, helpers) -> dict:
             store.close()
     res = results(asked, config)
     print_table(res)
+    curve = curves(asked, config)
     if checked:
         print(f"check: {checked['differing']} of {checked['selections']} selections through "
               "select_for_prompt differ from the offline ones")  # fmt: skip
@@ -248,7 +267,7 @@ def run(args, data, embedder, helpers) -> dict:
     print(f"built in {took_build:.0f}s, asked in {took_ask:.0f}s, wall {wall:.0f}s")
     return {"threshold": config.threshold, "max_items": config.max_items,
             "prompt_tokens": config.prompt_tokens, "seed": args.seed, "sizes": res,
-            "targets_met": {size: met(size, row) for size, row in res.items()},
+            "targets_met": {size: met(size, row) for size, row in res.items()}, "curve": curve,
             "check": checked, "seconds": {"build": round(took_build, 1),
                                           "ask": round(took_ask, 1), "wall": round(wall, 1)}}  # fmt: skip
 
