@@ -33,21 +33,32 @@ def _progress(args):
     return ProgressPrinter(sys.stderr, label="import", units=("items", "records"))
 
 
+def _batches(items: list) -> list[list]:
+    """Memories in batches of :data:`DAEMON_BATCH`; then the graph's items (entities before
+    relations, lessons last) in batches as large as the tool takes, so a dry run sees a
+    relation's endpoints in the same call."""
+    from ..mcp.import_tools import MAX_ITEMS
+
+    order = {"entity": 0, "relation": 1, "lesson": 2}
+    mems = [i for i in items if i.kind == "memory"]
+    graph = sorted((i for i in items if i.kind != "memory"), key=lambda i: order[i.kind])
+    return [mems[s : s + DAEMON_BATCH] for s in range(0, len(mems), DAEMON_BATCH)] + [
+        graph[s : s + MAX_ITEMS] for s in range(0, len(graph), MAX_ITEMS)
+    ]
+
+
 def _through_daemon(owner: Owner, source: str, items: list, args, progress):
-    """Send ``items`` to the daemon in batches (memories, then entities, relations, lessons:
-    a relation's endpoints are written before it); their reports added up."""
+    """Send ``items`` to the daemon's ``import-from`` tool (:func:`_batches`); their reports
+    added up."""
     import time
 
     from ingest.pipeline import Progress
 
     from ..service.import_from import ImportFromResult, merge
 
-    order = {"memory": 0, "entity": 1, "relation": 2, "lesson": 3}
-    items = sorted(items, key=lambda i: order[i.kind])
     total = ImportFromResult(source=source, scope=args.scope, dryRun=args.dry_run)
     started, done = time.monotonic(), 0
-    for start in range(0, len(items), DAEMON_BATCH):
-        part = items[start : start + DAEMON_BATCH]
+    for part in _batches(items):
         data = owner.call("import-from", {
             "source": source, "items": [i.model_dump(mode="json", by_alias=True) for i in part],
             "scope": args.scope, "dryRun": args.dry_run,

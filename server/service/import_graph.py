@@ -78,10 +78,12 @@ class GraphImport:
             else:
                 todo.append(e)
         yield from self._entities(todo, existing, have, stop)
-        known = set(existing) | {e.name for e in todo}
+        rels = [i for i in items if isinstance(i, RelationItem)]
+        ends = [n for r in rels for n in (r.from_, r.to)]
+        known = set(graph.entity_rows(self.bucket, ends)) | {e.name for e in todo}
         triples = self._triples()
         relations = []
-        for r in (i for i in items if isinstance(i, RelationItem)):
+        for r in rels:
             if r.from_ not in known or r.to not in known:
                 self.res.skip(r.sourceId, DANGLING)
             elif (r.from_, r.to, r.relationType) in triples:
