@@ -269,3 +269,16 @@ def test_an_unknown_source_names_the_known_ones():
     with pytest.raises(InvalidInput, match="unknown source 'zep': use one of claude-mem"):
         read_source("zep", DATA)
     assert json.dumps(read_source("openmemory", DATA / "mem0" / "get_all.json").items[0].kind)
+
+
+def test_claude_code_front_matter_written_by_a_model_need_not_be_valid_yaml(tmp_path):
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    (mem / "project_deploys.md").write_text(
+        "---\nname: deploys\ndescription: rule: deploy on Tuesdays\ntype: project\n---\n\n"
+        "Deploys go out on Tuesdays.\n",
+        encoding="utf-8",
+    )
+    [item] = claude_code.read(mem).items
+    assert item.fields["description"] == "rule: deploy on Tuesdays"
+    assert item.category == "project" and item.title == "deploys"

@@ -130,7 +130,7 @@ def read(path: Path) -> Read:
             out.skipped.append((display(f), f"unreadable ({type(exc).__name__})"))
             continue
         try:
-            meta, body = split_front_matter(text)
+            meta, body = split_front_matter(text, lenient=True)  # written by a model
         except FrontMatterError as exc:
             out.skipped.append((display(f), str(exc)))
             continue

@@ -15,6 +15,7 @@ import yaml
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+LENIENT = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s?(.*)$")
 
 
 class FrontMatterError(ValueError):
@@ -32,9 +33,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+def _lenient(raw: str) -> dict[str, Any] | None:
+    """``key: value`` lines split at their first colon (front matter written by hand or by a
+    model, not always valid YAML: ``description: a: b``); None when a line is not one."""
+    out: dict[str, Any] = {}
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        m = LENIENT.match(line)
+        if m is None:
+            return None
+        out[m.group(1)] = m.group(2).strip().strip("'\"")
+    return out
+
+
+def split_front_matter(text: str, *, lenient: bool = False) -> tuple[dict[str, Any], str]:
     """(front matter, body) of a Markdown text; ``({}, text)`` without front matter. Raises
-    :class:`FrontMatterError` for front matter that is not a YAML mapping."""
+    :class:`FrontMatterError` for front matter that is not a YAML mapping (with ``lenient``,
+    plain ``key: value`` lines are accepted too)."""
     text = text.lstrip("\ufeff")
     if not text.startswith("---"):
         return {}, text
@@ -47,7 +63,10 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
             try:
                 meta = yaml.safe_load(raw) if raw.strip() else {}
             except yaml.YAMLError as exc:
-                raise FrontMatterError(f"front matter is not valid YAML ({exc})") from None
+                meta = _lenient(raw) if lenient else None
+                if meta is None:
+                    first = str(exc).split("\n", 1)[0]
+                    raise FrontMatterError(f"front matter is not valid YAML ({first})") from None
             if meta is None:
                 meta = {}
             if not isinstance(meta, dict):
