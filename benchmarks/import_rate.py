@@ -57,12 +57,18 @@ def sentence(rng: random.Random, n: int) -> str:
     return f"Note {n}: " + " ".join(words).capitalize() + "."
 
 
+def emptied(fixture: str, dest: Path, tables: tuple[str, ...]) -> sqlite3.Connection:
+    """A copy of a fixture database at ``dest`` with ``tables`` emptied."""
+    shutil.copy(FIXTURES / fixture, dest)
+    conn = sqlite3.connect(dest)
+    for table in tables:
+        conn.execute(f"DELETE FROM {table}")
+    return conn
+
+
 def gen_claude_mem(folder: Path, n: int, rng: random.Random) -> Path:
     db = folder / "claude-mem.db"
-    shutil.copy(FIXTURES / "claude-mem" / "claude-mem.db", db)
-    conn = sqlite3.connect(db)
-    conn.execute("DELETE FROM observations")
-    conn.execute("DELETE FROM session_summaries")
+    conn = emptied("claude-mem/claude-mem.db", db, ("observations", "session_summaries"))
     types = ["decision", "bugfix", "feature", "refactor", "discovery", "change"]
     obs, summaries = n * 4 // 5, n - n * 4 // 5
     for i in range(obs):
@@ -89,10 +95,7 @@ def gen_claude_mem(folder: Path, n: int, rng: random.Random) -> Path:
 
 def gen_mcp_memory_service(folder: Path, n: int, rng: random.Random) -> Path:
     db = folder / "sqlite_vec.db"
-    shutil.copy(FIXTURES / "mcp-memory-service" / "sqlite_vec.db", db)
-    conn = sqlite3.connect(db)
-    conn.execute("DELETE FROM memories")
-    conn.execute("DELETE FROM memory_graph")
+    conn = emptied("mcp-memory-service/sqlite_vec.db", db, ("memories", "memory_graph"))
     for i in range(n):
         at = (T0 + timedelta(minutes=i)).timestamp()
         conn.execute(
@@ -114,6 +117,10 @@ def gen_mem0(folder: Path, n: int, rng: random.Random) -> Path:
     return path
 
 
+def note(path: Path, front: str, body: str) -> None:
+    path.write_text(f"---\n{front}---\n\n{body}", encoding="utf-8")
+
+
 def gen_basic_memory(folder: Path, n: int, rng: random.Random) -> Path:
     root = folder / "notes"
     root.mkdir()
@@ -121,11 +128,8 @@ def gen_basic_memory(folder: Path, n: int, rng: random.Random) -> Path:
     for i in range(notes):
         obs = "".join(f"- [fact] {sentence(rng, i * 3 + k)}\n" for k in range(3))
         rel = f"- relates_to [[Note {(i + 1) % notes}]]\n- part_of [[Note {(i + 7) % notes}]]\n"
-        (root / f"note-{i}.md").write_text(
-            f"---\ntitle: Note {i}\ntype: note\ntags: [bench]\n---\n\n# Note {i}\n\n"
-            f"{sentence(rng, i)}\n\n## Observations\n{obs}\n## Relations\n{rel}",
-            encoding="utf-8",
-        )
+        note(root / f"note-{i}.md", f"title: Note {i}\ntype: note\ntags: [bench]\n",
+             f"# Note {i}\n\n{sentence(rng, i)}\n\n## Observations\n{obs}\n## Relations\n{rel}")  # fmt: skip
     return root
 
 
@@ -147,11 +151,8 @@ def gen_claude_code(folder: Path, n: int, rng: random.Random) -> Path:
     mem.mkdir()
     (mem / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
     for i in range(n):
-        (mem / f"project_{i}.md").write_text(
-            f"---\nname: note {i}\ndescription: {sentence(rng, i)[:60]}\ntype: project\n---\n\n"
-            f"{sentence(rng, i)}\n",
-            encoding="utf-8",
-        )
+        front = f"name: note {i}\ndescription: {sentence(rng, i)[:60]}\ntype: project\n"
+        note(mem / f"project_{i}.md", front, f"{sentence(rng, i)}\n")
     return mem
 
 

@@ -18,8 +18,10 @@ tool, which takes the items in batches (:func:`merge` adds their reports up).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -33,8 +35,10 @@ from ingest.importers.items import (
     RelationItem,
     unreadable,
 )
+from retrieval.records import Scope
 
 from .errors import InvalidInput
+from .identity import Identity
 
 MEMORY_JSONL = "memory-jsonl"
 SOURCES: dict[str, Callable[[Path], Read]] = {
@@ -112,6 +116,28 @@ def reason(exc: InvalidInput) -> str:
     if "non-empty" in exc.message:
         return "empty"
     return f"invalid ({exc.message})"
+
+
+class ImportPart:
+    """What the memory and the graph halves of one run share: what they write with
+    (``backend``: the memory service, or the graph services), the caller, the source, the
+    target scope and bucket, dry run, the report, and the stop request's check."""
+
+    def __init__(
+        self, backend: Any, who: Identity, source: str, scope: Scope, dry_run: bool,
+        result: ImportFromResult,
+    ) -> None:  # fmt: skip
+        self.backend = backend
+        self.who, self.source, self.scope = who, source, scope
+        self.dry_run, self.res = dry_run, result
+        self.bucket = who.bucket(scope.value)
+
+    def stopped(self, stop: threading.Event | None) -> bool:
+        """True (and the report marked interrupted) once a stop was asked for."""
+        if stop is not None and stop.is_set():
+            self.res.interrupted = True
+            return True
+        return False
 
 
 ITEMS = TypeAdapter(list[Item])
@@ -213,6 +239,6 @@ def merge(total: ImportFromResult, part: ImportFromResult) -> ImportFromResult:
 
 
 __all__ = [
-    "ALIASES", "ImportFromResult", "Item", "MEMORY_JSONL", "SOURCES", "fold", "merge", "parse_items", "read_memory_jsonl",
+    "ALIASES", "ImportFromResult", "ImportPart", "Item", "MEMORY_JSONL", "SOURCES", "fold", "merge", "parse_items", "read_memory_jsonl",
     "read_source", "reason", "source_name",
 ]  # fmt: skip

@@ -18,28 +18,22 @@ from graph.common import Origin
 from graph.compat import import_rows
 from graph.models import ImportGraphResult
 from ingest.importers.items import EntityItem, Item, LessonItem, RelationItem
-from retrieval.records import Scope
 
 from .errors import InvalidInput
 from .graph_services import GraphServices
-from .identity import Identity
-from .import_from import ImportFromResult, reason
+from .import_from import ImportPart, reason
 
 ENTITY_BATCH = 200
 RELATION_BATCH = 500
 DANGLING = "relation to an entity in neither the graph nor the source"
 
 
-class GraphImport:
+class GraphImport(ImportPart):
     """One run's graph items (see the module docstring)."""
 
-    def __init__(
-        self, graphs: GraphServices, who: Identity, source: str, scope: Scope, dry_run: bool,
-        result: ImportFromResult,
-    ) -> None:  # fmt: skip
-        self.graphs, self.who, self.source, self.scope = graphs, who, source, scope
-        self.dry_run, self.res = dry_run, result
-        self.bucket = who.bucket(scope.value)
+    @property
+    def graphs(self) -> GraphServices:
+        return self.backend
 
     # ------------------------------------------------------------------ accounting
     def _count(self, kind: str, n: int, sample: str | None = None) -> None:
@@ -108,8 +102,7 @@ class GraphImport:
 
     def _entities(self, todo: list[EntityItem], existing, have, stop) -> Iterator[int]:
         for start in range(0, len(todo), ENTITY_BATCH):
-            if stop is not None and stop.is_set():
-                self.res.interrupted = True
+            if self.stopped(stop):
                 return
             part = todo[start : start + ENTITY_BATCH]
             if self.dry_run:
@@ -144,8 +137,7 @@ class GraphImport:
 
     def _relations(self, relations: list[RelationItem], stop) -> Iterator[int]:
         for start in range(0, len(relations), RELATION_BATCH):
-            if stop is not None and stop.is_set():
-                self.res.interrupted = True
+            if self.stopped(stop):
                 return
             part = relations[start : start + RELATION_BATCH]
             if self.dry_run:

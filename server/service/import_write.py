@@ -39,7 +39,7 @@ from . import scopes as rules
 from .errors import Conflict, InvalidInput, LimitExceeded
 from .graph_services import GraphServices
 from .identity import Identity
-from .import_from import ImportFromResult, fold, read_source, reason, source_name
+from .import_from import ImportFromResult, ImportPart, fold, read_source, reason, source_name
 from .import_graph import GraphImport
 from .memory import MemoryService
 
@@ -102,17 +102,14 @@ def metadata_for(item: MemoryItem, source: str, bucket: str) -> dict:
     return rules.check_metadata(meta)
 
 
-class MemoryImport:
+class MemoryImport(ImportPart):
     """Imports the memory items of one run (see the module docstring)."""
 
-    def __init__(
-        self, svc: MemoryService, who: Identity, source: str, scope: Scope, dry_run: bool,
-        result: ImportFromResult,
-    ) -> None:  # fmt: skip
-        self.svc, self.who, self.source, self.scope = svc, who, source, scope
-        self.dry_run, self.result = dry_run, result
-        self.bucket = who.bucket(scope.value)
-        self._hashes: dict[str, str] | None = None  # content hash -> record id in the bucket
+    _hashes: dict[str, str] | None = None  # content hash -> record id in the bucket
+
+    @property
+    def svc(self) -> MemoryService:
+        return self.backend
 
     def hashes(self) -> dict[str, str]:
         if self._hashes is None:
@@ -137,7 +134,7 @@ class MemoryImport:
 
     def batch(self, items: list[MemoryItem]) -> None:
         """Screen ``items`` and write those that are new, in one transaction."""
-        res, now = self.result, self.svc.clock()
+        res, now = self.res, self.svc.clock()
         ids = {record_id(self.source, i.sourceId, self.bucket): i for i in items}
         there = self.svc.store.get(list(ids))
         todo: list[tuple[MemoryItem, Record]] = []
@@ -187,14 +184,14 @@ class MemoryImport:
                 return todo
             except Conflict:
                 there = svc.store.get([r.id for r in recs])
-                self.result.alreadyImported += len(there)
+                self.res.alreadyImported += len(there)
                 todo = [(i, r) for i, r in todo if r.id not in there]
             except LimitExceeded:
                 fit, over = svc.fitting(who, [r for _, r in todo])
                 keep = {r.id for r in fit}
                 for item, rec in todo:
                     if rec.id not in keep:
-                        self.result.skip(item.sourceId, f"limit ({over[0] if over else ''})")
+                        self.res.skip(item.sourceId, f"limit ({over[0] if over else ''})")
                 todo = [(i, r) for i, r in todo if r.id in keep]
             if not todo:
                 return []
@@ -227,8 +224,7 @@ def import_items(
     writer = MemoryImport(svc, who, source, sc, dry_run, res)
     report()
     for start in range(0, len(memories), BATCH):
-        if stop is not None and stop.is_set():
-            res.interrupted = True
+        if writer.stopped(stop):
             break
         part = memories[start : start + BATCH]
         writer.batch(part)
