@@ -183,7 +183,7 @@ def register(sub) -> None:
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(fn=cmd_import_from)
     t = sub.add_parser("export-to", help="export a scope's graph and memories for another server")
-    t.add_argument("format", choices=["basic-memory", "memory-jsonl"])
+    t.add_argument("format", choices=["basic-memory", "memory-jsonl"], help="the format to write")
     t.add_argument("path", help="basic-memory: a folder of notes; memory-jsonl: the file")
     t.add_argument("--scope", default="team", help="scope to export (default team)")
     t.set_defaults(fn=cmd_export_to)
