@@ -80,6 +80,22 @@ def label(item: Item) -> str:
     return item.kind
 
 
+def texts_of(item: MemoryItem) -> list[str]:
+    """The texts of an item the write policy reads: its content, title and every string of
+    its fields."""
+    out = [item.content, item.title or ""]
+    stack: list = [item.fields]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            stack += list(value.values())
+        elif isinstance(value, list):
+            stack += value
+    return [t for t in out if t]
+
+
 def metadata_for(item: MemoryItem, source: str, bucket: str) -> dict:
     tags, more = [], []
     for tag in dict.fromkeys(t.strip() for t in item.tags if t and t.strip()):
@@ -138,7 +154,9 @@ class MemoryImport(ImportPart):
         ids = {record_id(self.source, i.sourceId, self.bucket): i for i in items}
         there = self.svc.store.get(list(ids))
         todo: list[tuple[MemoryItem, Record]] = []
-        with self.svc.policy.batched([i.content for i in items]):
+        # the injection model reads every text of the batch (contents, titles, the source's
+        # fields) from one embedding call, and the index reuses the contents' vectors
+        with self.svc.policy.batched([t for i in items for t in texts_of(i)]):
             for rid, item in ids.items():
                 if rid in there:
                     res.alreadyImported += 1
@@ -232,9 +250,14 @@ def import_items(
         report()
     if graph_items and not res.interrupted:
         gi = GraphImport(graphs, who, source, sc, dry_run, res)
-        for n in gi.run(graph_items, stop):
-            done += n
-            report()
+        # the injection model reads every observation from one embedding call (none on a dry
+        # run: nothing is screened by the model there)
+        held = [] if dry_run else [o for i in graph_items if isinstance(i, EntityItem)
+                                   for o in i.observations]  # fmt: skip
+        with svc.policy.batched(held):
+            for n in gi.run(graph_items, stop):
+                done += n
+                report()
     res.seconds = round(time.monotonic() - started, 3)
     done = total if not res.interrupted else done
     report("done")
