@@ -291,12 +291,26 @@ TABLES: dict[str, Table] = {
     ),
     "import-rate": grid(
         "import-rate",
-        [(f"`{n}`" if n != "import (baseline)" else "our own `import`", f"sources/{n}")
-         for n in ("import (baseline)", "claude-mem", "mcp-memory-service", "mem0",
-                   "basic-memory", "memory-jsonl", "claude-code")],
-        [("items", "items", "d"), ("records written", "records", "d"),
-         ("seconds", "seconds", ".1f"), ("items/s", "items_per_s", ".0f"),
-         ("records/s", "records_per_s", ".0f"), ("vs `import`", "vs_import", ".2f")],
+        [
+            (f"`{n}`" if n != "import (baseline)" else "our own `import`", f"sources/{n}")
+            for n in (
+                "import (baseline)",
+                "claude-mem",
+                "mcp-memory-service",
+                "mem0",
+                "basic-memory",
+                "memory-jsonl",
+                "claude-code",
+            )
+        ],
+        [
+            ("items", "items", "d"),
+            ("records written", "records", "d"),
+            ("seconds", "seconds", ".1f"),
+            ("items/s", "items_per_s", ".0f"),
+            ("records/s", "records_per_s", ".0f"),
+            ("vs `import`", "vs_import", ".2f"),
+        ],
         first="source (10,000 items)",
     ),  # fmt: skip
     "conformance": grid(
