@@ -171,6 +171,14 @@ def poisoning() -> Table:
                            ("poisoning", n, "d")]) for label, n, total in POISON])  # fmt: skip
 
 
+IMPORT_ROWS = [("our own `import`", "import (baseline)")] + [
+    (f"`{n}`", n) for n in ("claude-mem", "mcp-memory-service", "mem0", "basic-memory",
+                            "memory-jsonl", "claude-code")]  # fmt: skip
+IMPORT_COLS = [("items", "items", "d"), ("records written", "records", "d"),
+               ("seconds", "seconds", ".1f"), ("items/s", "items_per_s", ".0f"),
+               ("records/s", "records_per_s", ".0f"), ("vs `import`", "vs_import", ".2f")]  # fmt: skip
+
+
 TABLES: dict[str, Table] = {
     "relevance-sets": across(
         [(label, f"{key}/recall@10") for label, key in [*SIDES, *BASELINES]], SETS, bold=("hybrid",)
@@ -291,26 +299,8 @@ TABLES: dict[str, Table] = {
     ),
     "import-rate": grid(
         "import-rate",
-        [
-            (f"`{n}`" if n != "import (baseline)" else "our own `import`", f"sources/{n}")
-            for n in (
-                "import (baseline)",
-                "claude-mem",
-                "mcp-memory-service",
-                "mem0",
-                "basic-memory",
-                "memory-jsonl",
-                "claude-code",
-            )
-        ],
-        [
-            ("items", "items", "d"),
-            ("records written", "records", "d"),
-            ("seconds", "seconds", ".1f"),
-            ("items/s", "items_per_s", ".0f"),
-            ("records/s", "records_per_s", ".0f"),
-            ("vs `import`", "vs_import", ".2f"),
-        ],
+        [(label, f"sources/{n}") for label, n in IMPORT_ROWS],
+        IMPORT_COLS,
         first="source (10,000 items)",
     ),  # fmt: skip
     "conformance": grid(
