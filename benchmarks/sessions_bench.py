@@ -44,7 +44,8 @@ from retrieval.records import Kind, Record, RecordFilter
 from server.service import hook_context as ar
 from server.service.identity import Identity, identity_fields
 from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer, unit_records
+from server.service.session_records import unit_records
+from server.service.sessions import SessionIndexer
 
 DEFAULT_WRAPPERS = Path(__file__).resolve().parent / "data" / "long_prompts.json"
 THRESHOLDS = [round(0.40 + 0.02 * i, 2) for i in range(36)]  # 0.40 … 1.10

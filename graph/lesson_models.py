@@ -1,7 +1,9 @@
 """Pydantic models of lessons, exactly the seed's schema (``lesson.json``), validated strictly.
 
 A lesson is a special entity (``entityType`` must be ``"lesson"``) recording an error pattern,
-its resolution (observations + verification steps) and how often the fix worked.
+its resolution (observations + verification steps) and how often the fix worked. The keys a
+lesson has beyond the schema (:func:`lesson_extra`) and the strings its searchable text leaves
+out (:func:`lesson_details`) are read here too.
 """
 
 from __future__ import annotations
@@ -115,3 +117,23 @@ class CreateLessonResult(BaseModel):
     citations: list[CitationState] = Field(
         default_factory=list, description="What the lesson cites (explicit and detected)."
     )
+
+
+def lesson_details(lesson: LessonInput) -> dict:
+    """The lesson's strings its text leaves out (verification's expected output and markers,
+    environment, extra keys), kept in its record's metadata: the write policy reads them with
+    the record, so an instruction to the model in any of them marks the record suspicious (as
+    one in its name does: the record's ``entity_name``)."""
+    extra = {k: v for k, v in lesson_extra(lesson).items() if v}
+    steps = [s.model_dump(exclude={"command"}) for s in lesson.verificationSteps]
+    out = {"verificationSteps": steps, "environment": lesson.metadata.environment, "extra": extra}
+    return {k: v for k, v in out.items() if v}
+
+
+def lesson_extra(lesson: LessonInput) -> dict:
+    """The keys beyond the seed's schema, of the lesson, its error pattern and its metadata."""
+    return {
+        "lesson": {k: v for k, v in (lesson.model_extra or {}).items() if k != "scope"},
+        "errorPattern": lesson.errorPattern.model_extra or {},
+        "metadata": lesson.metadata.model_extra or {},
+    }

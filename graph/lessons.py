@@ -31,6 +31,8 @@ from .lesson_models import (
     Lesson,
     LessonInput,
     LessonSuccessResult,
+    lesson_details,
+    lesson_extra,
 )
 from .lesson_ranking import (
     LESSON_FUSION,
@@ -119,6 +121,7 @@ class LessonService(LessonRanking):
             metadata={
                 "successRate": lesson.metadata.successRate, "frequency": lesson.metadata.frequency,
                 "severity": lesson.metadata.severity, "errorType": ep.type,
+                **({"details": details} if (details := lesson_details(lesson)) else {}),
             },
         )  # fmt: skip
 
@@ -269,11 +272,7 @@ class LessonService(LessonRanking):
     @staticmethod
     def _insert_row(conn, bucket: str, who: Caller, lesson: LessonInput, rec_id: str) -> None:
         ep, md = lesson.errorPattern, lesson.metadata
-        extra = {
-            "lesson": {k: v for k, v in (lesson.model_extra or {}).items() if k != "scope"},
-            "errorPattern": ep.model_extra or {},
-            "metadata": md.model_extra or {},
-        }
+        extra = lesson_extra(lesson)
         conn.execute(
             "INSERT INTO lessons(bucket, name, error_type, message, context, stack_trace, severity, "
             "environment, frequency, success_rate, observations, verification_steps, extra, "

@@ -16,6 +16,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from retrieval import private
+
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -41,7 +43,8 @@ class ArtifactStore:
         dest = self.path(sha)
         if dest.is_file():
             return sha
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        private.folder(self.root)
+        private.folder(dest.parent)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as fh:

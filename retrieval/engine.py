@@ -23,6 +23,7 @@ the outbox lock and the retry timer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import weakref
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import grouping
+from . import grouping, private
 from .embedder import Embedder
 from .hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from .lexical import LexicalIndex
@@ -147,7 +148,9 @@ class Engine:
         outbox is applied by a background thread and writes return at COMMIT
         (:mod:`retrieval.vector_writer`). A serving runtime turns both on."""
         self.home = Path(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        private.folder(self.home)  # retrieval/private.py: a store is its user's alone
+        if not chroma_host:
+            private.folder(self.home / "chroma")
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
         self.cluster = None
         if store_url:  # PostgreSQL is canonical; this folder's SQLite is the node's replica
@@ -236,6 +239,12 @@ class Engine:
             return None
         why = "vector index unavailable" if v.error else "vector index opening"
         return f"{why}: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
+
+    def vector_query_deadline(self, seconds: float):
+        """A context in which this thread's queries to the vector index's process wait at most
+        ``seconds`` each (a hook's budget; :mod:`retrieval.vector_child`)."""
+        v = self.vectors
+        return v.query_deadline(seconds) if v is not None else contextlib.nullcontext()
 
     def start_vectors(self) -> None:
         """Start the vector index's process if :meth:`open_vectors` deferred it."""

@@ -20,13 +20,16 @@ import numpy as np
 
 from . import fusion, longquery, modality
 from .embedder import Embedder
+from .errors import StoreUnavailable
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
-from .vector_process import VectorProcess
+from .vector_process import VectorIndexError, VectorProcess
 from .vectors import VectorIndex
 
 EXACT_SCAN_LIMIT = 50_000
+# a search's mode when the vector index did not answer it in time (or failed)
+NOT_ANSWERING = "vector index did not answer: lexical candidates only"
 
 
 @dataclass
@@ -87,14 +90,18 @@ class HybridRanker:
     # ---------------------------------------------------------------- vector side
     def _vector_candidates(
         self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
-    ) -> list[tuple[str, float]]:
-        """Top ``depth`` (id, cosine of the record's best window) for one query vector."""
+    ) -> list[tuple[str, float]] | None:
+        """Top ``depth`` (id, cosine of the record's best window) for one query vector; None
+        when the index's process did not answer in time, went away or failed the query."""
         qvec = qvec.reshape(-1)
         if not self.vectors.ready:  # the index process is still opening its store
             return self._exact_scan(qvec, f, depth)
         model = self.embedder.model_id
         over = depth + 20 if f.is_visibility_only() else depth * 4
-        hits = self.vectors.query(buckets, model, qvec, over)
+        try:
+            hits = self.vectors.query(buckets, model, qvec, over)
+        except (StoreUnavailable, VectorIndexError):
+            return None
         keep = set(self.store.filter_ids(f, [h[0] for h in hits]))
         kept = [h for h in hits if h[0] in keep]
         everything = len(kept) >= min(depth, len(hits)) and len(hits) < over  # all there is
@@ -199,7 +206,13 @@ class HybridRanker:
         qvec, weights, gain = None, None, 0.0
         if use_vec:
             qvec = np.stack([self.embedder.embed_query(t) for t in qv.vector])
-            views = [self._vector_candidates(v, f, depth, buckets) for v in qvec]
+            views = []
+            for v in qvec:
+                got = self._vector_candidates(v, f, depth, buckets)
+                if got is None:  # the lexical candidates, their stored vectors scored
+                    views, label = [[] for _ in qvec], f"{label} ({NOT_ANSWERING})"
+                    break
+                views.append(got)
             vec = views[0]
             if len(views) > 1 and views[0] and views[1]:
                 gain = views[1][0][1] - views[0][0][1]

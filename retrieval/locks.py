@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from . import private
+
 OWNER_BYTES = 200  # what Held.owner reads of the holder's note
 
 
@@ -36,8 +38,8 @@ class Held(Exception):  # noqa: N818 - the lock's state, not an error of the cal
 
 def _open(path) -> int:
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    private.folder(os.path.dirname(path) or ".")
+    return os.open(path, os.O_RDWR | os.O_CREAT, private.FILE_MODE)
 
 
 def acquire(path, owner: str | None = None) -> int:

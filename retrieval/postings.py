@@ -57,6 +57,7 @@ class Postings:
         self._thread: threading.Thread | None = None
         self.file = postings_file.path_for(getattr(store, "path", ""))
         self._file_tried = False  # the file is read by the first build only
+        self.file_problem: str | None = None  # why a saved file was damaged (health says it)
         self._saved_seq = -1
         self._reset()
 
@@ -153,7 +154,7 @@ class Postings:
             loaded = None
             if self.file is not None and not self._file_tried:
                 self._file_tried = True
-                loaded = postings_file.load(self, conn, self.file, seq, MAX_BACKLOG)
+                loaded = self._load_file(conn, seq)
             if loaded is not None:
                 built, file_seq = loaded
                 self._swap(built, file_seq)
@@ -184,6 +185,18 @@ class Postings:
         self._swap(built, seq)
         log.info("in-memory bm25 postings: %d records, %d terms", self.n, len(self.post))
         return True
+
+    def _load_file(self, conn: sqlite3.Connection, seq: int):
+        """The saved postings when they match the store (:func:`postings_file.load`); None
+        (build from FTS5, which replaces the file) when they do not, a damaged or foreign
+        file noted in :attr:`file_problem`."""
+        try:
+            return postings_file.load(self, conn, self.file, seq, MAX_BACKLOG)
+        except postings_file.Rejected as exc:
+            log.warning("postings file %s %s: rebuilding it from the store", self.file, exc.reason)
+            if exc.fault:
+                self.file_problem = f"the saved postings file was {exc.reason}: rebuilt from FTS5"
+            return None
 
     def _swap(self, built: dict, seq: int) -> None:
         with self._lock:  # swap in: queries wait only for the assignment

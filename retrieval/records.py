@@ -174,6 +174,11 @@ class Explanation(BaseModel):
     fused_score: float = 0.0
     boosts: dict[str, float] = Field(default_factory=dict)
     mode: str = "hybrid"
+    gate: float | None = Field(
+        default=None,
+        description="the prompt gate's relevance (0-1): the hooks inject an item from "
+        "their threshold up",
+    )
 
 
 class Hit(BaseModel):

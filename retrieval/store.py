@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import private
 from .analyzer import identifier_parts
 from .buckets import bucket_token
-from .errors import NotFound, StoreUnavailable
+from .errors import NotFound, StoreUnavailable, storage_error
 from .history import Forget, forget_dropped
 from .records import Kind, Record, RecordFilter, Scope, utcnow
 from .schema import migrate
@@ -211,12 +212,20 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path, *, readers: int = SQLITE_READERS) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.path != ":memory:":  # private (retrieval/private.py); SQLite gives its -wal
+            private.folder(Path(self.path).parent)  # and -shm the file's own mode
+            private.touch(self.path)
         self._write_lock = threading.RLock()
-        self._writer = self._connect()
+        self.write_failure: str | None = None  # the last write that failed on storage
+        try:
+            self._writer = self._connect()
+            migrate(self._writer)
+        except sqlite3.Error as exc:  # a read-only folder, a full disk, a damaged file
+            failed = storage_error(exc, self.path, "the store cannot be opened")
+            if failed is None:
+                raise
+            raise failed from exc
         self._readers = ReaderPool(self._connect, readers)
-        migrate(self._writer)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -323,13 +332,20 @@ class SQLiteStore:
             if conn.in_transaction:  # nested: join the outer transaction
                 yield conn
                 return
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite rolls back by itself on a full disk
+                    conn.execute("ROLLBACK")
+                failed = (storage_error(exc, self.path, "nothing was written")
+                          if isinstance(exc, sqlite3.Error) else None)  # fmt: skip
+                if failed is None:
+                    raise
+                self.write_failure = failed.message
+                raise failed from exc
+            self.write_failure = None
 
     # ------------------------------------------------------------------ writes
     def _log(self, conn: sqlite3.Connection, rec: Record, op: str) -> None:

@@ -9,16 +9,20 @@ embedding workers (docs/benchmarks.md, "the vector index in a child process"). I
 the other core, and the server starts without importing chromadb at all: until the child has
 opened the store, the ranker scores the stored vectors exactly (:attr:`VectorProcess.ready`).
 
-Protocol: pickled tuples over a private socket pair, ``(call id, method, args)`` one way and
-``(call id, ok, value or error text)`` back; id 0 is the child's "opened" message. Calls may be
-in flight from several threads at once (the child runs them on a small pool). An error raised
-in the child comes back as :class:`VectorIndexError` with its type name and text (no chromadb
-exception is unpickled here, so this process never imports chromadb). If the child dies, the
-calls in flight to it fail with :class:`~retrieval.errors.StoreUnavailable` (calls already
-sent to its replacement are that one's), and a watchdog restarts it at once: the outbox rows
-of a failed apply stay and are applied again (:mod:`retrieval.vector_sync`). Until the new
-child has opened the store, :attr:`VectorProcess.error` says why the index is unavailable
-(the daemon's health reports it) and searches score the stored vectors exactly.
+Protocol (:mod:`retrieval.vector_child`, which holds both sides of it): pickled tuples over a
+private socket pair. Calls may be in flight from several threads at once (the child runs them
+on a small pool). An error raised in the child comes back as :class:`VectorIndexError` with its
+type name and text (no chromadb exception is unpickled here, so this process never imports
+chromadb). If the child dies, the calls in flight to it fail with
+:class:`~retrieval.errors.StoreUnavailable` (calls already sent to its replacement are that
+one's), and a watchdog restarts it at once: the outbox rows of a failed apply stay and are
+applied again (:mod:`retrieval.vector_sync`). Until the new child has opened the store,
+:attr:`VectorProcess.error` says why the index is unavailable (the daemon's health reports it)
+and searches score the stored vectors exactly.
+
+Deadlines and hangs (:class:`~retrieval.vector_child.Liveness`): every call waits at most a
+deadline that fits its caller; a child that stops answering is killed and restarted like a
+dead one.
 """
 
 from __future__ import annotations
@@ -30,13 +34,13 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .errors import StoreUnavailable
+from .vector_child import Liveness, deadline_for, hang_seconds
 
-CALL_TIMEOUT_S = 600.0  # a reindex of a large collection is one long call
 CLOSE_TIMEOUT_S = 30.0
 WATCH_S = 0.25  # how often the watchdog looks at the child (a death is seen within this)
 DYING_S = 5.0  # a child that closed its end but lives on this long is killed
@@ -77,10 +81,13 @@ class _Child:
         self.dead = False  # the connection is gone (no call may be sent to it)
         self.open_error: str | None = None  # the child could not open the store
         self.ended = threading.Event()  # its reader finished
-        self.started = time.monotonic()
+        self.started = self.heard = time.monotonic()  # heard: its last message
+        self.ping: tuple[int, float] | None = None  # (call id, sent at) of the ping out
+        self.missed: str | None = None  # a call missed its deadline: why it is suspect
+        self.hung = False  # killed for leaving a ping unanswered
 
 
-class VectorProcess:
+class VectorProcess(Liveness):
     """:class:`~retrieval.vectors.VectorIndex`'s API, served by a child process.
 
     A watchdog thread per child waits on it: a child that dies (killed, out of memory) is seen
@@ -90,10 +97,13 @@ class VectorProcess:
     False (searches score the stored vectors exactly). A child that could not open its store is
     started again by the next call, as before."""
 
-    def __init__(self, path: str, *, start: bool = True) -> None:
+    def __init__(self, path: str, *, start: bool = True, hang_s: float | None = None) -> None:
         """``start=False``: the child starts at :meth:`start` or at the first call (a server
-        starts it once it serves, so the child's start-up does not compete with its own)."""
+        starts it once it serves, so the child's start-up does not compete with its own).
+        ``hang_s``: see the module's docstring (default :func:`hang_seconds`)."""
         self.path = path
+        self.hang_s = hang_s if hang_s is not None else hang_seconds()
+        self._local = threading.local()  # a thread's own query deadline (query_deadline())
         self._lock = threading.Lock()  # the current child, the call tables and (re)starting
         self._ids = itertools.count(1)
         self._closed = False
@@ -127,7 +137,7 @@ class VectorProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "retrieval.vector_process", str(theirs.fileno()), self.path],
+                [sys.executable, "-m", "retrieval.vector_child", str(theirs.fileno()), self.path],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -155,12 +165,16 @@ class VectorProcess:
                 cid, ok, value = child.conn.recv()
             except (EOFError, OSError):
                 break
+            child.heard = time.monotonic()
             if cid == 0:
                 with self._lock:
                     child.open_error = None if ok else value
                     if self._child is child:
                         self.error = child.open_error
                 child.opened.set()
+                continue
+            if child.ping is not None and cid == child.ping[0]:
+                self._answered(child)
                 continue
             with self._lock:
                 fut = child.calls.pop(cid, None)
@@ -177,9 +191,21 @@ class VectorProcess:
         child.ended.set()
         if child.open_error is not None:
             child.opened.set()  # wait_ready: opening failed
-        why = child.open_error or "the vector index process stopped"
+        why = child.open_error or self._stopped(child, wait=0.5 if left else 0.0)
         for fut in left:
             fut.set_exception(StoreUnavailable(why, path=self.path))
+
+    @staticmethod
+    def _stopped(child: _Child, wait: float) -> str:
+        """What failed calls to a child that went away say: how it ended when it has (its
+        connection closes as it dies: ``wait`` a moment for the exit status)."""
+        try:
+            code = child.proc.wait(wait) if wait else child.proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            return "the vector index process stopped"
+        return f"the vector index process stopped ({exit_reason(code)})"
 
     def _watch(self, child: _Child) -> None:
         """Wait on the child; when it is gone, wake its reader, reap it, and start another
@@ -194,6 +220,8 @@ class VectorProcess:
                     dying = dying or time.monotonic()
                     if time.monotonic() - dying > DYING_S:
                         child.proc.kill()
+                else:
+                    self._check_alive(child)
         try:
             child.sock.shutdown(socket.SHUT_RDWR)  # its reader sees EOF now, if not yet
         except OSError:
@@ -203,8 +231,12 @@ class VectorProcess:
         with self._lock:
             if self._closed or self._child is not child or child.open_error is not None:
                 return
-            self.error = (f"the vector index process stopped ({exit_reason(code)}); "
-                          "restarting it")  # fmt: skip
+            if child.hung:
+                self.error = (f"the vector index process did not answer for {self.hang_s:g} s "
+                              "(hung): killed, restarting it")  # fmt: skip
+            else:
+                self.error = (f"the vector index process stopped ({exit_reason(code)}); "
+                              "restarting it")  # fmt: skip
             up = time.monotonic() - child.started
             self._crashes = 1 if up > STABLE_S else self._crashes + 1
             delay = RESTART_DELAYS_S[min(self._crashes, len(RESTART_DELAYS_S)) - 1]
@@ -256,6 +288,9 @@ class VectorProcess:
             self._opened.wait(0.05 if left is None else min(0.05, left))
 
     def _call(self, method: str, *args):
+        deadline = deadline_for(method)
+        if method == "query":
+            deadline = getattr(self._local, "deadline", None) or deadline
         fut: Future = Future()
         with self._lock:
             if self._closed:
@@ -266,13 +301,20 @@ class VectorProcess:
                 child = self._child
             cid = next(self._ids)
             child.calls[cid] = fut
+            failed = None
             try:
                 child.conn.send((cid, method, args))
             except OSError as exc:  # the child is gone: the next call starts another
                 child.calls.pop(cid, None)
                 child.dead = True
-                raise StoreUnavailable(f"the vector index process: {exc}", path=self.path) from exc
-        return fut.result(CALL_TIMEOUT_S)
+                failed = exc
+        if failed is not None:  # how it ended, waited for without the lock
+            why = self._stopped(child, wait=0.5)
+            raise StoreUnavailable(why, path=self.path, error=str(failed)) from failed
+        try:
+            return fut.result(deadline)
+        except TimeoutError:
+            raise self._missed(child, cid, method, deadline) from None
 
     # ------------------------------------------------------------------ the VectorIndex API
     def upsert(self, bucket: str, model_id: str, items) -> None:
@@ -311,7 +353,9 @@ class VectorProcess:
             child = self._child
             if child is None:
                 return
-            if not child.dead:
+            if self._silent(child):
+                child.proc.kill()  # not answering: nothing to wait for
+            elif not child.dead:
                 try:
                     child.conn.send(None)  # the child finishes its calls, closes Chroma, exits
                 except OSError:
@@ -322,57 +366,3 @@ class VectorProcess:
             child.proc.kill()
             child.proc.wait()
         child.ended.wait(CLOSE_TIMEOUT_S)
-
-
-# ---------------------------------------------------------------------- the child's side
-def hold_folder(path: str, timeout: float = CLOSE_TIMEOUT_S) -> None:
-    """Take ``<path>.lock`` (an exclusive ``flock``, held until this process exits): a child
-    whose server was killed may still be finishing a call, and a second process must not
-    write the same Chroma folder; the new child waits for it (up to ``timeout``)."""
-    from . import locks
-
-    try:
-        locks.wait(f"{path}.lock", timeout)  # the descriptor stays open: held until exit
-    except locks.Held:
-        raise StoreUnavailable(f"{path} is held by another process", path=path) from None
-
-
-def serve(fd: int, path: str) -> int:
-    """Open the vector index at ``path`` and answer calls on ``fd`` until told to stop or the
-    parent goes away (its end of the socket closes)."""
-    conn = Connection(fd)
-    try:
-        hold_folder(path)
-        from .vectors import VectorIndex
-
-        index = VectorIndex(path)
-    except Exception as exc:
-        conn.send((0, False, f"cannot open the vector index: {type(exc).__name__}: {exc}"))
-        return 1
-    conn.send((0, True, None))
-    send = threading.Lock()
-
-    def answer(cid: int, method: str, args: tuple) -> None:
-        try:
-            out = (cid, True, getattr(index, method)(*args))
-        except Exception as exc:  # sent back as text: the parent does not import chromadb
-            out = (cid, False, (type(exc).__name__, str(exc)))
-        with send:
-            conn.send(out)
-
-    pool = ThreadPoolExecutor(4, thread_name_prefix="vector-call")
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            break
-        if msg is None:
-            break
-        pool.submit(answer, *msg)
-    pool.shutdown(wait=True)
-    index.close()
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - the child process
-    sys.exit(serve(int(sys.argv[1]), sys.argv[2]))

@@ -13,6 +13,7 @@ propagates, so the outbox row that asked for the change stays and is applied aga
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -99,6 +100,10 @@ class VectorIndex:
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return True
+
+    def query_deadline(self, seconds: float) -> contextlib.AbstractContextManager:
+        """Calls in this process take what they take (a VectorProcess bounds its calls)."""
+        return contextlib.nullcontext()
 
     def __init__(self, path: str | None = None, *, host: str | None = None, port: int = 8000):
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

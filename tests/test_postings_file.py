@@ -112,21 +112,49 @@ def test_a_change_log_pruned_past_the_file_means_a_rebuild(path, make_record, bu
     store.close()
 
 
-def test_saving_finds_the_newest_record_once_not_once_per_record(path, make_record, monkeypatch):
-    """The file names its newest record (checked at load). Finding it inside the scan of every
-    record made a save O(n²): 500 s at a million records, the postings' lock held."""
+def test_saving_digests_every_live_id_in_one_pass(path, make_record, monkeypatch):
+    """The file keeps a digest of each live entry's record id (checked at load). Computing it
+    is one vectorised pass over the ids: a save at a million records holds the postings' lock
+    (finding the newest record once per record made it O(n²) once: 500 s)."""
     from retrieval import postings_file
 
     rng = random.Random(3)
     store = SQLiteStore(path)
     recs = _records(make_record, rng, 200)
     _write(store, recs)
+    with store.transaction() as conn:
+        store.delete(conn, [recs[7].id])
     lx = _ready(store)
     calls: list[int] = []
-    last_alive = postings_file._last_alive
-    monkeypatch.setattr(postings_file, "_last_alive", lambda p: calls.append(1) or last_alive(p))
+    digests = postings_file.digests
+    monkeypatch.setattr(postings_file, "digests", lambda ids: calls.append(1) or digests(ids))
     assert postings_file.save(lx.postings, path.with_name("again.npz"))
     assert calls == [1]
     saved = np.load(path.with_name("again.npz"))
-    assert saved["newest"].tolist() == [recs[-1].id]  # the last written, still alive
+    live = [r.id for r in recs if r is not recs[7]]
+    slots = [lx.postings.slot_of[i] for i in live]
+    assert saved["digest"][slots].tolist() == digests(live).tolist()
+    assert len(set(saved["digest"][slots].tolist())) == len(live)
     store.close()
+
+
+def test_another_stores_file_of_the_same_shape_is_rebuilt(tmp_path, make_record, builds):
+    """Two stores written alike (same record count, same change sequence, same rowids): the
+    ids' digests tell their files apart."""
+    stores = []
+    for name in ("a", "b"):
+        store = SQLiteStore(tmp_path / name / "pattern.sqlite3")
+        recs = _records(make_record, random.Random(4), 30)  # same texts, new ids
+        _write(store, recs)
+        _ready(store).postings.close()
+        stores.append((store, recs))
+    (a, _), (b, recs_b) = stores
+    a.close(), b.close()
+    shutil.copy(tmp_path / "a" / "pattern.sqlite3.postings.npz",
+                tmp_path / "b" / "pattern.sqlite3.postings.npz")  # fmt: skip
+    b = SQLiteStore(tmp_path / "b" / "pattern.sqlite3")
+    builds.clear()
+    lx = _ready(b)
+    assert builds == [1] and "another store" in lx.postings.file_problem
+    _assert_same(lx, LexicalIndex(b, postings_min=-1), recs_b)
+    b.close()

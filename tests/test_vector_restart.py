@@ -9,11 +9,12 @@ import fcntl
 import os
 import signal
 import socket
+import threading
 import time
 
 import pytest
 
-from retrieval import vector_process
+from retrieval import vector_child, vector_process
 from retrieval.embedder import HashEmbedder
 from retrieval.errors import StoreUnavailable
 from retrieval.vector_process import VectorProcess
@@ -107,3 +108,53 @@ def test_a_child_that_cannot_open_its_store_is_not_restarted_in_a_loop(tmp_path)
         assert vp._proc.pid == first and vp.restarts == 0  # the next call tries again
     finally:
         vp.close()
+
+
+def within(seconds: float, fn):
+    """``fn()``'s value, or a failure when it has not returned within ``seconds`` (it goes on
+    in a daemon thread: a hung call must fail the test, not hang it)."""
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert out, f"did not return within {seconds} s"
+    return out[0]
+
+
+def test_a_stopped_child_misses_the_recall_deadline_and_is_killed_and_restarted(
+    open_engine, make_record, monkeypatch
+):
+    monkeypatch.setenv("PATTERN_VECTOR_HANG_S", "2")
+    eng = open_engine(HashEmbedder(), vector_process=True)
+    svc = MemoryService(eng)
+    rec = make_record("winch brake inspection schedule", project_id="proj", agent_id="agent")
+    eng.apply(add=[rec])
+    vp = eng.vectors
+    assert vp.wait_ready(120) and health(svc, WHO).status == "ok"
+    first = vp._proc.pid
+    os.kill(first, signal.SIGSTOP)  # alive, but answering nothing
+    try:
+        t0 = time.monotonic()
+        res = within(10, lambda: recall(svc, WHO, RecallInput(query="winch brake inspection")))
+        assert time.monotonic() - t0 < vector_child.RECALL_S + 1.0
+        assert res.items[0].id == rec.id  # found lexically, its stored vector scored
+        assert res.mode == "hybrid (vector index did not answer: lexical candidates only)"
+        h = health(svc, WHO)
+        assert h.status == "degraded"
+        assert any("did not answer a query within" in i for i in h.issues), h.issues
+        # the next recall does not wait again: the index counts as unavailable meanwhile
+        t0 = time.monotonic()
+        res = within(10, lambda: recall(svc, WHO, RecallInput(query="winch brake inspection")))
+        assert time.monotonic() - t0 < 1.0 and "exact scan" in res.mode
+        # silent for PATTERN_VECTOR_HANG_S: killed, like a dead child, and restarted
+        hung = "the vector index process did not answer for 2 s (hung): killed, restarting it"
+        assert wait_until(lambda: vp.error == hung, 10) is not None
+        assert wait_until(lambda: vp._proc.pid != first, 10) is not None
+    finally:
+        try:
+            os.kill(first, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert vp.wait_ready(120) and vp.restarts == 1
+    assert health(svc, WHO).status == "ok"
+    assert recall(svc, WHO, RecallInput(query="winch brake inspection")).mode == "hybrid"

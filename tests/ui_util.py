@@ -300,7 +300,7 @@ def populate_demo(rt: Runtime, folder: Path, xss: bool = True) -> dict[str, str]
     from server.service import review
     from server.service.identity import Identity
     from server.service.models import MemoryInput, MemoryMetadata
-    from server.service.sessions import unit_records
+    from server.service.session_records import unit_records
     from server.service.workspace import ingest_workspace
 
     svc, owner = rt.service, rt.identity

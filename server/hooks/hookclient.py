@@ -33,6 +33,7 @@ if __package__ in (None, ""):  # run as a file: import the package from the chec
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:
+    from retrieval import private
     from server.http.daemonfiles import owner_alive, read_info, spawn_daemon
     from server.service.ids import identity_fields, project_root, store_home
 except BaseException:  # noqa: BLE001 - a broken install still never fails the client
@@ -59,11 +60,11 @@ class HookError(Exception):
 def log_line(home, event: str, message: str) -> None:
     """One line per failure, never more (the log must not grow with every prompt)."""
     try:
-        os.makedirs(home, exist_ok=True)
+        private.folder(home)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         text = " ".join(str(message).split())[:500]
         with open(os.path.join(home, "hooks.log"), "a", encoding="utf-8",
-                  errors="backslashreplace") as fh:  # fmt: skip
+                  errors="backslashreplace", opener=private.opener) as fh:  # fmt: skip
             fh.write(f"{stamp} pid {os.getpid()} {event or '-'}: {text}\n")
     except Exception:  # noqa: BLE001 - an unwritable log (a file as home, a bad name) too
         pass
@@ -156,6 +157,18 @@ def envelope(who: dict, secret: str) -> dict:
     return headers
 
 
+def refusal(data: bytes) -> str:
+    """A refusal by its error code and the daemon's own message, never the raw answer: the
+    line goes to ``hooks.log``, which must not keep what the client sent."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return "(no JSON answer)"
+    return f"{answer.get('error') or '-'}: {answer.get('message') or ''}"[:300]
+
+
 def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) -> dict:
     """POST to the daemon, starting it when none runs; gives up at ``until``."""
     body = json.dumps(payload).encode()
@@ -172,7 +185,7 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
                 raise HookError("the daemon did not answer within the deadline") from None
             else:
                 if status != 200:
-                    raise HookError(f"daemon answered {status}: {data[:300]!r}")
+                    raise HookError(f"daemon answered {status}: {refusal(data)}")
                 return json.loads(data)
         if not spawned and not owner_alive(home):
             spawn_daemon(home, env)

@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+from retrieval import private
+
 from .daemonfiles import owner_alive, read_info, spawn_daemon
 
 START_TIMEOUT = 60.0
@@ -75,7 +77,7 @@ class DaemonLink:
         with self._lock:
             if self.info and not force_new:
                 return self.info
-            os.makedirs(self.home, exist_ok=True)
+            private.folder(self.home)
             deadline = time.monotonic() + START_TIMEOUT
             while time.monotonic() < deadline:
                 info = read_info(self.home)

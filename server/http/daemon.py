@@ -19,9 +19,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from retrieval import locks
+from retrieval import locks, private
 
-from ..service.errors import StoreUnavailable
+from ..service.errors import StoreUnavailable, storage_error
 from .auth import Refusal, TokenStore, make_authenticator, write_private
 from .daemonfiles import INFO_FILE, LOCK_FILE, read_info
 
@@ -46,6 +46,11 @@ class StoreLock:
                 "use that daemon (pattern-memory serve connects to it) or stop it first",
                 holder=holder,
             ) from None
+        except OSError as exc:  # a read-only folder, a full disk
+            failed = storage_error(exc, self.path, "the daemon cannot own the store")
+            if failed is None:
+                raise
+            raise failed from exc
 
     def release(self) -> None:
         if self.fd is not None:
@@ -236,6 +241,7 @@ def run_daemon(
     settings = Settings.from_env(env)
     home = Path(home or settings.home)
     env["PATTERN_HOME"] = str(home)
+    private.restrict_umask()  # what it and its libraries create in the store is private
     lock = StoreLock(home)
     lock.acquire()
     info_path = home / INFO_FILE

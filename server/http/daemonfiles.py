@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+from retrieval import private  # standard library only
+
 LOCK_FILE = "daemon.lock"
 INFO_FILE = "daemon.json"
 
@@ -66,8 +68,9 @@ def spawn_daemon(home, env: dict[str, str]) -> None:
     child = dict(env)
     child["PATTERN_HOME"] = home
     child["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    os.makedirs(home, exist_ok=True)
-    with open(os.path.join(home, "daemon.log"), "ab") as log:  # the child keeps its own copy
+    private.folder(home)
+    log_path = os.path.join(home, "daemon.log")
+    with open(log_path, "ab", opener=private.opener) as log:  # the child keeps its own copy
         subprocess.Popen(
             [sys.executable, "-m", "server.cli", "daemon", "--home", home],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child,
@@ -79,13 +82,22 @@ def start_early(env: dict[str, str]) -> float | None:
     """``pattern-memory serve`` calls this before its own imports: when the store has no
     daemon, start one now, so the daemon's start-up runs beside the bridge's (~0.4 s sooner
     to the first answer). Returns the ``time.monotonic()`` of the spawn (the bridge then
-    waits for that daemon instead of starting another), or None."""
+    waits for that daemon instead of starting another), or None. A store folder that cannot
+    be written raises ``StoreUnavailable`` naming the fault."""
     import time
 
     from ..service.ids import store_home  # stdlib only, as the hook client uses it
 
     home = store_home(env)
-    if owner_alive(home):
-        return None
-    spawn_daemon(home, env)
+    try:
+        if owner_alive(home):
+            return None
+        spawn_daemon(home, env)
+    except OSError as exc:  # a read-only store folder: say so, not a traceback
+        from ..service.errors import storage_error
+
+        failed = storage_error(exc, home, "no daemon can serve it")
+        if failed is None:
+            raise
+        raise failed from exc
     return time.monotonic()

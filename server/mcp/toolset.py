@@ -10,6 +10,7 @@ call the service in a worker thread, return its pydantic result.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -18,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from ..service.errors import PatternError
+from ..service.errors import PatternError, storage_error
 from ..service.identity import Identity
 from ..service.runtime import Runtime
 
@@ -85,8 +86,14 @@ def tool_error(exc: PatternError) -> ToolError:
 
 
 async def call(fn: Callable[[], T]) -> T:
-    """Run a service call off the event loop; PatternError -> ToolError with code and data."""
+    """Run a service call off the event loop; PatternError -> ToolError with code and data
+    (a failing disk's SQLite error too, as ``store_unavailable`` naming the fault)."""
     try:
         return await anyio.to_thread.run_sync(fn)
     except PatternError as exc:
         raise tool_error(exc) from exc
+    except sqlite3.Error as exc:  # a read on a damaged file or failing disk: say which
+        failed = storage_error(exc, None, "the call was not answered")
+        if failed is None:
+            raise
+        raise tool_error(failed) from exc

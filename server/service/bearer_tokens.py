@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from retrieval import private
+
 from .errors import InvalidInput, NotFound
 
 PG_TOKENS_TTL_S = 1.0
@@ -89,7 +91,7 @@ class TokenStore:
         if self.store_url:
             save_tokens(self.store_url, data)
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private.folder(self.path.parent)
         write_private(self.path, data)
 
     def create(

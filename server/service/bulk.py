@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from retrieval.records import Record
 
 from . import idempotency as idem
-from .errors import InvalidInput, LimitExceeded, PatternError
+from .errors import InvalidInput, LimitExceeded, PatternError, invalid_fields
 from .identity import Identity
 from .memory import MemoryService
 from .models import BulkForgetResult, BulkRememberResult, MemoryInput
@@ -28,7 +28,7 @@ MAX_BULK = 1000
 
 def _message(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return invalid_fields(exc)
     return exc.message if isinstance(exc, PatternError) else str(exc)
 
 

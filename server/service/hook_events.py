@@ -13,6 +13,10 @@ something to inject, is the client's output JSON:
 
 Indexing (PreCompact, Stop, SessionEnd) runs on one background worker, so the hook returns at
 once; the transcript's sub-agent sidechains (``<session>/subagents/*.jsonl``) are indexed with it.
+UserPromptSubmit queues the prompt too: it is stored at once as the start of its exchange
+(``SessionIndexer.open_prompt``), which the indexer completes in place when the transcript
+holds the prompt and its answer, so a report is searchable even while its first tool call
+waits, or if the session dies there.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +102,17 @@ def response_failure(response: Any) -> tuple[str, bool]:
 
 def transcript_file(raw: str | None) -> Path | None:
     """A transcript path from the client, if it names an existing ``.jsonl`` file."""
+    p = transcript_target(raw)
+    return p if p is not None and p.is_file() else None
+
+
+def transcript_target(raw: str | None) -> Path | None:
+    """A transcript path from the client, if it names a ``.jsonl`` file (which the client may
+    not have written yet: a session's first prompt comes before its transcript)."""
     if not raw:
         return None
     p = Path(raw).expanduser()
-    if p.suffix != ".jsonl" or not p.is_file():
-        return None
-    return p.resolve()
+    return p.resolve() if p.suffix == ".jsonl" else None
 
 
 class HookService:
@@ -122,23 +133,18 @@ class HookService:
             job = self._jobs.get()
             if job is None:
                 return
-            who, path, flush, final, compacting = job
+            key, run = job
             try:
-                self.index_transcript(who, path, flush=flush, final=final)
-                if compacting:  # the session's turns indexed so far may now be recalled in it
-                    state = self.indexer.progress(str(path)).sessions.get(compacting)
-                    Ledger(self.svc, compacting).set_compacted(state.turns if state else 0)
+                run()
             except Exception:  # one line in the daemon log; the next run retries
-                log.exception("indexing %s failed", path)
+                log.exception("indexing %s failed", key[1])
             finally:
                 with self._worker_lock:
-                    self._pending.discard((who.agent_id, str(path), flush, final))
+                    self._pending.discard(key)
                 self._jobs.task_done()
 
-    def schedule(self, who: Identity, path: Path, *, flush: bool, final: bool,
-                 compacting: str | None = None) -> bool:  # fmt: skip
-        """Queue an indexing run; ``compacting``: the session the client is about to compact."""
-        key = (who.agent_id, str(path), flush, final)
+    def _queue(self, key: tuple, run: Callable[[], Any]) -> bool:
+        """Queue ``run`` on the worker unless the job ``key`` is queued already."""
         with self._worker_lock:
             if key in self._pending:
                 return False  # the same run is already queued
@@ -147,8 +153,30 @@ class HookService:
                 self._worker = threading.Thread(target=self._run_jobs, name="session-indexer",
                                                 daemon=True)  # fmt: skip
                 self._worker.start()
-        self._jobs.put((who, path, flush, final, compacting))
+        self._jobs.put((key, run))
         return True
+
+    def schedule(self, who: Identity, path: Path, *, flush: bool, final: bool,
+                 compacting: str | None = None) -> bool:  # fmt: skip
+        """Queue an indexing run; ``compacting``: the session the client is about to compact."""
+
+        def run() -> None:
+            self.index_transcript(who, path, flush=flush, final=final)
+            if compacting:  # the session's turns indexed so far may now be recalled in it
+                state = self.indexer.progress(str(path)).sessions.get(compacting)
+                Ledger(self.svc, compacting).set_compacted(state.turns if state else 0)
+
+        return self._queue((who.agent_id, str(path), flush, final), run)
+
+    def schedule_prompt(self, who: Identity, path: Path, session: str, prompt: str) -> bool:
+        """Queue storing a prompt just sent as the start of its exchange (the worker runs the
+        transcript's indexing runs in order, so it is read after what came before it)."""
+        sent_at = time.time()
+
+        def run() -> None:
+            self.indexer.open_prompt(who, path, session, prompt, sent_at)
+
+        return self._queue((who.agent_id, str(path), "prompt", session, prompt), run)
 
     def drain(self, timeout: float | None = None) -> None:
         """Wait for queued indexing (tests, shutdown)."""
@@ -195,6 +223,9 @@ class HookService:
         last = last_turn(path) if path is not None and ar.refers_back(prompt) else None
         sel = ar.select_for_prompt(self.svc, who, prompt, config=config, ledger=ledger,
                                    session=inp.session_id, last_turn=last)  # fmt: skip
+        target = transcript_target(inp.transcript_path)
+        if target is not None and inp.session_id and not prompt.startswith("/"):
+            self.schedule_prompt(who, target, inp.session_id, prompt)  # searchable at once
         return self._answer("UserPromptSubmit", sel, ledger, "prompt recall")
 
     def _failure(self, event: str, who, inp: HookInput, text: str, failed: bool, config):

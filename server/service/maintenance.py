@@ -3,9 +3,11 @@ the vector index's upkeep for the local CLI (orphan vectors, reindex)."""
 
 from __future__ import annotations
 
+from retrieval import private
+from retrieval.errors import low_disk
 from retrieval.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
-from retrieval.store import ts
+from retrieval.store import parse_ts, ts
 
 from . import scopes as rules
 from .identity import Identity
@@ -13,6 +15,8 @@ from .memory import MemoryService
 from .models import CleanupResult, HealthResult
 
 VERSION = "0.1.0"
+CLOCK_SLACK_S = 60.0  # a clock this far behind the latest change is not reported (skew)
+CLOCK_SEEN = 1000  # the latest change among this many is what the clock is held against
 
 
 def cleanup(svc: MemoryService, who: Identity, expire_only: bool = False) -> CleanupResult:
@@ -65,6 +69,25 @@ def reindex(svc: MemoryService, orphans_only: bool = False) -> tuple[int, int]:
     return svc.engine.reindex()
 
 
+def clock_behind(svc: MemoryService) -> str | None:
+    """A warning when the clock reads earlier than the latest of the store's last
+    ``CLOCK_SEEN`` changes (it was set back, and writes since carry the earlier time): records
+    written now sort before older ones by time, and TTLs count from it."""
+    row = svc.store.reader.execute(
+        "SELECT max(at) FROM (SELECT at FROM changes ORDER BY seq DESC LIMIT ?)", (CLOCK_SEEN,)
+    ).fetchone()
+    newest = parse_ts(row[0]) if row else None
+    if newest is None:
+        return None
+    behind = (newest - svc.clock()).total_seconds()
+    if behind <= CLOCK_SLACK_S:
+        return None
+    return (
+        f"the clock is {behind:,.0f} s behind the store's latest change (was it set back?): "
+        "records written now sort before older ones by time, and their TTLs count from it"
+    )
+
+
 def health(
     svc: MemoryService, who: Identity, model_error: str | None = None, *, store_wide: bool = False
 ) -> HealthResult:
@@ -89,6 +112,14 @@ def health(
             f"vectors of the newest {EXACT_SCAN_LIMIT:,} records directly, and new vectors "
             "wait in the outbox until it is back"
         )
+    failing = svc.store.write_failure
+    if failing:
+        issues.append(f"writes are failing: {failing}")
+    issues += [i for i in (low_disk(eng.home), clock_behind(svc)) if i]
+    postings = eng.lexical.postings
+    if postings is not None and postings.file_problem:
+        state = " (FTS5 ranks until it is ready)" if postings.state == "building" else ""
+        issues.append(f"in-memory postings: {postings.file_problem}{state}")
     if store_wide:
         pending = svc.store.reader.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
         kinds = svc.store.count(RecordFilter(include_expired=True), group_by="kind")
@@ -104,6 +135,8 @@ def health(
     if scan.startswith("rules only") and (ready or model_error or eng.embedder is not None):
         # (while the model loads, the issue above says so)
         issues.append(f"injection scan: {scan}")
+    if exposed := private.exposure_issue(eng.home):
+        issues.append(exposed)
     replica = eng.cluster.status() if eng.cluster is not None else None
     if replica and not store_wide:
         replica.pop("url", None)  # where the database is: the local stats' business
@@ -113,8 +146,9 @@ def health(
             "reads come from it and may be stale (database unreachable: writes fail until it "
             "is back; a newer schema: upgrade this daemon)"
         )
+    healthy = ready and not model_error and not index_error and not failing
     return HealthResult(
-        status="ok" if ready and not model_error and not index_error else "degraded",
+        status="ok" if healthy else "degraded",
         version=VERSION,
         projectId=who.project_id,
         agentId=who.agent_id,

@@ -17,7 +17,9 @@ transcript's ``cwd``: the caller's identity is derived the same way as any other
 
 The exchange at the end of what was read is *open*: it is stored as it is, and replaced (same
 record ids) when the next run finds more of it; its turns are kept in the progress row until
-the next prompt closes it.
+the next prompt closes it. An exchange is keyed by its prompt (``session_records.py``), so the
+prompt hook stores the user's part the moment it is sent (:meth:`SessionIndexer.open_prompt`),
+before the client writes it, and reading it completes that same record.
 
 Progress per transcript (byte offset, hash and length of the line that ends there, per-session
 turn counts, the open exchange, the tool calls still waiting for their results there) is a row
@@ -33,7 +35,9 @@ command runs by default) is given up on and indexed without its result. An unfin
 line is left for the next run, which looks for its end from where this one stopped.
 
 The write policy (secrets, injection) applies to every turn's text before it joins an exchange
-(``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part.
+(``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part; the
+progress row passes its secret policy too (``WritePolicy.screen_state``: a waiting call's
+arguments, the first turn's ``cwd``), redacted under ``block`` as under ``redact``.
 """
 
 from __future__ import annotations
@@ -42,7 +46,6 @@ import math
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -52,26 +55,37 @@ from pydantic import BaseModel, Field
 
 from ingest import exchanges
 from ingest.transcripts import (
-    NAMESPACE,
     Checkpoint,
     Turn,
+    clip,
     read_turns,
     session_cwd,
     valid_offset,
     waiting_since,
 )
 from retrieval.errors import Conflict, InvalidInput, PatternError
-from retrieval.records import Kind, Record, Scope, utcnow
+from retrieval.records import Record, Scope, utcnow
 
 from .identity import Identity
 from .memory import MemoryService
+from .session_records import (
+    FileProgress,
+    OpenTurn,
+    SessionState,
+    early_key,
+    first_turn_meta,
+    holds_prompt,
+    keep_turn,
+    part_id,
+    read_prompt,
+    unit_records,
+)
 
 PROGRESS_KEY = "sessions.progress:"  # + the transcript's absolute path
 BATCH_BYTES = 256 * 1024  # one transaction per ~this much transcript
-CATEGORY = "turn"
 WITHHELD = "[a message left out by the write policy]"
-MAX_OPEN_CALLS = 2 * exchanges.MAX_TOOL_CALLS  # tool calls of the open exchange kept as text
 DANGLING_S = 600.0  # a tool call without a result this long is indexed without it
+SAME_PROMPT_S = 30.0  # a prompt entry this close to the hook's prompt is that prompt
 
 
 def dangling_seconds(env: Mapping[str, str] | None = None) -> float:
@@ -82,31 +96,6 @@ def dangling_seconds(env: Mapping[str, str] | None = None) -> float:
     except ValueError:
         return DANGLING_S
     return value if math.isfinite(value) and value > 0 else DANGLING_S
-
-
-class OpenTurn(BaseModel):
-    role: str
-    text: str
-    index: int
-
-
-class SessionState(BaseModel):
-    turns: int = 0  # turns read so far (the next turn's position)
-    open: list[OpenTurn] = Field(default_factory=list)  # the open exchange's turns
-    open_ids: list[str] = Field(default_factory=list)  # its stored parts
-    open_calls: int = 0  # tool calls of the open exchange beyond the kept ones
-    open_meta: dict = Field(default_factory=dict)  # its first turn's key, timestamp, cwd, …
-
-
-class FileProgress(BaseModel):
-    offset: int = 0
-    line_hash: str = ""
-    line_len: int = 0
-    format: str | None = None
-    sessions: dict[str, SessionState] = Field(default_factory=dict)
-    pending: dict = Field(default_factory=dict)  # tool calls waiting at offset (read_turns)
-    partial: int = 0  # bytes after offset of an unfinished line, known to hold no newline
-    updated_at: str | None = None
 
 
 class IndexReport(BaseModel):
@@ -131,18 +120,6 @@ class IndexReport(BaseModel):
         return self.offset + self.partial >= self.size
 
 
-def turn_date(ts: str | None) -> tuple[datetime | None, str]:
-    """ISO 8601 -> (UTC datetime, '8 May 2023 13:56'); (None, '') when absent or unreadable."""
-    if not ts:
-        return None, ""
-    try:
-        dt = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
-    except ValueError:
-        return None, ""
-    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
-    return dt, f"{dt.day} {dt:%B %Y %H:%M}"
-
-
 class SessionIndexer:
     """Indexes transcripts into a memory service; one run per transcript at a time."""
 
@@ -157,7 +134,7 @@ class SessionIndexer:
         """One run per transcript at a time; a transcript's lock lives only while a run holds
         or waits for it (the daemon indexes any number of transcripts over its life)."""
         with self._guard:
-            entry = self._locks.setdefault(key, [threading.Lock(), 0])
+            entry = self._locks.setdefault(key, [threading.RLock(), 0])
             entry[1] += 1
         try:
             with entry[0]:
@@ -197,7 +174,9 @@ class SessionIndexer:
         with self._lock(key):
             prog = self.progress(key)
             if not valid_offset(p, prog.offset, prog.line_hash, prog.line_len):
-                prog, report.restarted = FileProgress(), True
+                early = {s: SessionState(early=st.early) for s, st in prog.sessions.items()
+                         if st.early}  # prompts the hook stored are still to come  # fmt: skip
+                prog, report.restarted = FileProgress(sessions=early), True
             batches = 0
             while max_batches is None or batches < max_batches:
                 res = read_turns(p, prog.offset, prog.format, flush=flush, final=final,
@@ -221,6 +200,42 @@ class SessionIndexer:
             report.waiting, report.retryIn = self._waiting(prog, time.time())
         return report
 
+    def open_prompt(self, who: Identity, path: str | Path, session: str, prompt: str,
+                    sent_at: float | None = None) -> IndexReport:  # fmt: skip
+        """Store the prompt a client just sent (``sent_at``) as the start of its exchange in
+        ``session`` of the transcript ``path`` (the prompt hook: the client writes it to the
+        transcript later, maybe only after a tool call it starts has its result), so the user's
+        part is searchable at once; reading it from the transcript completes the same record
+        (``session_records.py``). What the transcript holds is indexed first. A prompt it
+        already held, or one the write policy refuses, is not stored here."""
+        p = Path(path).expanduser().resolve()
+        key = str(p)
+        report = IndexReport(path=key, sessions=[session])
+        sent_at = time.time() if sent_at is None else sent_at
+        text = clip(prompt)
+        with self._lock(key):
+            if p.is_file():
+                self.index_file(who, p, flush=True)  # a new prompt: the last reply is whole
+            prog = self.progress(key)
+            state = prog.sessions.get(session) or SessionState()
+            if holds_prompt(state, text, sent_at, SAME_PROMPT_S):
+                return report
+            screened = self.screen(text)
+            if screened is None:  # the indexer keeps its place when it reads it
+                report.withheld += 1
+                return report
+            after = prog.model_copy(deep=True)
+            state = after.sessions.setdefault(session, SessionState())
+            units = exchanges.units([exchanges.TurnText("user", screened, state.turns)])
+            bucket = who.bucket(Scope.private.value)
+            first, ids, gone = early_key(
+                state, text, lambda k: [part_id(bucket, session, k, u.part) for u in units]
+            )
+            meta = {"key": first, "timestamp": datetime.fromtimestamp(sent_at, UTC).isoformat()}
+            after.updated_at = utcnow().isoformat()
+            self._save(key, after, unit_records(who, key, session, units, meta, ids), gone, report)
+        return report
+
     def _waiting(self, prog: FileProgress, now: float) -> tuple[int, float | None]:
         """(tool calls waiting at the progress point, seconds until the oldest is given up)."""
         calls = (prog.pending or {}).get("calls") or {}
@@ -234,7 +249,6 @@ class SessionIndexer:
                 partial: int = 0) -> FileProgress:  # fmt: skip
         """One transaction: the exchanges ``turns`` close, open or grow, and the progress up to
         ``cp`` (None: the same point, only ``partial`` changes)."""
-        svc = self.svc
         after = before.model_copy(deep=True)
         if cp is not None:
             if cp.line_len or cp.offset != before.offset:  # 0: no line read, the same one
@@ -258,17 +272,30 @@ class SessionIndexer:
                     text = WITHHELD if t.role == "user" else None
                 index = state.turns
                 state.turns += 1
-                if t.role == "user" and state.open:  # the next prompt closes the exchange
-                    records += self._parts(who, key, session, state, gone, probe)
-                    state.open, state.open_ids, state.open_calls = [], [], 0
+                first = None  # the key of the exchange a prompt starts (session_records.py)
+                if t.role == "user":
+                    if state.open:  # the next prompt closes the exchange
+                        records += self._parts(who, key, session, state, gone, probe)
+                        state.open, state.open_ids, state.open_calls = [], [], 0
+                    first, early = read_prompt(state, t.text)  # stored by the prompt hook?
+                    gone += early
                 if not state.open:
-                    state.open_meta = _first_turn_meta(t)
+                    state.open_meta = first_turn_meta(t, first)
                 if text is not None:
-                    _keep(state, OpenTurn(role=t.role, text=text, index=index))
+                    keep_turn(state, OpenTurn(role=t.role, text=text, index=index))
             if state.open:
                 records += self._parts(who, key, session, state, gone, probe, keep_ids=True)
             if session not in report.sessions:
                 report.sessions.append(session)
+        return self._save(key, after, records, gone, report, probe)
+
+    def _save(self, key: str, after: FileProgress, records: list[Record], gone: list[str],
+              report: IndexReport, probe: list[tuple] | None = None) -> FileProgress:  # fmt: skip
+        """One transaction: ``records`` stored (new, changed or left alone, :meth:`_sort`),
+        ``gone`` deleted, the progress row ``after`` written, if the row is still the one read."""
+        svc = self.svc
+        keep = {r.id for r in records}
+        gone = [i for i in dict.fromkeys(gone) if i not in keep]  # an early part, read now
         add, replace = self._sort(records, report, gone)
         gone += self._stale_parts(probe or [])
         raw_before = svc.store.meta(PROGRESS_KEY + key)
@@ -278,6 +305,10 @@ class SessionIndexer:
             found = row.fetchone()
             if (found[0] if found else None) != raw_before:
                 raise Conflict(f"{key} was indexed meanwhile; run again", path=key)
+
+        # the row passes the secret policy as the records do (a waiting call's arguments, the
+        # first turn's cwd): the calls resume from it with their shown arguments redacted
+        after = FileProgress.model_validate(svc.policy.screen_state(after.model_dump()))
 
         def extra(conn) -> None:
             svc.store.set_meta(conn, PROGRESS_KEY + key, after.model_dump_json())
@@ -344,58 +375,6 @@ class SessionIndexer:
         if keep_ids:
             state.open_ids = ids
         return unit_records(who, path, session, units, meta, ids)
-
-
-def unit_records(who: Identity, transcript: str, session: str, units: list[exchanges.Unit],
-                 meta: dict, ids: list[str]) -> list[Record]:  # fmt: skip
-    """The stored records of one exchange's ``units`` (module docstring): ``meta`` holds its
-    first turn's ``timestamp``, ``cwd``, ``gitBranch`` and ``parentSession`` when known."""
-    when, date = turn_date(meta.get("timestamp"))
-    stamp = {"created_at": when, "updated_at": when} if when else {}
-    out = []
-    for rid, u in zip(ids, units, strict=True):
-        m = {"session": session, "role": "exchange", "turn": u.first, "last_turn": u.last,
-             "part": u.part, "parts": u.parts, "transcript": transcript, "source": "transcript"}  # fmt: skip
-        if meta.get("timestamp"):
-            m["timestamp"] = when.isoformat() if when else str(meta["timestamp"])
-        for name in ("parentSession", "gitBranch", "cwd"):
-            if meta.get(name):
-                m[name] = meta[name]
-        context = f"[{date}]" if date else ""
-        if u.part and u.head:
-            context = f"{context}\nPrompt: {u.head}".strip()
-        out.append(Record(
-            id=rid, kind=Kind.turn, project_id=who.project_id, agent_id=who.agent_id,
-            scope=Scope.private, category=CATEGORY, content=u.text, context=context,
-            metadata=m, **stamp,
-        ))  # fmt: skip
-    return out
-
-
-def part_id(bucket: str, session: str, first_key: str, part: int) -> str:
-    """A stored part's id: the bucket it is stored in (two agents indexing the same transcript
-    store their own copies), its session, the key of its exchange's first turn, its number."""
-    return str(uuid.uuid5(NAMESPACE, f"{bucket}\x00{session}\x00{first_key}\x00part{part}"))
-
-
-def _first_turn_meta(t: Turn) -> dict:
-    return {k: v for k, v in (("key", t.key), ("timestamp", t.timestamp), ("cwd", t.cwd),
-                              ("gitBranch", t.git_branch), ("parentSession", t.parent_session))
-            if v}  # fmt: skip
-
-
-def _keep(state: SessionState, turn: OpenTurn) -> None:
-    """Add ``turn`` to the open exchange; beyond ``MAX_OPEN_CALLS`` tool calls only failed ones
-    are kept as text (the others are counted: the summary shows at most a few)."""
-    if turn.role == "tool":
-        calls = [t for t in state.open if t.role == "tool"]
-        if len(calls) >= MAX_OPEN_CALLS and " → error" not in turn.text:
-            state.open_calls += 1
-            return
-        if len(calls) >= 4 * MAX_OPEN_CALLS:
-            state.open_calls += 1
-            return
-    state.open.append(turn)
 
 
 def transcript_cwd(path: str | Path) -> str | None:

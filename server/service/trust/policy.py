@@ -16,7 +16,8 @@ For one record:
   keeps them and warns, ``redact`` replaces them with ``[REDACTED:kind]``, ``block`` refuses
   the write (``InvalidInput`` with ``policy="secret"``); a secret an update removes from a
   memory is redacted from the memory's kept versions too (:meth:`WritePolicy.forgotten`);
-* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings: the rules of
+* instruction-like text (``PATTERN_INJECTION_POLICY``) in the same strings and its
+  ``entity_name`` (a lesson's name, an observation's entity): the rules of
   :mod:`.injection`, then, for a text the rules pass, the linear model of
   :mod:`.injection_model` over its embedding (texts of three words or more, embedded with the
   engine's embedder when it is the model the weights were fit for and loaded; until then the
@@ -44,8 +45,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ingest import exchanges
-from retrieval.records import Kind, Record
+from retrieval.records import Record
 
 from ..errors import InvalidInput
 from . import injection, injection_model, secrets
@@ -127,15 +127,12 @@ class WritePolicy:
             yield
 
     # ------------------------------------------------------------------ injection
-    def suspicious(
-        self, *texts: str, fields: Sequence[str] = (), exchange: bool = False
-    ) -> str | None:
+    def suspicious(self, *texts: str, fields: Sequence[str] = ()) -> str | None:
         """The injection verdict over ``texts`` (prose: a memory, an observation, a turn) and
         ``fields`` (a context, a title, a tag, a name, a metadata value), None when clean or
         scanning is off: the rules on each, then, for what they pass, the model on the prose
-        and on the fields long enough to be prose (``FIELD_MIN_WORDS``); ``exchange``: the
-        texts are session exchanges, whose sections (prompt, tools, reply: each one author's)
-        the model reads apart. Raises ``InvalidInput`` under ``block``."""
+        and on the fields long enough to be prose (``FIELD_MIN_WORDS``). Raises
+        ``InvalidInput`` under ``block``."""
         if self.injection is None:
             return None
         texts = tuple(t for t in texts if t)
@@ -143,7 +140,7 @@ class WritePolicy:
         found = [_verdict(t) for t in texts + fields]
         reason = next((v.suspicious for v in found if v.suspicious), None)
         if reason is None and (texts or fields):
-            reason = self._model_reason(_readings(texts, fields, found, exchange))
+            reason = self._model_reason(_readings(texts, fields, found))
         if reason and self.injection is InjectionPolicy.block:
             raise InvalidInput(
                 f"content reads like instructions to the model ({reason}); it was not "
@@ -259,6 +256,23 @@ class WritePolicy:
             return text
         return secrets.apply_policy(text, SecretPolicy.redact)[0]
 
+    def screen_state(self, value: Any) -> Any:
+        """``value`` (JSON-like: state kept beside the records, such as the session indexer's
+        progress rows) with every string, dict keys included, passed through :meth:`show`.
+        Never refuses: a secret in such state is redacted under ``block`` too, so the work it
+        records goes on. Returns ``value`` itself when nothing changes."""
+        if self.secrets in (None, SecretPolicy.warn):
+            return value
+        if isinstance(value, str):
+            return self.show(value)
+        if isinstance(value, Mapping):
+            new = {self.screen_state(k): self.screen_state(v) for k, v in value.items()}
+            return value if new == value else new
+        if isinstance(value, list | tuple):
+            new = [self.screen_state(v) for v in value]
+            return value if new == list(value) else type(value)(new)
+        return value
+
     def __call__(self, record: Record) -> tuple[Record, list[str]]:
         """The engine's screen: (record to store, warnings); raises ``InvalidInput`` to refuse.
         Returns ``record`` itself when nothing changes."""
@@ -267,7 +281,7 @@ class WritePolicy:
         if context:
             context, found = secrets.apply_policy(context, self.secrets)
             warnings += [f"context: {w}" for w in found]
-        reason = self.suspicious(content, fields=(context,), exchange=record.kind is Kind.turn)
+        reason = self.suspicious(content, fields=(context, record.entity_name or ""))
         given = {k: v for k, v in record.metadata.items() if k != SUSPICIOUS}
         meta, found, meta_reason = self.screen_value(given, "metadata")
         warnings += found
@@ -295,16 +309,12 @@ class Reading:
     findings: Any
 
 
-def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list,
-              exchange: bool) -> list[Reading]:  # fmt: skip
-    """What the model reads of a record: each prose text (an exchange's sections apart) from
-    ``MIN_WORDS`` prose words, each field from ``FIELD_MIN_WORDS``."""
+def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list) -> list[Reading]:
+    """What the model reads of a record: each prose text from ``MIN_WORDS`` prose words, each
+    field from ``FIELD_MIN_WORDS``."""
     out = []
     for text, verdict in zip(texts, found, strict=False):
-        parts = exchanges.sections(text) if exchange else [text]
-        for part in parts:
-            findings = verdict.findings if part == text else _verdict(part).findings
-            out.append(Reading(part, injection_model.MIN_WORDS, findings))
+        out.append(Reading(text, injection_model.MIN_WORDS, verdict.findings))
     for text, verdict in zip(fields, found[len(texts) :], strict=True):
         out.append(Reading(text, injection_model.FIELD_MIN_WORDS, verdict.findings))
     return out
