@@ -171,6 +171,14 @@ def poisoning() -> Table:
                            ("poisoning", n, "d")]) for label, n, total in POISON])  # fmt: skip
 
 
+IMPORT_ROWS = [("our own `import`", "import (baseline)")] + [
+    (f"`{n}`", n) for n in ("claude-mem", "mcp-memory-service", "mem0", "basic-memory",
+                            "memory-jsonl", "claude-code")]  # fmt: skip
+IMPORT_COLS = [("items", "items", "d"), ("records written", "records", "d"),
+               ("seconds", "seconds", ".1f"), ("items/s", "items_per_s", ".0f"),
+               ("records/s", "records_per_s", ".0f"), ("vs `import`", "vs_import", ".2f")]  # fmt: skip
+
+
 TABLES: dict[str, Table] = {
     "relevance-sets": across(
         [(label, f"{key}/recall@10") for label, key in [*SIDES, *BASELINES]], SETS, bold=("hybrid",)
@@ -289,6 +297,12 @@ TABLES: dict[str, Table] = {
         [("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f"), ("max ms", "max_ms", ".1f")],
         first="page",
     ),
+    "import-rate": grid(
+        "import-rate",
+        [(label, f"sources/{n}") for label, n in IMPORT_ROWS],
+        IMPORT_COLS,
+        first="source (10,000 items)",
+    ),  # fmt: skip
     "conformance": grid(
         "conformance",
         [(s, f"scenarios/{s}") for s in load("conformance")["result"]["scenarios"]],
