@@ -104,4 +104,3 @@ def test_first_sentence():
     assert ex.first_sentence("One. Two three.") == "One."
     assert ex.first_sentence("line one\nline two") == "line one"
     assert ex.first_sentence(words(50), max_words=5).endswith("…")
-
