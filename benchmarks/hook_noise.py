@@ -21,7 +21,7 @@ is asked twice through ``select_for_prompt``:
   question of a LoCoMo conversation): *off-topic silent* is the share where nothing is injected.
 
 Each question is asked once with threshold 0 and no item or token limit: the candidates in the
-hook's order with their relevance. Every threshold 0.40 … 1.10 is then applied offline with the
+hook's order with their relevance. Every threshold 0.02 … 1.00 is then applied offline with the
 default item limit and the hook's packing (``hook_context._pack``); ``--check N`` asks
 ``select_for_prompt`` itself at several thresholds for the first N questions of each kind and
 counts the selections that differ from the offline ones (must be 0).
@@ -46,8 +46,8 @@ from benchmarks import sessions_bench as sb  # noqa: E402
 from retrieval.records import Record  # noqa: E402
 from server.service import hook_context as ar  # noqa: E402
 
-THRESHOLDS = sb.THRESHOLDS  # 0.40 … 1.10, step 0.02
-CHECK_THRESHOLDS = (0.40, 0.50, 0.60, 0.70, 0.80, 0.90, 1.00)
+THRESHOLDS = sb.THRESHOLDS  # 0.02 … 1.00, step 0.02
+CHECK_THRESHOLDS = (0.10, 0.30, 0.50, 0.70, 0.90)
 # threshold 0, no item or token limit: every candidate of the search (k=30) with its relevance
 SCAN = ar.HookConfig.model_construct(threshold=0.0, max_items=10_000, prompt_tokens=10**8)
 SETS = ("locomo", "longmemeval")

@@ -37,10 +37,10 @@ class Judge:
             self.emb = CachingEmbedder(SentenceTransformerEmbedder())
         self.cpu = 0.0  # CPU seconds in the rules
 
-    def many(self, pairs: list[tuple[str, str]], exchange: bool = False) -> list[Judged]:
+    def many(self, pairs: list[tuple[str, str]]) -> list[Judged]:
         """Each (content, context) as the write policy judges a record: the context (or any
         field given in its place) is read by the model only from ``FIELD_MIN_WORDS`` prose
-        words; ``exchange``: the contents are session exchanges (sections read apart)."""
+        words."""
         out: list[Judged] = []
         found: list[tuple[injection.Verdict, injection.Verdict | None]] = []
         for content, context in pairs:
@@ -59,7 +59,7 @@ class Judge:
             if out[i][0] is None:
                 given = ((content,) if content else (), (context,) if context else ())
                 verdicts = ([vc] if content else []) + ([vx] if context else [])
-                for r in _readings(*given, verdicts, exchange):
+                for r in _readings(*given, verdicts):
                     if injection_model.windows(r.text, r.min_words):
                         texts.append(r.text)
                         finds.append(r.findings)

@@ -195,8 +195,8 @@ def measure(judge, fields: Field, show: int = 5) -> dict:
     out = {}
     for name in FIELDS:
         items = list(dict.fromkeys(fields.get(name, [])))
-        if name == "exchange content":  # a record's content, read section by section
-            verdicts = judge.many([(text, "") for _, text in items], exchange=True)
+        if name == "exchange content":  # a record's content
+            verdicts = judge.many([(text, "") for _, text in items])
         else:  # a field of a record, read as the policy reads a context or a metadata value
             verdicts = judge.many([("", text) for _, text in items])
         flagged = [(tid, text, v[0]) for (tid, text), v in zip(items, verdicts, strict=True)

@@ -48,7 +48,7 @@ from server.service.session_records import unit_records
 from server.service.sessions import SessionIndexer
 
 DEFAULT_WRAPPERS = Path(__file__).resolve().parent / "data" / "long_prompts.json"
-THRESHOLDS = [round(0.40 + 0.02 * i, 2) for i in range(36)]  # 0.40 … 1.10
+THRESHOLDS = [round(0.02 * i, 2) for i in range(1, 51)]  # the gate's relevance: 0.02 … 1.00
 
 
 def transcripts(sample: dict, folder: Path, locomo_sessions, locomo_date) -> tuple[dict, dict]:

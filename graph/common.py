@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -37,6 +38,15 @@ DEFAULT_SCOPE = "team"
 
 Screen = Callable[[str], tuple[str, list[str]]]
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where imported graph content comes from: the date its observations keep (None: now)
+    and the provenance stored in their metadata."""
+
+    at: datetime | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Caller(Protocol):
@@ -323,6 +333,6 @@ class GraphBase:
 
 
 __all__ = [
-    "Caller", "Citer", "GraphBase", "MAX_BATCH", "MAX_TEXT_BYTES", "Screen", "check_batch", "check_text",
+    "Caller", "Citer", "GraphBase", "Origin", "MAX_BATCH", "MAX_TEXT_BYTES", "Screen", "check_batch", "check_text",
     "chunks", "entity_context", "first_revisions", "parse_scope", "parse_ts", "placeholders", "ts",
 ]  # fmt: skip

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from retrieval.errors import InvalidInput
 
-from .common import MAX_BATCH, Caller, parse_scope
+from .common import MAX_BATCH, Caller, Origin, parse_scope
 from .entities import GraphService
 from .lessons import LessonService
 from .models import EntityInput, ExportGraphResult, ImportGraphResult, Relation
@@ -94,7 +94,11 @@ def import_rows(
     who: Caller,
     rows: list[dict],
     scope: str | None = None,
+    *,
+    origins: Mapping[str, Origin] | None = None,
 ) -> ImportGraphResult:
+    """``origins`` (``import-from``): per entity name, the date and provenance of the
+    observations it brings (see ``GraphService.create_entities``)."""
     sc = parse_scope(scope).value
     bucket = who.bucket(sc)
     res = ImportGraphResult()
@@ -128,7 +132,7 @@ def import_rows(
     existing = graph.entity_rows(bucket, list(entities))
     new = [e for n, e in entities.items() if n not in existing]
     for part in _batches(new):
-        out = graph.create_entities(who, part, sc)
+        out = graph.create_entities(who, part, sc, origins=origins)
         res.entities += len(out.created)
         res.observations += sum(len(e.observations) for e in out.created)
     lesson_named = [n for n, r in existing.items() if r["entity_type"] == "lesson"]
@@ -138,7 +142,7 @@ def import_rows(
         if n not in lesson_named and entities[n].observations
     ]
     for part in _batches(more):
-        out = graph.add_observations(who, part, sc)
+        out = graph.add_observations(who, part, sc, origins=origins)
         res.observations += sum(len(r.addedObservations) for r in out.results)
     # lessons: one transaction per batch; existing names are skipped
     taken = graph.entity_rows(bucket, list(lesson_rows))

@@ -27,7 +27,7 @@ transaction. A lesson is an entity of type ``lesson`` whose observations live in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.records import Kind, Record
@@ -36,6 +36,7 @@ from . import orset
 from .common import (
     Caller,
     GraphBase,
+    Origin,
     check_batch,
     chunks,
     entity_context,
@@ -71,12 +72,15 @@ class GraphService(GraphBase):
 
     # ------------------------------------------------------------------ helpers
     def _observation(
-        self, who: Caller, scope, name: str, entity_type: str, text: str, now
-    ) -> Record:
+        self, who: Caller, scope, name: str, entity_type: str, text: str, now,
+        origin: Origin | None = None,
+    ) -> Record:  # fmt: skip
+        at = origin.at if origin is not None and origin.at is not None else now
         return Record(
             kind=Kind.observation, project_id=who.project_id, agent_id=who.agent_id, scope=scope,
             category="observation", content=text, context=entity_context(name, entity_type),
-            entity_name=name, created_at=now, updated_at=now,
+            entity_name=name, created_at=at, updated_at=at,
+            metadata=dict(origin.metadata) if origin is not None else {},
         )  # fmt: skip
 
     def _missing(self, bucket: str, names: Sequence[str], conn=None) -> list[str]:
@@ -85,21 +89,25 @@ class GraphService(GraphBase):
 
     # ------------------------------------------------------------------ entities
     def create_entities(
-        self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None = None
-    ) -> CreateEntitiesResult:
+        self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None = None,
+        *, origins: Mapping[str, Origin] | None = None,
+    ) -> CreateEntitiesResult:  # fmt: skip
+        """``origins`` (imports): per entity name, the date and provenance its observations
+        (and its row) keep instead of now's."""
         try:
-            return self._create_entities(who, entities, scope)
+            return self._create_entities(who, entities, scope, origins or {})
         except Conflict:
             if self.store.cluster is None:
                 raise
             # PostgreSQL mode: another daemon created one of the names an instant ago; the
             # replica has caught up (the failed transaction does that), so the retry skips it
             # as one daemon would have
-            return self._create_entities(who, entities, scope)
+            return self._create_entities(who, entities, scope, origins or {})
 
     def _create_entities(
-        self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None = None
-    ) -> CreateEntitiesResult:
+        self, who: Caller, entities: Sequence[EntityInput | dict], scope: str | None,
+        origins: Mapping[str, Origin],
+    ) -> CreateEntitiesResult:  # fmt: skip
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
         items = validated(EntityInput, entities)
@@ -129,14 +137,16 @@ class GraphService(GraphBase):
             records = []
             for name, (etype, obs) in new.items():
                 for text in obs:
-                    records.append(self._observation(who, sc, name, etype, text, now))
+                    records.append(
+                        self._observation(who, sc, name, etype, text, now, origins.get(name))
+                    )
                     records[-1].metadata["addedAt"] = starts[name]
             return existing, new, now, records, starts
 
         ahead = self.embed_ahead(plan()[3])  # the slow part, before the lock
         with self.lock:
             existing, new, now, done = orset.retrying(
-                lambda: self._create_planned(who, bucket, plan, ahead)
+                lambda: self._create_planned(who, bucket, plan, ahead, origins)
             )
         return CreateEntitiesResult(
             created=[Entity(name=n, entityType=t, observations=o) for n, (t, o) in new.items()],
@@ -144,7 +154,7 @@ class GraphService(GraphBase):
             warnings=warnings + done.warnings,
         )
 
-    def _create_planned(self, who: Caller, bucket: str, plan, ahead):
+    def _create_planned(self, who: Caller, bucket: str, plan, ahead, origins):
         """create_entities' write: plan from a fresh read (again: another writer may have been
         first), write if no name was taken or deleted since."""
         existing, new, now, records, starts = plan()
@@ -162,7 +172,8 @@ class GraphService(GraphBase):
 
         def extra(conn) -> None:
             for name, (etype, _obs) in new.items():
-                self.insert_entity(conn, bucket, who, name, etype, now, starts[name])
+                at = getattr(origins.get(name), "at", None) or now
+                self.insert_entity(conn, bucket, who, name, etype, at, starts[name])
 
         done = self.engine.apply(
             add=records, check=check, extra=extra, vectors=self.ahead_for(ahead, records)
@@ -250,8 +261,11 @@ class GraphService(GraphBase):
 
     # ------------------------------------------------------------------ observations
     def add_observations(
-        self, who: Caller, observations: Sequence[ObservationInput | dict], scope: str | None = None
-    ) -> AddObservationsResult:
+        self, who: Caller, observations: Sequence[ObservationInput | dict], scope: str | None = None,
+        *, origins: Mapping[str, Origin] | None = None,
+    ) -> AddObservationsResult:  # fmt: skip
+        """``origins``: as for :meth:`create_entities`, for the observations added."""
+        origins = origins or {}
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
         items = validated(ObservationInput, observations)
@@ -306,7 +320,9 @@ class GraphService(GraphBase):
                     again += [(seen[t], rev) for t in dict.fromkeys(texts) if t in seen]
                     etype = rows[name]["entity_type"]
                     for t in added:
-                        records.append(self._observation(who, sc, name, etype, t, now))
+                        records.append(
+                            self._observation(who, sc, name, etype, t, now, origins.get(name))
+                        )
                         records[-1].metadata["addedAt"] = rev
                         cites += [
                             (cited[name], records[-1].id),

@@ -125,26 +125,6 @@ def exchange_text(
     return "\n".join(parts)
 
 
-_SECTION = re.compile(r"^(?:Prompt|Tools|Reply): ", re.M)
-
-
-def sections(text: str) -> list[str]:
-    """The bodies of an exchange text's sections (``Prompt:``, ``Tools:``, ``Reply:``), labels
-    removed: what each author wrote, read apart (a part of a long exchange may begin inside a
-    section: its first body is then the text before the first label). A text without labels is
-    one section."""
-    cuts = [m.start() for m in _SECTION.finditer(text)]
-    if not cuts:
-        return [text] if text.strip() else []
-    bounds = ([0] if cuts[0] > 0 else []) + cuts + [len(text)]
-    out = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        body = _SECTION.sub("", text[a:b], count=1) if a in cuts else text[a:b]
-        if body.strip():
-            out.append(body.strip())
-    return out
-
-
 def units(
     turns: Sequence[TurnText], max_words: int = MAX_UNIT_WORDS, extra_calls: int = 0
 ) -> list[Unit]:

@@ -27,23 +27,30 @@ def _duration(seconds: float) -> str:
 
 
 class ProgressPrinter:
+    """``label`` names the run and ``units`` what it counts (``import-from`` prints items read
+    and records written with the same bar)."""
+
     def __init__(
-        self, stream: TextIO | None = None, *, tty: bool | None = None, interval: float = 5.0
-    ) -> None:
+        self, stream: TextIO | None = None, *, tty: bool | None = None, interval: float = 5.0,
+        label: str = "ingest", units: tuple[str, str] = ("files", "chunks"),
+    ) -> None:  # fmt: skip
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.interval = interval
+        self.label = label
+        self.units = units
         self._last = 0.0
         self._width = 0
         self._text = ""
 
     def line(self, p: Progress) -> str:
+        done, made = self.units
         eta = ""
         if 0 < p.files_done < p.files_total and p.elapsed > 1:
             eta = f"  eta {_duration(p.elapsed / p.files_done * (p.files_total - p.files_done))}"
         return (
-            f"{p.files_done}/{p.files_total} files  {p.chunks} chunks  "
-            f"{p.rate:.1f} chunks/s  {p.files_done / p.elapsed if p.elapsed else 0:.1f} files/s{eta}"
+            f"{p.files_done}/{p.files_total} {done}  {p.chunks} {made}  "
+            f"{p.rate:.1f} {made}/s  {p.files_done / p.elapsed if p.elapsed else 0:.1f} {done}/s{eta}"
         )
 
     def __call__(self, p: Progress) -> None:
@@ -54,12 +61,12 @@ class ProgressPrinter:
                 return
             frac = p.files_done / p.files_total if p.files_total else 1.0
             filled = int(frac * 20)
-            text = f"ingest [{'#' * filled}{'·' * (20 - filled)}] {self.line(p)}"
+            text = f"{self.label} [{'#' * filled}{'·' * (20 - filled)}] {self.line(p)}"
             pad = max(0, self._width - len(text))
             self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
             self._width = len(text)
         else:
-            text = f"ingest: {self.line(p)}"
+            text = f"{self.label}: {self.line(p)}"
             if (not final and now - self._last < self.interval) or text == self._text:
                 return
             self.stream.write(text + "\n")

@@ -207,6 +207,11 @@ class Explanation(BaseModel):
     updated_by: UpdatedBy | None = Field(
         default=None, description="A newer record updates this one: which, when."
     )
+    gate: float | None = Field(
+        default=None,
+        description="the prompt gate's relevance (0-1): the hooks inject an item from "
+        "their threshold up",
+    )
 
 
 class Hit(BaseModel):

@@ -131,10 +131,19 @@ CURVE = [("write/s", "write_per_s", ".0f"), ("filtered p50 ms", "recall_filtered
          ("disk MB", "disk_mb", ".0f"), ("start s", "start_s", ".2f"),
          ("postings built s", "postings_build_s", ".1f"), ("loaded s", "postings_ready_s", ".2f"),
          ("load", "loadavg_queries", ".1f")]  # fmt: skip
-HOOK_POINTS = [0.40, 0.50, 0.60, 0.64, 0.68, 0.70, 0.74, 0.80, 0.90, 1.00]
-NOISE = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
-         ("LongMemEval", "longmemeval")) for h, m in (("off-topic silent", "off_topic_silent"),
-         ("evidence", "evidence"), ("first3", "first3"))]  # fmt: skip
+GATE_SIZES = ["1", "8", "64", "all"]
+GATE_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+             ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
+             ("first3", "first3"), ("evidence_text", "evidence_text"),
+             ("off-topic silent", "off_topic_silent"))]  # fmt: skip
+FORMER_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+               ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
+               ("off-topic silent", "off_topic_silent"))]  # fmt: skip
+LOSO_COLS = [("evidence", "evidence"), ("silent", "off_topic_silent")]
+CURVE_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+              ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
+              ("off-topic silent", "off_topic_silent"))]  # fmt: skip
+GATE_POINTS = [0.30, 0.36, 0.40, 0.44, 0.48, 0.52, 0.56, 0.60, 0.70, 0.80]
 SCALE_ROWS = [
     "hybrid, agent filter",
     "hybrid, no filter",
@@ -157,11 +166,15 @@ POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
                        ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"))]  # fmt: skip
 
 
-def curve_rows(stem: str) -> list[tuple[str, list[Cell]]]:
-    curve = load(stem)["result"]["curve"]
+def size_label(size: str) -> str:
+    return "whole" if size == "all" else f"{size} record{'s' if size != '1' else ''}"
+
+
+def gate_curve_rows(stem: str, size: str) -> list[tuple[str, list[Cell]]]:
+    curve = load(stem)["result"]["curve"][size]
     at = {round(r["threshold"], 2): i for i, r in enumerate(curve)}
-    return [(f"{t:.2f}", [(stem, f"curve/{at[t]}/{k}", s) for _, k, s in NOISE])
-            for t in HOOK_POINTS if t in at]  # fmt: skip
+    return [(f"{t:.2f}", [(stem, f"curve/{size}/{at[t]}/{k}", s) for _, k, s in CURVE_COLS])
+            for t in GATE_POINTS if t in at]  # fmt: skip
 
 
 def poisoning() -> Table:
@@ -192,6 +205,14 @@ def main_vs_time(stem: str, rows: list[tuple[str, str]], cols, first: str) -> Ta
     return Table([first, *(f"{h} {side}" for h, _, _ in cols for side in ("main", "now"))],
                  [(label, [(stem, f"{r}/{pre}/{key}", spec) for _, key, spec in cols
                            for r in ("main", "hybrid")]) for label, pre in rows])  # fmt: skip
+
+
+IMPORT_ROWS = [("our own `import`", "import (baseline)")] + [
+    (f"`{n}`", n) for n in ("claude-mem", "mcp-memory-service", "mem0", "basic-memory",
+                            "memory-jsonl", "claude-code")]  # fmt: skip
+IMPORT_COLS = [("items", "items", "d"), ("records written", "records", "d"),
+               ("seconds", "seconds", ".1f"), ("items/s", "items_per_s", ".0f"),
+               ("records/s", "records_per_s", ".0f"), ("vs `import`", "vs_import", ".2f")]  # fmt: skip
 
 
 TABLES: dict[str, Table] = {
@@ -298,8 +319,43 @@ TABLES: dict[str, Table] = {
         IR,
         bold=("find_similar_errors",),
     ),
-    "hook-noise": Table(
-        ["threshold", *(h for h, _, _ in NOISE)], curve_rows("hook-noise"), bold=("0.68",)
+    "hook-sizes": grid(
+        "hook-sizes",
+        [(size_label(z), f"sizes/{z}") for z in GATE_SIZES],
+        GATE_COLS,
+        first="project size",
+    ),
+    "hook-sizes-former": Table(
+        ["project size", *(h for h, _, _ in FORMER_COLS)],
+        [
+            (
+                size_label(z),
+                [("gate-fit", f"former/{k.replace('/', f'/{z}/')}", f) for _, k, f in FORMER_COLS],
+            )
+            for z in GATE_SIZES
+        ],
+    ),
+    "gate-loso": Table(
+        ["held out", *(f"{h} {z}" for h, _ in LOSO_COLS for z in GATE_SIZES)],
+        [
+            (
+                label,
+                [
+                    ("gate-fit", f"leave_one_set_out/{held}/result/{z}/{k}", ".3f")
+                    for _, k in LOSO_COLS
+                    for z in GATE_SIZES
+                ],
+            )
+            for label, held in (
+                ("LoCoMo (fit on LongMemEval)", "locomo"),
+                ("LongMemEval (fit on LoCoMo)", "longmemeval"),
+            )
+        ],
+    ),
+    "hook-sizes-curve": Table(
+        ["threshold", *(h for h, _, _ in CURVE_COLS)],
+        gate_curve_rows("hook-sizes", "all"),
+        bold=("0.48",),
     ),
     "scale-curve": grid(
         "scale-curve",
@@ -377,6 +433,12 @@ TABLES: dict[str, Table] = {
         [("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f"), ("max ms", "max_ms", ".1f")],
         first="page",
     ),
+    "import-rate": grid(
+        "import-rate",
+        [(label, f"sources/{n}") for label, n in IMPORT_ROWS],
+        IMPORT_COLS,
+        first="source (10,000 items)",
+    ),  # fmt: skip
     "conformance": grid(
         "conformance",
         [(s, f"scenarios/{s}") for s in load("conformance")["result"]["scenarios"]],

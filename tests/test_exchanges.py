@@ -104,16 +104,3 @@ def test_first_sentence():
     assert ex.first_sentence("One. Two three.") == "One."
     assert ex.first_sentence("line one\nline two") == "line one"
     assert ex.first_sentence(words(50), max_words=5).endswith("…")
-
-
-def test_sections_are_each_authors_text_without_labels():
-    text = ("Prompt: the deploy hangs\nTools: Bash(command=./deploy.sh) → error: lock timeout\n"
-            "Reply: A transaction holds the lock.\n\nKill it first.")  # fmt: skip
-    assert ex.sections(text) == ["the deploy hangs",
-                                        "Bash(command=./deploy.sh) → error: lock timeout",
-                                        "A transaction holds the lock.\n\nKill it first."]  # fmt: skip
-    # a later part of a long exchange begins inside its reply
-    assert ex.sections("and then restart it.\nReply: Done.") == ["and then restart it.",
-                                                                        "Done."]  # fmt: skip
-    assert ex.sections("no labels here") == ["no labels here"]
-    assert ex.sections("  ") == []

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from retrieval.records import Explanation, Hit, Kind, Record, Scope, utcnow
+from retrieval.records import Kind, Record, Scope, utcnow
 from server.service import hook_context as ar
 from server.service.identity import Identity
 from server.service.ledger import LEDGER_KEY, Ledger, prune_ledgers
@@ -15,20 +15,6 @@ from server.service.memory import MemoryService
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
 pytestmark = pytest.mark.backends("sqlite", "postgres")
-
-
-def hit(cos, bm25) -> Hit:
-    rec = Record(project_id="p", agent_id="a", content="x")
-    return Hit(record=rec, score=0.5, explanation=Explanation(vector_similarity=cos,
-                                                              lexical_score=bm25))  # fmt: skip
-
-
-def test_relevance_is_absolute_and_works_lexically_while_the_model_loads():
-    assert ar.relevance(hit(0.6, None)) == 0.6
-    assert abs(ar.relevance(hit(0.6, 10.0)) - (0.6 + 0.4 * (1 - 2.718281828**-1))) < 1e-6
-    assert ar.relevance(hit(None, 0.0)) == 0.0
-    assert ar.relevance(hit(None, 30.0)) > ar.relevance(hit(None, 5.0)) > 0
-    assert ar.relevance(hit(None, 1e9)) <= ar.LEXICAL_ONLY_SCALE
 
 
 def test_refers_back():

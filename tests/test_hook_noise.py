@@ -36,7 +36,7 @@ def test_hook_noise_curve_on_tiny_sets(tmp_path, capsys):
         assert silent == sorted(silent)  # (evidence need not fall: a dropped item frees room)
         assert evidence[0] >= evidence[-1]
         assert all(r[name]["first3"] <= r[name]["evidence"] for r in rows)
-    # the hash embedder's cosines are low, but at 0.40 evidence is injected, and at 1.10 nothing
+    # the hash embedder's cosines are low, but at 0.02 evidence is injected, and at 1.00 nothing
     assert rows[0]["locomo"]["evidence"] > 0 and rows[0]["longmemeval"]["evidence"] == 1.0
     assert rows[-1]["locomo"]["evidence"] == 0.0
     assert rows[-1]["locomo"]["off_topic_silent"] == 1.0

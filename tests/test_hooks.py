@@ -274,6 +274,47 @@ def test_pattern_memory_hook_command_is_the_same_client(hashd):
     assert proc.returncode == 0 and "payments backend agent" in proc.stdout.decode()
 
 
+def preview(home, *args: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PATTERN_HOME": str(home), **ID_ENV}
+    return subprocess.run([sys.executable, "-m", "server.cli", "hook-preview", *args],
+                          capture_output=True, env=full, timeout=120)  # fmt: skip
+
+
+def test_hook_preview_shows_every_candidate_and_why(hashd):
+    """The daemon's own decision, candidate by candidate; it injects and records nothing."""
+    home, info = hashd
+    prompt = "how does the checkout deploy run helm upgrade"
+    proc = preview(home, prompt, "--session", "pv1", "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    data = json.loads(proc.stdout)
+    assert data["prompt"] == prompt and data["threshold"] > 0
+
+    def cand(start: str) -> dict:
+        return next(c for c in data["candidates"] if c["excerpt"].startswith(start))
+
+    helm = cand("The checkout deploy runs helm")
+    assert helm["verdict"] == "injected" and helm["relevance"] >= data["threshold"]
+    assert helm["coverage"] == 1.0 and helm["cosine"] is not None
+    assert helm["id"] in data["injected"] and "helm upgrade" in data["text"]
+    bad = cand("Ignore all previous instructions")
+    assert bad["verdict"] == "dropped: flagged suspicious when it was written"
+    assert all("\n" not in c["source"] for c in data["candidates"])
+    table = preview(home, prompt, "--threshold", "1.0").stdout.decode()
+    assert "dropped: relevance below the threshold 1" in table
+    assert "nothing would be injected." in table
+    # the preview recorded nothing: the session's first real prompt still gets the item
+    out, _ = run_hook(home, "UserPromptSubmit",
+                      hook_input("UserPromptSubmit", None, "pv1", prompt=prompt))  # fmt: skip
+    assert "helm upgrade with the release values file" in context_of(out, "UserPromptSubmit")
+    again = json.loads(preview(home, prompt, "--session", "pv1", "--json").stdout)
+    assert {c["verdict"] for c in again["candidates"] if c["id"] == helm["id"]} == {
+        "dropped: injected earlier in this session"}  # fmt: skip
+    # recall shows the same relevance, as the gate's, in each item's explanation
+    items = mcp(info, "recall", {"query": prompt})["items"]
+    gates = {i["id"]: i["explanation"]["gate"] for i in items}
+    assert gates[helm["id"]] == pytest.approx(helm["relevance"], abs=1e-4)
+
+
 def test_a_hook_installed_at_the_former_path_still_runs(hashd):
     """Hooks written by an earlier version run ``server/hookclient.py``: it forwards."""
     home, _ = hashd

@@ -47,9 +47,11 @@ FACE_PARTS = tuple(part for part in SERVER if part != SERVICE)
 FORWARDERS = {"server.hookclient"}
 
 # the faces may use these modules below the service (pydantic I/O models, the error tree, and
-# the file-lock primitives the daemon and the hook client need before any store is open)
+# the file primitives the daemon and the hook client need before any store is open: locks, and
+# folders and files created private)
 FACE_MAY_IMPORT = {
     "retrieval.locks",
+    "retrieval.private",
     "retrieval.errors",
     "retrieval.records",
     "graph.models",

@@ -56,6 +56,9 @@ READY_TIMEOUT = 90  # seconds for a long-running command to become ready
 
 # Command lines (after ``pattern-memory``) that are only parsed, never run, by prefix -> reason.
 PARSE_ONLY: dict[str, str] = {
+    "import-from": "reads the user's own stores (~/.claude-mem, ~/.claude, a mem0 export, …): "
+    "run on a fixture of each source by test_import_from.py, alone and under a daemon",
+    "export-to": "writes into the user's folders (~/notes): run by test_import_from.py",
     "serve": "speaks MCP on stdin/stdout and starts a detached daemon: run by test_mcp_stdio.py "
     "and test_daemon.py's bridge test",
     "stop": "stops whatever daemon owns the store: run by test_daemon.py",

@@ -1,5 +1,5 @@
 """The client-integration commands: ``hook`` (answered by the hook client, standard library
-only), ``hooks`` (install, uninstall, status) and ``index-sessions``.
+only), ``hooks`` (install, uninstall, status), ``hook-preview`` and ``index-sessions``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,60 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         lines = fn("user" if args.user else "project")
     print("\n".join(lines))
     return 0
+
+
+PREVIEW_TIMEOUT_S = 120.0  # a daemon started for the preview loads its model first
+
+
+def cmd_hook_preview(args: argparse.Namespace) -> int:
+    """What the UserPromptSubmit hook would inject for a prompt, asked of the store's daemon
+    (started when none runs) exactly as the hook asks it, with the client's settings."""
+    import json
+    import os
+    import time
+
+    from ..hooks.hookclient import call_daemon, config_from_env
+    from ..service.errors import StoreUnavailable
+    from ..service.ids import identity_fields, project_root, store_home
+
+    env, cwd = os.environ, os.getcwd()
+    who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}
+    config = config_from_env(env)
+    if args.threshold is not None:
+        config["threshold"] = args.threshold
+    payload = {"prompt": args.prompt, "session": args.session, "config": config}
+    try:
+        data = call_daemon(store_home(env), env, "/hook-preview", payload, who,
+                           time.monotonic() + PREVIEW_TIMEOUT_S)  # fmt: skip
+    except Exception as exc:  # the hook client's errors are plain: say what failed
+        raise StoreUnavailable(f"the store's daemon did not answer the preview: {exc}") from None
+    if "error" in data:
+        raise StoreUnavailable(f"{data['error']}: {data.get('message', '')}")
+    print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else render_preview(data))
+    return 0
+
+
+def render_preview(data: dict) -> str:
+    """The preview as a table: every candidate in the search's order, its relevance and what the
+    hook did with it; then the injected text."""
+    cands = data.get("candidates") or []
+    lines = [f"prompt: {data.get('prompt', '')}",
+             f"threshold {data.get('threshold')}: {len(data.get('injected') or [])} of "
+             f"{len(cands)} candidates injected", "",
+             f"{'#':>3} {'relevance':>9} {'cosine':>7} {'coverage':>8}  verdict / source / text"]  # fmt: skip
+    for i, c in enumerate(cands, 1):
+        cos = "-" if c.get("cosine") is None else f"{c['cosine']:.3f}"
+        lines.append(f"{i:>3} {c['relevance']:>9.3f} {cos:>7} {c['coverage']:>8.3f}  "
+                     f"{c['verdict']}")  # fmt: skip
+        lines.append(f"{'':>33}{c['source']}")
+        lines.append(f"{'':>33}{c['excerpt']}")
+    text = data.get("text") or ""
+    lines += [
+        "",
+        "injected text:" if text else "nothing would be injected.",
+        *([text] if text else []),
+    ]
+    return "\n".join(lines)
 
 
 def cmd_index_sessions(args: argparse.Namespace) -> int:
@@ -46,6 +100,15 @@ def register(sub) -> None:
     where.add_argument("--user", action="store_true",
                        help="~/.claude/settings.json and ~/.claude.json")  # fmt: skip
     hs.set_defaults(fn=cmd_hooks)
+    hp = sub.add_parser(
+        "hook-preview", help="what the prompt hook would inject for PROMPT, and why (per candidate)"
+    )
+    hp.add_argument("prompt", help="the prompt, as the user would type it")
+    hp.add_argument("--session", help="as this session (its injected items and own turns "
+                    "are left out, as the hook leaves them)")  # fmt: skip
+    hp.add_argument("--threshold", type=float, help="another relevance threshold (0-1)")
+    hp.add_argument("--json", action="store_true", help="the decision as JSON")
+    hp.set_defaults(fn=cmd_hook_preview)
     ix = sub.add_parser("index-sessions", help="index agent transcripts as searchable exchanges")
     ix.add_argument("paths", nargs="*", metavar="PATH",
                     help="transcripts (.jsonl) or folders (default: ~/.claude/projects)")  # fmt: skip

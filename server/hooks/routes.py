@@ -2,6 +2,9 @@
 
 - ``POST /hooks/{EVENT}``: body ``{"input": <the client's hook JSON>, "config": {…}}`` ->
   ``{"output": <the client's output JSON or null>, "note": …, "injected": [ids]}``.
+- ``POST /hook-preview``: body ``{"prompt": …, "session": …, "config": {…}}`` -> what the
+  UserPromptSubmit hook would inject for the prompt and why, candidate by candidate
+  (``pattern-memory hook-preview``); nothing is injected or recorded.
 - ``POST /sessions/index``: body ``{"path": …, "flush": bool, "final": bool, "maxBatches": n}``
   -> the indexer's report (``pattern-memory index-sessions`` calls it per transcript, in parts).
 
@@ -28,12 +31,20 @@ from starlette.routing import Route
 from retrieval.errors import PatternError
 
 from ..service.errors import invalid_fields
+from ..service.hook_context import HookConfig
 from ..service.hook_events import EVENTS, HookRequest, HookService
+from ..service.hook_preview import preview
 from ..service.identity import Identity
 
 # a hook's vector query waits at most this (a hook's own deadline is 1.5 s by default): a
 # vector index that does not answer in time leaves the hook its lexical candidates
 HOOK_VECTOR_S = 0.5
+
+
+class PreviewRequest(BaseModel):
+    prompt: str = Field(min_length=1, max_length=100_000)
+    session: str | None = Field(default=None, max_length=200)
+    config: HookConfig = Field(default_factory=HookConfig)
 
 
 class IndexRequest(BaseModel):
@@ -94,7 +105,16 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
 
         return await guarded(request, run)
 
+    async def hook_preview(request: Request):
+        def run(who, body):
+            req = PreviewRequest.model_validate(body)
+            return preview(hooks.svc, who, req.prompt, config=req.config,
+                           session=req.session).model_dump()  # fmt: skip
+
+        return await guarded(request, run)
+
     return [
+        Route("/hook-preview", hook_preview, methods=["POST"]),
         Route("/hooks/{event}", hook, methods=["POST"]),
         Route("/sessions/index", index, methods=["POST"]),
     ]

@@ -13,6 +13,7 @@ from ..service.runtime import Runtime
 from . import (
     admin_tools,
     graph_tools,
+    import_tools,
     ingest_tools,
     lesson_tools,
     memory_tools,
@@ -35,6 +36,7 @@ DOMAINS = (
     lesson_tools,
     ingest_tools,
     admin_tools,
+    import_tools,
     verify_tools,
     review_tools,
 )

@@ -31,26 +31,22 @@ from pydantic import BaseModel, Field
 from retrieval.analyzer import query_terms
 from retrieval.records import Hit, Kind, Record, RecordFilter, Scope
 
-from . import excerpts
+from . import excerpts, gate
 from .identity import Identity
 from .ledger import Ledger
 from .memory import MemoryService
 from .trust import framing
 
 CHARS_PER_TOKEN = 4
-# A record longer than this share of the prompt budget is quoted by its excerpt for the prompt
-# (server/service/excerpts.py): at least this many items fit.
-EXCERPT_SHARE = 3
+# A record longer than this is quoted by its excerpt for the prompt (server/service/excerpts.py),
+# of at most this many tokens: the prompt budget (600) holds four such items with their source
+# lines.
+EXCERPT_TOKENS = 133
 
-# Relevance threshold of prompt recall (the relevance of :func:`relevance`). Chosen on LoCoMo
-# dev and LongMemEval_S (30 questions) indexed as exchanges, measured through
-# :func:`select_for_prompt` with the item limit and budget (``benchmarks/hook_noise.py``;
-# docs/benchmarks.md, "Noise control: the threshold"): the lowest threshold that stays silent
-# for >= 90 % of the questions asked of a project holding the other set's data (LoCoMo 0.907,
-# LongMemEval 0.967). The answerable questions then get their evidence for 0.646 / 0.567, and
-# its own words are in the injected text for 0.641 / 0.600 (the 0.80 aimed at is reached at no
-# threshold: at 0 the item limit alone caps evidence at 0.762 / 0.900, the ranking's recall).
-DEFAULT_THRESHOLD = 0.68
+# Relevance threshold of prompt recall: the gate's probability (server/service/gate.py), one
+# threshold for every store size (chosen in benchmarks/gate_fit.py; docs/benchmarks.md, "The
+# prompt gate").
+DEFAULT_THRESHOLD = gate.THRESHOLD
 # Lessons for a failed command: relevance = cosine + LEX_WEIGHT * lexical coverage (see
 # :func:`lesson_relevance`), threshold from Defects4J (docs/benchmarks.md, "Hooks": the same
 # bug's lesson kept for 76 % of failing traces, another project's lessons silent for 92 %).
@@ -68,7 +64,7 @@ class HookConfig(BaseModel):
     """Budgets and thresholds (the client may set them: ``PATTERN_HOOK_*``, docs/configuration.md)."""
 
     briefing_tokens: int = Field(600, ge=0, le=20_000)
-    prompt_tokens: int = Field(400, ge=0, le=20_000)
+    prompt_tokens: int = Field(600, ge=0, le=20_000)
     threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=2.0)
     lesson_threshold: float = Field(DEFAULT_LESSON_THRESHOLD, ge=0.0, le=2.0)
     max_items: int = Field(6, ge=1, le=50)
@@ -83,8 +79,27 @@ class Picked:
 
 
 @dataclass
+class Decision:
+    """One candidate of a prompt and what the hook did with it."""
+
+    record: Record
+    relevance: float
+    judged: gate.Judged
+    reason: str | None = None  # why it was dropped (None: injected)
+
+    @property
+    def verdict(self) -> str:
+        return self.reason or "injected"
+
+    @verdict.setter
+    def verdict(self, value: str) -> None:
+        self.reason = value
+
+
+@dataclass
 class Selection:
     picked: list[Picked] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     text: str = ""
     candidates: int = 0
     query: str = ""
@@ -135,32 +150,11 @@ def stale_factor(svc: MemoryService, states) -> float:
 
 
 # ---------------------------------------------------------------------------- relevance
-# relevance = cosine + LEX_WEIGHT * (1 - exp(-bm25 / BM25_SCALE)); lexical only (model not
-# ready): LEXICAL_ONLY_SCALE * (1 - exp(-bm25 / BM25_SCALE)). Fitted on LoCoMo dev with the
-# evidence hidden and with questions asked of another conversation (docs/benchmarks.md,
-# "Hooks"): the lexical term lifts answer-bearing turns that share the question's rarer words,
-# and the lexical-only scale keeps the threshold's silence on unrelated prompts the same.
+# Lessons for a failed command (lesson_relevance): cosine + LEX_WEIGHT * lexical coverage;
+# lexical only (model not ready): LEXICAL_ONLY_SCALE * coverage. The prompt's relevance is the
+# gate's (server/service/gate.py).
 LEX_WEIGHT = 0.4
-BM25_SCALE = 10.0
 LEXICAL_ONLY_SCALE = 1.1
-
-
-def lexical_evidence(bm25: float | None) -> float:
-    """bm25 (unbounded, higher is better) mapped to [0, 1): 1 - exp(-bm25 / BM25_SCALE)."""
-    if not bm25 or bm25 <= 0:
-        return 0.0
-    return 1.0 - math.exp(-float(bm25) / BM25_SCALE)
-
-
-def relevance(hit: Hit) -> float:
-    """An absolute relevance of a hit, comparable across queries (the fused score is not: it is
-    min-max normalised per query): the best embedding window's cosine plus the lexical
-    evidence; while the model loads, the lexical evidence alone (rescaled)."""
-    e = hit.explanation
-    lex = lexical_evidence(e.lexical_score)
-    if e.vector_similarity is not None:
-        return float(e.vector_similarity) + LEX_WEIGHT * lex
-    return LEXICAL_ONLY_SCALE * lex
 
 
 def coverage_mass(svc: MemoryService, query: str) -> float:
@@ -206,7 +200,9 @@ def select_for_prompt(
     last_turn: str | None = None,
     k: int = 30,
 ) -> Selection:
-    """The items a prompt gets: relevant enough, not injected before, not this session's own."""
+    """The items a prompt gets: relevant enough (the gate, :mod:`.gate`), not injected before,
+    not this session's own. ``Selection.decisions`` says for every candidate why it was kept or
+    dropped (``pattern-memory hook-preview``)."""
     config = config or HookConfig()
     query = prompt.strip()
     if last_turn and refers_back(query):
@@ -220,34 +216,52 @@ def select_for_prompt(
     seen = ledger.seen if ledger else set()
     compacted = ledger.compacted if ledger else 0
     cites = checked(svc, who, [h.record for h in hits])
+    judge = gate.PromptGate(query)
     chosen: list[Picked] = []
     for h in hits:
         rec = h.record
-        if rec.id in seen or not injectable(rec):
-            continue
-        if session and rec.kind is Kind.turn and _same_session(rec, session, compacted):
-            continue
-        rel = relevance(h) * stale_factor(svc, cites.get(rec.id))  # cited code changed: lower
-        if rel < config.threshold:
-            continue
-        chosen.append(Picked(rec, rel, h))
-        if len(chosen) >= config.max_items:
-            break
+        judged = judge.judge(rec, h.explanation.vector_similarity)
+        rel = judged.relevance * stale_factor(svc, cites.get(rec.id))  # cited code changed
+        why = _dropped(rec, rel, config, seen, session, compacted, len(chosen))
+        sel.decisions.append(Decision(rec, rel, judged, why))
+        if why is None:
+            chosen.append(Picked(rec, rel, h))
     texts = excerpt_texts(svc, query, [p.record for p in chosen], config.prompt_tokens)
     for p, t in zip(chosen, texts, strict=True):
         p.text = t
     n, text = _pack([(p.record, p.text) for p in chosen], config.prompt_tokens, cites=cites)
     sel.picked = chosen[:n]
     sel.text = text if n else ""
+    left = {p.record.id for p in chosen[n:]}
+    for d in sel.decisions:
+        if d.record.id in left:
+            d.verdict = "dropped: over the token budget"
     return sel
+
+
+def _dropped(rec: Record, rel: float, config: HookConfig, seen: set, session: str | None,
+             compacted: int, kept: int) -> str | None:  # fmt: skip
+    """Why a candidate is not injected (None: it is, budget permitting)."""
+    if rec.id in seen:
+        return "dropped: injected earlier in this session"
+    if not injectable(rec):
+        return "dropped: flagged suspicious when it was written"
+    if session and rec.kind is Kind.turn and _same_session(rec, session, compacted):
+        return "dropped: part of this session (the client still holds it)"
+    if rel < config.threshold:
+        return f"dropped: relevance below the threshold {config.threshold:g}"
+    if kept >= config.max_items:
+        return f"dropped: {config.max_items} items already kept"
+    return None
 
 
 def excerpt_texts(
     svc: MemoryService, query: str, records: list[Record], prompt_tokens: int
 ) -> list[str | None]:
     """Per record, what the prompt hook quotes instead of its content: the excerpt for
-    ``query`` of a record longer than 1/``EXCERPT_SHARE`` of the budget (None: the content)."""
-    room = prompt_tokens * CHARS_PER_TOKEN // EXCERPT_SHARE
+    ``query`` of a record longer than ``EXCERPT_TOKENS`` (or the whole budget, when smaller)
+    (None: the content)."""
+    room = min(prompt_tokens, EXCERPT_TOKENS) * CHARS_PER_TOKEN
     engine = svc.engine
     if not any(len(r.content) > room for r in records) or not engine.ranker.vector_ready():
         return [None] * len(records)

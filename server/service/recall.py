@@ -17,6 +17,8 @@ question is about comes before the tests that exercise it; shown as the ``test_f
 chunk of a file the query names in code, or one that defines a name the query writes as code
 (``grouping.names_match``: ``latex.py`` or ``def latex`` for "``latex(x)`` prints ..."), scores
 ``1 + grouping.NAME_BOOST`` (1.3) times its score; shown as the ``code_name`` boost.
+Every item's explanation carries ``gate``: the prompt gate's relevance (:mod:`.gate`), what the
+UserPromptSubmit hook compares with its threshold to decide whether to inject the item.
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
@@ -35,6 +37,7 @@ import numpy as np
 from retrieval import grouping
 from retrieval.records import Hit, Kind, Record
 
+from . import gate
 from . import scopes as rules
 from .identity import Identity
 from .memory import MemoryService
@@ -167,6 +170,10 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         [h.record for h in top], args.budget * scale, include_suspicious=args.includeSuspicious,
         citations=citations,
     )  # fmt: skip
+    judge = gate.PromptGate(args.query)  # the hooks' relevance, shown beside the ranking's
+    for h in top:
+        h.explanation.gate = round(judge.judge(h.record, h.explanation.vector_similarity)
+                                   .relevance, 4)  # fmt: skip
     items: list[RecallItem] = []
     for h, (rec, state) in zip(top, packed.states, strict=False):
         items.append(

@@ -45,8 +45,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from ingest import exchanges
-from retrieval.records import Kind, Record
+from retrieval.records import Record
 
 from ..errors import InvalidInput
 from . import injection, injection_model, secrets
@@ -128,15 +127,12 @@ class WritePolicy:
             yield
 
     # ------------------------------------------------------------------ injection
-    def suspicious(
-        self, *texts: str, fields: Sequence[str] = (), exchange: bool = False
-    ) -> str | None:
+    def suspicious(self, *texts: str, fields: Sequence[str] = ()) -> str | None:
         """The injection verdict over ``texts`` (prose: a memory, an observation, a turn) and
         ``fields`` (a context, a title, a tag, a name, a metadata value), None when clean or
         scanning is off: the rules on each, then, for what they pass, the model on the prose
-        and on the fields long enough to be prose (``FIELD_MIN_WORDS``); ``exchange``: the
-        texts are session exchanges, whose sections (prompt, tools, reply: each one author's)
-        the model reads apart. Raises ``InvalidInput`` under ``block``."""
+        and on the fields long enough to be prose (``FIELD_MIN_WORDS``). Raises
+        ``InvalidInput`` under ``block``."""
         if self.injection is None:
             return None
         texts = tuple(t for t in texts if t)
@@ -144,7 +140,7 @@ class WritePolicy:
         found = [_verdict(t) for t in texts + fields]
         reason = next((v.suspicious for v in found if v.suspicious), None)
         if reason is None and (texts or fields):
-            reason = self._model_reason(_readings(texts, fields, found, exchange))
+            reason = self._model_reason(_readings(texts, fields, found))
         if reason and self.injection is InjectionPolicy.block:
             raise InvalidInput(
                 f"content reads like instructions to the model ({reason}); it was not "
@@ -285,8 +281,7 @@ class WritePolicy:
         if context:
             context, found = secrets.apply_policy(context, self.secrets)
             warnings += [f"context: {w}" for w in found]
-        reason = self.suspicious(content, fields=(context, record.entity_name or ""),
-                                 exchange=record.kind is Kind.turn)  # a lesson's name too
+        reason = self.suspicious(content, fields=(context, record.entity_name or ""))
         given = {k: v for k, v in record.metadata.items() if k != SUSPICIOUS}
         meta, found, meta_reason = self.screen_value(given, "metadata")
         warnings += found
@@ -314,16 +309,12 @@ class Reading:
     findings: Any
 
 
-def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list,
-              exchange: bool) -> list[Reading]:  # fmt: skip
-    """What the model reads of a record: each prose text (an exchange's sections apart) from
-    ``MIN_WORDS`` prose words, each field from ``FIELD_MIN_WORDS``."""
+def _readings(texts: tuple[str, ...], fields: tuple[str, ...], found: list) -> list[Reading]:
+    """What the model reads of a record: each prose text from ``MIN_WORDS`` prose words, each
+    field from ``FIELD_MIN_WORDS``."""
     out = []
     for text, verdict in zip(texts, found, strict=False):
-        parts = exchanges.sections(text) if exchange else [text]
-        for part in parts:
-            findings = verdict.findings if part == text else _verdict(part).findings
-            out.append(Reading(part, injection_model.MIN_WORDS, findings))
+        out.append(Reading(text, injection_model.MIN_WORDS, verdict.findings))
     for text, verdict in zip(fields, found[len(texts) :], strict=True):
         out.append(Reading(text, injection_model.FIELD_MIN_WORDS, verdict.findings))
     return out

@@ -1,0 +1,93 @@
+"""Step 1 of the Porter stemmer (M. F. Porter, "An algorithm for suffix stripping", Program 14(3),
+1980, pp. 130-137): plurals, ``-ed`` and ``-ing``, and a final ``y`` after a vowel-bearing stem.
+
+FTS5's ``porter`` tokenizer stems the whole way; a comparison of two short texts outside the
+index (the prompt gate, :mod:`server.service.gate`) needs only the inflections, so that
+"retries" meets "retry", "payments" meets "payment" and "failed" meets "failing", without the
+later steps' merging of unrelated words ("general" and "generous" both become "gener").
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+_VOWELS = frozenset("aeiou")
+
+
+def _consonant(word: str, i: int) -> bool:
+    """Porter's consonant: not a, e, i, o, u, and not a ``y`` after a consonant."""
+    ch = word[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _consonant(word, i - 1)
+    return True
+
+
+def measure(stem: str) -> int:
+    """m in [C](VC)^m[V]: the number of vowel-consonant sequences."""
+    m, prev_vowel = 0, False
+    for i in range(len(stem)):
+        vowel = not _consonant(stem, i)
+        if prev_vowel and not vowel:
+            m += 1
+        prev_vowel = vowel
+    return m
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _consonant(stem, i) for i in range(len(stem)))
+
+
+def _double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _consonant(word, len(word) - 1)
+
+
+def _cvc(word: str) -> bool:
+    """*o: the stem ends consonant-vowel-consonant, the last not w, x or y."""
+    if len(word) < 3:
+        return False
+    c1, v, c2 = (_consonant(word, len(word) - k) for k in (3, 2, 1))
+    return c1 and not v and c2 and word[-1] not in "wxy"
+
+
+def _step1a(w: str) -> str:
+    if w.endswith("sses") or w.endswith("ies"):
+        return w[:-2]
+    if w.endswith("ss"):
+        return w
+    if w.endswith("s"):
+        return w[:-1]
+    return w
+
+
+def _step1b(w: str) -> str:
+    if w.endswith("eed"):
+        return w[:-1] if measure(w[:-3]) > 0 else w
+    for suffix in ("ed", "ing"):
+        if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+            w = w[: -len(suffix)]
+            if w.endswith(("at", "bl", "iz")):
+                return w + "e"
+            if _double_consonant(w) and w[-1] not in "lsz":
+                return w[:-1]
+            if measure(w) == 1 and _cvc(w):
+                return w + "e"
+            return w
+    return w
+
+
+def _step1c(w: str) -> str:
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        return w[:-1] + "i"
+    return w
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Porter's step 1 of a lower-cased word; words of one or two letters, and anything with
+    a digit or a non-ASCII letter (identifiers, numbers, other scripts), are returned as they
+    are."""
+    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+        return word
+    return _step1c(_step1b(_step1a(word)))
