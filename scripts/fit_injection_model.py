@@ -38,10 +38,12 @@ scans a record). ``benchmarks/poisoning.py`` then reports the *report split*, wh
 the fit nor the threshold saw, and the public sources the model did not see.
 
 ``--cross``: fit on each public source and on some pairs in turn (with the same cases and
-benign splits), score every source, print the table; nothing is written. Embeddings
-are cached in ``.bench-cache/``. Regularisation, the benign bound and the default sources were
-chosen with this table in view (the pair that left the most varied sources unseen and scored
-best on them), so the unseen rates are not free of selection.
+benign splits), score every source, print the table; nothing is written. Embeddings are cached
+in ``.bench-cache/``. The default sources were chosen with this table in view (the pair that
+left the most varied sources unseen and scored best on them); regularisation, the chat share,
+the set-up and output cues of the rule features and the benign bound with the trade-off
+between held-out chat and the unseen sources in view (``docs/benchmarks.md``), so the unseen
+rates are not free of selection.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ from benchmarks.poisoning import (  # noqa: E402
 from benchmarks.public_attacks import bipia, giskard, jailbreaks, tensortrust  # noqa: E402
 from server.service.trust import injection  # noqa: E402
 from server.service.trust.injection_model import (  # noqa: E402
+    CUES,
     FIELD_MIN_WORDS,
+    KINDS,
     MIN_WORDS,
     MODEL_ID,
     N_FEATURES,
@@ -88,7 +92,7 @@ from server.service.trust.injection_model import (  # noqa: E402
 
 DIM = 384
 SOURCES = ("bipia", "giskard", "tensortrust", "jailbreaks")
-CHAT_SHARE = 0.3  # of the benign weight: the chat turns (the rest: the benign corpora, cases)
+CHAT_SHARE = 0.5  # of the benign weight: the chat turns (the rest: the benign corpora, cases)
 # fixed texts whose probabilities are stored with the weights (``meta["probes"]``): the tests
 # check that the shipped file, loaded by the service, gives the same numbers
 PROBES = (
@@ -218,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tensortrust", type=Path)
     ap.add_argument("--jailbreaks", type=Path)
     ap.add_argument("--fit-on", default="bipia+jailbreaks", help="Sources joined by '+'.")
-    ap.add_argument("--l2", type=float, default=0.3)
+    ap.add_argument("--l2", type=float, default=3.0)
     ap.add_argument("--benign-bound", type=float, default=0.004)
     ap.add_argument("--out", type=Path, default=WEIGHTS)
     ap.add_argument("--cross", action="store_true", help="Print the cross-source table only.")
@@ -267,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             "n_benign_texts": len(negatives) + len(chat_fit),
             "n_chat_sessions": {"fit": len(sessions["fit"]), "tune": len(sessions["tune"])},
             "n_tune": {name: len(texts) for name, texts in held.items()},
+            "features": [*KINDS, *CUES],
             "chat_share": args.chat_share,
             "l2": args.l2,
             "benign_bound": args.benign_bound,
