@@ -73,6 +73,9 @@ class Judge:
 
             self.emb = CachingEmbedder(SentenceTransformerEmbedder())
         self.cpu = 0.0  # CPU seconds in the rules
+        # after many(): per pair, the model's worst probability (0.0 when it read nothing: the
+        # rules flagged the pair, or no text was long enough)
+        self.last_probs: list[float] = []
 
     def many(self, pairs: list[tuple[str, str]], exchange: bool = False) -> list[Judged]:
         """Each (content, context) as the write policy judges a record: the context (or any
@@ -89,6 +92,7 @@ class Judge:
             reason = vc.suspicious or (vx.suspicious if vx else None)
             score = max(vc.score, vx.score if vx else 0.0)
             out.append((reason, score, "rules" if reason else None))
+        self.last_probs = [0.0] * len(pairs)
         if self.det is None:
             return out
         texts, finds, mins, owner = [], [], [], []
@@ -107,6 +111,7 @@ class Judge:
         for i, p in zip(owner, probs, strict=True):
             worst[i] = max(worst.get(i, 0.0), p)
         for i, p in worst.items():
+            self.last_probs[i] = p
             if self.det.flags(p):
                 out[i] = (self.det.reason(p), out[i][1], "model")
         return out

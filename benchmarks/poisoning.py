@@ -59,7 +59,8 @@ JSON keys: ``flagged_rate_benign``, ``flagged_rate_benign_report``, ``caught_rat
 (sources not used to fit or tune), ``caught_rate_public_all``, ``per_public_source`` (n, caught
 by the rules, by the model, rate), ``public_sources_scored``, ``fit_sources``, ``detector``,
 ``model`` (the weights' metadata), ``chat`` (turns per source and split), ``chat_held_out``,
-``max_chat_held_out_rate``, ``per_field``, ``max_field_rate``, ``model_latency``,
+``max_chat_held_out_rate``, ``per_field``, ``max_field_rate``, ``threshold_curve`` (the
+rates at other thresholds of the model), ``model_latency``,
 ``caught_rate_adversarial``,
 ``n_benign``, ``n_adversarial``, plus per-corpus rates, the hard negatives, the false positives
 and misses (so they can be judged), the secret scan's flag rate over the same benign texts, and
@@ -209,6 +210,25 @@ def repository(root: Path) -> Iterator[Text]:
             yield f"repo:{cand.rel}:{c.start_line}-{c.end_line}", c.text, context
 
 
+CURVE = (0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
+
+
+def threshold_curve(sets: dict[str, list[tuple[bool, float]]], shipped: float,
+                    unseen: list[str]) -> list[dict]:  # fmt: skip
+    """At each threshold of :data:`CURVE` and the shipped one: the rate flagged (rules or
+    model) of each set: held-out chat turns and exchanges (false positives), each attack
+    source (caught), and ``public``, the sources not fit or tuned on together."""
+    out = []
+    for t in sorted({*CURVE, round(shipped, 3)}):
+        row: dict = {"threshold": t}
+        for name, pairs in sorted(sets.items()):
+            row[name] = round(sum(r or p >= t for r, p in pairs) / max(1, len(pairs)), 5)
+        pub = [x for name in unseen for x in sets.get(name, [])]
+        row["public"] = round(sum(r or p >= t for r, p in pub) / max(1, len(pub)), 4)
+        out.append(row)
+    return out
+
+
 def _per_split(texts: list[Text], flags_of: dict[str, bool]) -> dict[str, dict]:
     """{split: n, flagged, rate} of ``texts`` (their flags in ``flags_of``)."""
     out = {k: Counter() for k in SPLITS}
@@ -281,15 +301,20 @@ def main(argv: list[str] | None = None) -> int:
     # model's fit nor its threshold
     chats = {"locomo": {k: v for k, v in rows["locomo"]["splits"].items() if v["n"]}}
     chat_fps: list[dict] = []
+    # (flagged by the rules, the model's probability) of held-out texts and of attacks: the
+    # rates at other thresholds (``threshold_curve``)
+    curve_sets: dict[str, list[tuple[bool, float]]] = defaultdict(list)
     sessions = lme_sessions(args.data) if (args.data / "longmemeval_s").is_dir() else {}
     for name, turns in (("longmemeval", [t for k in SPLITS for t in chat(sessions.get(k, []))]),
                         ("claude code", list(claude_code(args.transcripts)))):  # fmt: skip
         if not turns:
             continue
-        for (tid, content, _), (reason, _, by) in zip(
-            turns, judge.many([(c, "") for _, c, _ in turns]), strict=True
+        for (tid, content, _), (reason, _, by), p in zip(
+            turns, judge.many([(c, "") for _, c, _ in turns]), judge.last_probs, strict=True
         ):
             flags_of[tid] = bool(reason)
+            if name == "longmemeval" and split_of(tid) == "report":
+                curve_sets["chat turns"].append((by == "rules", p))
             if reason and split_of(tid) == "report":
                 chat_fps.append({"id": tid, "by": by, "reason": reason,
                                  "text": " ".join(content.split())[:160]})  # fmt: skip
@@ -304,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
                               report_convs),
                   **documents(args.data, args.repo, EXCLUDE)}  # fmt: skip
         per_field = measure_fields(judge, fields)
+        items = list(dict.fromkeys(fields.get("exchange content", [])))
+        judged = judge.many([(text, "") for _, text in items], exchange=True)
+        curve_sets["exchanges"] = [(by == "rules", p) for (_, _, by), p
+                                   in zip(judged, judge.last_probs, strict=True)]  # fmt: skip
 
     cases = json.loads(args.cases.read_text(encoding="utf-8"))
     attacks = [c for c in cases if c["attack"]]
@@ -312,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     by_kind: dict[str, Counter] = defaultdict(Counter)
     by_split: dict[str, Counter] = defaultdict(Counter)
     case_verdicts = judge.many([(c["text"], "") for c in cases])
+    curve_sets["ours"] = [(v[2] == "rules", p) for c, v, p in
+                          zip(cases, case_verdicts, judge.last_probs, strict=True)
+                          if c["attack"]]  # fmt: skip
     for i, c in enumerate(cases):
         reason, score, _by = case_verdicts[i]
         v = injection.Verdict(suspicious=reason, score=score)
@@ -344,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (a.text in seen or seen.add(a.text))
     ]
     families: dict[str, Counter] = defaultdict(Counter)
-    for a, (reason, _score, by) in zip(loaded, judge.many([(a.text, "") for a in loaded]),
-                                        strict=True):  # fmt: skip
+    public_verdicts = judge.many([(a.text, "") for a in loaded])
+    for a, (reason, _score, by), p in zip(loaded, public_verdicts, judge.last_probs,
+                                          strict=True):  # fmt: skip
+        curve_sets[family(a.source)].append((by == "rules", p))
         hit = reason is not None
         fam = family(a.source)
         for key in (a.source, f"{a.source}: {a.category}"):
@@ -396,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         "per_corpus": rows,
         "flagged_rate_benign_report": round(flagged_report / max(1, n_report), 5),
         "n_benign_report": n_report,
+        "flagged_benign_report": flagged_report,
         "chat": chats,
         "chat_held_out": held_chat,
         "max_chat_held_out_rate": max((r["rate"] for r in held_chat.values()), default=None),
@@ -412,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
         "mean_chars": round(n_chars / max(1, scanned)),
         "excluded_files": sorted(EXCLUDE),
     }
+    if judge.det is not None:
+        result["threshold_curve"] = threshold_curve(curve_sets, judge.det.threshold, unseen)
     if judge.det is not None and args.latency:
         sample = [c for name in ("locomo", "repository") for _, c, _ in corpora[name]]
         result["model_latency"] = model_latency(sample, args.latency)
@@ -472,6 +509,12 @@ def main(argv: list[str] | None = None) -> int:
     if lat := result.get("model_latency"):
         print(f"model: {lat['p50_ms']} ms p50, {lat['p95_ms']} ms p95 wall per text "
               f"(embedding + scoring, {lat['backend']}, {lat['n']} texts)")  # fmt: skip
+    if curve := result.get("threshold_curve"):
+        cols = ["chat turns", "exchanges", "tensortrust", "giskard", "bipia", "jailbreaks", "ours",
+                "public"]  # fmt: skip
+        print(f"\n{'threshold':<10}" + "".join(f"{c[:11]:>12}" for c in cols))
+        for row in curve:
+            print(f"{row['threshold']:<10}" + "".join(f"{row.get(c, 0):>12.2%}" for c in cols))
     if chat_fps:
         print(f"\nheld-out chat turns flagged ({len(chat_fps)}):")
         for fp in chat_fps[: args.show]:

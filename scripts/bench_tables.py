@@ -150,6 +150,15 @@ PAGES = ["search (recall, 20 results)", "memories team (12k visible)",
          "lessons", "find similar lesson", "workspace", "sessions", "session", "activity",
          "activity (agent filter)", "review inbox", "health"]  # fmt: skip
 POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
+          ("of them, the report split", "flagged_benign_report", "n_benign_report"),
+          ("held-out chat turns flagged: LongMemEval",
+           "chat_held_out/longmemeval/flagged", "chat_held_out/longmemeval/n"),
+          ("held-out chat turns flagged: LoCoMo",
+           "chat_held_out/locomo/flagged", "chat_held_out/locomo/n"),
+          ("held-out chat turns flagged: Claude Code",
+           "chat_held_out/claude code/flagged", "chat_held_out/claude code/n"),
+          ("held-out exchanges flagged (content)",
+           "per_field/exchange content/flagged", "per_field/exchange content/n"),
           ("hard negatives flagged", "hard_negatives_flagged", "n_hard_negatives"),
           ("ours caught", "caught_adversarial", "n_adversarial")] + [
     (f"{label} caught", f"per_public_source/{key}/caught", f"per_public_source/{key}/n")
