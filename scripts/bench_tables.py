@@ -61,6 +61,8 @@ def fmt(v, spec: str) -> str:
         return "–"
     if spec == "pct":
         return f"{100 * v:.1f} %"
+    if spec == "pct2":
+        return f"{100 * v:.2f} %"
     if spec == "bool":
         return "yes" if v else "no"
     if spec == "str":
@@ -180,6 +182,23 @@ def poisoning() -> Table:
                            ("poisoning", n, "d")]) for label, n, total in POISON])  # fmt: skip
 
 
+POISON_CURVE = [("held-out chat turns", "chat turns"), ("held-out exchanges", "exchanges"),
+                ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"), ("BIPIA", "bipia"),
+                ("jailbreaks", "jailbreaks"), ("ours", "ours"), ("public", "public")]  # fmt: skip
+
+
+def poisoning_curve() -> Table:
+    """The rates at other thresholds of the model (``threshold_curve`` of ``poisoning.py``),
+    the shipped threshold in bold."""
+    result = load("poisoning")["result"]
+    shipped = f"{result['model']['threshold']:.3f}"
+    rows = [(f"{r['threshold']:.3f}", [("poisoning", f"threshold_curve/{i}/{k}",
+                                        "pct2" if "held-out" in h else "pct")
+                                       for h, k in POISON_CURVE])
+            for i, r in enumerate(result["threshold_curve"]) if r["threshold"] >= 0.5]  # fmt: skip
+    return Table(["threshold", *(h for h, _ in POISON_CURVE)], rows, bold=(shipped,))
+
+
 TABLES: dict[str, Table] = {
     "relevance-sets": across(
         [(label, f"{key}/recall@10") for label, key in [*SIDES, *BASELINES]], SETS, bold=("hybrid",)
@@ -292,6 +311,7 @@ TABLES: dict[str, Table] = {
         ]
     ),
     "poisoning": poisoning(),
+    "poisoning-curve": poisoning_curve(),
     "dashboard": grid(
         "dashboard",
         [(p, f"pages/{p}") for p in PAGES],
