@@ -61,6 +61,8 @@ def fmt(v, spec: str) -> str:
         return "–"
     if spec == "pct":
         return f"{100 * v:.1f} %"
+    if spec == "pct2":
+        return f"{100 * v:.2f} %"
     if spec == "bool":
         return "yes" if v else "no"
     if spec == "str":
@@ -159,6 +161,15 @@ PAGES = ["search (recall, 20 results)", "memories team (12k visible)",
          "lessons", "find similar lesson", "workspace", "sessions", "session", "activity",
          "activity (agent filter)", "review inbox", "health"]  # fmt: skip
 POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
+          ("of them, the report split", "flagged_benign_report", "n_benign_report"),
+          ("held-out chat turns flagged: LongMemEval",
+           "chat_held_out/longmemeval/flagged", "chat_held_out/longmemeval/n"),
+          ("held-out chat turns flagged: LoCoMo",
+           "chat_held_out/locomo/flagged", "chat_held_out/locomo/n"),
+          ("held-out chat turns flagged: Claude Code",
+           "chat_held_out/claude code/flagged", "chat_held_out/claude code/n"),
+          ("held-out exchanges flagged (content)",
+           "per_field/exchange content/flagged", "per_field/exchange content/n"),
           ("hard negatives flagged", "hard_negatives_flagged", "n_hard_negatives"),
           ("ours caught", "caught_adversarial", "n_adversarial")] + [
     (f"{label} caught", f"per_public_source/{key}/caught", f"per_public_source/{key}/n")
@@ -213,6 +224,23 @@ IMPORT_ROWS = [("our own `import`", "import (baseline)")] + [
 IMPORT_COLS = [("items", "items", "d"), ("records written", "records", "d"),
                ("seconds", "seconds", ".1f"), ("items/s", "items_per_s", ".0f"),
                ("records/s", "records_per_s", ".0f"), ("vs `import`", "vs_import", ".2f")]  # fmt: skip
+
+
+POISON_CURVE = [("held-out chat turns", "chat turns"), ("held-out exchanges", "exchanges"),
+                ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"), ("BIPIA", "bipia"),
+                ("jailbreaks", "jailbreaks"), ("ours", "ours"), ("public", "public")]  # fmt: skip
+
+
+def poisoning_curve() -> Table:
+    """The rates at other thresholds of the model (``threshold_curve`` of ``poisoning.py``),
+    the shipped threshold in bold."""
+    result = load("poisoning")["result"]
+    shipped = f"{result['model']['threshold']:.3f}"
+    rows = [(f"{r['threshold']:.3f}", [("poisoning", f"threshold_curve/{i}/{k}",
+                                        "pct2" if "held-out" in h else "pct")
+                                       for h, k in POISON_CURVE])
+            for i, r in enumerate(result["threshold_curve"]) if r["threshold"] >= 0.5]  # fmt: skip
+    return Table(["threshold", *(h for h, _ in POISON_CURVE)], rows, bold=(shipped,))
 
 
 TABLES: dict[str, Table] = {
@@ -427,6 +455,7 @@ TABLES: dict[str, Table] = {
         ]
     ),
     "poisoning": poisoning(),
+    "poisoning-curve": poisoning_curve(),
     "dashboard": grid(
         "dashboard",
         [(p, f"pages/{p}") for p in PAGES],
