@@ -145,7 +145,7 @@ LOSO_COLS = [("evidence", "evidence"), ("silent", "off_topic_silent")]
 CURVE_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
               ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
               ("off-topic silent", "off_topic_silent"))]  # fmt: skip
-GATE_POINTS = [0.30, 0.36, 0.40, 0.44, 0.48, 0.52, 0.56, 0.60, 0.70, 0.80]
+GATE_POINTS = [0.30, 0.36, 0.40, 0.44, 0.48, 0.50, 0.52, 0.56, 0.60, 0.70, 0.80]
 SCALE_ROWS = [
     "hybrid, agent filter",
     "hybrid, no filter",
@@ -383,7 +383,7 @@ TABLES: dict[str, Table] = {
     "hook-sizes-curve": Table(
         ["threshold", *(h for h, _, _ in CURVE_COLS)],
         gate_curve_rows("hook-sizes", "all"),
-        bold=("0.48",),
+        bold=("0.50",),
     ),
     "scale-curve": grid(
         "scale-curve",

@@ -63,7 +63,7 @@ class GateModel:
 
 # fit by benchmarks/gate_fit.py on LoCoMo dev and LongMemEval_S dev at project sizes 1, 8, 64
 # and whole (docs/benchmarks.md, "The prompt gate")
-MODEL = GateModel(coef=(3.9413, 5.7818), bias=-4.6029, semantic_cosine=0.5, threshold=0.48)
+MODEL = GateModel(coef=(4.0646, 5.7701), bias=-4.6168, semantic_cosine=0.5, threshold=0.5)
 THRESHOLD = MODEL.threshold
 
 
