@@ -37,16 +37,23 @@ def wait_until(cond, timeout: float) -> float | None:
     return None
 
 
-def test_a_killed_child_is_restarted_at_once_and_health_and_recall_say_so_meanwhile(
-    open_engine, make_record, monkeypatch
-):
-    monkeypatch.setattr(vector_process, "RESTART_DELAYS_S", (0.3, 0.3))  # room to hold its folder
+def serving(open_engine, make_record):
+    """An engine with its vector index in a child process, one record in it, healthy:
+    (the engine, its service, the child's handle, the record)."""
     eng = open_engine(HashEmbedder(), vector_process=True)
     svc = MemoryService(eng)
     rec = make_record("winch brake inspection schedule", project_id="proj", agent_id="agent")
     eng.apply(add=[rec])
     vp = eng.vectors
     assert vp.wait_ready(120) and health(svc, WHO).status == "ok"
+    return eng, svc, vp, rec
+
+
+def test_a_killed_child_is_restarted_at_once_and_health_and_recall_say_so_meanwhile(
+    open_engine, make_record, monkeypatch
+):
+    monkeypatch.setattr(vector_process, "RESTART_DELAYS_S", (0.3, 0.3))  # room to hold its folder
+    eng, svc, vp, rec = serving(open_engine, make_record)
     assert recall(svc, WHO, RecallInput(query="winch brake inspection")).mode == "hybrid"
     first = vp._proc.pid
     lock = os.open(f"{vp.path}.lock", os.O_RDWR | os.O_CREAT)
@@ -125,12 +132,7 @@ def test_a_stopped_child_misses_the_recall_deadline_and_is_killed_and_restarted(
     open_engine, make_record, monkeypatch
 ):
     monkeypatch.setenv("PATTERN_VECTOR_HANG_S", "2")
-    eng = open_engine(HashEmbedder(), vector_process=True)
-    svc = MemoryService(eng)
-    rec = make_record("winch brake inspection schedule", project_id="proj", agent_id="agent")
-    eng.apply(add=[rec])
-    vp = eng.vectors
-    assert vp.wait_ready(120) and health(svc, WHO).status == "ok"
+    eng, svc, vp, rec = serving(open_engine, make_record)
     first = vp._proc.pid
     os.kill(first, signal.SIGSTOP)  # alive, but answering nothing
     try:
