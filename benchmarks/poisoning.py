@@ -105,6 +105,7 @@ EXCLUDE = frozenset(
         "tests/test_framing.py",
         "tests/test_write_policy_tools.py",
         "tests/test_injection_intent.py",
+        "tests/test_injection_escape.py",
         "tests/test_injection_model.py",
         "scripts/fit_injection_model.py",  # its probe texts
         "server/service/trust/injection.py",
