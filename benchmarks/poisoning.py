@@ -109,7 +109,9 @@ EXCLUDE = frozenset(
         "tests/test_injection_model.py",
         "scripts/fit_injection_model.py",  # its probe texts
         "server/service/trust/injection.py",
-        "server/service/trust/injection_rules.py",  # the rule table
+        "server/service/trust/injection_rules.py",  # the rule tables
+        "server/service/trust/injection_intent.py",
+        "server/service/trust/injection_escape.py",
     }
 )
 # the real Claude Code transcripts: chat, measured as chat and never fit on (``claude_code``)

@@ -5,7 +5,8 @@ later put into another agent's context by ``recall``; a memory, an observation, 
 workspace file that says *"ignore previous instructions and …"* is an attack on that agent.
 ``scan`` returns the findings, ``verdict`` decides, ``policy_from_env`` reads
 ``PATTERN_INJECTION_POLICY`` (``warn`` by default, or ``block``).
-The rule tables are data, in :mod:`.injection_rules`; this module applies them.
+The rule tables are data, in :mod:`.injection_rules`, :mod:`.injection_intent` and
+:mod:`.injection_escape`; this module applies them.
 
 What is detected (each finding has a *kind* and a weight: strong 1, medium 0.6, weak 0.5;
 content is suspicious when its findings add up to 1, where the weak findings of one kind count
@@ -74,6 +75,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from .injection_escape import ESCAPE
+from .injection_intent import DESTRUCTIVE, INTENT
 from .injection_rules import (
     BIDI,
     CLOSING,
@@ -105,6 +108,9 @@ __all__ = [
     "scan",
     "verdict",
 ]
+
+# every phrase rule: overrides, personas, addressing, concealment, intents, quote escapes
+PHRASES = RULES + INTENT + ESCAPE + DESTRUCTIVE
 
 POLICY_ENV = "PATTERN_INJECTION_POLICY"
 DISABLE_ENV = "PATTERN_DISABLE_CONTENT_SCAN"
@@ -339,7 +345,7 @@ def scan(text: str) -> list[Finding]:
     words = set(_WORD.findall(folded))
     found.update(_apply(MARKUP, folded, words))
     _roles(folded, found)
-    found.update(_apply(RULES, folded, words))
+    found.update(_apply(PHRASES, folded, words))
     for variant in _variants(text, folded):
         # a rule that fires only once an obfuscation is undone
         vwords = set(_WORD.findall(variant))
