@@ -254,6 +254,13 @@ def _in_inline_code(text: str, start: int, end: int) -> bool:
     )
 
 
+def _closes_its_own(text: str, m: re.Match[str]) -> bool:
+    """A closing tag (the pattern's ``tag`` group) of an element the text opened before it: an
+    XML sample (``<context>…</context>`` in a README), not the end of the framing's quote."""
+    tag = m.groupdict().get("tag")
+    return tag is not None and re.search(rf"<{re.escape(tag)}[\s>]", text[: m.start()]) is not None
+
+
 def _apply(
     rules: tuple[Rule, ...], folded: str, words: set[str], kind: str | None = None
 ) -> dict[int, Finding]:
@@ -267,6 +274,8 @@ def _apply(
             if rule.mentionable and _is_mention(folded, m.start(), m.end(), rule.quotable):
                 continue
             if rule.kind == "markup" and _in_inline_code(folded, m.start(), m.end()):
+                continue
+            if _closes_its_own(folded, m):
                 continue
             found[id(rule)] = Finding(
                 kind=kind or rule.kind,

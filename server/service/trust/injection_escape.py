@@ -25,23 +25,35 @@ _QUOTE_NOUN = (
     r"excerpts?|snippets?|results|input|contents?|notes|items|text|block|section|passages?|"
     r"records|entries|references?|output|sources?)"
 )
+# the element names of quoted data, alone or joined: context, untrusted_data, recalled-memories
+_TAG_CORE = (
+    r"(?:quote|quoted|blockquote|context|reference|references|memory|memories|recall|recalled|"
+    r"retrieved|retrieval|untrusted|documents?|doc|sources?|search_results?|results?|"
+    r"tool_output|tool_result|excerpt|snippet|material|evidence|input|data|observation|"
+    r"knowledge|user_\w+)"
+)
+_TAG = rf"(?:[a-z]+[_-])*{_TAG_CORE}(?:[_-][a-z]+)*"
 _CLOSER = (
     # "--- End of reference material ---", "(end of quoted data)", "END QUOTE", "unquote"
     rf"(?:^|[.!?;:]\s+|\s[-–—=~*#|/]{{2,}}\s*){_DECOR}"
     rf"(?:(?:end|ends|ended|close|closes|closed|closing|stop|finish|finished)(?: of)?"
     rf"(?: the| this| that| all| your)? (?:{_QUOTED}(?: {_QUOTED})*(?: {_QUOTE_NOUN})?|"
     r"quotes?|quotation|context|data|memory|memories|references|documents?)|end ?quote|unquote)"
-    r"[ \t\]\)>}*_=~\-–—.:!|/]*(?=$|\s)"
+    # … and nothing more on its line or in its sentence ("End of the reference material for
+    # chapter 3" is a textbook's heading)
+    r"(?:[ \t]*[\]\)>}*_=~\-–—|/]+[ \t\]\)>}*_=~\-–—.:!|/]*(?=$|\s)|[ \t]*[.:!;,]?[ \t]*$"
+    r"|[ \t]*[.:!;,](?=\s))"
     # "the reference material ends here", "quoted data is over", "that concludes the quote"
     rf"|\b(?:{_QUOTED} )+{_QUOTE_NOUN} (?:ends|ended|stops|is over|is closed|closes|"
     r"finishes)(?: here| now)?\b"
-    rf"|\b(?:this|that|which) (?:concludes|ends|closes) (?:the |this )?(?:{_QUOTED} )*"
+    rf"|\b{_QUOTE_NOUN} (?:ends|ended|stops|is over|closes|finishes) (?:here|now)\b"
+    rf"|\b(?:this|that|which|here) (?:concludes|ends|closes|is the end of|marks the end of) "
+    rf"(?:the |this )?(?:{_QUOTED} )*"
     rf"(?:{_QUOTE_NOUN}|quote)\b"
-    # closing tags of data: </context>, </quote>, [/reference], [END OF DATA], <<END>>
-    r"|</(?:quote|blockquote|reference|references|reference_material|data|context|memory|"
-    r"memories|recall|recalled|retrieved|documents?|doc|sources?|search_results?|results?|"
-    r"untrusted\w*|user_\w+|input|excerpt|snippet|material|tool_output|observation)\s*>"
-    r"|\[/(?:quote|reference|references|data|context|memory|doc|document|source)\]"
+    # closing tags of data: </context>, </recalled_memories>, [/reference], [END OF DATA],
+    # <<END>> (``tag``: a text that opened the element itself holds a sample, not an escape)
+    rf"|</(?P<tag>{_TAG})\s*>"
+    rf"|\[/(?:{_TAG})\]"
     r"|\[(?:end|/)\s*(?:of )?(?:the )?(?:quote|data|context|reference|memory|document|input|"
     r"material|recalled \w+|quoted \w+)s?\]|<<\s*end\w*\s*>>"
     # the framing's own lines: its header, a provenance line, its closing count
@@ -63,6 +75,11 @@ _AUTHORITY = (
     r"admin|administrator|operator|developer|root|security|maintenance|emergency)"
     r"(?: \w+)? (?:instructions?|directives?|orders|commands|tasks?|rules|policy|prompt|"
     r"guidance|notice|override|mode)\b"
+    # (not instructions for someone else, or where they are kept: "new instructions for
+    # contributors are in CONTRIBUTING.md")
+    r"(?! (?:for (?!you\b|the (?:assistant|agent|ai|model|llm)s?\b|(?:all )?(?:agents|assistants|"
+    r"ais|models|llms)\b)|(?:are|is) (?:in|listed|published|available|documented|described|kept|"
+    r"found)\b|can be found\b|live in\b|lives in\b))"
     # "instructions from the administrator", "a message from your operator"
     r"|\b(?:instructions?|directives?|orders|commands|messages?|notices?|notes?|updates?|"
     r"override|memo|announcement|requests?) (?:from|by|of) (?:the |your |an? )?(?:\w+ )?"
@@ -70,9 +87,13 @@ _AUTHORITY = (
     r"root|supervisor|orchestrator|platform|provider|anthropic|openai|it department|"
     r"management|user)\b"
     # a header of a new speaker: "ADMIN:", "[system]", "Operator notice:"
-    r"|(?:^|\n)[ \t>#*\[(]*(?:system|admin|administrator|operator|developer|root|supervisor|"
-    r"orchestrator|assistant|instructions?)(?: (?:notice|message|note|instructions?|override|"
+    r"|(?:^|\n)[ \t>#*\[(<]*(?:system|admin|administrator|operator|developer|root|supervisor|"
+    r"orchestrator|assistant|instructions?)(?:[ _-](?:notice|message|note|instructions?|override|"
     r"update|directive|prompt|mode))?\s*[:\]>)]"
+    # "the system administrator says:"
+    r"|\b(?:system |project |site )?(?:administrator|admin|sysadmin|operator|developer|owner|"
+    r"maintainer|supervisor|orchestrator) (?:says|said|writes|wrote|instructs|requires|orders|"
+    r"demands|wants|asks|has (?:issued|sent|requested|ordered|decided))\b"
     # "everything below is an instruction", "what follows is not data"
     r"|\b(?:everything|all|the text|what(?:ever)?|the rest) (?:below|after this|that follows|"
     r"following)(?: this line)? (?:is|are) (?:an? )?(?:instructions?|orders|commands|"
@@ -84,8 +105,8 @@ _AUTHORITY = (
     r"|\b(?:from now on|going forward|henceforth)\b"
     r"|\b(?:the |all |any )?(?:assistant|agent|ai|model|llm)s? (?:must|shall|will now|"
     r"is (?:now )?(?:required|instructed|to)|are (?:now )?(?:required|instructed|to))\b"
-    r"|\b(?:your|the agent'?s?|the assistant'?s?) (?:new |next |real )?(?:task|job|instructions|"
-    r"orders) (?:is|are)\b"
+    r"|\b(?:your|the agent'?s?|the assistant'?s?) (?:(?:new|next|real|actual|only|true) "
+    r"(?:task|job)|(?:new |next |real )?(?:instructions|orders)) (?:is|are)\b"
     # French, Spanish, Portuguese, German, Italian
     r"|\b(?:nouvelles?|vraies?) (?:instructions|consignes|directives|ordres)"
     r"|\b(?:instructions?|consignes|message|ordres?) (?:de l'|du |de la )(?:administrat\w+|"

@@ -251,16 +251,21 @@ _WILD = r"\[\s*[\"']\*[\"']\s*\]|[\"']\*[\"']"  # ["*"]: every id
 _EVERY = (
     rf"(?:\b(?:all|every|each|any|whatever|whichever|todos|todas|cada|tous|toutes|chaque|"
     rf"alle[nms]?|jede[nmrs]?|tutti|tutte|ogni|все|всех|каждый|каждую)(?: \w+){{0,3}}? "
-    rf"{_STORED}\b|\bas many (?:\w+ )?{_STORED} as\b|{_WILD}|所有|全部|一切|すべて|全て)"
+    rf"{_STORED}\b|\bas many (?:\w+ )?{_STORED} as\b|{_WILD}|所有|全部|一切|すべて|全て"
+    r"|\b(?:each|every) one\b|\ball of them\b|\bthem all\b)"
 )
 # what the reader can reach: "you can find", "returned by recall", "que encuentres"
 _REACH = (
-    r"(?:\b(?:you|it|they|the agent|the assistant|tu|vous|du)(?: \w+)? (?:can |could |may |"
-    r"are able to |will |manage to )?(?:find|see|access|reach|retrieve|recall|list|get|read|"
-    r"encounter|discover|come across)\b"
-    r"|\b(?:returned|listed|found|shown|recalled|retrieved|visible) (?:by|in|from|via|to) "
-    r"(?:recall\w*|search\w*|read_graph|open_nodes|list\w*|you|your context|the context)"
-    r"|\bin (?:the |your )?(?:recall|search)(?:'s)? (?:results|output)"
+    r"(?:\b(?:you|it|they|the agent|the assistant|tu|vous|du)(?:'ve)?(?: \w+)? (?:can |could |"
+    r"may |are able to |will |manage to )?(?:find|see|access|reach|retrieve|recall|list|get|read|"
+    r"encounter|discover|come across|seen|found|accessed|reached|retrieved|recalled|listed|"
+    r"encountered|discovered|come across|got|gotten|received|know|know of|know about|"
+    r"are aware of)\b"
+    r"|\b(?:returned|listed|found|shown|recalled|retrieved|visible|accessible|available|known) "
+    r"(?:by|in|from|via|to) (?:recall\w*|search\w*|read_graph|open_nodes|list\w*|you|your "
+    r"context|the context|the agent|the assistant)"
+    r"|\b(?:in|over|through|from|of) (?:the |your |all )?(?:recall|search|read_graph|open_nodes|"
+    r"list)\w*(?:'s)? (?:results|output|hits)"
     r"|\bque (?:encuentres|encuentre|puedas|veas|tengas|tu trouves|tu peux|vous trouvez|"
     r"vous pouvez|voce encontrar|encontrar)|\bqu'(?:il|elle|on) (?:trouve|peut)"
     r"|\bdie du (?:findest|siehst|finden|sehen)|\bche (?:trovi|vedi|puoi))"
@@ -283,15 +288,27 @@ _EVERY_WORDS = (
     "alles allem jede jeden jedem jeder jedes tutti tutte ogni все всех каждый каждую"
 )
 _P = r"(?:[^\n.!?]|[.!?](?=\S)|\n(?!\s*\n)){0,160}?"  # within a paragraph
+# from a tool to its argument, in one clause: no new subject ("run `cleanup`: it deletes all
+# expired memories in the store" describes what the tool does)
+_ARG = r"(?:(?!\b(?:it|which|this|that|they|he|she|we)\b)[^\n.!?;]|[.!?](?=\S)){0,100}?"
+# a tool described, not called: "forget-bulk deletes …", "`cleanup` removes …"
+_ND = (
+    r"(?![`'\")\]]?\s*(?:\w+ly )?(?:deletes|removes|erases|drops|clears|purges|wipes|accepts|"
+    r"expects|takes|returns|trims|keeps|is|does|will|only|can|may|also|never)\b)"
+)
 _TOOL_SUBS = ("forget", "delete", "cleanup", "clear", "memory")
 DESTRUCTIVE: tuple[Rule, ...] = (
     rule(  # "call forget-bulk with every memoryId you can find", forget-bulk with ["*"]
         "intent",
         STRONG,
-        rf"\b{_CALL}\b{_P}{_TOOL}{_P}{_EVERY}{_P}(?:{_REACH}|{_SCOPE})"
+        rf"\b{_CALL}\b{_P}{_TOOL}{_ND}{_ARG}{_EVERY}{_P}(?:{_REACH}|{_SCOPE})"
         rf"|\b{_CALL}\b{_P}{_EVERY}{_P}(?:{_REACH}|{_SCOPE}){_P}\b(?:to|into|a|an) {_TOOL}"
-        rf"|{_TOOL}{_P}{_EVERY}{_P}{_REACH}"
+        rf"|{_TOOL}{_ND}{_ARG}{_EVERY}{_P}{_REACH}"
         rf"|{_EVERY}{_P}(?:{_REACH}|{_SCOPE}){_P}\b{_CALL} (?:the )?{_TOOL}"
+        # "iterate over recall's results and call forget on each one"
+        rf"|{_REACH}{_P}\b{_CALL}\b{_P}{_TOOL}{_ND}{_ARG}{_EVERY}"
+        # the tool as a verb: "then forget-bulk them all"
+        rf"|{_TOOL} (?:them all|all of them|everything)\b"
         rf"|{_TOOL}{_P}(?:{_WILD})|(?:{_WILD}){_P}{_TOOL}",
         "",
         _TOOL_SUBS,
@@ -301,7 +318,8 @@ DESTRUCTIVE: tuple[Rule, ...] = (
     rule(  # "run forget-bulk on every team memory": the call without the reach
         "intent",
         MEDIUM,
-        rf"\b{_CALL}\b{_P}{_TOOL}{_P}{_EVERY}|\b{_CALL}\b{_P}{_EVERY}{_P}\b(?:to|into) {_TOOL}"
+        rf"\b{_CALL}\b{_P}{_TOOL}{_ND}{_ARG}{_EVERY}|\b{_CALL}\b{_P}{_EVERY}{_P}\b(?:to|into) "
+        rf"{_TOOL}"
         rf"|{_EVERY}{_P}\b{_CALL} (?:the )?{_TOOL}",
         "",
         _TOOL_SUBS,

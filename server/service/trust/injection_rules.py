@@ -279,18 +279,22 @@ RULES: tuple[Rule, ...] = (
     rule(
         "addressed",
         STRONG,
-        rf"{_GREETING}[^\n]{{0,200}}?\b(?:from now on|you (?:will|must|shall|are going to|have to|"
-        r"are to)\b|(?:act|pretend|roleplay|role-play|behave) as\b|let'?s play\b|i want you to\b|"
+        rf"{_GREETING}[^\n]{{0,200}}?\b(?:from now on|you (?:will|shall|are going to|are to)\b|"
+        r"you (?:must|have to)\b(?! be\b)|(?:act|pretend|roleplay|role-play|behave) as\b|let'?s play\b|i want you to\b|"
         r"you are (?:now|going to be)\b|ignore\b|disregard\b|forget (?:all|every|your|the|what)\b|"
         r"simulate\b|stay in character|do anything now|jailbr|developer mode|"
         r"your (?:new |real |only )?(?:task|job|goal|role|instructions)\b)",
         "dear hey hi hello attention ok okay yo",
         need=_AI_WORDS,
     ),
-    rule(  # the greeting alone: "Attention AI:"
+    rule(  # the greeting alone: "Attention AI:" (not a user's question or request to the
+        # assistant it talks to: "Hey AI, can you help me …", "Hi assistant, what is …")
         "addressed",
         MEDIUM,
-        _GREETING,
+        rf"{_GREETING}(?!\s*(?:please |thanks?\b|thank you\b)?(?:(?:can|could|would|will|do|does|"
+        r"did|have|has|are|is|was|were|should|what|what's|how|why|where|when|which|who|is there|"
+        r"help|i|i'm|i've|i'd|i'll|my|me|we|let's|tell me|give me|show me|explain|write|"
+        r"summari[sz]e|thanks?|thank you)\b))",
         "dear hey hi hello attention ok okay yo",
         need=_AI_WORDS,
     ),
