@@ -112,8 +112,9 @@ _AI_WORDS = (
 )
 
 _GREETING = (
-    r"\b(?:dear|hey|hi|hello|attention|ok|okay|yo) (?:claude|chatgpt|gpt(?:-?\d\w*)?|"
-    r"copilot|gemini|bard|cursor|assistant|ai|llm|(?:ai |coding )?agent)\b\s*[,:!\-–—]"
+    r"\b(?:dear|hey|hi|hello|greetings|attention|ok|okay|yo),? (?:claude|chatgpt|"
+    r"gpt(?:-?\d\w*)?|copilot|gemini|bard|cursor|assistant|ai|llm|(?:ai |coding )?agent)\b"
+    r"\s*[,.:!\-–—]"
 )
 
 RULES: tuple[Rule, ...] = (
@@ -280,11 +281,12 @@ RULES: tuple[Rule, ...] = (
         "addressed",
         STRONG,
         rf"{_GREETING}[^\n]{{0,200}}?\b(?:from now on|you (?:will|shall|are going to|are to)\b|"
-        r"you (?:must|have to)\b(?! be\b)|(?:act|pretend|roleplay|role-play|behave) as\b|let'?s play\b|i want you to\b|"
+        r"you (?:must|have to)\b(?! be\b)|(?:act|pretend|roleplay|role-play|behave) as\b|"
+        r"let'?s (?:play|do a role-?play|roleplay|role-play)\b|i want you to\b|"
         r"you are (?:now|going to be)\b|ignore\b|disregard\b|forget (?:all|every|your|the|what)\b|"
         r"simulate\b|stay in character|do anything now|jailbr|developer mode|"
         r"your (?:new |real |only )?(?:task|job|goal|role|instructions)\b)",
-        "dear hey hi hello attention ok okay yo",
+        "dear hey hi hello greetings attention ok okay yo",
         need=_AI_WORDS,
     ),
     rule(  # the greeting alone: "Attention AI:" (not a user's question or request to the
@@ -292,10 +294,11 @@ RULES: tuple[Rule, ...] = (
         "addressed",
         MEDIUM,
         rf"{_GREETING}(?!\s*(?:please |thanks?\b|thank you\b)?(?:(?:can|could|would|will|do|does|"
-        r"did|have|has|are|is|was|were|should|what|what's|how|why|where|when|which|who|is there|"
+        r"did|have|has|are|is|was|were|should|what|what's|how|why|where|when(?! you)|which|who|"
+        r"is there|"
         r"help|i|i'm|i've|i'd|i'll|my|me|we|let's|tell me|give me|show me|explain|write|"
         r"summari[sz]e|thanks?|thank you)\b))",
-        "dear hey hi hello attention ok okay yo",
+        "dear hey hi hello greetings attention ok okay yo",
         need=_AI_WORDS,
     ),
     # "if you are an AI model reading this"
