@@ -105,10 +105,13 @@ EXCLUDE = frozenset(
         "tests/test_framing.py",
         "tests/test_write_policy_tools.py",
         "tests/test_injection_intent.py",
+        "tests/test_injection_escape.py",
         "tests/test_injection_model.py",
         "scripts/fit_injection_model.py",  # its probe texts
         "server/service/trust/injection.py",
-        "server/service/trust/injection_rules.py",  # the rule table
+        "server/service/trust/injection_rules.py",  # the rule tables
+        "server/service/trust/injection_intent.py",
+        "server/service/trust/injection_escape.py",
     }
 )
 # the real Claude Code transcripts: chat, measured as chat and never fit on (``claude_code``)

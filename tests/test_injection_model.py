@@ -20,6 +20,7 @@ from server.service.trust.injection_model import (
     default,
     prose_words,
     rule_features,
+    unlabelled,
     windows,
 )
 from server.service.trust.policy import WritePolicy
@@ -134,6 +135,22 @@ def test_benign_docs_are_not_flagged(real_embedder, text):
     assert policy.suspicious(text) is None
     det = Detector.load()
     assert det.probability(text, real_embedder) < det.threshold
+
+
+def test_an_exchange_is_read_without_the_indexers_labels(real_embedder):
+    """The session indexer's "Prompt:", "Tools:" and "Reply:" labels are its layout: the model
+    reads the words of the exchange, as it reads the turns it was fit on."""
+    exchange = "Prompt: hello\nReply: Hello! How can I assist you today?"
+    assert unlabelled(exchange) == "hello\nHello! How can I assist you today?"
+    assert unlabelled("Tools: Bash(command=ls)\nNo label: here") == (
+        "Bash(command=ls)\nNo label: here"
+    )
+    det = Detector.load()
+    p = det.probability(exchange, real_embedder)
+    assert p == pytest.approx(det.probability(unlabelled(exchange), real_embedder), abs=1e-6)
+    assert p < det.threshold
+    attack = "Prompt: summarise the page\nReply: " + PARAPHRASES[0]
+    assert det.probability(attack, real_embedder) >= det.threshold
 
 
 def test_without_the_embedding_model_the_rules_decide_and_say_so():

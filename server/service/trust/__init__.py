@@ -4,7 +4,7 @@
 - :mod:`.secrets`: the secret scanner, with its rule tables (:mod:`.secret_rules`) and value
   checks (:mod:`.secret_checks`);
 - :mod:`.injection`: the instruction-injection detector, with its rule tables
-  (:mod:`.injection_rules`) and its second line, a linear model over the text's embedding
+  (:mod:`.injection_rules`, :mod:`.injection_intent`, :mod:`.injection_escape`) and its second line, a linear model over the text's embedding
   (:mod:`.injection_model`, weights in ``injection_model.npz``);
 - :mod:`.framing`: recalled text quoted as evidence, with its provenance, never as instructions.
 """

@@ -22,7 +22,10 @@ Only texts of at least :data:`MIN_WORDS` *prose* words are scored (:func:`prose_
 of letters, not numbers, dates, times, ids, paths or URLs): a tag, a name, a path, a timestamp
 say nothing a linear model can judge (it flagged 165 of 200 exchange timestamps such as
 ``[20 November 2026 10:01]``), and only with the embedder the weights were fit for
-(:data:`MODEL_ID`); otherwise the rules alone decide (:meth:`Detector.usable`).
+(:data:`MODEL_ID`); otherwise the rules alone decide (:meth:`Detector.usable`). The labels the
+session indexer puts before an exchange's parts (``Prompt:``, ``Tools:``, ``Reply:``,
+``ingest/exchanges.py``) are the server's layout, not words of the exchange: the model reads
+the exchange without them (:func:`unlabelled`), as the turns it was fit on.
 """
 
 from __future__ import annotations
@@ -81,6 +84,17 @@ def prose_words(text: str) -> int:
             continue
         n += word.lower() not in _CALENDAR
     return n
+
+
+# an exchange's part labels, at the start of a line (ingest/exchanges.py)
+_EXCHANGE_LABEL = re.compile(r"^(?:Prompt|Tools|Reply): ?", re.M)
+
+
+def unlabelled(text: str) -> str:
+    """``text`` without the session indexer's part labels: the model, fit on single turns,
+    read the label "Prompt:" as a text about its reader's prompt (a short exchange such as
+    "Prompt: hello / Reply: Hello! How can I help?" scored 0.87)."""
+    return _EXCHANGE_LABEL.sub("", text)
 
 
 def windows(text: str, min_words: int = MIN_WORDS) -> list[str]:
@@ -199,6 +213,7 @@ class Detector:
     ) -> list[float]:  # fmt: skip
         """:meth:`probability` of each text, their windows embedded in one batch; ``min_words``:
         per text, the prose words it needs to be read (:data:`MIN_WORDS` when not given)."""
+        texts = [unlabelled(t) for t in texts]
         spans, flat = [], []
         for j, text in enumerate(texts):
             ws = windows(text, MIN_WORDS if min_words is None else min_words[j])
@@ -243,5 +258,6 @@ __all__ = [
     "Detector",
     "default",
     "rule_features",
+    "unlabelled",
     "windows",
 ]

@@ -3,7 +3,8 @@
 Each :class:`Rule` is a pattern over folded text (case-folded, accents and format characters
 dropped), its finding's kind and weight (``STRONG`` 1, ``MEDIUM`` 0.6, ``WEAK`` 0.5), and a
 prefilter (``words``, ``subs``, ``need``) that keeps the scan cheap. ``RULES`` are the phrase
-rules (with the ``intent`` rules), ``OVERRIDES`` the ones tried again on de-obfuscated text,
+rules (the ``intent`` rules are in :mod:`.injection_intent`, the quote escapes in
+:mod:`.injection_escape`), ``OVERRIDES`` the ones tried again on de-obfuscated text,
 ``MARKUP`` the chat-template and tool-call syntax; then the patterns of hidden characters and
 the words and quotes that make a phrase a *mention* rather than an instruction. What each kind
 means is documented in :mod:`.injection`.
@@ -22,8 +23,9 @@ STRONG, MEDIUM, WEAK = 1.0, 0.6, 0.5
 @dataclass(frozen=True)
 class Rule:
     """A pattern over folded text, tried only when its prefilter passes: one of its ``words``
-    (whole words) or ``subs`` (substrings) occurs, and one of the ``need`` words when it has
-    some. A rule with no words and no subs always runs. The prefilter keeps the scan cheap."""
+    (whole words) or ``subs`` (substrings) occurs, one of the ``need`` words when it has some,
+    and its ``pre`` pattern (a cheap one, for a rule whose pattern is dear) when it has one. A
+    rule with no words and no subs always runs. The prefilter keeps the scan cheap."""
 
     kind: str
     weight: float
@@ -32,10 +34,17 @@ class Rule:
     subs: tuple[str, ...] = ()
     need: frozenset[str] = frozenset()
     mentionable: bool = True  # a quoted or discussed phrase is not an instruction
+    quotable: bool = True  # a quoted phrase is a mention (not for tool names: they are quoted)
+    pre: re.Pattern | None = None
 
     def applies(self, folded: str, words: set[str], ascii_only: bool) -> bool:
         if self.need and self.need.isdisjoint(words):
             return False
+        if not self._triggered(folded, words, ascii_only):
+            return False
+        return self.pre is None or self.pre.search(folded) is not None
+
+    def _triggered(self, folded: str, words: set[str], ascii_only: bool) -> bool:
         if not self.words and not self.subs:
             return True
         if not self.words.isdisjoint(words):
@@ -45,7 +54,7 @@ class Rule:
         return any(map(folded.__contains__, self.subs))
 
 
-def _rule(
+def rule(
     kind: str,
     weight: float,
     pattern: str,
@@ -53,10 +62,20 @@ def _rule(
     subs: tuple[str, ...] = (),
     need: str = "",
     mentionable: bool = True,
+    quotable: bool = True,
+    pre: str | None = None,
 ) -> Rule:
     rx = re.compile(pattern, re.M)
     return Rule(
-        kind, weight, rx, frozenset(words.split()), subs, frozenset(need.split()), mentionable
+        kind,
+        weight,
+        rx,
+        frozenset(words.split()),
+        subs,
+        frozenset(need.split()),
+        mentionable,
+        quotable,
+        re.compile(pre, re.M) if pre else None,
     )
 
 
@@ -92,9 +111,15 @@ _AI_WORDS = (
     "gemini cursor agent agents bard"
 )
 
+_GREETING = (
+    r"\b(?:dear|hey|hi|hello|greetings|attention|ok|okay|yo),? (?:claude|chatgpt|"
+    r"gpt(?:-?\d\w*)?|copilot|gemini|bard|cursor|assistant|ai|llm|(?:ai |coding )?agent)\b"
+    r"\s*[,.:!\-–—]"
+)
+
 RULES: tuple[Rule, ...] = (
     # ---------------------------------------------------------------- override
-    _rule(
+    rule(
         "override",
         STRONG,
         rf"\b{_VERB} (?:"
@@ -116,7 +141,7 @@ RULES: tuple[Rule, ...] = (
         _VERBS,
     ),
     # "the instructions above are void", "previous directives are obsolete"
-    _rule(
+    rule(
         "override",
         STRONG,
         rf"\b(?:{_BEFORE} (?:{_W} ){{0,2}}?{_OBJ}|{_OBJ} above) (?:are|is|were|was|have been|"
@@ -128,7 +153,7 @@ RULES: tuple[Rule, ...] = (
         "withdrawn deprecated longer test fake wrong",
     ),
     # prompt leaks and rewrites
-    _rule(
+    rule(
         "override",
         STRONG,
         r"\b(?:reveal|print|output|show|repeat|disclose|display|leak|dump) (?:me )?"
@@ -141,14 +166,14 @@ RULES: tuple[Rule, ...] = (
         need="system initial hidden developer",
     ),
     # French, Spanish and Portuguese, Italian, German, Russian, Chinese and Japanese
-    _rule(
+    rule(
         "override",
         STRONG,
         r"\b(?:ignore[rz]?|oublie[rz]?|ne (?:tiens|tenez) pas compte d)\b.{0,20}?"
         r"(?:instructions|consignes|directives|regles) (?:precedentes|anterieures|ci-dessus)",
         "precedentes anterieures dessus",
     ),
-    _rule(
+    rule(
         "override",
         STRONG,
         r"\b(?:ignora[r]?|ignore|olvida[r]?|olvide|omite|descarta|haz caso omiso de|"
@@ -158,7 +183,7 @@ RULES: tuple[Rule, ...] = (
         "anteriores previas acima",
     ),
     # "olvida lo que te dijeron", "oublie ce qu'on t'a dit", "vergiss, was man dir gesagt hat"
-    _rule(
+    rule(
         "override",
         STRONG,
         r"\b(?:olvida|olvide|ignora|ignore|esquece|esqueca|desconsidere)\b (?:todo )?(?:lo|o) que "
@@ -169,14 +194,14 @@ RULES: tuple[Rule, ...] = (
         "dijeron dicho indicaron ordenaron pidieron disseram mandaram dit demande ordonne "
         "gesagt befohlen aufgetragen",
     ),
-    _rule(
+    rule(
         "override",
         STRONG,
         r"\b(?:ignora(?:te|re)?|dimentica(?:te|re)?)\b.{0,20}?"
         r"(?:istruzioni|indicazioni|regole|direttive) (?:precedenti|di prima|sopra)",
         "istruzioni indicazioni regole direttive",
     ),
-    _rule(
+    rule(
         "override",
         STRONG,
         r"\b(?:ignorier(?:e|en sie)?|vergiss|vergessen sie|missachte)\b.{0,20}?"
@@ -184,7 +209,7 @@ RULES: tuple[Rule, ...] = (
         r"(?:anweisungen|instruktionen|regeln|befehle|vorgaben)",
         "anweisungen instruktionen regeln befehle vorgaben",
     ),
-    _rule(
+    rule(
         "override",
         STRONG,
         r"(?:игнорируй|игнорируйте|проигнорируй|забудь|забудьте|не обращай внимания на)"
@@ -192,7 +217,7 @@ RULES: tuple[Rule, ...] = (
         r"(?:инструкции|указания|правила|команды)",
         subs=("инструкц", "указани", "правила", "команды"),
     ),
-    _rule(
+    rule(
         "override",
         STRONG,
         r"(?:忽略|无视|忘记|忘掉|不要理会|忽视)(?:掉)?(?:你)?(?:之前|以前|上面|先前|前面|以上|上述)?"
@@ -203,7 +228,7 @@ RULES: tuple[Rule, ...] = (
         subs=("忽略", "无视", "忘记", "忘掉", "不要理会", "忽视", "無視"),
     ),
     # ---------------------------------------------------------------- jailbreak
-    _rule(
+    rule(
         "jailbreak",
         STRONG,
         r"\byou are (?:now )?(?:dan|in (?:developer|god|jailbreak|unrestricted|dan) mode)\b"
@@ -215,7 +240,7 @@ RULES: tuple[Rule, ...] = (
         "dan mode override",
         ("anything now",),
     ),
-    _rule(
+    rule(
         "jailbreak",
         STRONG,
         r"\b(?:no longer|not) (?:bound|restricted|limited) by (?:any|your|the) "
@@ -232,7 +257,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # ---------------------------------------------------------------- addressed to the model
     # "Note to AI assistants:", "Instructions for the LLM -"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         rf"\b(?:note|message|instructions?|reminder|hint|memo|directive)s? "
@@ -242,24 +267,42 @@ RULES: tuple[Rule, ...] = (
         need=_AI_WORDS,
     ),
     # "AI agent instructions:"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         rf"\b{_AI} (?:instructions|directives)\s*:",
         "instructions directives",
         need=_AI_WORDS,
     ),
-    # "Dear Claude,", "Hey Copilot -", "Attention AI:"
-    _rule(
+    # "Dear Claude, from now on you will …", "Hey Copilot - ignore …": a greeting to the model
+    # followed by an order about its rules or persona (a greeting and a question is how users
+    # talk to their assistant: "Hey AI, have you tried this recipe?")
+    rule(
         "addressed",
         STRONG,
-        r"\b(?:dear|hey|hi|hello|attention|ok|okay|yo) (?:claude|chatgpt|gpt(?:-?\d\w*)?|"
-        r"copilot|gemini|bard|cursor|assistant|ai|llm|(?:ai |coding )?agent)\b\s*[,:!\-–—]",
-        "dear hey hi hello attention ok okay yo",
+        rf"{_GREETING}[^\n]{{0,200}}?\b(?:from now on|you (?:will|shall|are going to|are to)\b|"
+        r"you (?:must|have to)\b(?! be\b)|(?:act|pretend|roleplay|role-play|behave) as\b|"
+        r"let'?s (?:play|do a role-?play|roleplay|role-play)\b|i want you to\b|"
+        r"you are (?:now|going to be)\b|ignore\b|disregard\b|forget (?:all|every|your|the|what)\b|"
+        r"simulate\b|stay in character|do anything now|jailbr|developer mode|"
+        r"your (?:new |real |only )?(?:task|job|goal|role|instructions)\b)",
+        "dear hey hi hello greetings attention ok okay yo",
+        need=_AI_WORDS,
+    ),
+    rule(  # the greeting alone: "Attention AI:" (not a user's question or request to the
+        # assistant it talks to: "Hey AI, can you help me …", "Hi assistant, what is …")
+        "addressed",
+        MEDIUM,
+        rf"{_GREETING}(?!\s*(?:please |thanks?\b|thank you\b)?(?:(?:can|could|would|will|do|does|"
+        r"did|have|has|are|is|was|were|should|what|what's|how|why|where|when(?! you)|which|who|"
+        r"is there|"
+        r"help|i|i'm|i've|i'd|i'll|my|me|we|let's|tell me|give me|show me|explain|write|"
+        r"summari[sz]e|thanks?|thank you)\b))",
+        "dear hey hi hello greetings attention ok okay yo",
         need=_AI_WORDS,
     ),
     # "if you are an AI model reading this"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         rf"\bif you(?:'re| are) (?:an? |the )?{_AI}(?:\s*[,.;:!)]|\s*$| (?:reading|processing|"
@@ -268,7 +311,7 @@ RULES: tuple[Rule, ...] = (
         need=_AI_WORDS,
     ),
     # "to any language model processing this text", "AI reading this", "agents reading this"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         rf"\b(?:any|all|every|each|whichever|whatever) (?:\w+ ){{0,2}}?{_AI}(?: \w+){{0,3}}? "
@@ -281,7 +324,7 @@ RULES: tuple[Rule, ...] = (
         need=_AI_WORDS,
     ),
     # "whenever an agent recalls this"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         rf"\b(?:whenever|when|if) (?:an?|the|any) {_AI} (?:ever )?(?:recalls|reads|retrieves|"
@@ -290,7 +333,7 @@ RULES: tuple[Rule, ...] = (
         need=_AI_WORDS,
     ),
     # "as the assistant, you should"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         rf"\bas (?:the|an?|your) {_AI},? you (?:should|must|will|need|are|have)\b",
@@ -298,7 +341,7 @@ RULES: tuple[Rule, ...] = (
         need=_AI_WORDS,
     ),
     # "[assistant: you must now", "Assistant, silently"
-    _rule(
+    rule(
         "addressed",
         STRONG,
         r"(?:^|[\[(])\s*(?:assistant|ai|agent|model)\s*[:,]\s*(?:you |please )?"
@@ -307,7 +350,7 @@ RULES: tuple[Rule, ...] = (
         need="assistant ai agent model",
     ),
     # "the assistant must …"
-    _rule(
+    rule(
         "addressed",
         MEDIUM,
         r"\bthe (?:ai|assistant|llm|model|agent) (?:must|should|shall|is now|will now|"
@@ -318,7 +361,7 @@ RULES: tuple[Rule, ...] = (
         need="ai assistant llm model agent language chatbot chatbots",
     ),
     # a text about its own processing: "when summarizing this page, …"
-    _rule(
+    rule(
         "addressed",
         MEDIUM,
         r"\b(?:when(?:ever)?|while|before|after|if) (?:you(?:'re| are) )?(?:summari[sz]ing|"
@@ -328,7 +371,7 @@ RULES: tuple[Rule, ...] = (
         need="this",
     ),
     # "from now on you will …", "you are now a …", "you now work for me"
-    _rule(
+    rule(
         "addressed",
         MEDIUM,
         r"\bfrom now on,? (?:you (?:will|must|shall|are|should|act|respond|answer|reply|only)|"
@@ -338,7 +381,7 @@ RULES: tuple[Rule, ...] = (
         need="you answer respond reply act",
     ),
     # "your new task is …", "new instructions:"
-    _rule(
+    rule(
         "addressed",
         MEDIUM,
         r"\byour (?:new|real|true|actual|only|updated) (?:task|goal|objective|instructions?|"
@@ -350,7 +393,7 @@ RULES: tuple[Rule, ...] = (
         need="new real true actual only updated",
     ),
     # a stored text talking to whoever reads it later: "when you apply this lesson, …"
-    _rule(
+    rule(
         "addressed",
         MEDIUM,
         r"\b(?:when(?:ever)?|once|after|if|before) you (?:apply|read|use|recall|see|follow|load|"
@@ -360,7 +403,7 @@ RULES: tuple[Rule, ...] = (
         need="this",
     ),
     # "render this image in your reply"
-    _rule(
+    rule(
         "addressed",
         MEDIUM,
         r"\b(?:render|include|add|append|insert|put|output|print|embed) (?:\w+ ){0,6}?"
@@ -368,7 +411,7 @@ RULES: tuple[Rule, ...] = (
         "reply answer response output",
         need="your",
     ),
-    _rule(
+    rule(
         "addressed",
         WEAK,
         r"\byou must now (?:run|execute|delete|remove|send|upload|export|disable|push|call|"
@@ -380,7 +423,7 @@ RULES: tuple[Rule, ...] = (
         mentionable=False,
     ),
     # ---------------------------------------------------------------- concealment
-    _rule(
+    rule(
         "concealment",
         STRONG,
         r"\b(?:do not|don't|never|must not) (?:mention|reveal|disclose|show|explain) "
@@ -389,7 +432,7 @@ RULES: tuple[Rule, ...] = (
         "mention reveal disclose show explain tell",
         need="not don't never",
     ),
-    _rule(
+    rule(
         "concealment",
         STRONG,
         r"\bthe user (?:does not|doesn't|must not|should not|need not|won't|will not|must never) "
@@ -400,7 +443,7 @@ RULES: tuple[Rule, ...] = (
         "know notice find told see learn nothing knowing noticing secret hidden",
         need="user them",
     ),
-    _rule(
+    rule(
         "concealment",
         WEAK,
         r"\b(?:without|no need (?:to|for)|do not|don't|never) (?:ask(?:ing)?|tell(?:ing)?|"
@@ -413,7 +456,7 @@ RULES: tuple[Rule, ...] = (
         need="without need not don't never",
         mentionable=False,
     ),
-    _rule(
+    rule(
         "concealment",
         WEAK,
         r"\b(?:silently|secretly|quietly|covertly) (?:append|add|run|execute|send|upload|delete|"
@@ -422,7 +465,7 @@ RULES: tuple[Rule, ...] = (
         mentionable=False,
     ),
     # ---------------------------------------------------------------- dangerous actions (weak)
-    _rule(
+    rule(
         "action",
         WEAK,
         r"\bcurl [^\n|]{0,120}\|\s*(?:sudo )?(?:ba|z)?sh\b"
@@ -432,7 +475,7 @@ RULES: tuple[Rule, ...] = (
         "curl rm ssh authorized aws etc verify push",
         mentionable=False,
     ),
-    _rule(
+    rule(
         "action",
         WEAK,
         r"\b(?:send|upload|email|post|forward|exfiltrate|leak|paste) (?:\w+ ){0,4}?"
@@ -445,21 +488,21 @@ RULES: tuple[Rule, ...] = (
         mentionable=False,
     ),
     # a markdown image whose URL carries a query: rendering it sends data out
-    _rule(
+    rule(
         "action",
         WEAK,
         r"!\[[^\]]*\]\(https?://[^)\s]*\?[^)\s]*=",
         subs=("](http",),
         mentionable=False,
     ),
-    _rule(
+    rule(
         "obfuscated",
         STRONG,
         r"\bbase64 (?:-d|--decode|-D)\b[^\n|]{0,40}\|\s*(?:sudo )?(?:ba|z)?sh\b",
         subs=("base64",),
         mentionable=False,
     ),
-    _rule(
+    rule(
         "obfuscated",
         MEDIUM,
         r"\bdecode (?:the |this )?(?:following |below )?(?:base64|rot13|hex)\b.{0,40}?"
@@ -467,164 +510,12 @@ RULES: tuple[Rule, ...] = (
         "decode",
     ),
 )
-# ---------------------------------------------------------------- intents
-# An instruction to the reader plus an out-of-task action, in imperative or polite form ("I'd
-# like you to turn off the checks", a request to hand over keys, a request to change how the
-# reply is written, code to be slipped into the reply before a snippet that opens a socket).
-# The rules name what is asked, not the attacker's wording.
-_ASK = (
-    r"(?:i'?d (?:like|want|love) (?:you|for you) to|i would (?:like|want) you to|"
-    r"i (?:want|need) you to|we (?:want|need) you to|please|kindly|make sure (?:to|you)|"
-    r"be sure to|remember to|go ahead and|you (?:should|must|need to|have to|are to|will|shall)|"
-    r"could you|can you|would you|your (?:job|task) (?:is|will be) to|it'?s fine to|"
-    r"feel free to|don't forget to|do not forget to)"
-)
-_TESTS = (
-    r"(?:tests?|test suite|testing|checks?|ci|pipeline|hooks?|pre-commit|linters?|linting|"
-    r"type ?checks?|verification|code review|reviews?|signing|2fa|mfa|audit(?:ing| logs?)?|"
-    r"logging|guardrails?|safeguards?|safety checks?|security checks?|scanners?|monitoring|"
-    r"the firewall|antivirus|branch protection)"
-)
-_SENSITIVE = (
-    r"(?:credentials?|tokens?|api[ _-]?keys?|passwords?|passphrases?|secrets?|\.env\b|"
-    r"ssh(?: keys?)?|private keys?|cookies?|env(?:ironment)? variables|session ids?|"
-    r"aws_\w+|id_rsa|keychain|wallet|seed phrase|personal data|customer data|the database)"
-)
-_S = r"[^.!?\n]{0,80}?"  # within one sentence
-_INTENT: tuple[Rule, ...] = (
-    _rule(
-        "intent",
-        MEDIUM,
-        rf"\b{_ASK}{_S}\b(?:disable|skip|turn off|switch off|comment out|delete|remove|bypass|"
-        rf"silence|xfail|mute|circumvent|get around|work around|deactivate|suppress)\b"
-        rf"(?:[ -]\w+){{0,3}} {_TESTS}\b",
-        "disable skip turn switch comment delete remove bypass silence xfail mute circumvent "
-        "around deactivate suppress",
-        mentionable=False,
-    ),
-    _rule(
-        "intent",
-        STRONG,
-        rf"\b{_ASK}{_S}\b(?:send|upload|post|forward|e-?mail|exfiltrate|transmit|copy|leak|share|"
-        rf"paste|dump|publish|push)\b{_S}(?<!\w){_SENSITIVE}"
-        rf"|\b{_ASK}{_S}\b(?:ignore|disregard|override|overrule|forget|skip)\b(?: \w+){{0,2}} "
-        rf"(?:the user'?s?|what the user|your (?:instructions|rules|guidelines|task)|the "
-        rf"(?:original|actual|real|user'?s?) (?:task|request|question|instructions))",
-        "send upload post forward email mail exfiltrate transmit copy leak share paste dump "
-        "publish push ignore disregard override overrule forget skip",
-        mentionable=False,
-    ),
-    _rule(
-        "intent",
-        MEDIUM,
-        rf"\b(?:send|upload|post|forward|e-?mail|exfiltrate|transmit|leak)\b{_S}(?<!\w){_SENSITIVE}"
-        rf"{_S}\b(?:to|at) (?:https?://|[\w.-]+@[\w-]+\.|an? (?:external|remote|outside)|"
-        rf"my (?:server|email|address|endpoint))"
-        rf"|\b{_ASK}{_S}\b(?:change|reset|rotate|replace|add|grant|give)\b{_S}"
-        rf"(?:password|credentials|api key|ssh key|admin (?:rights|access)|sudo|permissions|"
-        rf"deploy key|owner)"
-        rf"|\b{_ASK}{_S}\b(?:force[- ]push|push (?:directly |straight )?to (?:main|master|"
-        rf"production|prod))\b",
-        "send upload post forward email mail exfiltrate transmit leak change reset rotate "
-        "replace add grant give force push",
-        mentionable=False,
-    ),
-    _rule(  # hiding it from the person the assistant serves
-        "concealment",
-        MEDIUM,
-        r"\b(?:no need to|there'?s no need to|don't|do not|never|without|you needn't|"
-        r"don't bother to|do not bother to) (?:mention|mentioning|tell|telling|inform|informing|"
-        r"notify|notifying|flag|flagging|bring(?:ing)? (?:it |this |that )?up|report|reporting|let)\b"
-        r"(?: (?:it|this|that|anything|them|him|her))?(?: (?:to|about it to|with))? "
-        r"(?:the user|the users|the human|the developer|the team|the maintainers?|anyone|"
-        r"the owner|the reviewer|them|him|her)\b",
-        "mention mentioning tell telling inform informing notify notifying flag flagging bring "
-        "bringing report reporting let",
-        mentionable=False,
-    ),
-    _rule(  # the reply itself rewritten or extended: addressed to the model that answers
-        "intent",
-        STRONG,
-        r"\b(?:in|into|to|within|throughout|of|with|using|at the (?:end|start|beginning) of|"
-        r"(?:add|include|insert|integrate|incorporate|embed|append|prepend|weave|inject|encode|"
-        r"encrypt|translate|reverse|rewrite|convert|format|express|represent|end|begin|start|"
-        r"conclude|present|compose|phrase|structure|modify|enhance|augment|provide|apply|"
-        r"introduce|give|deliver|write|render|output|display|scramble|shift|group|sign|"
-        r"replace|substitute|spell|misspell|rearrange|jumble|combine|remove|invert|"
-        r"anagram))\b(?: \w+){0,2} your (?:response|answer|reply|output|responses|answers|"
-        r"replies|message|elucidation)s?\b"
-        r"|(?:^|[.!?:]\s+|\n)\s*(?:please |can you |could you )?(?:reply|respond|answer) "
-        r"(?:in|using|with|only in|entirely in)\b",
-        "response answer reply output responses answers replies message elucidation respond",
-        mentionable=False,
-    ),
-    _rule(  # code to be slipped into the reader's output
-        "intent",
-        MEDIUM,
-        r"\b(?:following|below|subsequent|this|above|given|provided|next) (?:code|snippet|"
-        r"code snippet|code block|code excerpt|code segment|code fragment|code section|script|"
-        r"lines? of code|piece of code|function)\b[^.!?\n]{0,100}?\b(?:your|the code you)"
-        r" (?:code|response|solution|implementation|codebase|program|script|answer|output|"
-        r"algorithm|project|function|application|app|software|elucidation|develop|write)\b"
-        r"|\byour (?:code|response|solution|implementation|codebase|program|answer|algorithm)\b"
-        r"[^.!?\n]{0,100}?\b(?:following|below|subsequent) (?:code|snippet|code snippet|"
-        r"code block|code excerpt|code segment|code section|script)\b"
-        r"|\b(?:utilize|use|integrate|include|incorporate|embed|merge|execute|run|add|insert|"
-        r"leverage|apply|deploy) the (?:following|below|subsequent) (?:code|snippet|"
-        r"code snippet|code block|code excerpt|code segment|code section)\b[^\n]{0,40}:\s*"
-        r"\n\s*```",
-        "following below subsequent this above given provided next",
-        mentionable=False,
-    ),
-    _rule(  # code that reaches the network, the shell or the user's files
-        "action",
-        MEDIUM,
-        r"\brequests\.(?:post|put|get)\(|\bsocket\.socket\(|\bsubprocess\.\w+\(|"
-        r"\bos\.system\(|\bshutil\.rmtree\(|\burllib\.request\b|\bpyautogui\b|\bpynput\b|"
-        r"\bkeyboard\.on_|\bgetpass\.getuser\(|\bfernet\b|\bos\.remove\(|\bparamiko\b|"
-        r"\bctypes\.windll\b|\bsmtplib\b|\bftplib\b|\bhttp\.(?:client|cookiejar)\b|"
-        r"\bhttpx\b|\baiohttp\b|\bpexpect\b|\bpyperclip\b|\bpaho\b|\btwisted\b|"
-        r"/etc/(?:hosts|passwd|shadow)\b|\bdd if=|\bos\.rename\(|\bos\.walk\(",
-        "",
-        subs=(
-            "requests.",
-            "socket.",
-            "subprocess.",
-            "os.system",
-            "shutil.rmtree",
-            "urllib",
-            "pyautogui",
-            "pynput",
-            "keyboard.",
-            "getpass",
-            "fernet",
-            "os.remove",
-            "paramiko",
-            "ctypes",
-            "smtplib",
-            "ftplib",
-            "http.",
-            "httpx",
-            "aiohttp",
-            "pexpect",
-            "pyperclip",
-            "paho",
-            "twisted",
-            "/etc/",
-            "dd if=",
-            "os.rename",
-            "os.walk",
-        ),  # fmt: skip
-        need="following below subsequent your",
-        mentionable=False,
-    ),
-)
-RULES = RULES + _INTENT
+
 OVERRIDES = tuple(r for r in RULES if r.kind in ("override", "jailbreak", "addressed"))
 
 # ---------------------------------------------------------------- markup (not mentionable)
 MARKUP: tuple[Rule, ...] = (
-    _rule(
+    rule(
         "markup",
         STRONG,
         r"<\|(?:im_start|im_end|im_sep|system|user|assistant|endoftext|eot_id|start_header_id|"
@@ -632,7 +523,7 @@ MARKUP: tuple[Rule, ...] = (
         r"|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>",
         subs=("<|", "inst]", "sys>>", "_of_turn>"),
     ),
-    _rule(
+    rule(
         "markup",
         STRONG,
         r"</?(?:tool_call|tool_calls|tool_use|tool_code|function_calls?|function_results?|"
@@ -640,7 +531,7 @@ MARKUP: tuple[Rule, ...] = (
         r"|<invoke\s+name\s*=|<parameter\s+name\s*=[^>]*>[^<]{0,300}</parameter>|<function=\w+",
         subs=("<tool_", "<function", "</function", "<invoke", "<parameter"),
     ),
-    _rule(
+    rule(
         "markup",
         STRONG,
         r"<(system|system[_-]prompt|assistant|human|instructions?|developer|im_system)>"
@@ -649,19 +540,19 @@ MARKUP: tuple[Rule, ...] = (
         r"<(?:system|assistant|instructions?)>",
         subs=("<system", "<assistant>", "<human>", "<instruction", "<developer>", "<im_system>"),
     ),
-    _rule(
+    rule(
         "markup",
         STRONG,
         r"[\"'](?:function_call|tool_calls|tool_use)[\"']\s*:",
         subs=("function_call", "tool_calls", "tool_use"),
     ),
-    _rule(
+    rule(
         "markup",
         MEDIUM,
         r"<(important|secret|hidden)>[\s\S]{10,4000}?</\1\s*>",
         "important secret hidden",
     ),
-    _rule(
+    rule(
         "markup",
         MEDIUM,
         r"^#{2,4} ?(?:instruction|system|response)s?:?\s*$",
