@@ -213,6 +213,18 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS records_shared ON records(project_id) "
         "WHERE kind = 'memory' AND scope IN ('team', 'public')",
     ],
+    # v11: lessons learned from episodes (graph/learned.py). An error signature (its digest)
+    # names the lesson it was learned into, so a later episode with the same signature adds an
+    # occurrence to that lesson instead of a duplicate; a merge points the merged lesson's
+    # signatures at the lesson it went into; a rejected lesson leaves its signatures with
+    # status 'rejected', so the same error is not learned again.
+    [
+        """CREATE TABLE IF NOT EXISTS lesson_signatures(
+            bucket TEXT NOT NULL, signature TEXT NOT NULL, name TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active', reason TEXT, updated_at TEXT NOT NULL,
+            PRIMARY KEY(bucket, signature)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS lesson_signatures_name ON lesson_signatures(bucket, name)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
