@@ -48,7 +48,7 @@ MAX_FAILURES = 12
 MAX_EDITS = 40
 MAX_SAYS = 8
 MAX_SEEN = 256
-STATE_ERROR_CHARS = 4000
+STATE_ERROR_CHARS = 6000
 SAY_CHARS = 1200
 _IDENT = r"[A-Za-z_][\w.:]*\w"
 # outputs that are no result of the command (the user stopped it, refused it, or it runs on)
@@ -155,6 +155,9 @@ class SessionEpisodes(BaseModel):
     # found, not yet handled (written as lessons / counted): crash-safe hand-over
     ready: list[Episode] = Field(default_factory=list)
     verdicts: list[tuple[str, bool]] = Field(default_factory=list)
+    # failures a pass resolved (call id -> edits before the pass?): the hook's word on what it
+    # injected for one may come after the transcript already showed the pass
+    resolved: dict[str, bool] = Field(default_factory=dict)
 
 
 def _names_the_fix(text: str, edits: list[Edit]) -> bool:
@@ -251,13 +254,27 @@ def _failed(state: SessionEpisodes, event: Event, key: CommandKey, idx: int) -> 
 
 
 def _outcomes_for(state: SessionEpisodes, call: str, lessons: list[str]) -> None:
+    """The lessons the failure hook injected for the failed call ``call``: each waits for
+    the check's next run, or, when the transcript already showed it (the hook's word came
+    late), gets its outcome now."""
+    names = list(dict.fromkeys(lessons))
+    if call in state.resolved:  # passed already: after edits, each lesson's fix worked
+        if state.resolved[call]:
+            state.verdicts += [(name, True) for name in names]
+        return
     f = next((f for f in state.failures if f.call == call), None)
     if f is None:
+        return
+    again = [g for g in state.failures if g.idx > f.idx and g.signature.digest == f.signature.digest
+             and _edits_between(state, f.idx, g.idx)
+             and _reruns(f.command, f.tests, command_key(g.command, state.cwd), state.cwd)]  # fmt: skip
+    if again:  # it failed the same way after edits already
+        state.verdicts += [(name, False) for name in names]
         return
     have = {(o.lesson, o.idx) for o in state.outcomes}
     state.outcomes += [Outcome(lesson=name, idx=f.idx, command=f.command, tests=f.tests,
                                digest=f.signature.digest)
-                       for name in dict.fromkeys(lessons) if (name, f.idx) not in have]  # fmt: skip
+                       for name in names if (name, f.idx) not in have]  # fmt: skip
 
 
 def _reruns(failed_command: str, tests: list[str], passed: CommandKey, cwd: str | None,
@@ -277,6 +294,11 @@ def _passed(state: SessionEpisodes, event: Event, key: CommandKey, idx: int) -> 
         return
     last = mine[-1]
     state.failures = [f for f in state.failures if f not in mine]
+    for f in mine:
+        if f.call:
+            state.resolved[f.call] = bool(_edits_between(state, f.idx, idx))
+    while len(state.resolved) > MAX_FAILURES * 2:
+        del state.resolved[next(iter(state.resolved))]
     edits = _edits_between(state, last.idx, idx)
     if not edits:
         return  # passed without a change: flaky, or the environment was fixed

@@ -173,3 +173,18 @@ def test_real_transcripts_hold_exactly_their_episodes(name):
         assert ep.files and all(f.endswith(changed) for f in ep.files)
         assert ep.failure.signature.type == kind or ep.failure.signature.type.endswith(kind)
         assert ep.explanation  # the agent's own words about the fix
+
+
+def test_the_hooks_word_on_an_injection_may_come_after_the_transcript_showed_the_outcome():
+    """The worker may read the transcript past the fix before it feeds the failure hook's
+    event (which says what the hook injected): the outcome is counted all the same."""
+    fail = run("pytest", FAIL, False, "c1")
+    st = detect(fail, edit(), run("pytest", PASS, True, "c2"))
+    feed(st, fail.model_copy(update={"injected": ["L"]}))
+    assert st.verdicts == [("L", True)]
+    st = detect(fail, edit(), run("pytest", FAIL, False, "c3"))
+    feed(st, fail.model_copy(update={"injected": ["L"]}))
+    assert st.verdicts == [("L", False)]
+    st = detect(fail, run("pytest", PASS, True, "c4"))  # passed without a change: no outcome
+    feed(st, fail.model_copy(update={"injected": ["L"]}))
+    assert st.verdicts == []
