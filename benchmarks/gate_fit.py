@@ -48,6 +48,7 @@ class Asked:
         self.records = [records[c[0]] for c in row["cands"]]
         self.holds = np.array([bool(c[2]) for c in row["cands"]])
         self.excerpts = [c[3] for c in row["cands"]]
+        self.bm25 = np.array([c[1].lexical_score or 0.0 for c in row["cands"]])
         self.x = feats
         self.packed: dict = {}
 
@@ -108,12 +109,27 @@ def injected(a: Asked, s: np.ndarray, tau: float, config: ar.HookConfig) -> list
     return over[:n]
 
 
-def metrics(asked: list[Asked], model: gt.GateModel, config: ar.HookConfig) -> dict:
-    """{set: {size: {evidence, first3, evidence_text, off_topic_silent, questions}}}."""
+def former(a: Asked) -> np.ndarray:
+    """The former relevance: cosine + 0.4 * (1 - e^(-bm25 / 10)), bm25 from the store's FTS5.
+    At size 1 its bm25 is 0: a store of one record (or of two holding the same words) gives
+    every term an IDF of 0 or below; the benchmark's shared store would not."""
+    bm25 = np.zeros_like(a.bm25) if a.size == "1" else a.bm25
+    return a.x[:, 0] + 0.4 * (1.0 - np.exp(-np.maximum(bm25, 0.0) / 10.0))
+
+
+FORMER = (former, 0.68, ar.HookConfig(prompt_tokens=400))  # its threshold and budget
+
+
+def metrics(asked: list[Asked], model, config: ar.HookConfig) -> dict:
+    """{set: {size: {evidence, first3, evidence_text, off_topic_silent, questions}}} of a
+    :class:`~server.service.gate.GateModel`, or of ``FORMER`` (scores, threshold, config)."""
     acc: dict = {}
-    tau = model.threshold
+    if isinstance(model, gt.GateModel):
+        score, tau = (lambda a: scores(a, model)), model.threshold
+    else:
+        score, tau, config = model
     for a in asked:
-        s = scores(a, model)
+        s = score(a)
         got = injected(a, s, tau, config)
         row = acc.setdefault(a.set, {}).setdefault(a.size, {"ev": 0, "f3": 0, "txt": 0,
                                                              "own": 0, "silent": 0, "off": 0})  # fmt: skip
@@ -197,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held out {held}: {m}", json.dumps(loso[held]["result"]))
     shipped = metrics(asked, gt.MODEL, config)
     print(f"the shipped model {gt.MODEL}: margin {margin(shipped):.3f}")
+    before = metrics(asked, FORMER, config)
+    print("the former relevance at 0.68, 400 tokens:", json.dumps(before))
     if args.json:
         Path(args.json).write_text(json.dumps({"features": list(gt.FEATURES),
                                                "model": model_dict(model), "result": full,
                                                "margin": round(margin(full), 4),
                                                "leave_one_set_out": loso,
                                                "shipped": {"model": model_dict(gt.MODEL),
-                                                           "result": shipped}},
+                                                           "result": shipped},
+                                               "former": before},
                                               indent=2) + "\n")  # fmt: skip
     return 0
 

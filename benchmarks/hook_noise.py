@@ -294,7 +294,6 @@ def print_curve(rows: list[dict], asked: dict, config: ar.HookConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks import relevance as rel
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--locomo", required=True, help="LoCoMo JSON (locomo10.json layout)")
@@ -319,10 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.no_excerpts:  # the hook's own selection then quotes no excerpt either (--check)
         ar.excerpt_texts = lambda svc, query, records, tokens: [None] * len(records)
+    return execute(args, run)
+
+
+def execute(args, harness) -> int:
+    """Load ``--locomo``, run ``harness(args, data, embedder, helpers)``, write ``--json``."""
+    from benchmarks import relevance as rel
+
     data = json.loads(Path(args.locomo).read_text(encoding="utf-8"))
     helpers = (rel.locomo_sessions, rel.locomo_date, rel.evidence_ids)
-    payload = run(args, data, rel.make_embedder(not args.no_cache), helpers)
-    rel.write_json(args.json, payload)
+    rel.write_json(args.json, harness(args, data, rel.make_embedder(not args.no_cache), helpers))
     return 0
 
 

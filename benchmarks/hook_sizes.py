@@ -28,7 +28,6 @@ question with its candidates (``benchmarks/gate_fit.py`` fits the gate on them).
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 import random
 import sys
@@ -296,8 +295,6 @@ def dump(path: str, asked: dict, embedder) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks import relevance as rel
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--locomo", required=True, help="LoCoMo JSON (locomo10.json layout)")
     p.add_argument(
@@ -313,11 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="do not cache embeddings")
     p.add_argument("--json", metavar="OUT")
     args = p.parse_args(argv)
-    data = json.loads(Path(args.locomo).read_text(encoding="utf-8"))
-    helpers = (rel.locomo_sessions, rel.locomo_date, rel.evidence_ids)
-    payload = run(args, data, rel.make_embedder(not args.no_cache), helpers)
-    rel.write_json(args.json, payload)
-    return 0
+    return hn.execute(args, run)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """The injection scan as the write policy applies it, for the poisoning benchmark: the rules
 on a record's content and context, then the linear model (:mod:`server.service.trust.injection_model`)
 over the embeddings of what they pass, with the embeddings cached on disk
-(:mod:`benchmarks.embed_cache`); the model's write-time cost; and the split of the benign texts
-between fitting the model and setting its threshold."""
+(:mod:`benchmarks.embed_cache`); the model's write-time cost; and the split of the benign texts,
+by group, between fitting the model, setting its threshold and reporting its rate."""
 
 from __future__ import annotations
 
@@ -13,12 +13,49 @@ from benchmarks.embed_cache import CachingEmbedder
 from server.service.trust import injection, injection_model
 from server.service.trust.policy import _readings
 
+SPLITS = ("fit", "tune", "report")
 
-def held_out(tid: str) -> bool:
-    """The benign texts the model's threshold is set on, not fit on (about half, by a hash of
-    the id; a repository chunk by its file's path, so a file is on one side)."""
-    key = tid.split(":")[1] if tid.startswith("repo:") else tid
-    return hashlib.sha256(key.encode()).hexdigest()[0] >= "8"
+
+def group(tid: str) -> str:
+    """The group a benign text is split with: texts that share a source are on one side.
+
+    A repository chunk goes with its file, a LoCoMo turn with its conversation, a LongMemEval
+    turn with its session *family* (``0a1b2c3d_2`` and ``0a1b2c3d_4`` are variants of one
+    simulated session, ``answer_0a1b2c3d_1`` its evidence session, ``sharegpt_XYZ_12`` a part
+    of one ShareGPT conversation), a Claude Code turn with its transcript; anything else (a
+    SciFact abstract, a case) is its own group."""
+    kind, _, rest = tid.partition(":")
+    if kind == "repo":
+        return rest.split(":")[0]  # the file's path (as the split has always keyed it)
+    if kind in ("locomo", "cc"):
+        return f"{kind}:{rest.split(':')[0]}"
+    if kind == "lme":
+        return f"lme:{session_family(rest.split(':')[0])}"
+    return tid
+
+
+def session_family(sid: str) -> str:
+    """``answer_0a1b2c3d_2`` -> ``0a1b2c3d``; ``sharegpt_XYZ_12`` -> ``sharegpt_XYZ``;
+    ``ultrachat_123`` stays itself."""
+    sid = sid.removeprefix("answer_")
+    if sid.startswith("ultrachat_"):
+        return sid
+    if sid.startswith("sharegpt_"):
+        head, _, part = sid.rpartition("_")
+        return head if part.isdigit() and head != "sharegpt" else sid
+    return sid.split("_", 1)[0]
+
+
+def split_of(tid: str) -> str:
+    """Which side of the model's fit a benign text is on, by a hash of its :func:`group`:
+    ``fit`` (half: the model's negatives), ``tune`` (a quarter: its threshold is set there) or
+    ``report`` (a quarter: only measured). A Claude Code transcript is always ``report``: the
+    real ones are few, and they are what the rate is for."""
+    key = group(tid)
+    if key.startswith("cc:"):
+        return "report"
+    digit = int(hashlib.sha256(key.encode()).hexdigest()[0], 16)
+    return SPLITS[0] if digit < 8 else SPLITS[1] if digit < 12 else SPLITS[2]
 
 
 Judged = tuple[str | None, float, str | None]  # (reason, rule score, "rules" / "model" / None)
@@ -36,6 +73,9 @@ class Judge:
 
             self.emb = CachingEmbedder(SentenceTransformerEmbedder())
         self.cpu = 0.0  # CPU seconds in the rules
+        # after many(): per pair, the model's worst probability (0.0 when it read nothing: the
+        # rules flagged the pair, or no text was long enough)
+        self.last_probs: list[float] = []
 
     def many(self, pairs: list[tuple[str, str]]) -> list[Judged]:
         """Each (content, context) as the write policy judges a record: the context (or any
@@ -52,6 +92,7 @@ class Judge:
             reason = vc.suspicious or (vx.suspicious if vx else None)
             score = max(vc.score, vx.score if vx else 0.0)
             out.append((reason, score, "rules" if reason else None))
+        self.last_probs = [0.0] * len(pairs)
         if self.det is None:
             return out
         texts, finds, mins, owner = [], [], [], []
@@ -70,6 +111,7 @@ class Judge:
         for i, p in zip(owner, probs, strict=True):
             worst[i] = max(worst.get(i, 0.0), p)
         for i, p in worst.items():
+            self.last_probs[i] = p
             if self.det.flags(p):
                 out[i] = (self.det.reason(p), out[i][1], "model")
         return out

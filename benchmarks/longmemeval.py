@@ -34,7 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import baselines as bl
+from benchmarks import time_metrics as tm
 from benchmarks.metrics import ndcg_at_k
+from benchmarks.relevance import ranking_as
 from retrieval import grouping
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
@@ -46,12 +48,16 @@ KS = (5, 10)
 DEPTH = 50  # units asked for (enough for 10 sessions)
 BASELINE_WORDS = 128
 METRICS = [f"session_recall_any@{k}" for k in KS] + [f"turn_recall_any@{k}" for k in KS]
-METRICS += ["ndcg@10"]
+METRICS += ["ndcg@10", "recall_all@10", "newest_first"]
 
 
-def load(folder: Path, limit: int = 0) -> tuple[list[dict], dict[str, list[dict]]]:
+def load(
+    folder: Path, limit: int = 0, types: Sequence[str] = ()
+) -> tuple[list[dict], dict[str, list[dict]]]:
     qs = [json.loads(line) for line in open(folder / "questions.jsonl", encoding="utf-8")]
     qs = [q for q in qs if not q["question_id"].endswith("_abs") and q["answer_session_ids"]]
+    if types:
+        qs = [q for q in qs if q["question_type"] in types]
     if limit:
         qs = qs[:limit]
     need = {s for q in qs for s in q["haystack_session_ids"]}
@@ -122,8 +128,8 @@ def scores(units: Sequence[tuple[str, bool]], gold: set[str]) -> dict[str, float
     return out
 
 
-def ranked_units(engine: Engine, who: Identity, question: str, mode: str):
-    f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.turn])
+def ranked_units(engine: Engine, who: Identity, question: str, mode: str, now=None):
+    f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.turn], now=now)
     hits = engine.search(question, f, DEPTH, mode=mode)
     groups = grouping.group(hits, key=lambda h: str(h.record.metadata.get("session")),
                             score=lambda h: h.score)  # fmt: skip
@@ -154,7 +160,7 @@ def baseline_rows(q: dict, sessions: dict, embedder, answers) -> dict[str, dict]
 
 
 def run(args, embedder, rankers: list[str]) -> dict:
-    qs, sessions = load(Path(args.dir), args.limit)
+    qs, sessions = load(Path(args.dir), args.limit, getattr(args, "types", None) or ())
     print(f"longmemeval: {len(qs)} questions, {len(sessions)} sessions", flush=True)
     rows: dict[str, list[dict]] = {}
     t_start = time.perf_counter()
@@ -171,31 +177,39 @@ def run(args, embedder, rankers: list[str]) -> dict:
                           f"(cache hits {getattr(embedder, 'hits', 0)} misses "
                           f"{getattr(embedder, 'misses', 0)})", flush=True)  # fmt: skip
             for q in qs:
-                who, gold = who_of(q), set(q["answer_session_ids"])
+                who, gold = who_of(q), list(q["answer_session_ids"])
                 answers = answer_positions(q, sessions)
-                for mode in rankers:
-                    hits, s_order = ranked_units(engine, who, q["question"], mode)
-                    m = scores([(h.record.metadata.get("session"),
-                                 holds(h.record.metadata, answers)) for h in hits], gold)  # fmt: skip
+                now = session_date(q["question_date"])  # the question's date is "now"
+                dates = dict(zip(q["haystack_session_ids"], q["haystack_dates"], strict=True))
+                gold_dates = {s: session_date(dates[s]).timestamp() for s in gold}
+                for ranker in rankers:
+                    with ranking_as(engine, ranker) as mode:
+                        hits, s_order = ranked_units(engine, who, q["question"], mode, now)
+                    units = [(h.record.metadata.get("session"),
+                              holds(h.record.metadata, answers)) for h in hits]  # fmt: skip
                     # sessions ranked by their grouped score, not by their first unit
-                    m.update({f"session_recall_any@{k}": float(bool(gold & set(s_order[:k])))
-                              for k in KS})  # fmt: skip
-                    m["ndcg@10"] = ndcg_at_k(s_order, gold, 10)
-                    rows.setdefault(mode, []).append(m)
+                    m = tm.longmemeval_metrics(s_order, units, gold, gold_dates)
+                    rows.setdefault(ranker, []).append({**m, "type": q["question_type"]})
                 for name, m in baseline_rows(q, sessions, embedder, answers).items():
-                    rows.setdefault(name, []).append(m)
+                    rows.setdefault(name, []).append({**m, "type": q["question_type"]})
         finally:
             engine.close()
     results = {}
     for name, rs in rows.items():
-        keys = [k for k in METRICS if k in rs[0]]
-        results[name] = {k: round(float(np.mean([r[k] for r in rs])), 4) for k in keys}
-        results[name]["queries"] = len(rs)
+        results[name] = tm.mean_rows([{k: v for k, v in r.items() if k != "type"} for r in rs])
+        by_type: dict[str, list[dict]] = {}
+        for r in rs:
+            by_type.setdefault(r["type"], []).append({k: v for k, v in r.items() if k != "type"})
+        results[name]["types"] = {t: tm.mean_rows(v) for t, v in sorted(by_type.items())}
     head = f"{'':<22}" + "".join(f"{m.replace('_recall_any', ' R_any'):>16}" for m in METRICS)
     print(f"\nLongMemEval_S ({len(qs)} questions)\n{head}\n{'-' * len(head)}")
     for name, res in results.items():
         print(f"{name:<22}" + "".join(f"{res[m]:>16.4f}" if m in res else f"{'':>16}"
                                       for m in METRICS))  # fmt: skip
+    for name in [r for r in rankers if r in results]:
+        for t, res in results[name]["types"].items():
+            print(f"{name:<8}{t:<26}" + " ".join(f"{k.replace('_recall_any', ' R_any')} "
+                  f"{v:.3f}" for k, v in res.items() if k != "queries") + f"  ({res['queries']})")  # fmt: skip
     wall = time.perf_counter() - t_start
     hits, misses = getattr(embedder, "hits", 0), getattr(embedder, "misses", 0)
     print(f"wall {wall:.0f}s, embedding cache hits {hits} misses {misses}")

@@ -45,7 +45,8 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,6 +60,8 @@ from retrieval.engine import Engine, FusionConfig  # noqa: E402
 from retrieval.records import Record, RecordFilter, Scope  # noqa: E402
 
 RANKERS = ("lexical", "vector", "hybrid")
+# today's main in the same run: hybrid without the time prior and the update order
+MAIN = "main"
 AGENT = "bench-agent"
 
 
@@ -70,6 +73,7 @@ class Query:
     relevant: set[str]
     bucket: str
     group: str = ""  # e.g. the LoCoMo category
+    now: datetime | None = None  # when the question is asked (its time words are read so)
 
 
 @dataclass
@@ -119,14 +123,35 @@ def open_engine(args, embedder, home: Path) -> Engine:
     return Engine(home, embedder, fusion=parse_fusion(args.fusion), **kwargs)
 
 
+def main_config(cfg: FusionConfig) -> FusionConfig:
+    """``cfg`` as today's main ranks: no time prior, no update order."""
+    return replace(cfg, window_weight=0.0, event_weight=0.0, when_weight=0.0, current_first=False)
+
+
+@contextmanager
+def ranking_as(engine: Engine, ranker: str):
+    """The engine's mode for ``ranker`` (``main``: hybrid under :func:`main_config`)."""
+    if ranker != MAIN:
+        yield ranker
+        return
+    cfg = engine.ranker.config
+    engine.ranker.config = main_config(cfg)
+    try:
+        yield "hybrid"
+    finally:
+        engine.ranker.config = cfg
+
+
 def run_queries(engine: Engine, queries: list[Query], rankers: Iterable[str], k: int = 10) -> Run:
     run = Run()
     for ranker in rankers:
         t0 = time.perf_counter()
-        for q in queries:
-            hits = engine.search(q.text, RecordFilter(buckets=[q.bucket]), k, mode=ranker)
-            ranked = [h.record.metadata.get("doc_id", h.record.id) for h in hits]
-            run.rows[ranker].append((q.qid, q.group, query_metrics(ranked, q.relevant)))
+        with ranking_as(engine, ranker) as mode:
+            for q in queries:
+                f = RecordFilter(buckets=[q.bucket], now=q.now)
+                hits = engine.search(q.text, f, k, mode=mode)
+                ranked = [h.record.metadata.get("doc_id", h.record.id) for h in hits]
+                run.rows[ranker].append((q.qid, q.group, query_metrics(ranked, q.relevant)))
         run.seconds[ranker] = time.perf_counter() - t0
     return run
 
@@ -155,7 +180,9 @@ def write_json(path: str | None, payload: dict) -> None:
 
 
 def rankers_of(choice: str) -> list[str]:
-    return list(RANKERS) if choice == "all" else [choice]
+    """The rankers of a run; hybrid always brings today's main beside it (``main``)."""
+    out = list(RANKERS) if choice == "all" else [choice]
+    return [*out, MAIN] if "hybrid" in out else out
 
 
 def index(engine: Engine, records: list[Record], label: str) -> None:
@@ -284,6 +311,12 @@ def locomo_sessions(conv: dict) -> list[tuple[int, str, list[dict]]]:
     return sorted(out)
 
 
+def locomo_now(sample: dict) -> datetime | None:
+    """When a conversation's questions are asked: its last session's date."""
+    sessions = locomo_sessions(sample["conversation"])
+    return locomo_date(sessions[-1][1]) if sessions else None
+
+
 def locomo_records(sample: dict, context_spec: str) -> list[Record]:
     spec = turns_spec(context_spec)
     project = f"locomo-{sample['sample_id']}"
@@ -326,11 +359,12 @@ def cmd_locomo(args) -> dict:
         records.extend(recs)
         known = {r.metadata["doc_id"] for r in recs}
         bucket = recs[0].bucket
+        now = locomo_now(sample)
         for i, qa in enumerate(sample.get("qa", [])):
             rel = evidence_ids(qa.get("evidence", []), known)
             if rel and qa.get("question"):
                 qid = f"{sample['sample_id']}#{i}"
-                qs.append(Query(qid, qa["question"], rel, bucket, str(qa.get("category"))))
+                qs.append(Query(qid, qa["question"], rel, bucket, str(qa.get("category")), now))
     if args.limit:
         qs = qs[: args.limit]
     print(
@@ -438,7 +472,7 @@ def cmd_errors(args) -> dict:
     who = BenchCaller(f"errors-{folder.name}")
     bucket = who.bucket("team")
     embedder = make_embedder(not args.no_cache)
-    rankers = rankers_of(args.ranker)
+    rankers = [r for r in rankers_of(args.ranker) if r != MAIN]  # lessons rank on their own
     run = Run()
     with tempfile.TemporaryDirectory(prefix="pm-bench-") as home:
         engine = open_engine(args, embedder, Path(home))
@@ -498,7 +532,7 @@ def cmd_localize(args) -> dict:
     from benchmarks import localize
 
     embedder = make_embedder(not args.no_cache)
-    results = localize.run(args, embedder, rankers_of(args.ranker))
+    results = localize.run(args, embedder, [r for r in rankers_of(args.ranker) if r != MAIN])
     write_json(args.json, results)
     return results
 
@@ -518,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--ranker", choices=[*RANKERS, "all"], default="all")
+        sp.add_argument("--ranker", choices=[*RANKERS, MAIN, "all"], default="all")
         sp.add_argument("--json", metavar="OUT", help="write {ranker: {metric: value}} here")
         sp.add_argument("--fusion", metavar="K=V,...", help="override FusionConfig fields")
         sp.add_argument(
@@ -588,6 +622,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     lme = sub.add_parser("longmemeval", help="LongMemEval_S through the session indexer")
     lme.add_argument("dir")
+    lme.add_argument(
+        "--types",
+        nargs="+",
+        metavar="TYPE",
+        default=(),
+        help="only these question types (e.g. knowledge-update temporal-reasoning)",
+    )
     common(lme)
     lme.set_defaults(func=cmd_longmemeval)
 

@@ -9,7 +9,7 @@ string) with a ``learned`` block among its extra keys:
               passedAt, failedCommand, passedCommand, fix: {explanation, files, hunks},
               occurrences, seen: [{session, at}], episodes: [ids], alternatives: [fix…]}
 
-The signature's digest names the lesson in ``lesson_signatures`` (schema v11). Learning an
+The signature's digest names the lesson in ``lesson_signatures`` (schema v12). Learning an
 episode whose digest is already there adds an *occurrence* to that lesson instead of a second
 lesson: when the episode's fix changed the same files, it is one more success of the lesson's
 fix (``frequency`` + 1, the rate's running mean as ``update_lesson_success`` keeps it);

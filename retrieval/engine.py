@@ -487,12 +487,30 @@ class Engine:
             for s in scored:
                 if s.explanation.mode in ("hybrid", "vector"):
                     s.explanation.mode = f"{s.explanation.mode} ({fallback})"
-        recs = self.store.get([s.record_id for s in scored])
+        recs = self.store.get([s.record_id for s in scored])  # marks the updated ones
+        for s in scored:
+            if s.record_id in recs:
+                s.explanation.updated_by = recs[s.record_id].updated_by
         return [
             Hit(record=recs[s.record_id], score=s.score, explanation=s.explanation)
             for s in scored
             if s.record_id in recs
         ]
+
+    def nearest(self, vectors: np.ndarray, f: RecordFilter, k: int) -> list[tuple[str, float]]:
+        """The ``k`` records passing ``f`` closest to a record whose windows are ``vectors``
+        (each scored by its best window against the record's best window), best first; empty
+        while no model is attached."""
+        if self.embedder is None or self.vectors is None or not len(vectors):
+            return []
+        mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+        mean /= max(float(np.linalg.norm(mean)), 1e-12)
+        buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
+        found = self.ranker.vector_candidates(mean, f, max(4 * k, 20), buckets) or []
+        stored = self.store.embeddings([r for r, _ in found], self.embedder.model_id)
+        scored = [(rid, float(np.max(m @ np.asarray(vectors, dtype=np.float32).T)))
+                  for rid, m in stored.items()]  # fmt: skip
+        return sorted(scored, key=lambda kv: -kv[1])[:k]
 
     def search_files(
         self, query: str, f: RecordFilter | None = None, k: int = 10, mode: str = "hybrid",

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fusion, longquery, modality
+from . import fusion, links, longquery, modality
 from .embedder import Embedder
 from .errors import StoreUnavailable
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
+from .timeprior import TimePrior, TimeWeights
 from .vector_process import VectorIndexError, VectorProcess
 from .vectors import VectorIndex
 
@@ -53,6 +54,15 @@ class FusionConfig:
     code_alpha: float | None = 0.8
     code_share: float = 0.5
     code_top: int = 10
+    # the time prior (retrieval/timeprior.py): gains added to the fused score of records from
+    # the window a query names, from one side of an event it names, and, for a question that
+    # asks when, of records that state a time. Chosen on LoCoMo dev and LongMemEval_S together
+    # (benchmarks/time_lab.py; docs/benchmarks.md, "Time and updates")
+    window_weight: float = 0.05
+    event_weight: float = 0.05
+    when_weight: float = 0.08
+    # an updated record's current version ranks just above it (retrieval/links.py)
+    current_first: bool = True
 
 
 @dataclass
@@ -108,6 +118,12 @@ class HybridRanker:
         if not everything and len(kept) < depth:
             return self._exact_scan(qvec, f, depth)  # a selective filter
         return self._with_pending(qvec, f, kept, depth)
+
+    def vector_candidates(
+        self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
+    ) -> list[tuple[str, float]] | None:
+        """The vector side alone for one query vector (see :meth:`_vector_candidates`)."""
+        return self._vector_candidates(qvec, f, depth, buckets)
 
     def _exact_scan(self, qvec: np.ndarray, f: RecordFilter, depth: int):
         """Exact cosine over the filtered records' stored vectors (at most EXACT_SCAN_LIMIT)."""
@@ -268,6 +284,12 @@ class HybridRanker:
         else:
             fused = np.nan_to_num(V if use_vec else L, nan=0.0)
         lrank, vrank = fusion.ranks(L_ranked), fusion.ranks(V)
+        base = fused
+        weights = TimeWeights(cfg.window_weight, cfg.event_weight, cfg.when_weight)
+        fused, gains = TimePrior(self.store, self.lexical, weights).weigh(query, f, ids, fused)
+        if cfg.current_first:
+            ids, fused, gains, (base, L, V, lrank, vrank) = _current_first(
+                self.store, f, ids, fused, gains, (base, L, V, lrank, vrank))  # fmt: skip
         order = np.argsort(-fused, kind="stable")[:k]
         out = []
         for i in order:
@@ -280,12 +302,41 @@ class HybridRanker:
                         lexical_score=None if np.isnan(L[i]) else round(float(L[i]), 4),
                         vector_rank=None if np.isinf(vrank[i]) else int(vrank[i]),
                         vector_similarity=None if np.isnan(V[i]) else round(float(V[i]), 4),
-                        fused_score=round(float(fused[i]), 4),
+                        fused_score=round(float(base[i]), 4),
+                        boosts=gains[i],
                         mode=label,
                     ),
                 )
             )
         return out
+
+
+CURRENT_EPS = 1e-4  # how far above the best of its older versions a current record ranks
+
+
+def _current_first(store, f, ids, fused, gains, cols):
+    """Each update chain among the candidates ranks its current record just above its best
+    older one (the current record joins the candidates when the filter lets it; its own
+    columns are then empty)."""
+    heads, extra = links.current_first(store, f, ids)
+    if not heads:
+        return ids, fused, gains, cols
+    if extra:
+        ids = [*ids, *extra]
+        fused = np.concatenate([fused, np.full(len(extra), -np.inf)])
+        gains = [*gains, *({} for _ in extra)]
+        fills = (0.0, np.nan, np.nan, np.inf, np.inf)
+        cols = tuple(
+            np.concatenate([c, np.full(len(extra), v)]) for c, v in zip(cols, fills, strict=True)
+        )
+    at = {r: i for i, r in enumerate(ids)}
+    fused = fused.copy()
+    for old, current in sorted(heads.items(), key=lambda kv: -fused[at[kv[0]]]):
+        i, j = at[old], at[current]
+        if fused[j] <= fused[i]:
+            gains[j]["current"] = round(float(fused[i] + CURRENT_EPS - max(fused[j], 0.0)), 4)
+            fused[j] = fused[i] + CURRENT_EPS
+    return ids, fused, gains, cols
 
 
 def _add_salient(lex, lex_all, salient, scale: float, depth: int, complete: bool):

@@ -47,6 +47,22 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_TS = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def ts(dt: datetime | None) -> str | None:
+    """UTC timestamps as fixed-width text, so SQL string comparison is time comparison."""
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime(_TS)
+
+
+def parse_ts(text: str | None) -> datetime | None:
+    return None if text is None else datetime.strptime(text, _TS).replace(tzinfo=UTC)
+
+
 _ID_LOCK = threading.Lock()
 _last_id = [0, 0]  # (milliseconds, 12-bit counter) of the latest id of this process
 
@@ -78,6 +94,14 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class UpdatedBy(BaseModel):
+    """The newer record that updates this one (retrieval/links.py)."""
+
+    id: str
+    at: datetime = Field(description="When the link was made.")
+    how: str = Field(default="stated", description="stated (supersedes) or detected.")
+
+
 class Record(BaseModel):
     """One embedded, searchable unit: a memory, an observation, a lesson, a workspace chunk or a
     conversation turn."""
@@ -104,6 +128,12 @@ class Record(BaseModel):
     revision: int = 1
     content_hash: str = ""
     embedding_model: str | None = None
+    updated_by: UpdatedBy | None = Field(
+        default=None,
+        exclude=True,
+        description="Read, not stored: the newest record updating this one (an active link "
+        "of retrieval/links.py), filled by the store's reads.",
+    )
 
     @property
     def bucket(self) -> str:
@@ -174,6 +204,9 @@ class Explanation(BaseModel):
     fused_score: float = 0.0
     boosts: dict[str, float] = Field(default_factory=dict)
     mode: str = "hybrid"
+    updated_by: UpdatedBy | None = Field(
+        default=None, description="A newer record updates this one: which, when."
+    )
     gate: float | None = Field(
         default=None,
         description="the prompt gate's relevance (0-1): the hooks inject an item from "

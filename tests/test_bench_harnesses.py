@@ -120,9 +120,15 @@ def test_longmemeval_harness(tmp_path):
     assert [q["question_id"] for q in qs] == ["q1", "q2"]  # abstention skipped
     # the empty assistant turn is not read: the data's turn 2 is the indexer's position 1
     assert longmemeval.answer_positions(qs[1], sessions) == {("s2", 1)}
-    res = longmemeval.run(Namespace(dir=str(data), limit=0), HashEmbedder(), ["lexical"])
-    expected = set(longmemeval.METRICS) | {"queries"}
+    res = longmemeval.run(
+        Namespace(dir=str(data), limit=0), HashEmbedder(), ["lexical", "hybrid", "main"]
+    )
+    # newest_first needs answer sessions of two dates (knowledge-update questions)
+    expected = set(longmemeval.METRICS) - {"newest_first"} | {"queries", "types"}
     assert set(res["lexical"]) == expected and res["lexical"]["queries"] == 2
+    assert {t: v["queries"] for t, v in res["main"]["types"].items()} == {
+        q["question_type"]: 1 for q in qs
+    }
     # the exchange (question and answer together) is the unit: both questions find it first
     assert res["lexical"]["turn_recall_any@5"] == 1.0
     assert res["lexical"]["session_recall_any@5"] == 1.0

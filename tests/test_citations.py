@@ -136,8 +136,9 @@ def test_each_status_at_recall_with_ranking_and_marking(svc, tmp_path, proj):
 
 def test_the_stale_factor_lowers_the_score_and_reorders(svc, tmp_path, proj):
     rt = runtime(svc, tmp_path, proj)
-    a = remember(rt, "frobnicator setting: alpha reads it", [cite("pkg/mod.py", 4, 5)]).memoryId
-    b = remember(rt, "frobnicator setting: other reads it", [cite("pkg/other.py", 1, 2)]).memoryId
+    # two subjects (Alpha, Other): neither updates the other, whenever the first is indexed
+    a = remember(rt, "Alpha reads the frobnicator setting", [cite("pkg/mod.py", 4, 5)]).memoryId
+    b = remember(rt, "Other reads the frobnicator setting", [cite("pkg/other.py", 1, 2)]).memoryId
     write(proj / "pkg" / "mod.py", MOD.replace("x + 1", "x + 100"))
     query = RecallInput(query="frobnicator setting alpha", limit=5)
     svc.citations.stale_factor = 1.0  # first without the factor: a (more relevant) leads

@@ -273,15 +273,16 @@ def test_a_replica_behind_the_compaction_horizon_rebuilds_from_a_snapshot(tmp_pa
     before = a.remember(A, MemoryInput(content="seen by b before it stopped"))
     wait_for(lambda: before.memoryId in ids(b))
     b.engine.close()
-    written = [a.remember(A, MemoryInput(content=f"written while b was away {i}")).memoryId
-               for i in range(5)]  # fmt: skip
+    names = ("Alpha", "Bravo", "Charlie", "Delta", "Echo")  # five subjects: no update links
+    written = [a.remember(A, MemoryInput(content=f"{n} was written while b was away")).memoryId
+               for n in names]  # fmt: skip
     a.forget(A, before.memoryId)
     horizon = a.engine.cluster.compact_log(before_seq=a.engine.cluster.head() + 1)
     assert horizon == a.engine.cluster.head()
     b = nodes("b")  # the same folder: applied seq < horizon
     assert b.engine.cluster.replica.rebuilds == 1
     assert ids(b) == set(written) == ids(a)
-    assert b.engine.search("written while b was away 3", k=1)[0].record.id == written[3]
+    assert b.engine.search("Delta was written while b was away", k=1)[0].record.id == written[3]
     b.engine.sync()
     assert b.engine.search("seen by b before", k=10, mode="vector")[0].record.id != before.memoryId
     # and it follows the log from the snapshot's seq on

@@ -582,3 +582,22 @@ def test_sessions_pages_show_a_transcript_indexed_by_the_session_indexer(tmp_pat
         assert page.count("role-exchange") == 2 and "turns 0–2" in page and "turn 3 ·" in page
     finally:
         h.close()
+
+
+def test_memory_page_shows_its_update_chain_and_undoes_a_link(ui):
+    c = ui.owner()
+    owner = ui.rt.identity
+    old = ui.ids["team"]
+    new = ui.svc.remember(owner, MemoryInput(content="the release train leaves every day",
+                                             scope="team", category="decisions",
+                                             supersedes=[old])).memoryId  # fmt: skip
+    page = c.get(f"/ui/memory/{old}")
+    assert page.status_code == 200 and 'id="updates"' in page.text
+    assert 'id="updated-by"' in page.text and f"/ui/memory/{new}" in page.text
+    assert "the release train leaves every day" in page.text
+    r = c.post(f"/ui/memory/{new}/unlink", data={"csrf": csrf_of(c), "older": old, "newer": new})
+    assert r.status_code == 303 and r.headers["location"].endswith("msg=unlinked")
+    assert ui.svc.store.get([old])[old].updated_by is None
+    again = c.get(f"/ui/memory/{old}")
+    assert 'id="updated-by"' not in again.text and "undone" in again.text
+    assert "unlink-form" not in again.text  # nothing left to undo

@@ -218,6 +218,39 @@ CASES: dict[str, Callable[[Walk, str], list[dict]]] = {
         {"inputPath": w.backup(context=h)},
         *({"inputPath": w.backup(metadata=m)} for m in metadata_cases(h)),
     ],
+    "import-from": lambda w, h: (
+        [
+            {"source": "mem0", "items": [{"kind": "memory", "sourceId": w.fresh("m"), **fields}]}
+            for fields in (
+                {"content": h},
+                {"content": "A fact.", "title": h},
+                {"content": "A fact.", "tags": [h]},
+                {"content": "A fact.", "author": h},
+                {"content": "A fact.", "category": h},
+                *({"content": "A fact.", "fields": m} for m in metadata_cases(h)),
+            )
+        ]
+        + [
+            {"source": "memory-jsonl", "items": [item]}
+            for item in (
+                {"kind": "entity", "sourceId": w.fresh("e"), "name": h, "entityType": "service"},
+                {
+                    "kind": "entity",
+                    "sourceId": w.fresh("e"),
+                    "name": w.fresh("svc"),
+                    "entityType": "service",
+                    "observations": [h],
+                },
+                {
+                    "kind": "relation",
+                    "sourceId": w.fresh("r"),
+                    "from": "billing",
+                    "to": "ledger",
+                    "relationType": h,
+                },
+            )
+        ]
+    ),
     "review-proposal": lambda w, h: [
         {"proposalId": w.proposals[0], "decision": "reject", "reason": h},
         {"proposalId": w.proposals[1], "decision": "approve", "content": h},
@@ -295,7 +328,8 @@ def test_block_stores_nothing_of_a_hostile_field(tmp_path, kind):
     assert leaks(w.home, marker, OPENAI_BODY) == []
     writes = set(CASES) - {"recall", "recall-context", "search_nodes", "open_nodes",
                            "find_similar_errors", "get_lesson_recommendations", "read_graph",
-                           "list-proposals", "ingest_workspace", "import-memories"}  # fmt: skip
+                           "list-proposals", "ingest_workspace", "import-memories",
+                           "import-from"}  # fmt: skip
     # every write was refused (ingest and import answer with the files/entries they skipped),
     # but for the memory that only mentions .env:1: it is stored, the file is not cited
     assert {t: n for t, n in done.items() if t in writes and n} == {"remember": 1}

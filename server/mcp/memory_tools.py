@@ -11,6 +11,7 @@ from pydantic import Field
 from ..service import bulk, review
 from ..service.models import (
     CITATIONS_HELP,
+    SUPERSEDES_HELP,
     BulkForgetResult,
     BulkRememberResult,
     Citations,
@@ -48,6 +49,7 @@ async def remember(
         Field(description="tags (≤10 × 50 chars), priority 1-3 (1 = high), source, relatedTo."),
     ] = None,
     citations: Annotated[Citations, Field(description=CITATIONS_HELP)] = None,
+    supersedes: Annotated[list[str] | None, Field(description=SUPERSEDES_HELP)] = None,
     idempotencyKey: IdempotencyKey = None,
 ) -> RememberResult:
     """Store a memory with a scope and category. Returns its id, expiry, what it cites and
@@ -56,8 +58,9 @@ async def remember(
     then warns when that code changed."""
     rt, who = session_of(ctx)
     item = MemoryInput(
-        content=content, scope=scope, category=category, metadata=metadata, citations=citations
-    )
+        content=content, scope=scope, category=category, metadata=metadata, citations=citations,
+        supersedes=supersedes,
+    )  # fmt: skip
     return await call(lambda: rt.service.remember(who, item, idempotencyKey))
 
 
@@ -138,6 +141,7 @@ async def update_memory(
             "[{path, startLine?, endLine?}]; omit to keep its citations."
         ),
     ] = None,
+    supersedes: Annotated[list[str] | None, Field(description=SUPERSEDES_HELP)] = None,
     idempotencyKey: IdempotencyKey = None,
 ) -> UpdateMemoryResult:
     """Change the content, metadata and/or citations of one of your memories (only its
@@ -148,7 +152,14 @@ async def update_memory(
     rt, who = session_of(ctx)
     return await call(
         lambda: rt.service.update_memory(
-            who, memoryId, content, metadata, expectedRevision, idempotencyKey, citations
+            who,
+            memoryId,
+            content,
+            metadata,
+            expectedRevision,
+            idempotencyKey,
+            citations,
+            supersedes,
         )
     )
 

@@ -63,7 +63,7 @@ class GateModel:
 
 # fit by benchmarks/gate_fit.py on LoCoMo dev and LongMemEval_S dev at project sizes 1, 8, 64
 # and whole (docs/benchmarks.md, "The prompt gate")
-MODEL = GateModel(coef=(3.9413, 5.7818), bias=-4.6029, semantic_cosine=0.5, threshold=0.48)
+MODEL = GateModel(coef=(4.0646, 5.7701), bias=-4.6168, semantic_cosine=0.5, threshold=0.5)
 THRESHOLD = MODEL.threshold
 
 
@@ -71,9 +71,14 @@ def prompt_terms(prompt: str) -> Terms:
     return Terms.of(prompt)
 
 
-def features(terms: Terms, rec: Record, cosine: float | None) -> tuple[float, ...]:
-    """The gate's features of a (prompt, record) pair (:data:`FEATURES`)."""
-    held = stems(rec.content) | (stems(rec.context) if rec.context else set())
+def features(terms: Terms, rec: Record, cosine: float | None) -> tuple[float, float]:
+    """The gate's features of a (prompt, record) pair (:data:`FEATURES`): the words a record
+    holds are its content's, its context's (a chunk's path and title, an exchange's time) and
+    its entity's name (an observation's)."""
+    held = stems(rec.content)
+    for extra in (rec.context, rec.entity_name):
+        if extra:
+            held |= stems(extra)
     cov = coverage(terms, held)
     cos = LEXICAL_COSINE if cosine is None else float(cosine)
     return (cos, cov)
@@ -86,10 +91,6 @@ class Judged:
     relevance: float
     cosine: float | None
     coverage: float
-
-    def explain(self) -> dict[str, float | None]:
-        return {"relevance": round(self.relevance, 4), "cosine": self.cosine,
-                "coverage": round(self.coverage, 4)}  # fmt: skip
 
 
 class PromptGate:

@@ -23,6 +23,7 @@ from retrieval.records import Kind, Record, Scope, content_hash, utcnow
 
 from . import idempotency as idem
 from . import scopes as rules
+from . import supersede
 from .errors import (
     AccessDenied,
     CoreProtected,
@@ -150,14 +151,21 @@ class MemoryService(MemoryUpdates):
         def run(claim: idem.Claim | None) -> RememberResult:
             rec, warnings = self.prepare(who, item)
             cites = self.cite(who, item.citations, [rec.content])
+            named = supersede.stated(self, who, rec, item.supersedes)
+            vecs = self.engine.embed([rec])  # once: for the write and to find what it updates
+            found = supersede.detect(self.engine, rec, vecs.get(rec.id), self.clock())
             result = RememberResult(
                 memoryId=rec.id, scope=rec.scope.value, category=rec.category,
                 expiresAt=rec.expires_at, warnings=warnings,
                 citations=cites.states() if cites else [],
+                supersedes=supersede.reported(named, found),
             )  # fmt: skip
             result.warnings += self.store_records(
-                who, [rec], check=self.bind(claim, result),
-                extra=(lambda conn: cites.write(conn, [rec.id])) if cites else None,
+                who, [rec], check=self.bind(claim, result), vectors=vecs,
+                extra=self.checks(
+                    (lambda conn: cites.write(conn, [rec.id])) if cites else None,
+                    supersede.writer(rec, who, named, found),
+                ),
             )  # fmt: skip
             return result
 

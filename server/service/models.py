@@ -22,6 +22,12 @@ CITATIONS_HELP = (
 )
 
 
+SUPERSEDES_HELP = (
+    "Ids of older memories (same scope) that this one replaces, e.g. a changed decision or "
+    'value: both are kept, recall puts this one first and marks the old one "updated by".'
+)
+
+
 class MemoryMetadata(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -81,6 +87,15 @@ class MemoryInput(BaseModel):
     )
     metadata: MemoryMetadata | None = None
     citations: Citations = Field(default=None, description=CITATIONS_HELP)
+    supersedes: list[str] | None = Field(default=None, description=SUPERSEDES_HELP)
+
+
+class Superseded(BaseModel):
+    """An older memory the new one updates (both are kept; recall puts the new one first)."""
+
+    memoryId: str
+    how: Literal["stated", "detected"]
+    similarity: float | None = None
 
 
 class RememberResult(BaseModel):
@@ -91,6 +106,11 @@ class RememberResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     citations: list[CitationState] = Field(
         default_factory=list, description="What the memory cites (explicit and detected)."
+    )
+    supersedes: list[Superseded] = Field(
+        default_factory=list,
+        description="Older memories this one updates: the ones you named, and one found "
+        "stating the same subject with another value (undo a wrong link in the dashboard).",
     )
 
 
@@ -125,6 +145,9 @@ class UpdateMemoryResult(BaseModel):
     overridden: list[str] = Field(
         default_factory=list,
         description="A merge's metadata keys that both sides changed: your value was kept.",
+    )
+    supersedes: list[Superseded] = Field(
+        default_factory=list, description="Older memories this one now updates (supersedes)."
     )
 
 

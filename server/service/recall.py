@@ -161,7 +161,7 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
             if factor != 1.0:
                 b["test_file"] = round(scores[h.record.id] * (factor - 1.0), 4)
                 scores[h.record.id] *= factor
-        h.explanation.boosts = b
+        h.explanation.boosts = {**h.explanation.boosts, **b}  # the ranker's (time) kept
     citations = cited(svc, who, hits, scores)
     ordered, dropped = diversify(svc, hits, scores)
     scale = 4 if args.unit == "tokens" else 1

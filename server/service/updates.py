@@ -17,7 +17,7 @@ from retrieval.history import strings_in
 from retrieval.records import Kind, Record, content_hash
 
 from . import idempotency as idem
-from . import merge
+from . import merge, supersede
 from . import scopes as rules
 from .errors import (
     InvalidInput,
@@ -67,6 +67,7 @@ class MemoryUpdates(WriteCoordination):
         expected_revision: int | None = None,
         idempotency_key: str | None = None,
         citations: list | None = None,
+        supersedes: list[str] | None = None,
     ) -> UpdateMemoryResult:
         """Change the content and/or metadata of one of your memories; the revision goes up by
         one. ``metadata`` keys given replace the stored ones (``null`` removes a key), others
@@ -75,7 +76,9 @@ class MemoryUpdates(WriteCoordination):
         ``merged`` and ``parents`` in the result); edits that overlap are a ``Conflict`` with
         ``current_revision`` and the attempt (checked inside the write transaction).
         ``citations`` given: the memory cites exactly those (anchored now) plus the files its
-        new content mentions; omitted: its citations are kept and new mentions added."""
+        new content mentions; omitted: its citations are kept and new mentions added.
+        ``supersedes``: older memories of the same scope this one now updates
+        (:mod:`.supersede`)."""
         if isinstance(metadata, BaseModel):
             patch = metadata.model_dump(exclude_unset=True)
         else:
@@ -86,11 +89,14 @@ class MemoryUpdates(WriteCoordination):
             request["citations"] = [
                 c.model_dump() if isinstance(c, BaseModel) else c for c in citations
             ]
+        if supersedes:
+            request["supersedes"] = list(supersedes)
         return self.once(
             who, idempotency_key, "update-memory", request, UpdateMemoryResult,
             lambda claim: self.retrying(
                 lambda: self._update_memory(
-                    who, memory_id, content, patch, expected_revision, claim, citations
+                    who, memory_id, content, patch, expected_revision, claim, citations,
+                    supersedes,
                 )
             ),
         )  # fmt: skip
@@ -104,10 +110,12 @@ class MemoryUpdates(WriteCoordination):
         expected: int | None,
         claim: idem.Claim | None,
         citations: list | None = None,
+        supersedes: list[str] | None = None,
     ) -> UpdateMemoryResult:
-        if content is None and not patch and citations is None:
+        if content is None and not patch and citations is None and not supersedes:
             raise InvalidInput(
-                "nothing to update: give content, metadata and/or citations", memoryId=memory_id
+                "nothing to update: give content, metadata, citations and/or supersedes",
+                memoryId=memory_id,
             )
         if content is not None:
             rules.check_content(content)
@@ -121,6 +129,7 @@ class MemoryUpdates(WriteCoordination):
                 memoryId=memory_id,
                 kind=rec.kind.value,
             )
+        named = supersede.stated(self, who, rec, supersedes)
         merged = None
         if expected is not None and rec.revision != expected:
             merged = merge.merge_update(
@@ -158,8 +167,10 @@ class MemoryUpdates(WriteCoordination):
             scope=rec.scope.value, category=rec.category, warnings=warnings,
             merged=merged is not None, parents=merged.parents if merged else None,
             overridden=merged.overridden if merged else [],
+            supersedes=supersede.reported(named, None),
         )  # fmt: skip
         replace_cites = citations is not None
+        link = supersede.writer(rec, who, named, None)
 
         def write_citations(conn) -> None:
             if merged is not None:
@@ -168,6 +179,8 @@ class MemoryUpdates(WriteCoordination):
                 conn.execute("DELETE FROM citations WHERE record_id=?", (rec.id,))
             if cites:
                 cites.write(conn, [rec.id])
+            if link is not None:
+                link(conn)
 
         if self.citations is not None:
             result.citations = self._citations_after(rec.id, cites, replace_cites)

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from retrieval.records import Kind
-from server.service import browse, merge, review
+from server.service import browse, merge, review, supersede
 from server.service.errors import Conflict, InvalidInput
 from server.service.maintenance import health, orphan_vectors
 from server.service.models import RecallInput
@@ -38,6 +38,7 @@ MESSAGES = {
     "lesson-merged": "Merged: its fix is an alternative of the other lesson now.",
     "lesson-rejected": "Rejected: the lesson is deleted; the same error is not learned again.",
     "project": "Switched project.",
+    "unlinked": "Link undone: the older memory is current again.",
 }
 HEALTH_SHOWN = {"status", "version", "projectId", "agentId", "subagent", "store",
                 "embeddingModel", "embeddingBackend", "modelReady", "ranking",
@@ -226,7 +227,15 @@ def memory_context(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
         "proposals": review.proposals_for_memory(ui.svc, s.identity, memory_id),
         "team_categories": ("learnings", "decisions", "architecture"),
         "active": "memories",
+        **update_chain(ui, s, rec.id),
     }
+
+
+def update_chain(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
+    """The update links around a memory (older -> newer, both ways) and the records they join."""
+    chain = supersede.chain(ui.svc, s.identity, memory_id)
+    ids = list(dict.fromkeys(x for lk in chain for x in (lk.older, lk.newer)))
+    return {"chain": chain, "linked": ui.svc.store.get(ids) if ids else {}}
 
 
 @view
@@ -323,6 +332,17 @@ async def share_memory(ui: Dashboard, request: Request, s: UiSession) -> Respons
     return RedirectResponse(f"{PREFIX}/memory/{res.memoryId}?msg=shared", status_code=303)
 
 
+@view
+async def unlink_memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+    """Undo a wrong update link: the older memory is current again (the link is kept, undone,
+    so it is not detected again)."""
+    mid = request.path_params["id"]
+    form = await request.form()
+    older, newer = str(form.get("older", "")), str(form.get("newer", ""))
+    await ui.run(lambda: supersede.undo(ui.svc, s.identity, older, newer))
+    return RedirectResponse(f"{PREFIX}/memory/{mid}?msg=unlinked", status_code=303)
+
+
 # ---------------------------------------------------------------------- health, projects
 @view
 async def health_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
@@ -368,6 +388,7 @@ def routes(ui: Dashboard) -> list:
         route("/memory/{id}/edit", edit_memory, ("POST",)),
         route("/memory/{id}/delete", delete_memory, ("POST",)),
         route("/memory/{id}/share", share_memory, ("POST",)),
+        route("/memory/{id}/unlink", unlink_memory, ("POST",)),
         route("/health", health_page),
         route("/projects", projects_page, ("GET", "POST")),
     ]

@@ -15,6 +15,9 @@ command). Every such block is built here, so it always reads the same way:
   separator ``·`` too, so a name cannot add a field), and a line given whole (a routed
   store's item) is escaped by :func:`one_line`; the text's own line breaks are every one that
   ``str.splitlines`` knows (``\\r``, ``\\u2028``, ``\\x85``, …), each starting a quoted line;
+* an item that a newer record updates (the same subject, a new value: ``retrieval/links.py``)
+  says so in its provenance line: "updated by <id> on <date>", so the agent reads the newer
+  one as current;
 * an item whose cited code changed or was deleted since it was written (its citations, see
   :mod:`.citations`) says so in its provenance line: "cited code changed since this was written
   (path:lines)", so the agent verifies it before trusting it;
@@ -137,6 +140,15 @@ def stale_note(citations: Sequence[CitationState] | None) -> str | None:
     return f"cited code changed since this was written ({', '.join(stale)})"
 
 
+def update_note(rec: Record) -> str | None:
+    """What an item that a newer record updates says: "updated by <id> on <date>" (None for a
+    current item)."""
+    by = rec.updated_by
+    if by is None:
+        return None
+    return f"updated by {field(by.id)} on {by.at.date().isoformat()}"
+
+
 def provenance(rec: Record, citations: Sequence[CitationState] | None = None) -> str:
     """Source, scope, author agent and date of ``rec``, plus the suspicious flag if it has one
     and the stale-citation note if its cited code changed:
@@ -144,6 +156,8 @@ def provenance(rec: Record, citations: Sequence[CitationState] | None = None) ->
     scope = field(getattr(rec.scope, "value", str(rec.scope)))
     when = (rec.updated_at or rec.created_at).date().isoformat()
     out = SEPARATOR.join((source(rec), scope, f"by {field(rec.agent_id)}", when))
+    if note := update_note(rec):
+        out += f"{SEPARATOR}{note}"
     if note := stale_note(citations):
         out += f"{SEPARATOR}{note}"
     if reason := suspicious(rec):
@@ -288,4 +302,5 @@ __all__ = [
     "stale_note",
     "summary_line",
     "suspicious",
+    "update_note",
 ]

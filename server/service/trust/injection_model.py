@@ -11,10 +11,12 @@ Model: logistic regression over 384 + :data:`N_FEATURES` features: the all-MiniL
 of one window of the text (at most :data:`WINDOW_WORDS` whitespace-separated words; a longer
 text is read in windows of that size, at most :data:`MAX_WINDOWS`, and scored by its worst
 window) and the text's :func:`rule_features` (per rule kind the weight of the strongest
-finding, the rule score, how much the text says "you", how much it talks about attacks). The
-weights ship beside this module (``injection_model.npz``): ``scripts/fit_injection_model.py``
-rebuilds them and documents the data they were fit on; the threshold was chosen there on
-held-out benign text. Pure numpy at run time: no scikit-learn, no torch.
+finding, the rule score, how much the text says "you", talks about attacks, talks about its
+reader's instructions and prompt, and steers what its reader outputs). The weights ship beside
+this module (``injection_model.npz``): ``scripts/fit_injection_model.py`` rebuilds them and
+documents the data they were fit on; the threshold was chosen there on benign text of groups
+(sessions, conversations, files) the fit did not see. Pure numpy at run time: no scikit-learn,
+no torch.
 
 Only texts of at least :data:`MIN_WORDS` *prose* words are scored (:func:`prose_words`: words
 of letters, not numbers, dates, times, ids, paths or URLs): a tag, a name, a path, a timestamp
@@ -98,24 +100,45 @@ def windows(text: str, min_words: int = MIN_WORDS) -> list[str]:
 
 
 _YOU = re.compile(r"\b(?:you|your|yours|yourself|you'?re|you'?ll|you'?ve|u)\b", re.I)
-N_FEATURES = len(KINDS) + 3
+# words by which a text talks about its reader's own set-up (its instructions, its prompt, what
+# came before it) and words that steer or override what the reader outputs: an attack's cues
+# that a user's request to an assistant seldom has ("continue writing", "write it in python")
+_SETUP = re.compile(
+    r"\b(?:instructions?|prompts?|system|above|previous|prior|preceding|earlier|rules|"
+    r"guidelines|directives|polic(?:y|ies)|restrictions?|filters?|programming)\b",
+    re.I,
+)
+_CONTROL = re.compile(
+    r"\b(?:output|print|repeat|say|begin|prefix|only|ignore|disregard|forget|reveal)\b", re.I
+)
+CUES = ("score", "you", "mention", "setup", "control")
+N_FEATURES = len(KINDS) + len(CUES)
+
+
+def _rate(rx: re.Pattern, text: str, n: int) -> float:
+    return min(1.0, 10.0 * len(rx.findall(text)) / n)
 
 
 def rule_features(findings: Sequence[injection.Finding], text: str = "") -> np.ndarray:
-    """Per kind the weight of its strongest finding, the rule score (capped at 2) / 2, and two
-    cues of who the text is written to and about: how often it says "you" (per word, x10,
-    capped at 1) and how often it talks *about* attacks ("injection", "for example", …: the
-    rules' mention words, per word, x10, capped at 1)."""
+    """Per kind the weight of its strongest finding, the rule score (capped at 2) / 2, and
+    cues of who the text is written to and about, each per word, x10, capped at 1: how often
+    it says "you", how often it talks *about* attacks ("injection", "for example", …: the
+    rules' mention words), how often it talks about its reader's set-up ("instructions",
+    "prompt", "above", "previous", "rules", …) and how often it steers the reader's output
+    ("output", "print", "repeat", "say", "only", "ignore", …)."""
     out = np.zeros(N_FEATURES, dtype=np.float32)
     for f in findings:
         if f.kind in KINDS:
             i = KINDS.index(f.kind)
             out[i] = max(out[i], f.weight)
-    out[len(KINDS)] = min(injection.score_of(list(findings)), 2.0) / 2.0
+    k = len(KINDS)
+    out[k] = min(injection.score_of(list(findings)), 2.0) / 2.0
     if text:
         n = max(1, len(text.split()))
-        out[-2] = min(1.0, 10.0 * len(_YOU.findall(text)) / n)
-        out[-1] = min(1.0, 10.0 * len(injection.DISCUSSION.findall(text.lower())) / n)
+        out[k + 1] = _rate(_YOU, text, n)
+        out[k + 2] = _rate(injection.DISCUSSION, text.lower(), n)
+        out[k + 3] = _rate(_SETUP, text, n)
+        out[k + 4] = _rate(_CONTROL, text, n)
     return out
 
 
@@ -130,13 +153,17 @@ class Detector:
 
     @classmethod
     def load(cls, path: str | Path = WEIGHTS) -> Detector:
+        """The weights at ``path``; ``ValueError`` when they were fit for other features."""
         with np.load(path, allow_pickle=False) as z:
-            return cls(
+            det = cls(
                 coef=z["coef"].astype(np.float32),
                 bias=float(z["bias"]),
                 threshold=float(z["threshold"]),
                 meta=json.loads(str(z["meta"])),
             )
+        if det.coef.shape != (384 + N_FEATURES,):
+            raise ValueError(f"{path}: {det.coef.shape[0]} weights, expected {384 + N_FEATURES}")
+        return det
 
     def save(self, path: str | Path) -> None:
         np.savez(
@@ -208,4 +235,13 @@ def default() -> Detector | None:
         return None
 
 
-__all__ = ["KINDS", "MODEL_ID", "N_FEATURES", "Detector", "default", "rule_features", "windows"]
+__all__ = [
+    "CUES",
+    "KINDS",
+    "MODEL_ID",
+    "N_FEATURES",
+    "Detector",
+    "default",
+    "rule_features",
+    "windows",
+]

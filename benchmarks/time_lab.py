@@ -1,0 +1,239 @@
+"""Choose the time prior's and the update order's settings offline, on all dev sets together.
+
+    python benchmarks/time_lab.py dump longmemeval ../shared/data/longmemeval_s --out DIR/lme.pkl [--types ...]
+    python benchmarks/time_lab.py dump locomo ../shared/data/locomo/locomo_dev.json --out DIR/locomo.pkl
+    python benchmarks/time_lab.py fit DIR/lme.pkl DIR/locomo.pkl [--json OUT]
+
+``dump`` indexes a set exactly as ``benchmarks/relevance.py`` does (LongMemEval through the
+session indexer, LoCoMo one memory per turn) and keeps, per question, every fused candidate of
+today's ranking (no time prior, no update order) with its date, whether its text states a time,
+and the windows the question's events resolve to. ``fit`` replays the prior (the gains are
+added to the fused score, as :mod:`retrieval.timeprior` adds them) over a grid of weights and
+reports each set's metrics per question type, the settings chosen on every set together, and
+leave-one-set-out: each set scored at the setting chosen on the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import longmemeval as lme  # noqa: E402
+from benchmarks import time_metrics as tm  # noqa: E402
+from retrieval import grouping, timeexpr  # noqa: E402
+from retrieval.timeprior import MENTIONS_TIME, TimePrior, TimeWeights, membership  # noqa: E402
+
+ALL = 400  # candidates kept per question (every fused candidate)
+
+
+def dump_longmemeval(args) -> dict:
+    from benchmarks.relevance import make_embedder
+    from retrieval.engine import Engine
+    from retrieval.records import Kind, RecordFilter
+    from server.service.memory import MemoryService
+    from server.service.sessions import SessionIndexer
+
+    qs, sessions = lme.load(Path(args.path), args.limit, args.types or ())
+    out = []
+    with tempfile.TemporaryDirectory(prefix="pm-timelab-") as tmp:
+        engine = Engine(Path(tmp) / "store", make_embedder())
+        try:
+            indexer = SessionIndexer(MemoryService(engine))
+            for n, q in enumerate(qs, 1):
+                path = lme.write_transcript(q, sessions, Path(tmp))
+                indexer.index_file(lme.who_of(q), path, flush=True, final=True)
+                if n % 10 == 0:
+                    print(f"indexed {n}/{len(qs)}", flush=True)
+            for q in qs:
+                who, now = lme.who_of(q), lme.session_date(q["question_date"])
+                f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.turn], now=now)
+                hits = engine.search(q["question"], f, ALL)
+                answers = lme.answer_positions(q, sessions)
+                prior = TimePrior(engine.store, engine.lexical, TimeWeights(event_weight=1))
+                events = prior.event_windows(timeexpr.read(q["question"], now).events, f)
+                dates = dict(zip(q["haystack_session_ids"], q["haystack_dates"], strict=True))
+                out.append({
+                    "id": q["question_id"], "type": q["question_type"], "question": q["question"],
+                    "now": now, "gold": list(q["answer_session_ids"]),
+                    "gold_dates": {s: lme.session_date(dates[s]).timestamp()
+                                   for s in q["answer_session_ids"]},
+                    "events": events,
+                    "cands": [(h.record.metadata.get("session"), h.record.created_at.timestamp(),
+                               h.score, bool(MENTIONS_TIME.search(h.record.content)),
+                               lme.holds(h.record.metadata, answers)) for h in hits],
+                })  # fmt: skip
+        finally:
+            engine.close()
+    return {"set": "longmemeval", "questions": out}
+
+
+def dump_locomo(args) -> dict:
+    from benchmarks.relevance import (
+        DEFAULT_LOCOMO_CONTEXT,
+        evidence_ids,
+        locomo_date,
+        locomo_records,  # fmt: skip
+        locomo_sessions,
+        make_embedder,
+    )
+    from retrieval.engine import Engine
+    from retrieval.records import RecordFilter
+
+    data = json.loads(Path(args.path).read_text(encoding="utf-8"))
+    out = []
+    with tempfile.TemporaryDirectory(prefix="pm-timelab-") as tmp:
+        engine = Engine(Path(tmp) / "store", make_embedder())
+        try:
+            for sample in data:
+                recs = locomo_records(sample, DEFAULT_LOCOMO_CONTEXT)
+                engine.add(recs)
+                known = {r.metadata["doc_id"] for r in recs}
+                now = locomo_date(locomo_sessions(sample["conversation"])[-1][1])
+                f = RecordFilter(buckets=[recs[0].bucket], now=now)
+                prior = TimePrior(engine.store, engine.lexical, TimeWeights(event_weight=1))
+                for i, qa in enumerate(sample.get("qa", [])):
+                    rel = evidence_ids(qa.get("evidence", []), known)
+                    if not rel or not qa.get("question"):
+                        continue
+                    hits = engine.search(qa["question"], f, ALL)
+                    events = prior.event_windows(timeexpr.read(qa["question"], now).events, f)
+                    out.append({
+                        "id": f"{sample['sample_id']}#{i}", "type": str(qa.get("category")),
+                        "question": qa["question"], "now": now, "gold": sorted(rel),
+                        "events": events,
+                        "cands": [(h.record.metadata["doc_id"], h.record.created_at.timestamp(),
+                                   h.score, bool(MENTIONS_TIME.search(h.record.content)), False)
+                                  for h in hits],
+                    })  # fmt: skip
+        finally:
+            engine.close()
+    return {"set": "locomo", "questions": out}
+
+
+def rescore(q: dict, w: SimpleNamespace) -> list[tuple]:
+    """The candidates ordered as the ranker orders them with weights ``w``."""
+    cands = q["cands"]
+    if not cands:
+        return []
+    t = np.array([c[1] for c in cands])
+    s = np.array([c[2] for c in cands], dtype=float)
+    asked = timeexpr.read(q["question"], q["now"])
+    if w.window_weight and asked.windows:
+        s = s + w.window_weight * np.max([membership(t, x) for x in asked.windows], axis=0)
+    if w.event_weight and q["events"]:
+        s = s + w.event_weight * np.max([membership(t, x) for x in q["events"]], axis=0)
+    if w.when_weight and asked.asks_when:
+        s = s + w.when_weight * np.array([c[3] for c in cands], dtype=float)
+    order = np.argsort(-s, kind="stable")
+    return [(*cands[i][:2], float(s[i]), *cands[i][3:]) for i in order]
+
+
+def score_set(dump: dict, w: SimpleNamespace) -> dict[str, dict[str, float]]:
+    """Metrics per question type (and "all") at weights ``w``."""
+    rows: dict[str, list[dict]] = {}
+    for q in dump["questions"]:
+        ranked = rescore(q, w)
+        if dump["set"] == "longmemeval":
+            units = ranked[: lme.DEPTH]
+            groups = grouping.group(units, key=lambda c: str(c[0]), score=lambda c: c[2])
+            m = tm.longmemeval_metrics([g.key for g in groups], [(c[0], c[4]) for c in units],
+                                       q["gold"], q["gold_dates"])  # fmt: skip
+        else:
+            m = tm.locomo_metrics([c[0] for c in ranked], set(q["gold"]))
+        rows.setdefault(q["type"], []).append(m)
+        rows.setdefault("all", []).append(m)
+    return {t: tm.mean_rows(rs) for t, rs in rows.items()}
+
+
+def objective(name: str, res: dict, base: dict) -> float:
+    """What the search maximises per set, against today's ranking (``base``): the temporal
+    gain (LoCoMo category 2 recall@10; LongMemEval temporal-reasoning recall_all@10 plus
+    knowledge-update newest_first), with every loss on another category or type counted four
+    times (LoCoMo recall@10; LongMemEval session R_any@5, nDCG@10, turn R_any@5)."""
+    if name == "longmemeval":
+        gain = sum(res[t].get(m, 0.0) - base[t].get(m, 0.0) for t, m in (
+            ("temporal-reasoning", "recall_all@10"), ("knowledge-update", "newest_first"))
+            if t in res)  # fmt: skip
+        others = [t for t in res if t not in ("all", "temporal-reasoning", "knowledge-update")]
+        metrics = ("session_recall_any@5", "ndcg@10", "turn_recall_any@5")
+        loss = sum(min(0.0, res[t][m] - base[t][m]) for t in others for m in metrics)
+    else:
+        gain = res["2"]["recall@10"] - base["2"]["recall@10"]
+        loss = sum(min(0.0, res[c]["recall@10"] - base[c]["recall@10"]) for c in "1345")
+    return gain + 4 * loss
+
+
+GRID = {"window_weight": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
+        "event_weight": [0.0, 0.02, 0.05, 0.1],
+        "when_weight": [0.0, 0.03, 0.05, 0.08, 0.1, 0.15]}  # fmt: skip
+
+
+def merged(paths: list[str]) -> dict[str, dict]:
+    """The dumps by set; several dumps of one set are one (a question once)."""
+    out: dict[str, dict] = {}
+    for path in paths:
+        d = pickle.loads(Path(path).read_bytes())
+        have = out.setdefault(d["set"], {"set": d["set"], "questions": []})
+        seen = {q["id"] for q in have["questions"]}
+        have["questions"] += [q for q in d["questions"] if q["id"] not in seen]
+    return out
+
+
+def fit(args) -> dict:
+    dumps = merged(args.dumps)
+    keys = list(GRID)
+    zero = SimpleNamespace(**dict.fromkeys(keys, 0.0))
+    base = {name: score_set(d, zero) for name, d in dumps.items()}
+    table = []
+    for values in itertools.product(*GRID.values()):
+        w = SimpleNamespace(**dict(zip(keys, values, strict=True)))
+        res = {name: score_set(d, w) for name, d in dumps.items()}
+        table.append((values, res, {n: objective(n, r, base[n]) for n, r in res.items()}))
+    best = max(table, key=lambda row: sum(row[2].values()))
+    out = {"grid": GRID, "baseline": base, "chosen": dict(zip(keys, best[0], strict=True)),
+           "chosen_result": best[1], "leave_one_out": {}}  # fmt: skip
+    for name in dumps:
+        others = max(table, key=lambda row: sum(v for n, v in row[2].items() if n != name))
+        out["leave_one_out"][name] = {"setting": dict(zip(keys, others[0], strict=True)),
+                                      "result": others[1][name]}  # fmt: skip
+    print(json.dumps({k: v for k, v in out.items() if k != "grid"}, indent=1, default=str))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump")
+    d.add_argument("set", choices=["longmemeval", "locomo"])
+    d.add_argument("path")
+    d.add_argument("--out", required=True)
+    d.add_argument("--limit", type=int, default=0)
+    d.add_argument("--types", nargs="+", default=())
+    ft = sub.add_parser("fit")
+    ft.add_argument("dumps", nargs="+")
+    ft.add_argument("--json")
+    args = p.parse_args(argv)
+    if args.cmd == "dump":
+        dump = (dump_longmemeval if args.set == "longmemeval" else dump_locomo)(args)
+        Path(args.out).write_bytes(pickle.dumps(dump))
+        print(f"wrote {args.out}: {len(dump['questions'])} questions")
+    else:
+        fit(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

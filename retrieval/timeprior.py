@@ -1,0 +1,150 @@
+"""The time prior of a ranking: what a query says about time weighs the records from then.
+
+    TimePrior(store, lexical, config).weigh(query, f, ids, fused) -> (scores, boosts)
+
+Applied by the hybrid ranker (:mod:`retrieval.hybrid`) to its fused candidates, before they are
+cut to ``k``, so every caller of ``Engine.search`` (recall, the hooks, the benchmarks) has it.
+It is a prior, not a filter: a record outside the window keeps its relevance and can still
+rank first.
+
+- **Windows** (:func:`retrieval.timeexpr.read`, read relative to ``f.now``, the time the query
+  is asked, else now): a record whose own date (``created_at``: a memory's creation, a session
+  exchange's timestamp, an ingested chunk's ingestion) lies in the window gains
+  ``window_weight``; outside, the gain falls linearly to 0 over half the window's width (at
+  least a day): "two weeks ago" is not a day exact. With several windows the best counts.
+- **Events** ("before the migration"): the event's words are searched (lexical, same filter);
+  the best record's date is the event's, and the records on that side of it (its own day
+  included) gain ``event_weight``. At most :data:`MAX_EVENTS` per query, none from a long
+  query (a pasted report's "after upgrading …" is not a question's time).
+- **Questions that ask when** ("when did …", "how many days ago …"): the answer is a record
+  that states a time, so records whose text mentions one (a date, "yesterday", "last week",
+  a weekday, "next month") gain ``when_weight``.
+
+Weights are in units of the fused score (in [0, 1]); chosen on the dev sets
+(docs/benchmarks.md, "Time and updates").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from . import longquery, timeexpr
+from .records import RecordFilter, utcnow
+from .store import SQLiteStore, parse_ts
+
+# a text that mentions a time (past or future): what a "when" question's answer holds
+MENTIONS_TIME = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|recently|lately|(?:last|next|this|past) (?:week|"
+    r"weekend|month|year|night|summer|winter|spring|fall|sprint)|ago|(?:mon|tues|wednes|thurs|"
+    r"fri|satur|sun)day|" + "|".join(timeexpr.MONTHS) + r"|(?:19|20)\d\d|\d{1,2}[/-]\d{1,2}|"
+    r"\d{1,2}(?:st|nd|rd|th)|(?:for|in) (?:\d+|a|an|a few|a couple of|several|two|three|four|"
+    r"five|six|seven|eight|nine|ten) (?:day|week|month|year)s?)\b",
+    re.IGNORECASE,
+)
+MIN_SOFT = timedelta(days=1)
+# events searched per query (one lexical search each); a long text (a pasted report) names
+# "after …" and "since …" in passing, not as a question's time: its events are not searched
+MAX_EVENTS = 2
+OPEN_SOFT = timedelta(days=7)  # how far an open window's edge fades
+
+
+@dataclass
+class TimeWeights:
+    window_weight: float = 0.0
+    event_weight: float = 0.0
+    when_weight: float = 0.0
+
+    def any(self) -> bool:
+        return bool(self.window_weight or self.event_weight or self.when_weight)
+
+
+def membership(t: np.ndarray, window: timeexpr.Window) -> np.ndarray:
+    """1 inside ``[start, end)``, falling linearly to 0 over the soft margin outside
+    (``t``: POSIX seconds)."""
+    start = -np.inf if window.start is None else window.start.timestamp()
+    end = np.inf if window.end is None else window.end.timestamp()
+    if window.start is None or window.end is None:
+        soft = OPEN_SOFT.total_seconds()
+    else:
+        soft = max(MIN_SOFT, (window.end - window.start) / 2).total_seconds()
+    dist = np.maximum(start - t, 0.0) + np.maximum(t - end, 0.0)
+    return np.clip(1.0 - dist / soft, 0.0, 1.0)
+
+
+class TimePrior:
+    def __init__(self, store: SQLiteStore, lexical, weights: TimeWeights) -> None:
+        self.store = store
+        self.lexical = lexical
+        self.weights = weights
+
+    def dates(self, ids: list[str], content: bool) -> dict[str, tuple[datetime, str]]:
+        """(created_at, content or '') per id."""
+        out: dict[str, tuple[datetime, str]] = {}
+        col = "content" if content else "''"
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.store.reader.execute(
+                f"SELECT id, created_at, {col} FROM records "
+                f"WHERE id IN ({','.join('?' * len(part))})",
+                part,
+            ).fetchall()
+            out.update((r[0], (parse_ts(r[1]), r[2])) for r in rows)
+        return out
+
+    def event_windows(self, events: list[timeexpr.Event], f: RecordFilter) -> list[timeexpr.Window]:
+        """Each event's side of its date: the best lexical match of its words is the event."""
+        out = []
+        for ev in events:
+            top = self.lexical.search(ev.text, f, 1)
+            if not top:
+                continue
+            when = self.dates([top[0][0]], False).get(top[0][0])
+            if when is None:
+                continue
+            day = datetime(when[0].year, when[0].month, when[0].day, tzinfo=when[0].tzinfo)
+            if ev.relation == "before":
+                out.append(timeexpr.Window(None, day + timedelta(days=1), ev.phrase))
+            else:
+                out.append(timeexpr.Window(day, None, ev.phrase))
+        return out
+
+    def weigh(
+        self, query: str, f: RecordFilter, ids: list[str], fused: np.ndarray
+    ) -> tuple[np.ndarray, list[dict[str, float]]]:
+        """``fused`` plus the prior's gains, and each candidate's gains by name."""
+        boosts: list[dict[str, float]] = [{} for _ in ids]
+        w = self.weights
+        if not ids or not w.any():
+            return fused, boosts
+        asked = timeexpr.read(query, f.now or utcnow())
+        windows = asked.windows if w.window_weight else []
+        named = asked.events[:MAX_EVENTS] if not longquery.is_long(query) else []
+        events = self.event_windows(named, f) if w.event_weight and named else []
+        when = asked.asks_when and w.when_weight > 0
+        if not (windows or events or when):
+            return fused, boosts
+        known = self.dates(ids, content=when)
+        t = np.array([known[r][0].timestamp() if r in known else np.nan for r in ids])
+        gain = np.zeros(len(ids))
+        for name, group, weight in (("time", windows, w.window_weight),
+                                    ("event", events, w.event_weight)):  # fmt: skip
+            if not group:
+                continue
+            m = np.max([membership(t, win) for win in group], axis=0)
+            m = np.nan_to_num(m) * weight
+            gain += m
+            for i in np.flatnonzero(m):
+                boosts[i][name] = round(float(m[i]), 4)
+        if when:
+            for i, r in enumerate(ids):
+                if r in known and MENTIONS_TIME.search(known[r][1]):
+                    gain[i] += w.when_weight
+                    boosts[i]["states_time"] = w.when_weight
+        return fused + gain, boosts
+
+
+__all__ = ["MENTIONS_TIME", "TimePrior", "TimeWeights", "membership"]

@@ -1,0 +1,126 @@
+"""Time expressions in a query: the windows they mean relative to a fixed "now"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from retrieval.timeexpr import read
+
+NOW = datetime(2024, 5, 15, 14, 30, tzinfo=UTC)  # a Wednesday
+
+
+def d(s: str | None) -> datetime | None:
+    return None if s is None else datetime.fromisoformat(s).replace(tzinfo=UTC)
+
+
+# phrase -> [start, end) ("YYYY-MM-DD" or "YYYY-MM-DDTHH:MM"; None = open)
+WINDOWS = [
+    ("which error did we see yesterday?", "2024-05-14", "2024-05-15"),
+    ("what did I do today", "2024-05-15", "2024-05-16"),
+    ("the day before yesterday", "2024-05-13", "2024-05-14"),
+    ("what did we decide last week?", "2024-05-06", "2024-05-13"),
+    ("this week's standup", "2024-05-13", "2024-05-20"),
+    ("the past week", "2024-05-08T14:30", "2024-05-15T14:30"),
+    ("last weekend", "2024-05-11", "2024-05-13"),
+    ("last month", "2024-04-01", "2024-05-01"),
+    ("this month", "2024-05-01", "2024-06-01"),
+    ("last year", "2023-01-01", "2024-01-01"),
+    ("last quarter", "2024-01-01", "2024-04-01"),
+    ("this sprint", "2024-05-01T14:30", "2024-05-15T14:30"),
+    ("last sprint", "2024-04-17T14:30", "2024-05-01T14:30"),
+    ("3 days ago", "2024-05-12", "2024-05-13"),
+    ("ten days ago", "2024-05-05", "2024-05-06"),
+    ("a week ago", "2024-05-05T02:30", "2024-05-12T02:30"),  # its centre ± half a week
+    ("two months ago", "2024-02-29T12:06", "2024-03-30T22:39:36"),
+    ("in the past 3 days", "2024-05-12T14:30", "2024-05-15T14:30"),
+    ("last Saturday", "2024-05-11", "2024-05-12"),
+    ("on Monday", "2024-05-13", "2024-05-14"),
+    ("on Wednesday", "2024-05-08", "2024-05-09"),  # today's own weekday: a week ago
+    ("in March", "2024-03-01", "2024-04-01"),
+    ("in June", "2023-06-01", "2023-07-01"),  # the latest June not after now
+    ("in May 2022", "2022-05-01", "2022-06-01"),
+    ("March 2023", "2023-03-01", "2023-04-01"),
+    ("early June", "2023-06-01", "2023-06-11"),
+    ("late April", "2024-04-21", "2024-05-01"),
+    ("the second week of April", "2024-04-08", "2024-04-15"),
+    ("in 2022", "2022-01-01", "2023-01-01"),
+    ("on 2023-11-02", "2023-11-02", "2023-11-03"),
+    ("on 5 May 2022", "2022-05-05", "2022-05-06"),
+    ("on May 3, 2023", "2023-05-03", "2023-05-04"),
+    ("June 5th", "2023-06-05", "2023-06-06"),
+    ("on Valentine's day", "2024-02-14", "2024-02-15"),
+    ("at Christmas", "2023-12-25", "2023-12-26"),
+    ("Maundy Thursday", "2024-03-28", "2024-03-29"),
+    ("during the summer", "2023-06-01", "2023-09-01"),
+    ("since March", "2024-03-01", None),
+    ("after March", "2024-04-01", None),
+    ("before 2023", None, "2023-01-01"),
+    ("until April", None, "2024-05-01"),
+    ("the week before 16 November 2023", "2023-11-09", "2023-11-16"),
+    ("between August 11 and August 15 2023", "2023-08-11", "2023-08-16"),
+]
+
+
+@pytest.mark.parametrize(("phrase", "start", "end"), WINDOWS)
+def test_phrase_means_window(phrase, start, end):
+    got = read(phrase, NOW)
+    assert [(w.start, w.end) for w in got.windows] == [(d(start), d(end))]
+    assert not got.events
+
+
+NOTHING = [
+    "What time do I wake up on Tuesdays and Thursdays?",  # a habit, not a date
+    "May I ask for a second opinion?",
+    "We march on the capital",
+    "the Turbocharged Tuesdays event",
+    "my bike performs better during my Sunday group rides",  # a habit again
+    "what should we do tomorrow?",  # the future holds no records
+    "plans for next week",
+    "How long has Caroline had her current group of friends for?",
+    "What is 2024 in binary?",
+]
+
+
+@pytest.mark.parametrize("text", NOTHING)
+def test_no_window(text):
+    assert not read(text, NOW).windows
+
+
+@pytest.mark.parametrize(
+    ("text", "relation", "event"),
+    [
+        ("what was the plan before the migration?", "before", "the migration"),
+        ("errors after the deploy of v2.3", "after", "the deploy of v2.3"),
+        ("Which city was John in before traveling to Chicago?", "before", "traveling to chicago"),
+        (
+            "How many days since I started taking ukulele lessons when I",
+            "after",
+            "i started taking ukulele lessons",
+        ),
+    ],
+)
+def test_events(text, relation, event):
+    got = read(text, NOW)
+    assert [(e.relation, e.text) for e in got.events] == [(relation, event)]
+    assert not got.windows
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("When did Caroline go to the support group?", True),
+        ("How many days ago did I buy a smoker?", True),
+        ("What year did John start surfing?", True),
+        ("What did Caroline paint?", False),
+        ("How long had I been using the rug when I moved?", False),
+    ],
+)
+def test_asks_when(text, asks):
+    assert read(text, NOW).asks_when is asks
+
+
+def test_naive_now_is_utc():
+    naive = datetime(2024, 5, 15, 14, 30)
+    assert read("yesterday", naive).windows == read("yesterday", NOW).windows
