@@ -3,10 +3,11 @@ PostToolUseFailure) and in the session briefing.
 
 - :func:`lessons_for_failure`: ``find_similar_errors`` on the failure (its error text, the
   failing test as its context when the command or the output names one), in its order, and of
-  its candidates the lessons whose relevance clears the failure gate (:mod:`.failure_gate`:
-  a property of the (error, lesson) pair alone, so the only lesson of a young project is judged
-  as one of a thousand), not shown before in the session, not flagged suspicious, with their
-  fix, success rate and verification steps.
+  its candidates the lessons whose absolute relevance to the failure's excerpt
+  (``hook_context.lesson_scores``: ``find_similar_errors``' own relevance is normalised per
+  query, so the only lesson of a project would always look relevant) clears the lesson
+  threshold, not shown before in the session, not flagged suspicious, with their fix, success
+  rate and verification steps.
 - :func:`useful_lessons`: the project's lessons whose fixes worked most, most often.
 
 ``PATTERN_AUTO_LESSONS=review`` keeps lessons learned from episodes that nobody accepted yet
@@ -18,20 +19,28 @@ from __future__ import annotations
 import json
 import math
 
-from graph.lesson_ranking import error_text as pattern_text
 from graph.traces import split_trace
 from ingest.commands import command_key
 from ingest.signatures import error_text, failing_tests
-from retrieval.records import Record, Scope
+from retrieval.records import Kind, Record, RecordFilter, Scope
 
-from .failure_gate import THRESHOLD, ErrorView, FailureGate, cosine
-from .hook_context import HookConfig, Picked, Selection, _pack, checked, injectable, stale_factor
+from .hook_context import (
+    DEFAULT_LESSON_THRESHOLD,
+    HookConfig,
+    Picked,
+    Selection,
+    _pack,
+    checked,
+    injectable,
+    lesson_scores,
+    stale_factor,
+)
 from .identity import Identity
 from .ledger import Ledger
 from .memory import MemoryService
 
-DEFAULT_LESSON_THRESHOLD = THRESHOLD
-CANDIDATES = 5  # find_similar_errors' best, then the gate
+__all__ = ["DEFAULT_LESSON_THRESHOLD", "lessons_for_failure", "useful_lessons"]
+CANDIDATES = 5  # find_similar_errors' best, then the threshold
 
 
 def lesson_text(lesson) -> str:
@@ -100,45 +109,32 @@ def pattern_of(error: str, context: str) -> dict:
             "stackTrace": frames or None}  # fmt: skip
 
 
-def judge_candidates(svc: MemoryService, pattern: dict, rows: list) -> dict[str, object]:
-    """{record id: the gate's judgement} of lesson rows for an error pattern."""
-    gate = FailureGate(pattern["type"], pattern["message"], pattern["context"],
-                       pattern["stackTrace"])  # fmt: skip
-    engine = svc.engine
-    qvec, vecs = None, {}
-    if engine.embedder is not None and engine.ranker.vector_ready():
-        text = pattern_text(pattern["type"], pattern["message"], pattern["context"],
-                            pattern["stackTrace"])  # fmt: skip
-        qvec = engine.embedder.embed_query(text)  # find_similar_errors embedded it: cached
-        vecs = svc.store.embeddings([r["record_id"] for r in rows], engine.embedder.model_id)
-    out = {}
-    for r in rows:
-        view = ErrorView.of(r["error_type"], r["message"], r["context"], r["stack_trace"])
-        out[r["record_id"]] = gate.judge(view, cosine(qvec, vecs.get(r["record_id"])))
-    return out
-
-
 def lessons_for_failure(
     svc: MemoryService, who: Identity, graph_lessons, error: str, context: str = "",
-    *, config: HookConfig | None = None, ledger: Ledger | None = None, pending: bool = True,
+    *, excerpt: str | None = None, config: HookConfig | None = None,
+    ledger: Ledger | None = None, pending: bool = True,
 ) -> Selection:  # fmt: skip
     """The lessons a failed command gets (module docstring), in ``find_similar_errors``'
-    order. ``error``: the failure's error text; ``context``: its failing test, or the command."""
+    order. ``error``: the failure's error text; ``context``: its failing test, or the command;
+    ``excerpt``: the output's excerpt the relevance reads (default: ``error``)."""
     config = config or HookConfig()
     pattern = pattern_of(error, context)
     sel = Selection(query=error)
     bucket = who.bucket(Scope.team.value)
+    f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson], now=svc.clock())
+    absolute = lesson_scores(svc, f, excerpt or error)
+    if not absolute or max(absolute.values()) < config.lesson_threshold:
+        return sel
     res = graph_lessons.find_similar_errors(who, pattern, scope=Scope.team.value, limit=CANDIDATES)
     sel.candidates = len(res.lessons)
     if not res.lessons:
         return sel
     names = [m.name for m in res.lessons]
     rows = svc.store.reader.execute(
-        "SELECT name, record_id, error_type, message, context, stack_trace, extra FROM lessons "
+        "SELECT name, record_id, extra FROM lessons "
         f"WHERE bucket=? AND name IN ({','.join('?' * len(names))})", [bucket, *names],
     ).fetchall()  # fmt: skip
     by_name = {r["name"]: r for r in rows if pending or not unreviewed(r["extra"])}
-    judged = judge_candidates(svc, pattern, list(by_name.values()))
     seen = ledger.seen if ledger else set()
     recs = svc.store.get([r["record_id"] for r in by_name.values()])
     cites = checked(svc, who, list(recs.values()))
@@ -149,7 +145,7 @@ def lessons_for_failure(
         rec = recs.get(row["record_id"]) if row is not None else None
         if rec is None or rec.id in seen or not injectable(rec):
             continue
-        rel = judged[rec.id].relevance * stale_factor(svc, cites.get(rec.id))
+        rel = absolute.get(rec.id, 0.0) * stale_factor(svc, cites.get(rec.id))
         if rel < config.lesson_threshold:
             continue
         picked.append(Picked(rec, rel))

@@ -9,8 +9,8 @@ Three selections, each packed into a token budget and quoted as data with proven
   ("yes, do that") is searched together with the transcript's last turn. Nothing above the
   threshold: nothing is injected, which is the right answer for most prompts.
 - ``failure_lessons.lessons_for_failure`` (a failed command): ``find_similar_errors`` on the
-  error, the lessons that clear the failure gate (:mod:`.failure_gate`) with their fix, success
-  rate and verification steps.
+  error, the lessons whose relevance (:func:`lesson_scores`) clears a threshold, with their fix,
+  success rate and verification steps.
 
 A per-session :class:`~.ledger.Ledger` (a row of the store's ``meta`` table) keeps every injected id, so
 nothing is injected twice in one session; turns of the session itself are left out (the client
@@ -22,6 +22,7 @@ hook's own code.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -31,7 +32,7 @@ from pydantic import BaseModel, Field
 from retrieval.analyzer import query_terms
 from retrieval.records import Hit, Kind, Record, RecordFilter
 
-from . import excerpts, failure_gate, gate
+from . import excerpts, gate
 from .identity import Identity
 from .ledger import Ledger
 from .memory import MemoryService
@@ -47,9 +48,11 @@ EXCERPT_TOKENS = 133
 # threshold for every store size (chosen in benchmarks/gate_fit.py; docs/benchmarks.md, "The
 # prompt gate").
 DEFAULT_THRESHOLD = gate.THRESHOLD
-# Lessons for a failed command: the failure gate's probability (server/service/failure_gate.py),
-# one threshold for every store size (docs/benchmarks.md, "The failure gate").
-DEFAULT_LESSON_THRESHOLD = failure_gate.THRESHOLD
+# Lessons for a failed command: relevance = cosine + LEX_WEIGHT * lexical coverage (see
+# :func:`lesson_relevance`), threshold from Defects4J (docs/benchmarks.md, "Hooks": the same
+# bug's lesson kept for 76 % of failing traces, another project's lessons silent for 92 %).
+DEFAULT_LESSON_THRESHOLD = 0.85
+ERROR_QUERY_WORDS = 48  # the head of an error is its query (never a "long query")
 
 _REFERS = re.compile(
     r"\b(yes|yeah|yep|ok|okay|sure|do (it|that|this|so)|go (ahead|on)|that|this|it|those|these|"
@@ -145,6 +148,37 @@ def checked(svc: MemoryService, who: Identity, records: list[Record]) -> dict:
 
 def stale_factor(svc: MemoryService, states) -> float:
     return svc.citations.factor(states) if states and svc.citations is not None else 1.0
+
+
+# ---------------------------------------------------------------------------- relevance
+# Lessons for a failed command (lesson_relevance): cosine + LEX_WEIGHT * lexical coverage;
+# lexical only (model not ready): LEXICAL_ONLY_SCALE * coverage. The prompt's relevance is the
+# gate's (server/service/gate.py).
+LEX_WEIGHT = 0.4
+LEXICAL_ONLY_SCALE = 1.1
+
+
+def coverage_mass(svc: MemoryService, query: str) -> float:
+    """The bm25 a record would get by holding every query term the store knows once: the sum
+    of their IDF as FTS5 computes it (log((N - df + 0.5) / (df + 0.5)), at least 1e-6)."""
+    lex = svc.engine.lexical
+    terms = lex.terms(query)
+    dfs = lex.doc_freqs(terms)
+    n = max(1, lex.doc_count())
+    return sum(max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for df in dfs.values() if df > 0)
+
+
+def lesson_relevance(hit: Hit, mass: float) -> float:
+    """Relevance of a lesson to an error: cosine + LEX_WEIGHT * coverage, coverage = the
+    lesson's bm25 over :func:`coverage_mass` (at most 1). Error texts are long and share
+    boilerplate (runner frames, ``at java.lang…``): a saturated bm25 would call every trace of
+    the same language relevant, while the share of the error's IDF a lesson holds does not
+    (measured on Defects4J, docs/benchmarks.md "Hooks")."""
+    e = hit.explanation
+    cover = min(1.0, (e.lexical_score or 0.0) / mass) if mass > 0 else 0.0
+    if e.vector_similarity is not None:
+        return float(e.vector_similarity) + LEX_WEIGHT * cover
+    return LEXICAL_ONLY_SCALE * cover
 
 
 def refers_back(prompt: str) -> bool:
@@ -289,3 +323,11 @@ def briefing(
     sel.picked = [Picked(rec, 1.0) for rec, _ in sections[:n]]
     sel.text = text if n else ""
     return sel
+
+
+def lesson_scores(svc: MemoryService, f: RecordFilter, error: str, k: int = 10) -> dict:
+    """{lesson record id: :func:`lesson_relevance`} of the ``k`` lessons (under ``f``) nearest
+    to the head of an error text."""
+    head = " ".join(error.split()[:ERROR_QUERY_WORDS])
+    mass = coverage_mass(svc, head)
+    return {h.record.id: lesson_relevance(h, mass) for h in svc.engine.search(head, f, k=k)}
