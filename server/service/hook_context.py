@@ -164,7 +164,9 @@ def coverage_mass(svc: MemoryService, query: str) -> float:
     lex = svc.engine.lexical
     terms = lex.terms(query)
     dfs = lex.doc_freqs(terms)
-    n = max(1, lex.doc_count())
+    # the count is cached for a while and the frequencies are not: a store that grew since
+    # may count a term in more records than it holds
+    n = max(1, lex.doc_count(), *dfs.values())
     return sum(max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for df in dfs.values() if df > 0)
 
 
