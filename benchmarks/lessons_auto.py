@@ -134,7 +134,8 @@ def recall_rows(ranked: list[str], relevant: set[str]) -> dict:
             "recall@10": float(any(n in relevant for n in ranked[:10]))}  # fmt: skip
 
 
-def run(args) -> dict:
+def run(args, embedder=None) -> dict:
+    """The replay (module docstring); ``embedder``: the real model unless given (tests)."""
     from retrieval.engine import Engine
     from server.service.graph_services import graph_services
     from server.service.hook_context import HookConfig
@@ -144,7 +145,7 @@ def run(args) -> dict:
 
     bugs = load(args.file, args.projects.split(",") if args.projects else None)
     qs = queries(bugs)
-    embedder = make_embedder(not args.no_cache)
+    embedder = embedder or make_embedder(not args.no_cache)
     who = Identity(**identity_fields({}, CWD), root=None)
     result: dict = {"bugs": len(bugs), "queries": len(qs)}
     with tempfile.TemporaryDirectory(prefix="pm-bench-auto-") as tmp:
@@ -187,7 +188,28 @@ def run(args) -> dict:
             hooks.close()
             engine.close()
         result["hand_recorded_recall@10"] = hand_recorded(bugs, qs, embedder, Path(tmp))
+        if args.latency:
+            result["latency"] = latency(args.latency, bugs, qs, who, embedder, Path(tmp))
     return result
+
+
+def latency(n: int, bugs: list[dict], qs, who, embedder, tmp: Path) -> dict:
+    """The hooks timed over the replay's store (``benchmarks/lessons_latency.py``)."""
+    from benchmarks import lessons_latency as lat
+    from retrieval.engine import Engine
+    from server.service.memory import MemoryService
+
+    by_id = {bug_id(b): b for b in bugs}
+    picked = random.Random(3).sample(qs, min(n + 50, len(qs)))
+    cases = [(by_id[b], t, tr) for b, t, tr in picked]
+    out = lat.measure(tmp / "store", who, cases[:n], tmp / "latency", CWD,
+                      trip_cases=cases[n:])  # fmt: skip
+    engine = Engine(tmp / "store", embedder)
+    try:
+        out.update(lat.learned_after(MemoryService(engine), who, n))
+    finally:
+        engine.close()
+    return out
 
 
 def ask(svc, gs, hooks, who, qs, relevant, learned, bugs, HookRequest, HookConfig) -> dict:  # noqa: N803
@@ -224,30 +246,31 @@ def ask(svc, gs, hooks, who, qs, relevant, learned, bugs, HookRequest, HookConfi
         "hook_injected": round(sum(injected) / n, 4),
         "hook_detail": {  # why the hook injects the bug's lesson or not
             "relevant_among_candidates": round(sum(g["candidate"] for g in got) / n, 4),
-            "relevant_clears_gate": round(sum(g["clears"] for g in got) / n, 4),
-            "relevant_features_mean": {
-                k: round(sum(g["features"][k] for g in got) / max(1, len(got)), 4)
-                for k in (got[0]["features"] if got else {})
-            },
-        },  # fmt: skip
+            "relevant_clears_threshold": round(sum(g["clears"] for g in got) / n, 4),
+        },
     }
 
 
 def judged_relevant(svc, gs, who, fl, output: str, command: str, rel: set[str]) -> dict | None:
-    """The failure gate's reading of the bug's lesson for a query, as the hook reads it."""
+    """The hook's two steps for a query's bug lesson: among ``find_similar_errors``' candidates,
+    and its relevance (``hook_context.lesson_scores`` of the output's excerpt) above the
+    threshold."""
+    from ingest.transcripts import error_excerpt
+    from retrieval.records import Kind, RecordFilter
+    from server.service.hook_context import lesson_scores
+
     if not rel:
         return None
     pattern = fl.pattern_of(*fl.failure_query(output, command, CWD))
     cands = gs.lessons.find_similar_errors(who, pattern, limit=fl.CANDIDATES).lessons
-    rows = [r for r in svc.store.reader.execute(
-        "SELECT * FROM lessons WHERE bucket=?", (who.bucket("team"),)) if r["name"] in rel]  # fmt: skip
-    judged = fl.judge_candidates(svc, pattern, rows)
-    best = max(judged.values(), key=lambda j: j.relevance)
-    return {
-        "candidate": any(m.name in rel for m in cands),
-        "clears": best.relevance >= fl.DEFAULT_LESSON_THRESHOLD,
-        "features": best.features,
-    }
+    ids = {r["record_id"] for r in svc.store.reader.execute(
+        "SELECT name, record_id FROM lessons WHERE bucket=?", (who.bucket("team"),))
+        if r["name"] in rel}  # fmt: skip
+    f = RecordFilter(buckets=[who.bucket("team")], kinds=[Kind.lesson])
+    scores = lesson_scores(svc, f, error_excerpt(output, True) or output)
+    best = max([scores.get(i, 0.0) for i in ids] or [0.0])
+    return {"candidate": any(m.name in rel for m in cands),
+            "clears": best >= fl.DEFAULT_LESSON_THRESHOLD}  # fmt: skip
 
 
 def hand_recorded(bugs: list[dict], qs, embedder, tmp: Path) -> float:
@@ -285,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--projects", help="comma-separated projects (default: all)")
     ap.add_argument("--controls", type=int, default=-1,
                     help="bugs given each control session (default: every bug)")  # fmt: skip
+    ap.add_argument("--latency", type=int, default=0, metavar="N",
+                    help="time the failed-command hooks on N query sessions (a daemon)")  # fmt: skip
     ap.add_argument("--no-cache", action="store_true", help="do not use .bench-cache")
     ap.add_argument("--json", help="write the result here")
     args = ap.parse_args(argv)
