@@ -12,7 +12,7 @@ from benchmarks import d4j_sessions as d4j
 from benchmarks import lessons_auto
 from retrieval.embedder import HashEmbedder
 from server.service import hook_context
-from server.service.failure_lessons import pattern_of
+from server.service.failure_lessons import pattern_of, query_text
 
 
 def trace(exc: str, msg: str, method: str, test: str, line: int) -> str:
@@ -74,14 +74,29 @@ def test_the_replay_learns_each_fix_and_nothing_from_the_controls(tmp_path, monk
     assert res["control_sessions"] == 9 and res["false_lessons"] == 0
     assert res["fix_names_patched_file"] == 1.0
     assert res["recall@10"] == 1.0 and res["hand_recorded_recall@10"] == 1.0
+    assert "lessons created for episodes" in lessons_auto.table(res)
 
 
-def test_the_failure_hooks_query_keeps_the_head_of_the_trace():
+def test_the_failure_hooks_query_is_the_error_its_test_and_innermost_frame():
     text = trace("java.lang.IllegalStateException", "closed", "flush", "testFlush", 50)
     p = pattern_of(text, "org.acme.text.WrapperTest::testFlush")
     assert (p["type"], p["message"]) == ("java.lang.IllegalStateException", "closed")
-    assert p["stackTrace"].splitlines() == text.splitlines()[1:4]
+    assert p["stackTrace"].splitlines() == text.splitlines()[1:2]
+    assert query_text(p) == ("java.lang.IllegalStateException: closed\n"
+                             "Context: org.acme.text.WrapperTest::testFlush\n" + text.splitlines()[1])  # fmt: skip
     assert pattern_of("make: *** [all] Error 2", "make")["stackTrace"] is None
+
+
+def test_a_short_query_is_embedded_once():
+    """The relevance and find_similar_errors ask the same short text: one embedding."""
+    seen = []
+    svc = SimpleNamespace(engine=SimpleNamespace(
+        lexical=SimpleNamespace(terms=lambda q: [], doc_freqs=lambda ts: {}, doc_count=lambda: 1),
+        search=lambda text, f, k: seen.append(text) or []))  # fmt: skip
+    short = "java.lang.IllegalStateException: closed\nContext: WrapperTest::testFlush"
+    hook_context.lesson_scores(svc, None, short)
+    hook_context.lesson_scores(svc, None, "word " * 60)
+    assert seen == [short, " ".join(["word"] * hook_context.ERROR_QUERY_WORDS)]
 
 
 def test_the_relevance_survives_a_store_that_grew_since_it_was_counted():

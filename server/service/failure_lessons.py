@@ -3,10 +3,10 @@ PostToolUseFailure) and in the session briefing.
 
 - :func:`lessons_for_failure`: ``find_similar_errors`` on the failure (its error text, the
   failing test as its context when the command or the output names one), in its order, and of
-  its candidates the lessons whose absolute relevance to the failure's excerpt
-  (``hook_context.lesson_scores``: ``find_similar_errors``' own relevance is normalised per
-  query, so the only lesson of a project would always look relevant) clears the lesson
-  threshold, not shown before in the session, not flagged suspicious, with their fix, success
+  its candidates the lessons whose absolute relevance to the failure's query
+  (``hook_context.lesson_scores`` of :func:`query_text`: ``find_similar_errors``' own relevance
+  is normalised per query, so the only lesson of a project would always look relevant) clears
+  the lesson threshold, not shown before in the session, not flagged suspicious, with their fix, success
   rate and verification steps.
 - :func:`useful_lessons`: the project's lessons whose fixes worked most, most often.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 
+from graph.lesson_ranking import error_text as pattern_text
 from graph.traces import split_trace
 from ingest.commands import command_key
 from ingest.signatures import error_text, failing_tests
@@ -41,7 +42,10 @@ from .memory import MemoryService
 
 __all__ = ["DEFAULT_LESSON_THRESHOLD", "lessons_for_failure", "useful_lessons"]
 CANDIDATES = 5  # find_similar_errors' best, then the threshold
-QUERY_FRAMES = 3  # frame lines of a failure's find_similar_errors query
+# frame lines of a failure's query: its type, message, failing test and innermost frame judge a
+# lesson better than the output's first lines, and cost one short embedding instead of two of
+# 256 tokens (docs/benchmarks.md, "The lesson threshold")
+QUERY_FRAMES = 1
 
 
 def lesson_text(lesson) -> str:
@@ -106,30 +110,33 @@ def failure_query(output: str, command: str = "", cwd: str | None = None) -> tup
 
 def pattern_of(error: str, context: str, frames_kept: int = QUERY_FRAMES) -> dict:
     """The ``find_similar_errors`` query of a failure: its type, message, context and its first
-    ``frames_kept`` frame lines (the query's embedding costs with its length: a whole trace
-    fills the model's 256 tokens, 48 ms per failure at load 4.5; three frames, about 15 ms, and
-    the Defects4J replay's hook finds the bug's lesson as often: 0.918 of 244 failures, 0.922
-    with the whole trace)."""
+    ``frames_kept`` frame lines."""
     typ, msg, frames = split_trace(error)
     frames = "\n".join(frames.strip("\n").splitlines()[:frames_kept]) if frames else ""
     return {"type": typ or "", "message": msg or error.strip()[:500], "context": context,
             "stackTrace": frames or None}  # fmt: skip
 
 
+def query_text(pattern: dict) -> str:
+    """The text a failure is judged by (``hook_context.lesson_scores``): its pattern as
+    ``find_similar_errors`` embeds it, so one embedding serves both when it is short (most
+    are: 17 words at the median on Defects4J)."""
+    return pattern_text(pattern["type"], pattern["message"], pattern["context"],
+                        pattern["stackTrace"])  # fmt: skip
+
+
 def lessons_for_failure(
     svc: MemoryService, who: Identity, graph_lessons, error: str, context: str = "",
-    *, excerpt: str | None = None, config: HookConfig | None = None,
-    ledger: Ledger | None = None, pending: bool = True,
+    *, config: HookConfig | None = None, ledger: Ledger | None = None, pending: bool = True,
 ) -> Selection:  # fmt: skip
     """The lessons a failed command gets (module docstring), in ``find_similar_errors``'
-    order. ``error``: the failure's error text; ``context``: its failing test, or the command;
-    ``excerpt``: the output's excerpt the relevance reads (default: ``error``)."""
+    order. ``error``: the failure's error text; ``context``: its failing test, or the command."""
     config = config or HookConfig()
     pattern = pattern_of(error, context)
     sel = Selection(query=error)
     bucket = who.bucket(Scope.team.value)
     f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson], now=svc.clock())
-    absolute = lesson_scores(svc, f, excerpt or error)
+    absolute = lesson_scores(svc, f, query_text(pattern))
     if not absolute or max(absolute.values()) < config.lesson_threshold:
         return sel
     res = graph_lessons.find_similar_errors(who, pattern, scope=Scope.team.value, limit=CANDIDATES)

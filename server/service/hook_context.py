@@ -329,7 +329,9 @@ def briefing(
 
 def lesson_scores(svc: MemoryService, f: RecordFilter, error: str, k: int = 10) -> dict:
     """{lesson record id: :func:`lesson_relevance`} of the ``k`` lessons (under ``f``) nearest
-    to the head of an error text."""
-    head = " ".join(error.split()[:ERROR_QUERY_WORDS])
+    to the head of an error text (a text of at most :data:`ERROR_QUERY_WORDS` words is asked
+    as it is: ``find_similar_errors`` asking the same text finds its embedding cached)."""
+    words = error.split()
+    head = error if len(words) <= ERROR_QUERY_WORDS else " ".join(words[:ERROR_QUERY_WORDS])
     mass = coverage_mass(svc, head)
     return {h.record.id: lesson_relevance(h, mass) for h in svc.engine.search(head, f, k=k)}

@@ -275,7 +275,7 @@ class HookService:
             error = excerpt
             context = f"{inp.tool_name or 'tool'}({key_args(inp.tool_name or '', inp.tool_input)})"
         sel = fl.lessons_for_failure(self.svc, who, self.lessons, error or excerpt, context,
-                                     excerpt=excerpt, config=config, ledger=ledger,
+                                     config=config, ledger=ledger,
                                      pending=self.learner.mode != "review")  # fmt: skip
         injected = [p.record.entity_name for p in sel.picked if p.record.entity_name]
         self._ran(who, inp, text, ok=not failed, injected=injected)
