@@ -9,7 +9,7 @@ What a learned lesson holds (docs/lessons.md, "What is stored"):
   when none is named, the check that failed; ``stackTrace`` the frames (a compiler's or a
   tool's output when there are none);
 - ``observations``: the agent's own explanation of the fix, and the files it changed;
-- ``verificationSteps``: the command that passed, what it printed first, and that it exited 0;
+- ``verificationSteps``: the command that passed, the last line it printed, and that it exited 0;
 - ``metadata``: severity ``medium``, frequency 1, success rate 1.0 (the episode is one
   success of its fix), ``environment`` {repository, branch};
 - ``learned`` (``graph/learned.py``): the normalised signature and its digest, session,
