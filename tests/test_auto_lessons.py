@@ -13,7 +13,10 @@ import pytest
 from graph.learned import LearnedLessons
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
+from retrieval.errors import InvalidInput
+from server.service import envsettings
 from server.service import failure_lessons as fl
+from server.service.config import Settings
 from server.service.episode_feed import STATE_KEY
 from server.service.hook_context import HookConfig
 from server.service.hook_events import HookInput, HookRequest, HookService
@@ -193,6 +196,15 @@ def test_the_setting_off_review_on(world, tmp_path):
     on, who = make("on")
     learn(on, who, fix_session(tmp_path / "n.jsonl", repo, "n"))
     assert len(failure_hook(on, who, "q3", repo)) == 1  # used at once
+
+
+def test_the_setting_is_read_from_the_environment_on_by_default(tmp_path):
+    assert Settings.from_env({}, cwd=tmp_path).auto_lessons == "on"
+    assert Settings.from_env({"PATTERN_AUTO_LESSONS": " Review "}, cwd=tmp_path).auto_lessons == (
+        "review"
+    )
+    with pytest.raises(InvalidInput, match="PATTERN_AUTO_LESSONS"):
+        envsettings.check({"PATTERN_AUTO_LESSONS": "sometimes"})
 
 
 @pytest.mark.parametrize("policy", [SecretPolicy.redact, SecretPolicy.block])
