@@ -2,9 +2,9 @@
 --abstain``).
 
 Each project's lessons (one per bug: its first failing trace) live in that project's team graph.
-Each failing trace of the query set is cut to its error, as the hook sees it
-(``ingest.transcripts.error_excerpt``), and scored by ``hook_context.lesson_scores`` (the hook's
-code) against its own project's lessons (*same bug*: its bug's lesson clears the threshold) and
+Each failing trace of the query set is asked as the hook asks it: its type, message, failing
+test and innermost frame (``failure_lessons.query_text``), scored by
+``hook_context.lesson_scores`` (the hook's code) against its own project's lessons (*same bug*: its bug's lesson clears the threshold) and
 against the next project's (*other project silent*: nothing clears it). Printed for every
 threshold; the JSON holds the curve.
 """
@@ -17,9 +17,10 @@ from pathlib import Path
 
 from graph.entities import GraphService
 from graph.lessons import LessonService
-from ingest.transcripts import error_excerpt
+from ingest.signatures import error_text
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
+from server.service import failure_lessons as fl
 from server.service import hook_context as ar
 from server.service.memory import MemoryService
 
@@ -30,7 +31,9 @@ def project_of(doc_id: str) -> str:
     return doc_id.split("#")[0].split("-")[0]
 
 
-def run(corpus, queries, qrels, embedder, lesson_of, caller, limit: int = 300) -> dict:
+def run(corpus, queries, qrels, embedder, lesson_of, caller, limit: int = 300,
+        tests: dict | None = None) -> dict:  # fmt: skip
+    """``tests``: {query id: its failing test} (the query's context, as the hook reads it)."""
     projects = sorted({project_of(d["_id"]) for d in corpus})
     qs = [(q, queries[q], rel) for q, rel in qrels.items() if q in queries]
     random.Random(1).shuffle(qs)
@@ -51,7 +54,7 @@ def run(corpus, queries, qrels, embedder, lesson_of, caller, limit: int = 300) -
             for qid, text, rel in qs:
                 p = project_of(qid)
                 q = projects[(projects.index(p) + 1) % len(projects)]
-                error = error_excerpt(text, True) or text
+                error = fl.query_text(fl.pattern_of(error_text(text), (tests or {}).get(qid, "")))
                 own = RecordFilter(buckets=[who[p].bucket("team")], kinds=[Kind.lesson])
                 scores = ar.lesson_scores(svc, own, error)
                 same.append(max([scores.get(rec_of[n], 0.0) for n in rel if n in rec_of] or [0.0]))

@@ -521,8 +521,9 @@ def cmd_errors(args) -> dict:
     if args.abstain:
         from benchmarks import lesson_noise
 
+        tests = {q: m.get("test", "") for q, m in qmeta.items()}
         results["abstain"] = lesson_noise.run(corpus, queries, qrels, embedder, lesson_of,
-                                              BenchCaller, args.limit or 300)  # fmt: skip
+                                              BenchCaller, args.limit or 300, tests)  # fmt: skip
     write_json(args.json, results)
     return results
 

@@ -118,6 +118,15 @@ def _lesson_profile(trace: str, context: str) -> traces.TraceProfile:
     return traces.trace_profile(trace, context)
 
 
+@lru_cache(maxsize=4096)
+def lesson_frames(error_type: str, message: str, stack_trace: str) -> list[str]:
+    """A lesson's application frames and exception types (parsed once per lesson text: a
+    lesson learned from a session holds its whole trace)."""
+    return traces.app_frames(stack_trace, 50) + traces.exception_types(
+        f"{error_type}: {message}\n{stack_trace}"
+    )
+
+
 def row_profile(row) -> traces.TraceProfile:
     return _lesson_profile(f"{row['message']}\n{row['stack_trace'] or ''}", row["context"] or "")
 
@@ -193,10 +202,6 @@ class LessonRanking:
             row = by_rec.get(s.record_id)
             if row is None:
                 continue
-            lesson = self.from_row(row, sc.value)
-            own = traces.app_frames(row["stack_trace"] or "", 50) + traces.exception_types(
-                f"{row['error_type']}: {row['message']}\n{row['stack_trace'] or ''}"
-            )
             relevance = s.score
             if profile is not None:
                 pkg, unit = trace_affinity(profile, row, idf)
@@ -217,23 +222,27 @@ class LessonRanking:
                         profile.test_words, row_profile(row).test_words, word_idf
                     )
                 relevance /= weight
-            score = relevance * success_factor(lesson.metadata.successRate)
+            score = relevance * success_factor(float(row["success_rate"]))
             states = cited.get(s.record_id, [])
             if states:  # the code it cites changed or is gone: verify before trusting it
                 score *= cite.factor(states)
-            out.append(
+            out.append((round(score, 4), round(relevance, 4), row["name"], row, states))
+        out.sort(key=lambda m: (-m[0], -m[1], m[2]))
+        matches = []
+        for score, relevance, _name, row, states in out[:limit]:  # only those returned are read
+            own = lesson_frames(row["error_type"], row["message"], row["stack_trace"] or "")
+            matches.append(
                 LessonMatch(
-                    **lesson.model_dump(),
-                    relevance=round(relevance, 4),
-                    score=round(score, 4),
+                    **self.from_row(row, sc.value).model_dump(),
+                    relevance=relevance,
+                    score=score,
                     matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
                     citations=states,
                 )  # fmt: skip
             )
-        out.sort(key=lambda m: (-m.score, -m.relevance, m.name))
         mode = scored[0].explanation.mode
         return LessonSearchResult(
-            lessons=out[:limit],
+            lessons=matches,
             ranking=f"{label} ({mode}); score = relevance × (0.7 + 0.3 × successRate)",
         )
 

@@ -16,8 +16,9 @@ Ranking (``find_similar_errors``, ``get_lesson_recommendations``): :mod:`.lesson
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.hybrid import FusionConfig, HybridRanker
@@ -183,9 +184,11 @@ class LessonService(LessonRanking):
     def create_lessons(
         self, who: Caller, lessons: Sequence[LessonInput | dict], scope: str | None = None,
         *, keep_timestamps: bool = False, citations: Sequence[Sequence | None] | None = None,
+        also: Callable[[Any], None] | None = None,
     ) -> list[CreateLessonResult]:  # fmt: skip
         """Create several lessons in one transaction (all or nothing); ``citations[i]`` are
-        lesson i's explicit citations."""
+        lesson i's explicit citations; ``also(conn)`` runs last in the same transaction (it may
+        raise to abort it)."""
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
         check_batch(lessons, "lessons")
@@ -260,6 +263,8 @@ class LessonService(LessonRanking):
                 self._add_terms(conn, rec.id, lesson_terms(lesson))
                 if cites:
                     cites.write(conn, [rec.id])
+            if also is not None:
+                also(conn)
 
         records = [r for _, r, _ in items]
         vectors = self.engine.embed(records)  # the slow part, before the lock
@@ -311,10 +316,11 @@ class LessonService(LessonRanking):
 
         def extra(conn) -> None:
             conn.execute(
-                "UPDATE lessons SET frequency=?, success_rate=?, observations=?, updated_at=? "
-                "WHERE bucket=? AND name=?",
+                "UPDATE lessons SET frequency=?, success_rate=?, observations=?, extra=?, "
+                "updated_at=? WHERE bucket=? AND name=?",
                 (md.frequency, md.successRate, json.dumps(lesson.observations, ensure_ascii=False),
-                 ts(now), bucket, lesson.name),
+                 json.dumps(lesson_extra(lesson), ensure_ascii=False, default=str), ts(now),
+                 bucket, lesson.name),
             )  # fmt: skip
             self.graph.touch(conn, bucket, [lesson.name], now)
             self._add_terms(conn, rec.id, lesson_terms(lesson))

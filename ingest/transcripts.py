@@ -76,7 +76,7 @@ KEY_ARGS = {
 }
 
 # an output that failed although the tool did not say so
-_FAILED = re.compile(
+FAILED_LINE = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:\w+\.)*\w*(?:Error|Exception)\b[:(]|"
     r"^(?:error|fatal|FAILED|FAIL)\b[:\s]|\bexit (?:code|status)[: ]+[1-9]\d*|"
     r"^npm ERR!|panicked at|Segmentation fault|command not found",
@@ -100,7 +100,7 @@ def error_excerpt(text: str, is_error: bool = False, lines: int = ERROR_LINES) -
     ``…Error:`` line, a non-zero exit status), from the first line that says so; else None."""
     if not text or not text.strip():
         return "(no output)" if is_error else None
-    m = _FAILED.search(text)
+    m = FAILED_LINE.search(text)
     if m is None and not is_error:
         return None
     rows = text.strip().splitlines()

@@ -225,6 +225,18 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY(older_id, newer_id)) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS record_links_newer ON record_links(newer_id)",
     ],
+    # v12: lessons learned from episodes (graph/learned.py). An error signature (its digest)
+    # names the lesson it was learned into, so a later episode with the same signature adds an
+    # occurrence to that lesson instead of a duplicate; a merge points the merged lesson's
+    # signatures at the lesson it went into; a rejected lesson leaves its signatures with
+    # status 'rejected', so the same error is not learned again.
+    [
+        """CREATE TABLE IF NOT EXISTS lesson_signatures(
+            bucket TEXT NOT NULL, signature TEXT NOT NULL, name TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active', reason TEXT, updated_at TEXT NOT NULL,
+            PRIMARY KEY(bucket, signature)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS lesson_signatures_name ON lesson_signatures(bucket, name)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

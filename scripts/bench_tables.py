@@ -445,6 +445,67 @@ TABLES: dict[str, Table] = {
             ("load average", "hooks", "loadavg", ".2f"),
         ]
     ),
+    "lessons-auto": pairs(
+        [
+            ("fix sessions", "lessons-auto", "details/fix_sessions", "d"),
+            ("fix sessions with an episode", "lessons-auto", "episodes", "d"),
+            (
+                "lessons created for episodes (target ≥ 0.95)",
+                "lessons-auto",
+                "lessons_created",
+                ".3f",
+            ),
+            ("control sessions", "lessons-auto", "details/control_sessions", "d"),
+            ("false lessons from them (target 0)", "lessons-auto", "false_lessons", "d"),
+            ("recall@1, learned lessons", "lessons-auto", "recall@1", ".3f"),
+            (
+                "recall@10, learned lessons (target: within 0.03 of by hand)",
+                "lessons-auto",
+                "recall@10",
+                ".3f",
+            ),
+            (
+                "recall@10, lessons recorded by hand",
+                "lessons-auto",
+                "hand_recorded_recall@10",
+                ".3f",
+            ),
+            (
+                "fix names the patched file, of retrieved (target ≥ 0.95)",
+                "lessons-auto",
+                "fix_names_patched_file",
+                ".3f",
+            ),
+            ("failure hook injects the bug's lesson", "lessons-auto", "hook_injected", ".3f"),
+            (
+                "PostToolUseFailure, process start to exit, p50 ms (target ≤ 60)",
+                "lessons-auto",
+                "details/latency/post_tool_use_failure_p50_ms",
+                ".1f",
+            ),
+            ("same, p95 ms", "lessons-auto", "details/latency/post_tool_use_failure_p95_ms", ".1f"),
+            (
+                "PostToolUse, process start to exit, p50 ms (target ≤ 60)",
+                "lessons-auto",
+                "details/latency/post_tool_use_p50_ms",
+                ".1f",
+            ),
+            ("same, p95 ms", "lessons-auto", "details/latency/post_tool_use_p95_ms", ".1f"),
+            (
+                "PostToolUseFailure, the daemon's round trip alone, p50 ms",
+                "lessons-auto",
+                "details/latency/daemon_roundtrip_failure_p50_ms",
+                ".1f",
+            ),
+            (
+                "query sessions learned on the daemon's worker",
+                "lessons-auto",
+                "details/latency/sessions_learned",
+                "d",
+            ),
+            ("load average", "lessons-auto", "details/latency/loadavg", ".2f"),
+        ]
+    ),  # fmt: skip
     "citations": pairs(
         [
             ("cited functions checked", "citations", "n", "d"),

@@ -10,6 +10,7 @@ import copy
 import pytest
 
 from retrieval.records import Kind, RecordFilter, Scope
+from server.service import failure_lessons as fl
 from server.service import hook_context as ar
 from server.service.graph_services import graph_services
 from server.service.identity import Identity
@@ -96,14 +97,14 @@ def test_a_lesson_flagged_in_any_field_is_marked(services, path):
 def test_a_lesson_named_with_an_attack_is_never_briefed_nor_recalled(services):
     svc, gs = services
     gs.lessons.create_lesson(WHO, with_field("name", f"PG_TIMEOUT\n{ATTACK}"))
-    lessons = ar.useful_lessons(svc, WHO, gs.lessons)
+    lessons = fl.useful_lessons(svc, WHO, gs.lessons)
     assert len(lessons) == 1  # the most useful lesson of the project…
     sel = ar.briefing(svc, WHO, lessons=lessons)
     assert sel.picked == [] and MARK not in sel.text  # …is not injected
     res = recall(svc, WHO, RecallInput(query="postgres connection refused port 5432"))
     assert [i.kind for i in res.items] == ["lesson"] and not res.items[0].inText
     assert MARK not in res.text
-    failure = ar.lessons_for_failure(
+    failure = fl.lessons_for_failure(
         svc, WHO, gs.lessons, "OperationalError: connection to server at localhost port 5432 "
         "failed: Connection refused", "Bash(command=pytest)", config=ar.HookConfig(
             lesson_threshold=0.0))  # fmt: skip

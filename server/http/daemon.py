@@ -278,7 +278,8 @@ def run_daemon(
         from ..hooks.routes import hook_routes
         from ..service.hook_events import HookService
 
-        hooks = HookService(rt.service, rt.graphs)  # client hooks + session indexer
+        # hooks, sessions and the lessons learned from them
+        hooks = HookService(rt.service, rt.graphs, rt.settings.auto_lessons)
         tokens = TokenStore(home, settings.store_url)  # PostgreSQL: one table for every node
         authenticate = make_authenticator(secret, tokens, rt.identity.project_id)
         from ..ui.mount import DashboardMount

@@ -32,6 +32,7 @@ class Settings(BaseModel):
     allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
     team_review: str = ""  # PATTERN_TEAM_REVIEW: on | off | project ids (service/review.py)
+    auto_lessons: str = envsettings.AUTO_LESSONS_DEFAULT  # PATTERN_AUTO_LESSONS: off | review | on
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -61,6 +62,7 @@ class Settings(BaseModel):
             allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,
             team_review=env.get("PATTERN_TEAM_REVIEW", "").strip(),
+            auto_lessons=envsettings.auto_lessons(env),
         )
 
     def allowed_for(self, who) -> list[Path]:

@@ -56,9 +56,24 @@ def chroma_port(env: Mapping[str, str]) -> int:
         raise InvalidInput("PATTERN_CHROMA_PORT must be a number") from None
 
 
+AUTO_LESSONS = ("off", "review", "on")
+AUTO_LESSONS_DEFAULT = "on"  # docs/lessons.md, "Turning it off": why on
+
+
+def auto_lessons(env: Mapping[str, str]) -> str:
+    """``PATTERN_AUTO_LESSONS``: ``off`` (no lessons learned from episodes, no outcomes
+    counted), ``review`` (learned, injected by the hooks once a person accepts them) or ``on``
+    (learned and used at once; the default)."""
+    mode = (env.get("PATTERN_AUTO_LESSONS") or AUTO_LESSONS_DEFAULT).strip().lower()
+    if mode not in AUTO_LESSONS:
+        raise InvalidInput(f"PATTERN_AUTO_LESSONS={mode!r}: use off, review or on")
+    return mode
+
+
 def check(env: Mapping[str, str]) -> None:
     """Raise :class:`InvalidInput` for the first bad value, as ``Settings.from_env`` would."""
     embedder(env)
+    auto_lessons(env)
     vector_writes(env)
     vector_process(env)
     chroma_port(env)

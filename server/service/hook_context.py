@@ -3,13 +3,14 @@
 Three selections, each packed into a token budget and quoted as data with provenance:
 
 - :func:`briefing` (session start): the agent's core memories, its open tasks, the team's recent
-  decisions and the project's most useful lessons.
+  decisions and the project's most useful lessons (``failure_lessons.useful_lessons``).
 - :func:`select_for_prompt` (each prompt): hybrid recall for the prompt, keeping only items whose
-  *relevance* (:func:`relevance`) clears a threshold; a short prompt that refers back ("yes, do
-  that") is searched together with the transcript's last turn. Nothing above the threshold:
-  nothing is injected, which is the right answer for most prompts.
-- :func:`lessons_for_failure` (a failed command): ``find_similar_errors`` on the error text,
-  lessons above a threshold with their fix, success rate and verification steps.
+  relevance (the prompt gate, :mod:`.gate`) clears a threshold; a short prompt that refers back
+  ("yes, do that") is searched together with the transcript's last turn. Nothing above the
+  threshold: nothing is injected, which is the right answer for most prompts.
+- ``failure_lessons.lessons_for_failure`` (a failed command): ``find_similar_errors`` on the
+  error, the lessons whose relevance (:func:`lesson_scores`) clears a threshold, with their fix,
+  success rate and verification steps.
 
 A per-session :class:`~.ledger.Ledger` (a row of the store's ``meta`` table) keeps every injected id, so
 nothing is injected twice in one session; turns of the session itself are left out (the client
@@ -29,7 +30,7 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from retrieval.analyzer import query_terms
-from retrieval.records import Hit, Kind, Record, RecordFilter, Scope
+from retrieval.records import Hit, Kind, Record, RecordFilter
 
 from . import excerpts, gate
 from .identity import Identity
@@ -48,8 +49,9 @@ EXCERPT_TOKENS = 133
 # prompt gate").
 DEFAULT_THRESHOLD = gate.THRESHOLD
 # Lessons for a failed command: relevance = cosine + LEX_WEIGHT * lexical coverage (see
-# :func:`lesson_relevance`), threshold from Defects4J (docs/benchmarks.md, "Hooks": the same
-# bug's lesson kept for 76 % of failing traces, another project's lessons silent for 92 %).
+# :func:`lesson_relevance`), threshold from Defects4J (docs/benchmarks.md, "The lesson
+# threshold": the same bug's lesson kept for 81 % of failing traces, another project's lessons
+# silent for 97 %).
 DEFAULT_LESSON_THRESHOLD = 0.85
 ERROR_QUERY_WORDS = 48  # the head of an error is its query (never a "long query")
 
@@ -163,7 +165,9 @@ def coverage_mass(svc: MemoryService, query: str) -> float:
     lex = svc.engine.lexical
     terms = lex.terms(query)
     dfs = lex.doc_freqs(terms)
-    n = max(1, lex.doc_count())
+    # the count is cached for a while and the frequencies are not: a store that grew since
+    # may count a term in more records than it holds
+    n = max(1, lex.doc_count(), *dfs.values())
     return sum(max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for df in dfs.values() if df > 0)
 
 
@@ -324,83 +328,11 @@ def briefing(
     return sel
 
 
-def lesson_text(lesson) -> str:
-    """A lesson as the hooks show it: the error, the fix, how often it worked, how to verify."""
-    ep = lesson.errorPattern
-    lines = [f"{lesson.name}: {ep.type}: {ep.message}".strip()]
-    if lesson.observations:
-        lines.append("fix: " + " ".join(str(o) for o in lesson.observations)[:600])
-    md = lesson.metadata
-    lines.append(f"success rate {md.successRate:.0%} over {md.frequency} use(s)")
-    for step in lesson.verificationSteps[:3]:
-        lines.append(f"verify: {step.command} (expect: {step.expectedOutput})"[:300])
-    return "\n".join(lines)
-
-
-def useful_lessons(svc: MemoryService, who: Identity, graph_lessons, limit: int = 3):
-    """The project's lessons whose fixes worked most, most often (success rate × log(1 +
-    frequency)): (record, text) pairs. Only the ranking columns of every lesson are read."""
-    bucket = who.bucket(Scope.team.value)
-    rows = svc.store.reader.execute(
-        "SELECT name, record_id, success_rate, frequency FROM lessons WHERE bucket=?", (bucket,)
-    ).fetchall()
-    rows.sort(key=lambda r: (-(r["success_rate"] * math.log1p(max(0, r["frequency"]))), r["name"]))
-    recs = svc.store.get([r["record_id"] for r in rows[:limit]])
-    out = []
-    for r in rows[:limit]:
-        rec = recs.get(r["record_id"])
-        if rec is not None:
-            out.append((rec, lesson_text(graph_lessons.get(who, r["name"], Scope.team.value))))
-    return out
-
-
 def lesson_scores(svc: MemoryService, f: RecordFilter, error: str, k: int = 10) -> dict:
     """{lesson record id: :func:`lesson_relevance`} of the ``k`` lessons (under ``f``) nearest
-    to the head of an error text."""
-    head = " ".join(error.split()[:ERROR_QUERY_WORDS])
+    to the head of an error text (a text of at most :data:`ERROR_QUERY_WORDS` words is asked
+    as it is: ``find_similar_errors`` asking the same text finds its embedding cached)."""
+    words = error.split()
+    head = error if len(words) <= ERROR_QUERY_WORDS else " ".join(words[:ERROR_QUERY_WORDS])
     mass = coverage_mass(svc, head)
     return {h.record.id: lesson_relevance(h, mass) for h in svc.engine.search(head, f, k=k)}
-
-
-def lessons_for_failure(
-    svc: MemoryService, who: Identity, graph_lessons, error: str, context: str = "",
-    *, config: HookConfig | None = None, ledger: Ledger | None = None,
-) -> Selection:  # fmt: skip
-    """``find_similar_errors`` on a failed command's error, in its order; a lesson is kept when
-    its absolute relevance to the error (:func:`lesson_relevance` of the error's head against
-    the lesson records: ``find_similar_errors``' own relevance is normalised per query, so the
-    only lesson of a project would always look relevant) clears the lesson threshold."""
-    from graph.traces import split_trace
-
-    config = config or HookConfig()
-    typ, msg, frames = split_trace(error)
-    pattern = {"type": typ or "", "message": msg or error.strip()[:500], "context": context,
-               "stackTrace": frames or None}  # fmt: skip
-    sel = Selection(query=error)
-    bucket = who.bucket(Scope.team.value)
-    f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson], now=svc.clock())
-    absolute = lesson_scores(svc, f, error)
-    if not absolute or max(absolute.values()) < config.lesson_threshold:
-        return sel
-    res = graph_lessons.find_similar_errors(who, pattern, scope=Scope.team.value, limit=5)
-    sel.candidates = len(res.lessons)
-    seen = ledger.seen if ledger else set()
-    rows = {r["name"]: r["record_id"] for r in svc.store.reader.execute(
-        "SELECT name, record_id FROM lessons WHERE bucket=?", (bucket,))}  # fmt: skip
-    blocks: list[tuple[Record, str]] = []
-    picked: list[Picked] = []
-    recs = svc.store.get([rows[m.name] for m in res.lessons if m.name in rows])
-    cites = checked(svc, who, list(recs.values()))
-    for m in res.lessons:
-        rec = recs.get(rows.get(m.name, ""))
-        rel = absolute.get(rec.id, 0.0) if rec is not None else 0.0
-        rel *= stale_factor(svc, cites.get(rec.id)) if rec is not None else 1.0
-        if rec is None or rel < config.lesson_threshold or rec.id in seen or not injectable(rec):
-            continue
-        picked.append(Picked(rec, rel))
-        blocks.append((rec, lesson_text(m)))
-    n, text = _pack(blocks, config.prompt_tokens, "Lessons recorded for similar errors (fix, "
-                    "success rate, verification):", cites)  # fmt: skip
-    sel.picked = picked[:n]
-    sel.text = text if n else ""
-    return sel

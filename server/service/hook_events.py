@@ -21,6 +21,7 @@ waits, or if the session dies there.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -31,10 +32,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ingest.episode_events import EDIT_TOOLS, tool_event
+from ingest.episodes import Event
 from ingest.transcripts import error_excerpt, key_args, last_turn, result_text, tool_result_text
 from retrieval.errors import InvalidInput
 
+from . import failure_lessons as fl
 from . import hook_context as ar
+from .auto_lessons import AutoLessons
+from .envsettings import AUTO_LESSONS_DEFAULT
+from .episode_feed import EpisodeFeed, prune_states
 from .graph_services import GraphServices
 from .identity import Identity
 from .ledger import Ledger, prune_ledgers
@@ -116,16 +123,38 @@ def transcript_target(raw: str | None) -> Path | None:
 
 
 class HookService:
-    """One per daemon: the session indexer, its background worker, the event handlers."""
+    """One per daemon: the session indexer, the episode detector, their background worker, the
+    event handlers. ``auto_lessons``: ``PATTERN_AUTO_LESSONS`` (off | review | on)."""
 
-    def __init__(self, svc: MemoryService, graphs: GraphServices) -> None:
+    def __init__(self, svc: MemoryService, graphs: GraphServices,
+                 auto_lessons: str = AUTO_LESSONS_DEFAULT) -> None:  # fmt: skip
         self.svc = svc
         self.lessons = graphs.lessons  # the runtime's one pair (its lock serialises graph writes)
         self.indexer = SessionIndexer(svc)
+        self.learner = AutoLessons(svc, graphs, auto_lessons)
+        self.feed = EpisodeFeed(self.learner)
         self._jobs: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
         self._pending: set[tuple] = set()
+        self._seq = itertools.count()
+        if self.learner.enabled:  # what is indexed is read for episodes, on the worker
+            self.indexer.after = self.schedule_episodes
+
+    # ------------------------------------------------------------------ episodes (background)
+    def schedule_episodes(self, who: Identity, path: Path, flush: bool) -> bool:
+        """Queue reading a transcript for episodes (after the indexer read it)."""
+        return self._queue(("episodes", who.agent_id, str(path), flush),
+                           lambda: self.feed.catch_up(who, path, final=flush))  # fmt: skip
+
+    def schedule_event(self, who: Identity, inp: HookInput, event: Event) -> bool:
+        """Queue one hook event for the episode detector (never run in the hook's path)."""
+        if not self.learner.enabled or not inp.session_id:
+            return False
+        key = ("episode-event", inp.session_id, event.call or next(self._seq))
+        return self._queue(key, lambda: self.feed.live(who, inp.session_id or "", event,
+                                                       transcript=inp.transcript_path,
+                                                       cwd=inp.cwd))  # fmt: skip
 
     # ------------------------------------------------------------------ background indexing
     def _run_jobs(self) -> None:
@@ -210,7 +239,9 @@ class HookService:
             ledger.reset()
         if inp.source in (None, "startup"):
             prune_ledgers(self.svc)
-        lessons = ar.useful_lessons(self.svc, who, self.lessons)
+            prune_states(self.svc)
+        lessons = fl.useful_lessons(self.svc, who, self.lessons,
+                                    pending=self.learner.mode != "review")  # fmt: skip
         sel = ar.briefing(self.svc, who, config=config, ledger=ledger, lessons=lessons)
         return self._answer("SessionStart", sel, ledger, "briefing")
 
@@ -231,15 +262,40 @@ class HookService:
     def _failure(self, event: str, who, inp: HookInput, text: str, failed: bool, config):
         excerpt = error_excerpt(text, failed)
         if excerpt is None or inp.is_interrupt:
+            if not inp.is_interrupt:
+                self._ran(who, inp, text, ok=not failed)
             return HookAnswer(note="no failure")
         ledger = Ledger(self.svc, inp.session_id)
-        context = f"{inp.tool_name or 'tool'}({key_args(inp.tool_name or '', inp.tool_input)})"
-        sel = ar.lessons_for_failure(self.svc, who, self.lessons, excerpt,
-                                     context, config=config, ledger=ledger)  # fmt: skip
+        command = (
+            (inp.tool_input or {}).get("command") if isinstance(inp.tool_input, dict) else None
+        )
+        if isinstance(command, str) and command.strip():
+            error, context = fl.failure_query(text, command, inp.cwd)
+        else:
+            error = excerpt
+            context = f"{inp.tool_name or 'tool'}({key_args(inp.tool_name or '', inp.tool_input)})"
+        sel = fl.lessons_for_failure(self.svc, who, self.lessons, error or excerpt, context,
+                                     config=config, ledger=ledger,
+                                     pending=self.learner.mode != "review")  # fmt: skip
+        injected = [p.record.entity_name for p in sel.picked if p.record.entity_name]
+        self._ran(who, inp, text, ok=not failed, injected=injected)
         return self._answer(event, sel, ledger, "lessons for the failure")
+
+    def _ran(self, who, inp: HookInput, output: str, *, ok: bool, injected=()) -> None:
+        """Queue a command's result for the episode detector (the shell tool only)."""
+        ev = tool_event(inp.tool_name or "", inp.tool_input, output, ok, inp.tool_use_id or "")
+        if ev is not None and ev.kind == "run":
+            ev.injected = list(injected)
+            self.schedule_event(who, inp, ev)
 
     def on_PostToolUse(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
         text, failed = response_failure(inp.tool_response)
+        if inp.tool_name in EDIT_TOOLS:  # a client that sends its edits: the detector sees them
+            ev = tool_event(inp.tool_name or "", inp.tool_input, text, not failed,
+                            inp.tool_use_id or "")  # fmt: skip
+            if ev is not None:
+                self.schedule_event(who, inp, ev)
+            return HookAnswer(note="an edit")
         return self._failure("PostToolUse", who, inp, text, failed, config)
 
     def on_PostToolUseFailure(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802

@@ -46,7 +46,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,6 +126,9 @@ class SessionIndexer:
     def __init__(self, svc: MemoryService, dangling_s: float | None = None) -> None:
         self.svc = svc
         self.dangling_s = dangling_seconds() if dangling_s is None else dangling_s
+        # called after each run with (caller, transcript, whether its last reply is complete):
+        # the episode detector reads what was indexed (server/service/episode_feed.py)
+        self.after: Callable[[Identity, Path, bool], object] | None = None
         self._guard = threading.Lock()
         self._locks: dict[str, list] = {}  # transcript -> [its lock, runs holding or waiting]
 
@@ -198,6 +201,8 @@ class SessionIndexer:
             report.offset, report.partial = prog.offset, prog.partial
             report.size = p.stat().st_size
             report.waiting, report.retryIn = self._waiting(prog, time.time())
+        if self.after is not None:
+            self.after(who, p, flush or final)
         return report
 
     def open_prompt(self, who: Identity, path: str | Path, session: str, prompt: str,

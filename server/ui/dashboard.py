@@ -29,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from server.service import lesson_review
 from server.service.errors import PatternError
 from server.service.identity import Identity
 from server.service.review import ReviewPolicy, count_pending
@@ -141,7 +142,8 @@ class Dashboard:
         return {
             "reviewer": policy.is_reviewer(who),
             "review_on": policy.enabled(who.project_id),
-            "pending": count_pending(self.svc, policy, who),
+            "pending": count_pending(self.svc, policy, who)
+            + lesson_review.count_pending(self.rt.graphs, who),
         }
 
     def render(

@@ -1,12 +1,14 @@
 """The review inbox page: proposals of the signed-in project (a reviewer's whole inbox, or an
-agent's own proposals), with approve, reject (with a reason) and edit-then-approve."""
+agent's own proposals), with approve, reject (with a reason) and edit-then-approve; and the
+lessons learned from sessions that nobody reviewed yet, with accept, edit, merge and reject
+(``server/service/lesson_review.py``)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from server.service import review
+from server.service import lesson_review, review
 from server.service.errors import Conflict, InvalidInput
 
 from .dashboard import PREFIX, Dashboard, route, view
@@ -18,8 +20,11 @@ STATUSES = ("pending", "approved", "rejected", "withdrawn", "all")
 
 def inbox(ui: Dashboard, s: UiSession, status: str, cursor: str | None) -> dict:
     page = review.list_proposals(ui.svc, ui.policy(), s.identity, status, cursor)
+    learned = lesson_review.pending(ui.rt.graphs, s.identity)
+    names = lesson_review.lesson_names(ui.rt.graphs, s.identity) if learned else []
     return {"page": page, "status": status, "statuses": STATUSES, "active": "review",
-            "team_categories": ("learnings", "decisions", "architecture")}  # fmt: skip
+            "team_categories": ("learnings", "decisions", "architecture"),
+            "learned": learned, "lesson_names": names}  # fmt: skip
 
 
 @view
@@ -72,8 +77,37 @@ async def decide(ui: Dashboard, request: Request, s: UiSession) -> Response:
     return RedirectResponse(f"{PREFIX}/review?msg={done}", status_code=303)
 
 
+LESSON_DONE = {"accept": "lesson-accepted", "edit": "lesson-accepted",
+               "merge": "lesson-merged", "reject": "lesson-rejected"}  # fmt: skip
+
+
+@view
+async def decide_lesson(ui: Dashboard, request: Request, s: UiSession) -> Response:
+    """A decision on a lesson learned from a session (its name is a form field: a lesson's
+    name may hold any character)."""
+    form = await request.form()
+    action = str(form.get("action", ""))
+    if action not in LESSON_DONE:
+        raise InvalidInput(f"unknown action {action!r}")
+    name = str(form.get("name", ""))
+    fix = [ln for ln in lines(str(form.get("observations", ""))).split("\n") if ln.strip()]
+    await ui.run(
+        lambda: lesson_review.decide(
+            ui.rt.graphs,
+            s.identity,
+            name,
+            action,
+            reason=str(form.get("reason", "")) or None,
+            observations=fix if action == "edit" else None,
+            target=str(form.get("target", "")) or None,
+        )  # fmt: skip
+    )
+    return RedirectResponse(f"{PREFIX}/review?msg={LESSON_DONE[action]}", status_code=303)
+
+
 def routes(ui: Dashboard) -> list:
     return [
         route("/review", review_page),
+        route("/review/lessons", decide_lesson, ("POST",)),
         route("/review/{id}", decide, ("POST",)),
     ]

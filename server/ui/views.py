@@ -34,6 +34,9 @@ MESSAGES = {
     "proposed": "Proposed for the team: a reviewer approves or rejects it.",
     "approved": "Approved: the memory moved to the team scope.",
     "rejected": "Rejected: the memory stays private, with your reason.",
+    "lesson-accepted": "Accepted: the lesson is reviewed.",
+    "lesson-merged": "Merged: its fix is an alternative of the other lesson now.",
+    "lesson-rejected": "Rejected: the lesson is deleted; the same error is not learned again.",
     "project": "Switched project.",
     "unlinked": "Link undone: the older memory is current again.",
 }

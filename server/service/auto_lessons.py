@@ -1,0 +1,202 @@
+"""An episode becomes a lesson; an injected lesson's outcome is counted.
+
+What a learned lesson holds (docs/lessons.md, "What is stored"):
+
+- ``errorPattern``: the failure's type and message as the trace gives them
+  (``graph.traces.split_trace``: ``junit.framework.AssertionFailedError`` /
+  ``expected:<1> but was:<0>``), else as its signature reads them (``E0412`` / ``cannot find
+  type …``); ``context`` the failing test (``pkg.FooTest::testBar``, a pytest node id) or,
+  when none is named, the check that failed; ``stackTrace`` the frames (a compiler's or a
+  tool's output when there are none);
+- ``observations``: the agent's own explanation of the fix, and the files it changed;
+- ``verificationSteps``: the command that passed, the last line it printed, and that it exited 0;
+- ``metadata``: severity ``medium``, frequency 1, success rate 1.0 (the episode is one
+  success of its fix), ``environment`` {repository, branch};
+- ``learned`` (``graph/learned.py``): the normalised signature and its digest, session,
+  transcript, times, both commands, the fix with short diff hunks of the changed files,
+  occurrences and alternatives, and the review state;
+- citations of the changed files (the lines the edit wrote when they are still there, else
+  the file), so the lesson is marked stale when that code changes later.
+
+Every string passes the write policy on the normal lesson path (``create_lesson``): a secret
+in a command or an output is warned about, redacted or refuses the lesson, as the store's
+``PATTERN_SECRET_POLICY`` says.
+
+Outcomes: a lesson the failure hook injected gets a success when the same check passes after
+edits, a failure when the same error comes back after edits (``ingest/episodes.py``), as
+``update_lesson_success`` would record them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from graph.learned import LearnedLessons, LearnResult
+from graph.traces import split_trace
+from ingest.episodes import Episode, SessionEpisodes
+from retrieval.errors import NotFound, PatternError
+
+from .graph_services import GraphServices
+from .identity import Identity
+from .memory import MemoryService
+
+log = logging.getLogger("pattern_memory.lessons")
+
+MESSAGE_CHARS = 2000
+TRACE_CHARS = 6000
+EXPLANATION_CHARS = 600
+MAX_HUNKS = 4
+MAX_CITED = 5
+LESSON_SCOPE = "team"
+
+
+def lesson_name(episode: Episode) -> str:
+    """``AssertionFailedError-AbstractCategoryItemRendererTests.test2947660-3fa2c1``: the error,
+    where it failed, and the start of its signature's digest."""
+    sig = episode.failure.signature
+    kind = re.sub(r"\W+", "", sig.type.rsplit(".", 1)[-1]) or "error"
+    where = sig.test
+    if "::" in where:
+        cls, _, method = where.partition("::")
+        where = f"{cls.rsplit('.', 1)[-1].rsplit('/', 1)[-1]}.{method}"
+    where = re.sub(r"[^\w.:-]+", "_", where).strip("_")[:80]
+    return f"{kind}-{where}-{sig.digest[:6]}"
+
+
+def _relative(path: str, root: str | None) -> str:
+    if root and path.startswith(root.rstrip("/") + "/"):
+        return path[len(root.rstrip("/")) + 1 :]
+    return path
+
+
+def _cited_lines(path: Path, hunk: str) -> tuple[int, int] | None:
+    """Where the lines an edit wrote are in the file now (1-based, inclusive)."""
+    new = [ln[1:] for ln in hunk.splitlines() if ln.startswith("+") and ln[1:].strip()]
+    if not new:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        if line == new[0]:
+            end = i
+            for want in new[1:]:
+                j = next(
+                    (k for k in range(end + 1, min(len(lines), end + 40)) if lines[k] == want), None
+                )
+                if j is None:
+                    break
+                end = j
+            return i + 1, end + 1
+    return None
+
+
+def lesson_from(episode: Episode, state: SessionEpisodes, who: Identity) -> tuple[dict, list]:
+    """(the ``create_lesson`` argument, explicit citations) of an episode."""
+    f = episode.failure
+    sig = f.signature
+    typ, msg, frames = split_trace(f.error)
+    if not typ:  # no trace header: the signature's reading of the output
+        typ, msg = sig.type, sig.message or msg
+    msg = (msg or sig.message or f.error.strip().split("\n", 1)[0] or "(no message)")[
+        :MESSAGE_CHARS
+    ]
+    trace = frames or (f.error if f.error.strip() != msg.strip() else "")
+    root = who.root or state.cwd
+    files = [_relative(p, root) for p in episode.files]
+    explanation = " ".join(episode.explanation.split())[:EXPLANATION_CHARS]
+    observations = [o for o in (explanation, f"Fixed by changing {', '.join(files)}.") if o]
+    hunks = [{"path": _relative(e.path, root), "diff": e.hunk} for e in episode.edits if e.hunk]
+    shown = episode.passed_output.strip().splitlines()
+    step = {"command": episode.passed_command.strip()[:2000],
+            "expectedOutput": (shown[-1] if shown else "")[:300],
+            "successIndicators": ["exit status 0"]}  # fmt: skip
+    learned = {
+        "source": "episode", "review": "pending",
+        "signature": {"type": sig.type, "message": sig.message, "test": sig.test,
+                      "normalized": sig.normalized, "digest": sig.digest},
+        "session": episode.session, "transcript": state.transcript,
+        "repository": {"root": root, "branch": state.branch},
+        "failedAt": f.at, "passedAt": episode.passed_at,
+        "failedCommand": f.command[:2000], "passedCommand": episode.passed_command[:2000],
+        "fix": {"explanation": explanation, "files": files, "hunks": hunks[:MAX_HUNKS]},
+        "occurrences": 1, "seen": [{"session": episode.session, "at": episode.passed_at}],
+        "episodes": [episode.id], "alternatives": [],
+    }  # fmt: skip
+    lesson = {
+        "name": lesson_name(episode), "entityType": "lesson", "observations": observations,
+        "errorPattern": {"type": typ[:200], "message": msg, "context": sig.test[:500],
+                         **({"stackTrace": trace[:TRACE_CHARS]} if trace.strip() else {})},
+        "metadata": {"severity": "medium", "frequency": 1, "successRate": 1.0,
+                     "environment": {k: v for k, v in (("repository", root),
+                                                       ("branch", state.branch)) if v}},
+        "verificationSteps": [step], "learned": learned,
+    }  # fmt: skip
+    return lesson, citations_for(episode, root)
+
+
+def citations_for(episode: Episode, root: str | None) -> list[dict]:
+    """The changed files that exist here, each at the lines the edit wrote (else whole)."""
+    out: list[dict] = []
+    for e in episode.edits:
+        p = Path(e.path if Path(e.path).is_absolute() or not root else Path(root) / e.path)
+        if not p.is_file() or any(c["path"] == str(p) for c in out):
+            continue
+        span = _cited_lines(p, e.hunk)
+        out.append({"path": str(p), **({"startLine": span[0], "endLine": span[1]} if span else {})})
+        if len(out) >= MAX_CITED:
+            break
+    return out
+
+
+class AutoLessons:
+    """Learns episodes into lessons and counts outcomes, for one store."""
+
+    def __init__(self, svc: MemoryService, graphs: GraphServices, mode: str = "on") -> None:
+        self.svc = svc
+        self.graphs = graphs
+        self.mode = mode
+        self.learned = LearnedLessons(graphs.lessons)
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    def learn(self, who: Identity, episode: Episode, state: SessionEpisodes) -> LearnResult | None:
+        lesson, cites = lesson_from(episode, state, who)
+        valid = self._valid_citations(who, cites)
+        try:
+            return self.learned.learn(who, lesson, LESSON_SCOPE, valid)
+        except PatternError as exc:  # refused by the write policy, or a name clash: logged
+            log.warning("episode %s of session %s not learned: %s", episode.id, episode.session,
+                        exc.message)  # fmt: skip
+            return None
+
+    def _valid_citations(self, who: Identity, cites: list[dict]) -> list[dict]:
+        cit = self.svc.citations
+        if cit is None or not who.root:
+            return []
+        ok = []
+        for c in cites:
+            try:
+                cit.resolve(who, [c])
+            except PatternError:
+                continue
+            ok.append(c)
+        return ok
+
+    def outcome(self, who: Identity, lesson: str, success: bool) -> bool:
+        try:
+            self.graphs.lessons.update_lesson_success(who, lesson, success, LESSON_SCOPE)
+        except NotFound:  # deleted (or rejected) since it was injected
+            return False
+        return True
+
+    def handle(self, who: Identity, state: SessionEpisodes) -> tuple[list, list]:
+        """Learn the state's ready episodes and count its verdicts: (results, verdicts done)."""
+        results = [self.learn(who, ep, state) for ep in state.ready]
+        verdicts = [(name, ok) for name, ok in state.verdicts if self.outcome(who, name, ok)]
+        return results, verdicts

@@ -1,0 +1,173 @@
+"""The episode detector's inputs, merged: transcripts as the session indexer reads them, and
+the client's hook events as they fire (docs/lessons.md, "How lessons are learned").
+
+- :meth:`EpisodeFeed.catch_up` reads what is new in a transcript (its own offset per file, a
+  ``meta`` row ``episodes.file:<path>``; a rewritten or truncated file is read again from the
+  start, the events already fed are recognised by their tool call ids) and feeds each
+  session's detector. The session indexer calls it after each run (``SessionIndexer.after``),
+  so ``index-sessions`` and the Stop / PreCompact / SessionEnd hooks learn what they index.
+- :meth:`EpisodeFeed.live` feeds one hook event (a command's result, an edit), after catching
+  up with the session's transcript (so the edits the client made since are read first: its
+  hooks fire for shell commands only).
+
+Each session's detector state is a ``meta`` row (``episodes.session:<session id>``), written
+in one transaction with the file's progress; it passes the secret policy like the indexer's
+progress (``WritePolicy.screen_state``: a command's secret is not kept in the clear). Episodes
+and outcomes found are kept in the state (``ready``, ``verdicts``) until they were handled
+(:class:`~.auto_lessons.AutoLessons`), so a crash between the two loses nothing. States idle
+for ``STATE_DAYS`` are dropped at a session start, with the hooks' ledgers.
+
+The work runs where it is called: on the daemon's hook worker (never in a hook's request), or
+in an ``index-sessions`` request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ingest.episode_events import FeedProgress, read_events
+from ingest.episodes import Event, SessionEpisodes, feed, finish
+from ingest.transcripts import valid_offset
+from retrieval.records import utcnow
+
+from .auto_lessons import AutoLessons
+from .identity import Identity
+
+log = logging.getLogger("pattern_memory.lessons")
+
+STATE_KEY = "episodes.session:"  # + session id
+FILE_KEY = "episodes.file:"  # + transcript path
+STATE_DAYS = 14
+
+
+class FeedReport(BaseModel):
+    events: int = 0
+    episodes: list[str] = Field(default_factory=list)  # episode ids found
+    lessons: list[dict] = Field(default_factory=list)  # {name, action}
+    outcomes: list[tuple[str, bool]] = Field(default_factory=list)
+
+
+class EpisodeFeed:
+    """Feeds the detector of every session of one store (one at a time: a lock)."""
+
+    def __init__(self, learner: AutoLessons) -> None:
+        self.learner = learner
+        self.svc = learner.svc
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ state rows
+    def _load(self, session: str) -> SessionEpisodes:
+        raw = self.svc.store.meta(STATE_KEY + session)
+        if raw:
+            try:
+                return SessionEpisodes.model_validate_json(raw)
+            except ValidationError:  # a row of an older layout: start afresh
+                log.warning("episode state of session %s unreadable; started afresh", session)
+        return SessionEpisodes(session=session)
+
+    def _save(self, states: list[SessionEpisodes], file: tuple[str, FeedProgress] | None = None):
+        now = utcnow().isoformat()
+        policy = self.svc.policy
+        rows = []
+        for st in states:
+            st.updated = now
+            rows.append((STATE_KEY + st.session, json.dumps(policy.screen_state(st.model_dump()))))
+        if file is not None:
+            rows.append((FILE_KEY + file[0], file[1].model_dump_json()))
+        with self.svc.store.transaction() as conn:
+            for key, value in rows:
+                self.svc.store.set_meta(conn, key, value)
+
+    # ------------------------------------------------------------------ feeding
+    def catch_up(self, who: Identity, path: str | Path, *, final: bool = False) -> FeedReport:
+        """Feed what is new in the transcript ``path``; ``final``: the agent has said all it
+        will about the last fix (its turn or session ended), episodes waiting for its words
+        are learned as they are."""
+        report = FeedReport()
+        if not self.learner.enabled:
+            return report
+        p = Path(path).expanduser().resolve()
+        key = str(p)
+        with self._lock:
+            while True:
+                raw = self.svc.store.meta(FILE_KEY + key)
+                prog = FeedProgress.model_validate_json(raw) if raw else FeedProgress()
+                if not valid_offset(p, prog.offset, prog.line_hash, prog.line_len):
+                    prog = FeedProgress()  # rewritten: again from the start (ids dedupe)
+                start = prog.offset
+                try:
+                    events, places = read_events(p, prog, final=final)
+                except OSError as exc:
+                    log.warning("transcript %s not read for episodes: %s", p, exc)
+                    return report
+                states: dict[str, SessionEpisodes] = {}
+                for session, ev in events:
+                    st = states.get(session) or states.setdefault(session, self._load(session))
+                    st.cwd = st.cwd or places.get(session, {}).get("cwd")
+                    st.branch = st.branch or places.get(session, {}).get("branch")
+                    st.transcript = st.transcript or key
+                    feed(st, ev)
+                report.events += len(events)
+                more = prog.offset > start and p.stat().st_size > prog.offset
+                if final and not more:
+                    for session in dict.fromkeys([*prog.sessions, *states]):
+                        st = states.get(session) or self._load(session)
+                        if st.open:
+                            finish(st)
+                            states[session] = st
+                self._save(list(states.values()), (key, prog))
+                self._handle(who, list(states.values()), report)
+                if not more:
+                    return report
+
+    def live(self, who: Identity, session: str, event: Event, *, transcript: str | None = None,
+             cwd: str | None = None) -> FeedReport:  # fmt: skip
+        """Feed one hook event of ``session`` (its transcript read up to now first)."""
+        report = FeedReport()
+        if not self.learner.enabled or not session:
+            return report
+        with self._lock:
+            if transcript and Path(transcript).is_file():
+                report = self.catch_up(who, transcript)
+            st = self._load(session)
+            st.cwd = st.cwd or cwd
+            st.transcript = st.transcript or (
+                str(Path(transcript).resolve()) if transcript else None
+            )
+            feed(st, event)
+            report.events += 1
+            self._save([st])
+            self._handle(who, [st], report)
+        return report
+
+    def _handle(self, who: Identity, states: list[SessionEpisodes], report: FeedReport) -> None:
+        """Learn the ready episodes and count the verdicts, then drop them from the states."""
+        busy = [st for st in states if st.ready or st.verdicts]
+        for st in busy:
+            results, _ = self.learner.handle(who, st)
+            report.episodes += [ep.id for ep in st.ready]
+            report.lessons += [{"name": r.name, "action": r.action} for r in results if r]
+            report.outcomes += list(st.verdicts)
+            st.ready, st.verdicts = [], []
+        if busy:
+            self._save(busy)
+
+
+def prune_states(svc, days: int = STATE_DAYS) -> int:
+    """Drop the detector states of sessions idle for ``days``."""
+    cutoff = (utcnow() - timedelta(days=days)).isoformat()
+    lo, hi = STATE_KEY, STATE_KEY[:-1] + chr(ord(STATE_KEY[-1]) + 1)
+    rows = svc.store.reader.execute(
+        "SELECT key, value FROM meta WHERE key >= ? AND key < ?", (lo, hi)
+    ).fetchall()
+    old = [k for k, v in rows if (json.loads(v).get("updated") or "") < cutoff]
+    if old:
+        with svc.store.transaction() as conn:
+            conn.executemany("DELETE FROM meta WHERE key=?", [(k,) for k in old])
+    return len(old)

@@ -1,0 +1,171 @@
+"""Lessons the hooks show without being asked: for a failed command (PostToolUse /
+PostToolUseFailure) and in the session briefing.
+
+- :func:`lessons_for_failure`: ``find_similar_errors`` on the failure (its error text, the
+  failing test as its context when the command or the output names one), in its order, and of
+  its candidates the lessons whose absolute relevance to the failure's query
+  (``hook_context.lesson_scores`` of :func:`query_text`: ``find_similar_errors``' own relevance
+  is normalised per query, so the only lesson of a project would always look relevant) clears
+  the lesson threshold, not shown before in the session, not flagged suspicious, with their fix, success
+  rate and verification steps.
+- :func:`useful_lessons`: the project's lessons whose fixes worked most, most often.
+
+``PATTERN_AUTO_LESSONS=review`` keeps lessons learned from episodes that nobody accepted yet
+out of both (``pending=False``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from graph.lesson_ranking import error_text as pattern_text
+from graph.traces import split_trace
+from ingest.commands import command_key
+from ingest.signatures import error_text, failing_tests
+from retrieval.records import Kind, Record, RecordFilter, Scope
+
+from .hook_context import (
+    DEFAULT_LESSON_THRESHOLD,
+    HookConfig,
+    Picked,
+    Selection,
+    _pack,
+    checked,
+    injectable,
+    lesson_scores,
+    stale_factor,
+)
+from .identity import Identity
+from .ledger import Ledger
+from .memory import MemoryService
+
+__all__ = ["DEFAULT_LESSON_THRESHOLD", "lessons_for_failure", "useful_lessons"]
+CANDIDATES = 5  # find_similar_errors' best, then the threshold
+# frame lines of a failure's query: its type, message, failing test and innermost frame judge a
+# lesson better than the output's first lines, and cost one short embedding instead of two of
+# 256 tokens (docs/benchmarks.md, "The lesson threshold")
+QUERY_FRAMES = 1
+
+
+def lesson_text(lesson) -> str:
+    """A lesson as the hooks show it: the error, the fix, how often it worked, how to verify."""
+    ep = lesson.errorPattern
+    lines = [f"{lesson.name}: {ep.type}: {ep.message}".strip()]
+    if lesson.observations:
+        lines.append("fix: " + " ".join(str(o) for o in lesson.observations)[:600])
+    learned = (lesson.model_extra or {}).get("learned")
+    if isinstance(learned, dict):
+        hunks = (learned.get("fix") or {}).get("hunks") or []
+        for h in hunks[:2]:
+            lines.append(f"diff {h.get('path', '')}:\n{str(h.get('diff', ''))[:400]}")
+        lines.append("learned from a session (fail, edit, pass)"
+                     + ("" if learned.get("review") == "accepted" else ", not reviewed yet"))  # fmt: skip
+    md = lesson.metadata
+    lines.append(f"success rate {md.successRate:.0%} over {md.frequency} use(s)")
+    for step in lesson.verificationSteps[:3]:
+        lines.append(f"verify: {step.command} (expect: {step.expectedOutput})"[:300])
+    return "\n".join(lines)
+
+
+def unreviewed(extra: str) -> bool:
+    """Whether a lessons row's ``extra`` says it was learned from an episode and nobody
+    accepted it yet."""
+    if '"learned"' not in extra:
+        return False
+    block = json.loads(extra).get("lesson", {}).get("learned") or {}
+    return isinstance(block, dict) and block.get("review") == "pending"
+
+
+def useful_lessons(svc: MemoryService, who: Identity, graph_lessons, limit: int = 3,
+                   *, pending: bool = True):  # fmt: skip
+    """The project's lessons whose fixes worked most, most often (success rate × log(1 +
+    frequency)): (record, text) pairs. Only the ranking columns of every lesson are read."""
+    bucket = who.bucket(Scope.team.value)
+    rows = svc.store.reader.execute(
+        "SELECT name, record_id, success_rate, frequency, extra FROM lessons WHERE bucket=?",
+        (bucket,),
+    ).fetchall()
+    rows = [r for r in rows if pending or not unreviewed(r["extra"])]
+    rows.sort(key=lambda r: (-(r["success_rate"] * math.log1p(max(0, r["frequency"]))), r["name"]))
+    recs = svc.store.get([r["record_id"] for r in rows[:limit]])
+    out = []
+    for r in rows[:limit]:
+        rec = recs.get(r["record_id"])
+        if rec is not None:
+            out.append((rec, lesson_text(graph_lessons.get(who, r["name"], Scope.team.value))))
+    return out
+
+
+def failure_query(output: str, command: str = "", cwd: str | None = None) -> tuple[str, str]:
+    """(the error text, its context) of a failed command: the error from its first line on,
+    and the failing test the output or the command names (``pkg.FooTest::testBar``, a pytest
+    node id), else the command."""
+    tests = failing_tests(output)
+    if not tests and command:
+        key = command_key(command, cwd)
+        tests = tuple(t for c in key.checks for t in c.targets if c.is_test and "::" in t)
+    return error_text(output), (tests[0] if tests else command.strip()[:300])
+
+
+def pattern_of(error: str, context: str, frames_kept: int = QUERY_FRAMES) -> dict:
+    """The ``find_similar_errors`` query of a failure: its type, message, context and its first
+    ``frames_kept`` frame lines."""
+    typ, msg, frames = split_trace(error)
+    frames = "\n".join(frames.strip("\n").splitlines()[:frames_kept]) if frames else ""
+    return {"type": typ or "", "message": msg or error.strip()[:500], "context": context,
+            "stackTrace": frames or None}  # fmt: skip
+
+
+def query_text(pattern: dict) -> str:
+    """The text a failure is judged by (``hook_context.lesson_scores``): its pattern as
+    ``find_similar_errors`` embeds it, so one embedding serves both when it is short (most
+    are: 17 words at the median on Defects4J)."""
+    return pattern_text(pattern["type"], pattern["message"], pattern["context"],
+                        pattern["stackTrace"])  # fmt: skip
+
+
+def lessons_for_failure(
+    svc: MemoryService, who: Identity, graph_lessons, error: str, context: str = "",
+    *, config: HookConfig | None = None, ledger: Ledger | None = None, pending: bool = True,
+) -> Selection:  # fmt: skip
+    """The lessons a failed command gets (module docstring), in ``find_similar_errors``'
+    order. ``error``: the failure's error text; ``context``: its failing test, or the command."""
+    config = config or HookConfig()
+    pattern = pattern_of(error, context)
+    sel = Selection(query=error)
+    bucket = who.bucket(Scope.team.value)
+    f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson], now=svc.clock())
+    absolute = lesson_scores(svc, f, query_text(pattern))
+    if not absolute or max(absolute.values()) < config.lesson_threshold:
+        return sel
+    res = graph_lessons.find_similar_errors(who, pattern, scope=Scope.team.value, limit=CANDIDATES)
+    sel.candidates = len(res.lessons)
+    if not res.lessons:
+        return sel
+    names = [m.name for m in res.lessons]
+    rows = svc.store.reader.execute(
+        "SELECT name, record_id, extra FROM lessons "
+        f"WHERE bucket=? AND name IN ({','.join('?' * len(names))})", [bucket, *names],
+    ).fetchall()  # fmt: skip
+    by_name = {r["name"]: r for r in rows if pending or not unreviewed(r["extra"])}
+    seen = ledger.seen if ledger else set()
+    recs = svc.store.get([r["record_id"] for r in by_name.values()])
+    cites = checked(svc, who, list(recs.values()))
+    blocks: list[tuple[Record, str]] = []
+    picked: list[Picked] = []
+    for m in res.lessons:
+        row = by_name.get(m.name)
+        rec = recs.get(row["record_id"]) if row is not None else None
+        if rec is None or rec.id in seen or not injectable(rec):
+            continue
+        rel = absolute.get(rec.id, 0.0) * stale_factor(svc, cites.get(rec.id))
+        if rel < config.lesson_threshold:
+            continue
+        picked.append(Picked(rec, rel))
+        blocks.append((rec, lesson_text(m)))
+    n, text = _pack(blocks, config.prompt_tokens, "Lessons recorded for similar errors (fix, "
+                    "success rate, verification):", cites)  # fmt: skip
+    sel.picked = picked[:n]
+    sel.text = text if n else ""
+    return sel
