@@ -302,13 +302,17 @@ def test_readme_commands_run(tmp_path):
                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
     ws = Workspace(home, cwd, env)
     ran = 0
-    for line in COMMANDS:
-        if parse_only_reason(line.argv):
-            continue
-        argv = rewrite(line.argv)
-        what = f"{line.where} ({line.text})"
-        (runner_for(argv) or run_to_completion)(ws, argv, what)
-        ran += 1
+    try:
+        for line in COMMANDS:
+            if parse_only_reason(line.argv):
+                continue
+            argv = rewrite(line.argv)
+            what = f"{line.where} ({line.text})"
+            (runner_for(argv) or run_to_completion)(ws, argv, what)
+            ran += 1
+    finally:  # a command that starts a detached daemon (hooks, index-sessions) leaves it running
+        if (read_info(home) or {}).get("pid"):
+            run_to_completion(ws, ["stop"], "pattern-memory stop, after the README's commands")
     assert ran >= 10
 
 
