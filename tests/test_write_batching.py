@@ -14,6 +14,7 @@ from server.service import bulk
 from server.service.errors import InvalidInput
 from server.service.identity import Identity
 from server.service.memory import MemoryService
+from server.service.trust import injection_model
 from server.service.trust.injection import InjectionPolicy
 from server.service.trust.policy import SUSPICIOUS, WritePolicy
 from server.service.trust.secrets import SecretPolicy
@@ -82,6 +83,21 @@ def test_a_bulk_write_embeds_each_text_once_and_still_screens_each(tmp_path, cou
         svc.engine.screen = block
         with pytest.raises(InvalidInput):
             bulk.remember_bulk(svc, ME, [{"content": "A fact."}, {"content": PARAPHRASE}])
+    finally:
+        svc.engine.close()
+
+
+def test_an_exchange_and_its_unlabelled_reading_are_one_batch(tmp_path, counted):
+    """The injection model reads an exchange without the session indexer's part labels; that
+    reading is embedded in the same batch as the record's own text, never on its own."""
+    emb, calls = counted
+    svc = MemoryService(Engine(tmp_path / "s", emb), policy=WritePolicy())
+    try:
+        text = "Prompt: why does the upload test time out on CI?\nReply: the S3 mock is shared."
+        calls.clear()
+        assert bulk.remember_bulk(svc, ME, [{"content": text}]).stored == 1
+        assert len(calls) == 1
+        assert sorted(calls[0]) == sorted([text, injection_model.unlabelled(text)])
     finally:
         svc.engine.close()
 
