@@ -235,7 +235,7 @@ def ask(svc, gs, hooks, who, qs, relevant, learned, bugs, HookRequest, HookConfi
                                                config=HookConfig()))  # fmt: skip
         recs = svc.store.get(answer.injected)
         injected.append(any(r.entity_name in rel for r in recs.values()))
-        gate.append(judged_relevant(svc, gs, who, fl, d4j.failed_output(test, trace),
+        gate.append(judged_relevant(svc, who, fl, d4j.failed_output(test, trace),
                                     d4j.test_command(test), rel))  # fmt: skip
     n = max(1, len(rows))
     got = [g for g in gate if g is not None]
@@ -251,25 +251,23 @@ def ask(svc, gs, hooks, who, qs, relevant, learned, bugs, HookRequest, HookConfi
     }
 
 
-def judged_relevant(svc, gs, who, fl, output: str, command: str, rel: set[str]) -> dict | None:
-    """The hook's two steps for a query's bug lesson: among ``find_similar_errors``' candidates,
-    and its relevance (``hook_context.lesson_scores`` of the output's excerpt) above the
-    threshold."""
-    from ingest.transcripts import error_excerpt
+def judged_relevant(svc, who, fl, output: str, command: str, rel: set[str]) -> dict | None:
+    """Why the hook injects a query's bug lesson or not: whether the lesson search of the
+    failure's query (``hook_context.lesson_scores`` of ``failure_lessons.query_text``, the
+    hook's one search) returns it, and whether its relevance clears the threshold."""
     from retrieval.records import Kind, RecordFilter
     from server.service.hook_context import lesson_scores
 
     if not rel:
         return None
     pattern = fl.pattern_of(*fl.failure_query(output, command, CWD))
-    cands = gs.lessons.find_similar_errors(who, pattern, limit=fl.CANDIDATES).lessons
     ids = {r["record_id"] for r in svc.store.reader.execute(
         "SELECT name, record_id FROM lessons WHERE bucket=?", (who.bucket("team"),))
         if r["name"] in rel}  # fmt: skip
     f = RecordFilter(buckets=[who.bucket("team")], kinds=[Kind.lesson])
-    scores = lesson_scores(svc, f, error_excerpt(output, True) or output)
+    scores = lesson_scores(svc, f, fl.query_text(pattern))
     best = max([scores.get(i, 0.0) for i in ids] or [0.0])
-    return {"candidate": any(m.name in rel for m in cands),
+    return {"candidate": any(i in scores for i in ids),
             "clears": best >= fl.DEFAULT_LESSON_THRESHOLD}  # fmt: skip
 
 

@@ -1,13 +1,14 @@
 """Lessons the hooks show without being asked: for a failed command (PostToolUse /
 PostToolUseFailure) and in the session briefing.
 
-- :func:`lessons_for_failure`: ``find_similar_errors`` on the failure (its error text, the
-  failing test as its context when the command or the output names one), in its order, and of
-  its candidates the lessons whose absolute relevance to the failure's query
-  (``hook_context.lesson_scores`` of :func:`query_text`: ``find_similar_errors``' own relevance
-  is normalised per query, so the only lesson of a project would always look relevant) clears
-  the lesson threshold, not shown before in the session, not flagged suspicious, with their fix, success
-  rate and verification steps.
+- :func:`lessons_for_failure`: the lessons whose absolute relevance to the failure
+  (``hook_context.lesson_scores`` of :func:`query_text`: its type, message, failing test and
+  innermost frame, as ``find_similar_errors`` reads a failure) clears the lesson threshold, at
+  most :data:`CANDIDATES`, most relevant first, not shown before in the session, not flagged
+  suspicious, with their fix, success rate and verification steps. One search: the hook asks
+  nothing of ``find_similar_errors``' own ranking (its relevance is normalised per query, so
+  the only lesson of a project would always look relevant; its trace re-ranking costs as much
+  as the search).
 - :func:`useful_lessons`: the project's lessons whose fixes worked most, most often.
 
 ``PATTERN_AUTO_LESSONS=review`` keeps lessons learned from episodes that nobody accepted yet
@@ -23,7 +24,7 @@ from graph.lesson_ranking import error_text as pattern_text
 from graph.traces import split_trace
 from ingest.commands import command_key
 from ingest.signatures import error_text, failing_tests
-from retrieval.records import Kind, Record, RecordFilter, Scope
+from retrieval.records import Kind, RecordFilter, Scope
 
 from .hook_context import (
     DEFAULT_LESSON_THRESHOLD,
@@ -41,7 +42,7 @@ from .ledger import Ledger
 from .memory import MemoryService
 
 __all__ = ["DEFAULT_LESSON_THRESHOLD", "lessons_for_failure", "useful_lessons"]
-CANDIDATES = 5  # find_similar_errors' best, then the threshold
+CANDIDATES = 5  # lessons a failure gets at most
 # frame lines of a failure's query: its type, message, failing test and innermost frame judge a
 # lesson better than the output's first lines, and cost one short embedding instead of two of
 # 256 tokens (docs/benchmarks.md, "The lesson threshold")
@@ -129,43 +130,39 @@ def lessons_for_failure(
     svc: MemoryService, who: Identity, graph_lessons, error: str, context: str = "",
     *, config: HookConfig | None = None, ledger: Ledger | None = None, pending: bool = True,
 ) -> Selection:  # fmt: skip
-    """The lessons a failed command gets (module docstring), in ``find_similar_errors``'
-    order. ``error``: the failure's error text; ``context``: its failing test, or the command."""
+    """The lessons a failed command gets (module docstring), most relevant first. ``error``:
+    the failure's error text; ``context``: its failing test, or the command."""
     config = config or HookConfig()
-    pattern = pattern_of(error, context)
     sel = Selection(query=error)
     bucket = who.bucket(Scope.team.value)
     f = RecordFilter(buckets=[bucket], kinds=[Kind.lesson], now=svc.clock())
-    absolute = lesson_scores(svc, f, query_text(pattern))
-    if not absolute or max(absolute.values()) < config.lesson_threshold:
+    absolute = lesson_scores(svc, f, query_text(pattern_of(error, context)))
+    ranked = sorted((r for r, v in absolute.items() if v >= config.lesson_threshold),
+                    key=lambda r: -absolute[r])[:CANDIDATES]  # fmt: skip
+    sel.candidates = len(ranked)
+    if not ranked:
         return sel
-    res = graph_lessons.find_similar_errors(who, pattern, scope=Scope.team.value, limit=CANDIDATES)
-    sel.candidates = len(res.lessons)
-    if not res.lessons:
-        return sel
-    names = [m.name for m in res.lessons]
     rows = svc.store.reader.execute(
         "SELECT name, record_id, extra FROM lessons "
-        f"WHERE bucket=? AND name IN ({','.join('?' * len(names))})", [bucket, *names],
+        f"WHERE bucket=? AND record_id IN ({','.join('?' * len(ranked))})", [bucket, *ranked],
     ).fetchall()  # fmt: skip
-    by_name = {r["name"]: r for r in rows if pending or not unreviewed(r["extra"])}
+    names = {r["record_id"]: r["name"] for r in rows if pending or not unreviewed(r["extra"])}
     seen = ledger.seen if ledger else set()
-    recs = svc.store.get([r["record_id"] for r in by_name.values()])
+    recs = svc.store.get(list(names))
     cites = checked(svc, who, list(recs.values()))
-    blocks: list[tuple[Record, str]] = []
-    picked: list[Picked] = []
-    for m in res.lessons:
-        row = by_name.get(m.name)
-        rec = recs.get(row["record_id"]) if row is not None else None
+    found = []
+    for rid in ranked:
+        rec = recs.get(rid)
         if rec is None or rec.id in seen or not injectable(rec):
             continue
-        rel = absolute.get(rec.id, 0.0) * stale_factor(svc, cites.get(rec.id))
-        if rel < config.lesson_threshold:
-            continue
-        picked.append(Picked(rec, rel))
-        blocks.append((rec, lesson_text(m)))
+        rel = absolute[rid] * stale_factor(svc, cites.get(rid))
+        if rel >= config.lesson_threshold:
+            found.append((rel, rec))
+    found.sort(key=lambda x: -x[0])  # a stale citation's factor may reorder them
+    blocks = [(rec, lesson_text(graph_lessons.get(who, names[rec.id], Scope.team.value)))
+              for _, rec in found]  # fmt: skip
     n, text = _pack(blocks, config.prompt_tokens, "Lessons recorded for similar errors (fix, "
                     "success rate, verification):", cites)  # fmt: skip
-    sel.picked = picked[:n]
+    sel.picked = [Picked(rec, rel) for rel, rec in found][:n]
     sel.text = text if n else ""
     return sel

@@ -8,9 +8,9 @@ Three selections, each packed into a token budget and quoted as data with proven
   relevance (the prompt gate, :mod:`.gate`) clears a threshold; a short prompt that refers back
   ("yes, do that") is searched together with the transcript's last turn. Nothing above the
   threshold: nothing is injected, which is the right answer for most prompts.
-- ``failure_lessons.lessons_for_failure`` (a failed command): ``find_similar_errors`` on the
-  error, the lessons whose relevance (:func:`lesson_scores`) clears a threshold, with their fix,
-  success rate and verification steps.
+- ``failure_lessons.lessons_for_failure`` (a failed command): the lessons whose relevance to
+  the error (:func:`lesson_scores`) clears a threshold, with their fix, success rate and
+  verification steps.
 
 A per-session :class:`~.ledger.Ledger` (a row of the store's ``meta`` table) keeps every injected id, so
 nothing is injected twice in one session; turns of the session itself are left out (the client
