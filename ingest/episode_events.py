@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .episodes import Event
-from .transcripts import COMPACT_PREFIX, line_hash, result_text
+from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text
 
 MAX_OUTPUT = 20_000  # of a command's output: its head and its tail beyond this
 HUNK_CHARS = 1200  # of one edit's diff
@@ -125,12 +125,8 @@ def _session(e: dict, path: Path) -> str:
 
 def claude_events(e: dict, path: Path, prog: FeedProgress) -> list[tuple[str, Event]]:
     """(session, event) of one Claude Code entry."""
-    kind, msg = e.get("type"), e.get("message")
-    if kind not in ("user", "assistant") or not isinstance(msg, dict) or e.get("isMeta"):
-        return []
-    content = msg.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    if not isinstance(blocks, list):
+    kind, blocks = message_blocks(e)
+    if kind is None:
         return []
     session, at = _session(e, path), e.get("timestamp")
     out: list[tuple[str, Event]] = []

@@ -241,6 +241,18 @@ def _small_args(name: str, args: object) -> dict:
     return out
 
 
+def message_blocks(e: dict) -> tuple[str | None, list]:
+    """(``user`` or ``assistant``, its content blocks) of a Claude Code entry; no blocks for any
+    other entry (a meta line, a summary, a message without content blocks). A string content is
+    one text block."""
+    kind, msg = e.get("type"), e.get("message")
+    if kind not in ("user", "assistant") or not isinstance(msg, dict) or e.get("isMeta"):
+        return None, []
+    content = msg.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    return (kind, blocks) if isinstance(blocks, list) else (None, [])
+
+
 class _ClaudeCode:
     """Parser state of a Claude Code transcript: a reply being read, calls awaiting results.
 
@@ -312,13 +324,8 @@ class _ClaudeCode:
         )
 
     def feed(self, e: dict) -> list[Turn]:
-        kind = e.get("type")
-        msg = e.get("message")
-        if kind not in ("user", "assistant") or not isinstance(msg, dict) or e.get("isMeta"):
-            return []
-        content = msg.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list):
+        kind, blocks = message_blocks(e)
+        if kind is None:
             return []
         out: list[Turn] = []
         if kind == "assistant":
