@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
@@ -38,6 +37,7 @@ from retrieval.records import utcnow
 
 from .auto_lessons import AutoLessons
 from .identity import Identity
+from .ledger import prune_meta
 
 log = logging.getLogger("pattern_memory.lessons")
 
@@ -161,13 +161,4 @@ class EpisodeFeed:
 
 def prune_states(svc, days: int = STATE_DAYS) -> int:
     """Drop the detector states of sessions idle for ``days``."""
-    cutoff = (utcnow() - timedelta(days=days)).isoformat()
-    lo, hi = STATE_KEY, STATE_KEY[:-1] + chr(ord(STATE_KEY[-1]) + 1)
-    rows = svc.store.reader.execute(
-        "SELECT key, value FROM meta WHERE key >= ? AND key < ?", (lo, hi)
-    ).fetchall()
-    old = [k for k, v in rows if (json.loads(v).get("updated") or "") < cutoff]
-    if old:
-        with svc.store.transaction() as conn:
-            conn.executemany("DELETE FROM meta WHERE key=?", [(k,) for k in old])
-    return len(old)
+    return prune_meta(svc, STATE_KEY, "updated", days)

@@ -64,14 +64,20 @@ class Ledger:
         self._update(lambda d: d.__setitem__("compacted", max(turns, int(d.get("compacted", 0)))))
 
 
-def prune_ledgers(svc: MemoryService, days: int = LEDGER_DAYS) -> int:
+def prune_meta(svc: MemoryService, prefix: str, stamp: str, days: int) -> int:
+    """Drop the ``meta`` rows whose key starts with ``prefix`` and whose JSON value's ``stamp``
+    (an ISO time) is older than ``days``; how many."""
     cutoff = (utcnow() - timedelta(days=days)).isoformat()
-    hi = LEDGER_KEY[:-1] + chr(ord(LEDGER_KEY[-1]) + 1)
+    hi = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     rows = svc.store.reader.execute(
-        "SELECT key, value FROM meta WHERE key >= ? AND key < ?", (LEDGER_KEY, hi)
+        "SELECT key, value FROM meta WHERE key >= ? AND key < ?", (prefix, hi)
     ).fetchall()
-    old = [k for k, v in rows if (json.loads(v).get("at") or "") < cutoff]
+    old = [k for k, v in rows if (json.loads(v).get(stamp) or "") < cutoff]
     if old:
         with svc.store.transaction() as conn:
             conn.executemany("DELETE FROM meta WHERE key=?", [(k,) for k in old])
     return len(old)
+
+
+def prune_ledgers(svc: MemoryService, days: int = LEDGER_DAYS) -> int:
+    return prune_meta(svc, LEDGER_KEY, "at", days)
