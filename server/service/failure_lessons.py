@@ -120,8 +120,8 @@ def pattern_of(error: str, context: str, frames_kept: int = QUERY_FRAMES) -> dic
 
 def query_text(pattern: dict) -> str:
     """The text a failure is judged by (``hook_context.lesson_scores``): its pattern as
-    ``find_similar_errors`` embeds it, so one embedding serves both when it is short (most
-    are: 17 words at the median on Defects4J)."""
+    ``find_similar_errors`` reads it, so the hook judges a failure as an agent asking that
+    tool would describe it (17 words at the median on Defects4J)."""
     return pattern_text(pattern["type"], pattern["message"], pattern["context"],
                         pattern["stackTrace"])  # fmt: skip
 

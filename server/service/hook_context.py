@@ -331,7 +331,7 @@ def briefing(
 def lesson_scores(svc: MemoryService, f: RecordFilter, error: str, k: int = 10) -> dict:
     """{lesson record id: :func:`lesson_relevance`} of the ``k`` lessons (under ``f``) nearest
     to the head of an error text (a text of at most :data:`ERROR_QUERY_WORDS` words is asked
-    as it is: ``find_similar_errors`` asking the same text finds its embedding cached)."""
+    as it is)."""
     words = error.split()
     head = error if len(words) <= ERROR_QUERY_WORDS else " ".join(words[:ERROR_QUERY_WORDS])
     mass = coverage_mass(svc, head)
