@@ -125,7 +125,7 @@ class WritePolicy:
             return
         # the records' own texts, and an exchange's text as the model reads it (without the
         # session indexer's part labels): one batch for both
-        read = [x for t in texts if isinstance(t, str) for x in {t, injection_model.unlabelled(t)}]
+        read = [x for t in texts if isinstance(t, str) for x in (t, injection_model.unlabelled(t))]
         with hold(list(dict.fromkeys(w for t in read for w in injection_model.windows(t)))):
             yield
 
