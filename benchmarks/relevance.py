@@ -125,7 +125,8 @@ def open_engine(args, embedder, home: Path) -> Engine:
 
 def main_config(cfg: FusionConfig) -> FusionConfig:
     """``cfg`` as today's main ranks: no time prior, no update order."""
-    return replace(cfg, window_weight=0.0, event_weight=0.0, when_weight=0.0, current_first=False)
+    return replace(cfg, window_weight=0.0, event_weight=0.0, when_weight=0.0, recent_weight=0.0,
+                   current_first=False)  # fmt: skip
 
 
 @contextmanager

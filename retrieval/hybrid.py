@@ -61,6 +61,11 @@ class FusionConfig:
     window_weight: float = 0.05
     event_weight: float = 0.05
     when_weight: float = 0.08
+    # a question about the current state prefers, among candidates of about the same relevance,
+    # the newer (retrieval/timeprior.py, recent_gain); chosen the same way
+    recent_weight: float = 0.05
+    recent_depth: int = 5
+    recent_margin: float = 0.15
     # an updated record's current version ranks just above it (retrieval/links.py)
     current_first: bool = True
 
@@ -285,7 +290,8 @@ class HybridRanker:
             fused = np.nan_to_num(V if use_vec else L, nan=0.0)
         lrank, vrank = fusion.ranks(L_ranked), fusion.ranks(V)
         base = fused
-        weights = TimeWeights(cfg.window_weight, cfg.event_weight, cfg.when_weight)
+        weights = TimeWeights(cfg.window_weight, cfg.event_weight, cfg.when_weight,
+                              cfg.recent_weight, cfg.recent_depth, cfg.recent_margin)  # fmt: skip
         fused, gains = TimePrior(self.store, self.lexical, weights).weigh(query, f, ids, fused)
         if cfg.current_first:
             ids, fused, gains, (base, L, V, lrank, vrank) = _current_first(

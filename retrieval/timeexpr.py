@@ -283,7 +283,7 @@ _EVENT_STOP = frozenset(
     "then so that because".split()
 )
 _NOT_EVENT = frozenset("that this then it now today ever so long all how".split()) | _EVENT_STOP
-_ASKS_WHEN = re.compile(
+ASKS_WHEN = re.compile(
     r"^\W*(?:when\b|(?:what|which) (?:date|year|month)\b|on what (?:date|day)\b)|"
     r"\bhow (?:long|many (?:days|weeks|months|years)) ago\b|\bhow long ago\b"
 )
@@ -322,7 +322,7 @@ def read(text: str, now: datetime) -> QueryTime:
             out.windows.append(Window(start, end, low[s : m.end()].strip()))
     _between(low, out)
     out.events = _events(low, free, taken)
-    out.asks_when = bool(_ASKS_WHEN.search(low))
+    out.asks_when = bool(ASKS_WHEN.search(low))
     return out
 
 

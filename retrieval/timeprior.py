@@ -19,6 +19,12 @@ rank first.
 - **Questions that ask when** ("when did …", "how many days ago …"): the answer is a record
   that states a time, so records whose text mentions one (a date, "yesterday", "last week",
   a weekday, "next month") gain ``when_weight``.
+- **Questions about the current state** ("how many bikes do I own?", "what was my previous
+  status?": :func:`retrieval.tense.asks_current`): among the first ``recent_depth`` candidates,
+  those within ``recent_margin`` of the best gain up to ``recent_weight`` (both shares of the
+  best score) by how new they are
+  (:func:`recent_gain`): of two statements of about the same relevance, the newer is more
+  likely the current one. A question about a past event ("what did … paint?") is left alone.
 
 Weights are in units of the fused score (in [0, 1]); chosen on the dev sets
 (docs/benchmarks.md, "Time and updates").
@@ -32,7 +38,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from . import longquery, timeexpr
+from . import longquery, tense, timeexpr
 from .records import RecordFilter, utcnow
 from .store import SQLiteStore, parse_ts
 
@@ -57,9 +63,13 @@ class TimeWeights:
     window_weight: float = 0.0
     event_weight: float = 0.0
     when_weight: float = 0.0
+    recent_weight: float = 0.0
+    recent_depth: int = 5
+    recent_margin: float = 0.15
 
     def any(self) -> bool:
-        return bool(self.window_weight or self.event_weight or self.when_weight)
+        return bool(self.window_weight or self.event_weight or self.when_weight
+                    or self.recent_weight)  # fmt: skip
 
 
 def membership(t: np.ndarray, window: timeexpr.Window) -> np.ndarray:
@@ -73,6 +83,31 @@ def membership(t: np.ndarray, window: timeexpr.Window) -> np.ndarray:
         soft = max(MIN_SOFT, (window.end - window.start) / 2).total_seconds()
     dist = np.maximum(start - t, 0.0) + np.maximum(t - end, 0.0)
     return np.clip(1.0 - dist / soft, 0.0, 1.0)
+
+
+def recent_gain(
+    scores: np.ndarray, t: np.ndarray, depth: int, margin: float, weight: float
+) -> np.ndarray:
+    """The recency gain of each candidate: among the first ``depth`` by ``scores`` whose score
+    is within ``margin`` of the best (a share of the best score, so that any ranker's scale
+    works: a hybrid score is about 1 at the top, a bm25 score of a tiny store about 0), ``best
+    * weight * (t - t_min) / (t_max - t_min)`` (min-max of their dates ``t``, POSIX seconds; a
+    candidate without a date gains nothing); 0 elsewhere and when they all share one time."""
+    gain = np.zeros(len(scores))
+    if not len(scores) or weight <= 0:
+        return gain
+    top = np.argsort(-scores, kind="stable")[:depth]
+    best = float(scores[top[0]])
+    if not best > 0:
+        return gain
+    near = top[(scores[top] >= best * (1.0 - margin)) & ~np.isnan(t[top])]
+    if len(near) < 2:
+        return gain
+    lo, hi = float(np.min(t[near])), float(np.max(t[near]))
+    if hi <= lo:
+        return gain
+    gain[near] = best * weight * (t[near] - lo) / (hi - lo)
+    return gain
 
 
 class TimePrior:
@@ -125,7 +160,8 @@ class TimePrior:
         named = asked.events[:MAX_EVENTS] if not longquery.is_long(query) else []
         events = self.event_windows(named, f) if w.event_weight and named else []
         when = asked.asks_when and w.when_weight > 0
-        if not (windows or events or when):
+        current = w.recent_weight > 0 and not longquery.is_long(query) and tense.asks_current(query)
+        if not (windows or events or when or current):
             return fused, boosts
         known = self.dates(ids, content=when)
         t = np.array([known[r][0].timestamp() if r in known else np.nan for r in ids])
@@ -144,7 +180,12 @@ class TimePrior:
                 if r in known and MENTIONS_TIME.search(known[r][1]):
                     gain[i] += w.when_weight
                     boosts[i]["states_time"] = w.when_weight
+        if current:
+            recent = recent_gain(fused + gain, t, w.recent_depth, w.recent_margin, w.recent_weight)
+            gain += recent
+            for i in np.flatnonzero(recent):
+                boosts[i]["recent"] = round(float(recent[i]), 4)
         return fused + gain, boosts
 
 
-__all__ = ["MENTIONS_TIME", "TimePrior", "TimeWeights", "membership"]
+__all__ = ["MENTIONS_TIME", "TimePrior", "TimeWeights", "membership", "recent_gain"]

@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pytest
 
 from retrieval.records import Record, RecordFilter, Scope
 from retrieval.timeexpr import Window
-from retrieval.timeprior import membership
+from retrieval.timeprior import membership, recent_gain
 
 NOW = datetime(2024, 5, 15, 12, 0, tzinfo=UTC)  # a Wednesday
 
@@ -71,3 +72,47 @@ def test_event_side(engine):
 
     assert plans("what was the release plan before the migration?")[0].endswith("search page")
     assert plans("what was the release plan after the migration?")[0].endswith("billing page")
+
+
+def test_recent_gain_among_near_candidates():
+    scores = np.array([0.90, 0.85, 0.50, 0.88, 0.86])
+    t = np.array([10.0, 30.0, 99.0, 20.0, np.nan])
+    g = recent_gain(scores, t, depth=4, margin=0.1, weight=0.2)
+    # the near ones (0.90, 0.88, 0.86 without a date, 0.85): min-max of their dates, in
+    # shares of the best score
+    assert g.tolist() == pytest.approx([0.0, 0.18, 0.0, 0.09, 0.0])
+    assert recent_gain(scores, t, depth=1, margin=1, weight=0.2).tolist() == [0.0] * 5
+    same = recent_gain(scores, np.full(5, 7.0), depth=5, margin=1, weight=0.2)
+    assert not same.any()  # records written at one time: nothing to prefer
+    assert not recent_gain(scores, t, depth=5, margin=1, weight=0.0).any()
+
+
+FILLER = ["lunch was pizza", "the build takes four minutes", "Alice reviews the docs",
+          "the logo is blue", "we use ruff for linting", "the API returns JSON"]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_current_state_questions_prefer_the_newer_statement(engine, mode):
+    engine.add([rec(t, 50) for t in FILLER])
+    engine.add([rec("the staging database runs on the db-3 host", 40),
+                rec("the staging database moved to the db-7 host", 2)])  # fmt: skip
+
+    def top(question: str):
+        return engine.search(question, RecordFilter(now=NOW), 2, mode=mode)
+
+    got = top("which host is the staging database on?")
+    assert got[0].record.content.endswith("db-7 host")
+    assert "recent" in got[0].explanation.boosts
+    # a question about a past event is left alone
+    assert all("recent" not in h.explanation.boosts
+               for h in top("which host did the staging database run on?"))  # fmt: skip
+
+
+def test_recency_does_not_outweigh_relevance(engine):
+    engine.add([rec(t, 50) for t in FILLER])
+    engine.add([rec("the staging database runs on the db-3 host with nightly backups", 40),
+                rec("lunch on the staging floor", 1)])  # fmt: skip
+    for mode in ("lexical", "hybrid"):
+        got = engine.search("which host is the staging database on?", RecordFilter(now=NOW), 2,
+                            mode=mode)  # fmt: skip
+        assert got[0].record.content.startswith("the staging database runs")
