@@ -304,7 +304,10 @@ def read(text: str, now: datetime) -> QueryTime:
         for m in pattern.finditer(low):
             if not free(*m.span()):
                 continue
-            span = meaning(m, now, today)
+            try:
+                span = meaning(m, now, today)
+            except (OverflowError, ValueError):  # "a million years ago": off the calendar
+                continue
             if span is None or (span[0] is not None and span[0] > now):
                 continue  # unreadable, or in the future
             start, end = span

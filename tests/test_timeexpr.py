@@ -124,3 +124,9 @@ def test_asks_when(text, asks):
 def test_naive_now_is_utc():
     naive = datetime(2024, 5, 15, 14, 30)
     assert read("yesterday", naive).windows == read("yesterday", NOW).windows
+
+
+def test_times_off_the_calendar_read_as_nothing():
+    for text in ("the rock formed 5000000 years ago", "in 100000 years ago terms",
+                 "some 4000000 days ago"):  # fmt: skip
+        assert read(text, NOW).windows == []
