@@ -24,7 +24,7 @@ from .errors import StoreUnavailable
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
-from .timeprior import TimePrior, TimeWeights
+from .timeprior import StatedCache, TimePrior, TimeWeights
 from .vector_process import VectorIndexError, VectorProcess
 from .vectors import VectorIndex
 
@@ -58,7 +58,7 @@ class FusionConfig:
     # the window a query names, from one side of an event it names, and, for a question that
     # asks when, of records that state a time. Chosen on LoCoMo dev and LongMemEval_S together
     # (benchmarks/time_lab.py; docs/benchmarks.md, "Time and updates")
-    window_weight: float = 0.05
+    window_weight: float = 0.3
     event_weight: float = 0.05
     when_weight: float = 0.08
     # a question about the current state prefers, among candidates of about the same relevance,
@@ -66,6 +66,8 @@ class FusionConfig:
     recent_weight: float = 0.05
     recent_depth: int = 5
     recent_margin: float = 0.15
+    # the times a record's own text speaks of ("last Friday") count as its dates for windows
+    stated_times: bool = True
     # an updated record's current version ranks just above it (retrieval/links.py)
     current_first: bool = True
 
@@ -94,6 +96,7 @@ class HybridRanker:
         # records whose vectors are not in the index yet (VectorSync.pending_ids; set by Engine)
         self.pending: Callable[[], set[str]] | None = None
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
+        self._stated = StatedCache()  # the times records speak of, read once per text
 
     def close(self) -> None:
         """Stop the lexical worker threads (a search after this is refused)."""
@@ -291,8 +294,10 @@ class HybridRanker:
         lrank, vrank = fusion.ranks(L_ranked), fusion.ranks(V)
         base = fused
         weights = TimeWeights(cfg.window_weight, cfg.event_weight, cfg.when_weight,
-                              cfg.recent_weight, cfg.recent_depth, cfg.recent_margin)  # fmt: skip
-        fused, gains = TimePrior(self.store, self.lexical, weights).weigh(query, f, ids, fused)
+                              cfg.recent_weight, cfg.recent_depth, cfg.recent_margin,
+                              cfg.stated_times)  # fmt: skip
+        prior = TimePrior(self.store, self.lexical, weights, self._stated)
+        fused, gains = prior.weigh(query, f, ids, fused)
         if cfg.current_first:
             ids, fused, gains, (base, L, V, lrank, vrank) = _current_first(
                 self.store, f, ids, fused, gains, (base, L, V, lrank, vrank))  # fmt: skip

@@ -17,7 +17,8 @@ by measurement (``benchmarks/time_phrases.py``, docs/time.md). What it reads:
 
 A date without a year, a month, a weekday or a holiday means the latest one not after ``now``.
 Future expressions (``tomorrow``, ``next week``) give no window: records are written in the
-past. A plural weekday (``on Tuesdays``) is a habit, not a date. ``asks_when``: the question
+past; so is a present period in a text about what is to come ("what should I cook this
+weekend?"). A plural weekday (``on Tuesdays``) is a habit, not a date. ``asks_when``: the question
 asks for a date ("when did …", "how many days ago …").
 """
 
@@ -283,6 +284,13 @@ _EVENT_STOP = frozenset(
     "then so that because".split()
 )
 _NOT_EVENT = frozenset("that this then it now today ever so long all how".split()) | _EVENT_STOP
+# a present period ("this weekend", "today") in a text about what is to come ("what should I
+# cook this weekend?", "I'm going to call them today") names the plan's time, not a past one
+_PRESENT_PERIOD = re.compile(r"^(?:today|tonight|this (?!past\b)\w+)")
+_FUTURE = re.compile(
+    r"\b(?:should|shall|will|going to|gonna|plan(?:ning)? to|would like to|want to|wanna)\b"
+    r"|\w'll\b"
+)
 ASKS_WHEN = re.compile(
     r"^\W*(?:when\b|(?:what|which) (?:date|year|month)\b|on what (?:date|day)\b)|"
     r"\bhow (?:long|many (?:days|weeks|months|years)) ago\b|\bhow long ago\b"
@@ -311,6 +319,8 @@ def read(text: str, now: datetime) -> QueryTime:
             if span is None or (span[0] is not None and span[0] > now):
                 continue  # unreadable, or in the future
             start, end = span
+            if _PRESENT_PERIOD.match(m.group(0)) and _FUTURE.search(low):
+                continue
             s = m.start()
             rel = re.match(rf"({_REL}) ", low[s:]) or re.search(rf"\b({_REL})(?: the)? $", low[:s])
             if rel is not None:  # since March: from March on; before 2023: up to 2023

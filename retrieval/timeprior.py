@@ -12,6 +12,10 @@ rank first.
   exchange's timestamp, an ingested chunk's ingestion) lies in the window gains
   ``window_weight``; outside, the gain falls linearly to 0 over half the window's width (at
   least a day): "two weeks ago" is not a day exact. With several windows the best counts.
+- **The times a record speaks of**: a record's own text may date what it tells ("I went to
+  the UK last Friday", "we shipped it yesterday"); read relative to the record's date
+  (:func:`stated_times`, the first :data:`STATED_TOP` candidates), each of those times counts
+  as the record's date too, for windows and events alike.
 - **Events** ("before the migration"): the event's words are searched (lexical, same filter);
   the best record's date is the event's, and the records on that side of it (its own day
   included) gain ``event_weight``. At most :data:`MAX_EVENTS` per query, none from a long
@@ -56,6 +60,9 @@ MIN_SOFT = timedelta(days=1)
 # "after …" and "since …" in passing, not as a question's time: its events are not searched
 MAX_EVENTS = 2
 OPEN_SOFT = timedelta(days=7)  # how far an open window's edge fades
+STATED_TOP = 50  # candidates whose text is read for the times it speaks of
+STATED_CHARS = 2000  # of each text
+STATED_MAX = timedelta(days=31)  # a wider window ("last year") dates nothing precisely
 
 
 @dataclass
@@ -66,6 +73,7 @@ class TimeWeights:
     recent_weight: float = 0.0
     recent_depth: int = 5
     recent_margin: float = 0.15
+    stated: bool = False  # the times a record's text speaks of count as its dates
 
     def any(self) -> bool:
         return bool(self.window_weight or self.event_weight or self.when_weight
@@ -110,16 +118,67 @@ def recent_gain(
     return gain
 
 
+def stated_times(text: str, written: datetime) -> list[float]:
+    """The times ``text`` speaks of ("last Friday", "yesterday", "on 5 May"), read relative to
+    ``written`` (when the record was written): the middle of each window of at most
+    :data:`STATED_MAX`, POSIX seconds."""
+    out = []
+    for win in timeexpr.read(text[:STATED_CHARS], written).windows:
+        if win.start is not None and win.end is not None and win.end - win.start <= STATED_MAX:
+            out.append((win.start.timestamp() + win.end.timestamp()) / 2)
+    return out
+
+
+def stated_matrix(times: list[list[float]]) -> np.ndarray:
+    """Candidates' stated times as one array (candidates x most times), NaN-padded."""
+    width = max((len(x) for x in times), default=0)
+    out = np.full((len(times), max(width, 1)), np.nan)
+    for i, x in enumerate(times):
+        out[i, : len(x)] = x
+    return out
+
+
+def dated_membership(t: np.ndarray, stated: np.ndarray | None, window: timeexpr.Window):
+    """:func:`membership` of each candidate's best date: its own (``t``) or a time its text
+    speaks of (``stated``, candidates x times, NaN-padded)."""
+    m = np.nan_to_num(membership(t, window))
+    if stated is None or not stated.size:
+        return m
+    alt = np.nan_to_num(membership(stated, window)).max(axis=1)
+    return np.maximum(m, alt)
+
+
+class StatedCache:
+    """:func:`stated_times` per (record id, content hash), kept for the ranker's life (reading a
+    text costs about 0.4 ms; a query names a window again and again over the same records).
+    Bounded: cleared when it holds :attr:`limit` texts."""
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self._times: dict[tuple[str, str], list[float]] = {}
+
+    def get(self, key: tuple[str, str], text: str, written: datetime) -> list[float]:
+        got = self._times.get(key)
+        if got is None:
+            if len(self._times) >= self.limit:
+                self._times.clear()
+            got = self._times[key] = stated_times(text, written)
+        return got
+
+
 class TimePrior:
-    def __init__(self, store: SQLiteStore, lexical, weights: TimeWeights) -> None:
+    def __init__(
+        self, store: SQLiteStore, lexical, weights: TimeWeights, stated: StatedCache | None = None
+    ) -> None:
         self.store = store
         self.lexical = lexical
         self.weights = weights
+        self.stated = stated or StatedCache()
 
-    def dates(self, ids: list[str], content: bool) -> dict[str, tuple[datetime, str]]:
-        """(created_at, content or '') per id."""
-        out: dict[str, tuple[datetime, str]] = {}
-        col = "content" if content else "''"
+    def dates(self, ids: list[str], content: bool) -> dict[str, tuple[datetime, str, str]]:
+        """(created_at, content or '', content hash or '') per id."""
+        out: dict[str, tuple[datetime, str, str]] = {}
+        col = "content, content_hash" if content else "'', ''"
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             rows = self.store.reader.execute(
@@ -127,7 +186,7 @@ class TimePrior:
                 f"WHERE id IN ({','.join('?' * len(part))})",
                 part,
             ).fetchall()
-            out.update((r[0], (parse_ts(r[1]), r[2])) for r in rows)
+            out.update((r[0], (parse_ts(r[1]), r[2], r[3])) for r in rows)
         return out
 
     def event_windows(self, events: list[timeexpr.Event], f: RecordFilter) -> list[timeexpr.Window]:
@@ -163,15 +222,21 @@ class TimePrior:
         current = w.recent_weight > 0 and not longquery.is_long(query) and tense.asks_current(query)
         if not (windows or events or when or current):
             return fused, boosts
-        known = self.dates(ids, content=when)
+        read_stated = w.stated and bool(windows or events)
+        known = self.dates(ids, content=when or read_stated)
         t = np.array([known[r][0].timestamp() if r in known else np.nan for r in ids])
+        stated = None
+        if read_stated:
+            top = set(np.argsort(-fused, kind="stable")[:STATED_TOP].tolist())
+            stated = stated_matrix([self.stated.get((r, known[r][2]), known[r][1], known[r][0])
+                                    if i in top and r in known else []
+                                    for i, r in enumerate(ids)])  # fmt: skip
         gain = np.zeros(len(ids))
         for name, group, weight in (("time", windows, w.window_weight),
                                     ("event", events, w.event_weight)):  # fmt: skip
             if not group:
                 continue
-            m = np.max([membership(t, win) for win in group], axis=0)
-            m = np.nan_to_num(m) * weight
+            m = np.max([dated_membership(t, stated, win) for win in group], axis=0) * weight
             gain += m
             for i in np.flatnonzero(m):
                 boosts[i][name] = round(float(m[i]), 4)
@@ -188,4 +253,5 @@ class TimePrior:
         return fused + gain, boosts
 
 
-__all__ = ["MENTIONS_TIME", "TimePrior", "TimeWeights", "membership", "recent_gain"]
+__all__ = ["MENTIONS_TIME", "StatedCache", "TimePrior", "TimeWeights", "dated_membership", "membership",
+           "recent_gain", "stated_matrix", "stated_times"]  # fmt: skip

@@ -130,3 +130,12 @@ def test_times_off_the_calendar_read_as_nothing():
     for text in ("the rock formed 5000000 years ago", "in 100000 years ago terms",
                  "some 4000000 days ago"):  # fmt: skip
         assert read(text, NOW).windows == []
+
+
+def test_a_present_period_in_a_plan_names_no_past_window():
+    assert read("What should I serve for dinner this weekend?", NOW).windows == []
+    assert read("I'm going to call the vendor today", NOW).windows == []
+    assert [w.phrase for w in read("What did I cook this weekend?", NOW).windows] == [
+        "this weekend"
+    ]
+    assert [w.phrase for w in read("Which tests failed today?", NOW).windows] == ["today"]

@@ -3,6 +3,7 @@ equally relevant ones; a prior, not a filter."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -94,8 +95,8 @@ FILLER = ["lunch was pizza", "the build takes four minutes", "Alice reviews the 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
 def test_current_state_questions_prefer_the_newer_statement(engine, mode):
     engine.add([rec(t, 50) for t in FILLER])
-    engine.add([rec("the staging database runs on the db-3 host", 40),
-                rec("the staging database moved to the db-7 host", 2)])  # fmt: skip
+    engine.add([rec("the staging database is on the db-3 host", 40),
+                rec("the staging database is on the db-7 host", 2)])  # fmt: skip
 
     def top(question: str):
         return engine.search(question, RecordFilter(now=NOW), 2, mode=mode)
@@ -116,3 +117,28 @@ def test_recency_does_not_outweigh_relevance(engine):
         got = engine.search("which host is the staging database on?", RecordFilter(now=NOW), 2,
                             mode=mode)  # fmt: skip
         assert got[0].record.content.startswith("the staging database runs")
+
+
+def test_the_times_a_record_speaks_of_date_it(engine):
+    """Written on 16 November, "last Friday" is 10 November: the window "on 10 November"
+    weighs that record, not the one written that week about another day."""
+
+    def said(text: str, written: datetime) -> Record:
+        return Record(project_id="p", agent_id="a", scope=Scope.team, content=text,
+                      created_at=written, updated_at=written)  # fmt: skip
+
+    engine.add([rec(t, 50) for t in FILLER])
+    engine.add([said("I visited the Leeds castle last Monday",
+                     datetime(2023, 11, 12, 9, 0, tzinfo=UTC)),
+                said("I visited the Dover castle last Friday",
+                     datetime(2023, 11, 16, 15, 0, tzinfo=UTC))])  # fmt: skip
+    asked = "which castle did I visit on 10 November 2023?"
+
+    def hits(stated: bool):
+        engine.ranker.config = replace(engine.ranker.config, stated_times=stated)
+        return engine.search(asked, RecordFilter(now=NOW), 2, mode="lexical")
+
+    got = hits(True)  # the two are equally relevant: the date decides
+    assert "Dover" in got[0].record.content and got[0].explanation.boosts["time"] > 0
+    # by their own dates neither is from that day
+    assert all("time" not in h.explanation.boosts for h in hits(False))
