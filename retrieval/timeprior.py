@@ -18,8 +18,9 @@ rank first.
   as the record's date too, for windows and events alike.
 - **Events** ("before the migration"): the event's words are searched (lexical, same filter);
   the best record's date is the event's, and the records on that side of it (its own day
-  included) gain ``event_weight``. At most :data:`MAX_EVENTS` per query, none from a long
-  query (a pasted report's "after upgrading …" is not a question's time).
+  included) gain ``event_weight``. At most :data:`MAX_EVENTS` per query. Neither windows nor
+  events are read from a long query (a pasted report's "yesterday" and "after upgrading …"
+  are its story's time, not a question's).
 - **Questions that ask when** ("when did …", "how many days ago …"): the answer is a record
   that states a time, so records whose text mentions one (a date, "yesterday", "last week",
   a weekday, "next month") gain ``when_weight``.
@@ -215,11 +216,12 @@ class TimePrior:
         if not ids or not w.any():
             return fused, boosts
         asked = timeexpr.read(query, f.now or utcnow())
-        windows = asked.windows if w.window_weight else []
-        named = asked.events[:MAX_EVENTS] if not longquery.is_long(query) else []
+        long = longquery.is_long(query)  # a pasted report's "yesterday" is its story's time
+        windows = asked.windows if w.window_weight and not long else []
+        named = asked.events[:MAX_EVENTS] if not long else []
         events = self.event_windows(named, f) if w.event_weight and named else []
         when = asked.asks_when and w.when_weight > 0
-        current = w.recent_weight > 0 and not longquery.is_long(query) and tense.asks_current(query)
+        current = w.recent_weight > 0 and not long and tense.asks_current(query)
         if not (windows or events or when or current):
             return fused, boosts
         read_stated = w.stated and bool(windows or events)

@@ -142,3 +142,11 @@ def test_the_times_a_record_speaks_of_date_it(engine):
     assert "Dover" in got[0].record.content and got[0].explanation.boosts["time"] > 0
     # by their own dates neither is from that day
     assert all("time" not in h.explanation.boosts for h in hits(False))
+
+
+def test_a_pasted_report_names_no_window(engine):
+    engine.add([rec(t, 50) for t in FILLER])
+    engine.add([rec("the broker crashed with an OutOfMemoryError in the journal", 1)])
+    report = " ".join(["The broker crashed yesterday with an OutOfMemoryError."] * 30)
+    hits = engine.search(report, RecordFilter(now=NOW), 3)
+    assert hits and all("time" not in h.explanation.boosts for h in hits)
