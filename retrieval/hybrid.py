@@ -65,7 +65,7 @@ class FusionConfig:
     # the newer (retrieval/timeprior.py, recent_gain); chosen the same way
     recent_weight: float = 0.05
     recent_depth: int = 5
-    recent_margin: float = 0.15
+    recent_margin: float = 0.1
     # the times a record's own text speaks of ("last Friday") count as its dates for windows
     stated_times: bool = True
     # an updated record's current version ranks just above it (retrieval/links.py)

@@ -14,7 +14,7 @@ CURRENT = [
     "Where is the painting 'Ethereal Dreams' currently hanging?",
     "How often do I see my therapist?",
     "What time do I usually go to the gym?",
-    "How many coins have I added to my collection?",
+    "How many coins do I have in my collection?",
     "Do we still pin the numpy version?",
     "Which CI provider are we on these days?",
     "What was my previous frequent flyer status?",  # names a change
@@ -33,6 +33,8 @@ PAST = [
     "Where was the team offsite?",
     "Which of Caroline's paintings won the prize?",  # a possessive is not a present verb
     "Tell me about the deploy",  # not a question about a state
+    "What has Melanie painted?",  # the present perfect asks for a history
+    "How many tournaments has Nate won?",
 ]
 
 
