@@ -5,7 +5,7 @@
     python benchmarks/time_lab.py fit DIR/lme.pkl DIR/locomo.pkl [--json OUT]
 
 ``dump`` indexes a set exactly as ``benchmarks/relevance.py`` does (LongMemEval through the
-session indexer, LoCoMo one memory per turn) and keeps, per question, every fused candidate of
+session indexer, LoCoMo one memory per turn; the whole set before the first question) and keeps, per question, every fused candidate of
 today's ranking (no time prior, no update order) with its date, whether its text states a time,
 and the windows the question's events resolve to. ``fit`` replays the prior (the gains are
 added to the fused score, as :mod:`retrieval.timeprior` adds them) over a grid of weights in
@@ -112,9 +112,10 @@ def dump_locomo(args) -> dict:
         engine = Engine(Path(tmp) / "store", make_embedder())
         engine.ranker.config = main_config(engine.ranker.config)  # today's ranking, no prior
         try:
-            for sample in data:
-                recs = locomo_records(sample, DEFAULT_LOCOMO_CONTEXT)
+            samples = [(sample, locomo_records(sample, DEFAULT_LOCOMO_CONTEXT)) for sample in data]
+            for _sample, recs in samples:  # every conversation first, as the benchmark does
                 engine.add(recs)
+            for sample, recs in samples:
                 known = {r.metadata["doc_id"] for r in recs}
                 now = locomo_date(locomo_sessions(sample["conversation"])[-1][1])
                 f = RecordFilter(buckets=[recs[0].bucket], now=now)

@@ -58,7 +58,7 @@ class FusionConfig:
     # the window a query names, from one side of an event it names, and, for a question that
     # asks when, of records that state a time. Chosen on LoCoMo dev and LongMemEval_S together
     # (benchmarks/time_lab.py; docs/benchmarks.md, "Time and updates")
-    window_weight: float = 0.3
+    window_weight: float = 0.2
     event_weight: float = 0.05
     when_weight: float = 0.08
     # a question about the current state prefers, among candidates of about the same relevance,
