@@ -285,6 +285,24 @@ TABLES: dict[str, Table] = {
         ],
         first="parser",
     ),  # fmt: skip
+    "time-fit": grid(
+        "time-fit",
+        [
+            ("both sets (shipped)", "chosen"),
+            ("LoCoMo alone", "leave_one_out/longmemeval/setting"),
+            ("LongMemEval alone", "leave_one_out/locomo/setting"),
+        ],
+        [
+            ("window", "window_weight", ".2f"),
+            ("event", "event_weight", ".2f"),
+            ("when", "when_weight", ".2f"),
+            ("stated times", "stated", "bool"),
+            ("recency", "recent_weight", ".2f"),
+            ("margin", "recent_margin", ".2f"),
+            ("depth", "recent_depth", "d"),
+        ],
+        first="chosen on",
+    ),
     "update-links": pairs([(label, "update-links", key, spec) for label, key, spec in LINKS]),
     "time-sets": main_vs_time(
         "relevance-sets-time",
