@@ -5,10 +5,11 @@
     python benchmarks/time_lab.py fit DIR/lme.pkl DIR/locomo.pkl [--json OUT]
 
 ``dump`` indexes a set exactly as ``benchmarks/relevance.py`` does (LongMemEval through the
-session indexer, LoCoMo one memory per turn; the whole set before the first question) and keeps, per question, every fused candidate of
-today's ranking (no time prior, no update order) with its date, whether its text states a time,
-and the windows the question's events resolve to. ``fit`` replays the prior (the gains are
-added to the fused score, as :mod:`retrieval.timeprior` adds them) over a grid of weights in
+session indexer, LoCoMo one memory per turn; the whole set before the first question) and
+keeps, per question, the fused candidates of today's ranking (no time prior, no update order)
+with their dates, whether their texts state a time, the times they speak of, and the windows
+the question's events resolve to. ``fit`` replays the prior (the gains computed by
+:func:`retrieval.timeprior.gains`, the ranker's own computation) over a grid of weights in
 two stages (the window, event and when weights; then, at their choice, the recency of
 questions about the current state) and reports each set's metrics per question type, the
 settings chosen on every set together, and leave-one-set-out: each set scored at the setting
@@ -37,13 +38,11 @@ from benchmarks import time_metrics as tm  # noqa: E402
 from retrieval import grouping, tense, timeexpr  # noqa: E402
 from retrieval.timeprior import (  # noqa: E402
     MENTIONS_TIME,
-    STATED_TOP,
     TimePrior,
     TimeWeights,
-    dated_membership,
-    recent_gain,
-    stated_matrix,
+    gains,
     stated_times,
+    top_stated,
 )
 
 ALL = 100  # candidates kept per question: the fused candidates the benchmark's search ranks
@@ -134,7 +133,7 @@ def dump_locomo(args) -> dict:
                                    h.score, bool(MENTIONS_TIME.search(h.record.content)), False,
                                    stated_times(h.record.content, h.record.created_at))
                                   for h in hits],
-                        })  # fmt: skip
+                    })  # fmt: skip
         finally:
             engine.close()
     return {"set": "locomo", "questions": out}
@@ -148,20 +147,16 @@ def rescore(q: dict, w: SimpleNamespace) -> list[tuple]:
     t = np.array([c[1] for c in cands])
     s = np.array([c[2] for c in cands], dtype=float)
     asked = timeexpr.read(q["question"], q["now"])
+    windows = asked.windows if w.window_weight else []
+    events = q["events"] if w.event_weight else []
     stated = None
-    if getattr(w, "stated", True) and (asked.windows or q["events"]):
-        top = set(np.argsort(-s, kind="stable")[:STATED_TOP].tolist())
-        stated = stated_matrix([list(c[5]) if i in top else [] for i, c in enumerate(cands)])
-    if w.window_weight and asked.windows:
-        s = s + w.window_weight * np.max(
-            [dated_membership(t, stated, x) for x in asked.windows], axis=0)  # fmt: skip
-    if w.event_weight and q["events"]:
-        s = s + w.event_weight * np.max(
-            [dated_membership(t, stated, x) for x in q["events"]], axis=0)  # fmt: skip
-    if w.when_weight and asked.asks_when:
-        s = s + w.when_weight * np.array([c[3] for c in cands], dtype=float)
-    if getattr(w, "recent_weight", 0) and tense.asks_current(q["question"]):
-        s = s + recent_gain(s, t, int(w.recent_depth), w.recent_margin, w.recent_weight)
+    if getattr(w, "stated", True) and (windows or events):
+        stated = top_stated(s, lambda i: list(cands[i][5]))
+    mentions = np.array([c[3] for c in cands]) if asked.asks_when and w.when_weight else None
+    current = bool(getattr(w, "recent_weight", 0)) and tense.asks_current(q["question"])
+    gain, _ = gains(s, t, w, windows=windows, events=events, mentions=mentions, current=current,
+                    stated=stated)  # fmt: skip
+    s = s + gain
     order = np.argsort(-s, kind="stable")
     return [(*cands[i][:2], float(s[i]), *cands[i][3:]) for i in order]
 

@@ -18,8 +18,8 @@ by measurement (``benchmarks/time_phrases.py``, docs/time.md). What it reads:
 A date without a year, a month, a weekday or a holiday means the latest one not after ``now``.
 Future expressions (``tomorrow``, ``next week``) give no window: records are written in the
 past; so is a present period in a text about what is to come ("what should I cook this
-weekend?"). A plural weekday (``on Tuesdays``) is a habit, not a date. ``asks_when``: the question
-asks for a date ("when did …", "how many days ago …").
+weekend?"). A plural weekday (``on Tuesdays``) is a habit, not a date. ``asks_when``: the
+question asks for a date ("when did …", "how many days ago …").
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ rank first.
 - **Questions about the current state** ("how many bikes do I own?", "what was my previous
   status?": :func:`retrieval.tense.asks_current`): among the first ``recent_depth`` candidates,
   those within ``recent_margin`` of the best gain up to ``recent_weight`` (both shares of the
-  best score) by how new they are
-  (:func:`recent_gain`): of two statements of about the same relevance, the newer is more
-  likely the current one. A question about a past event ("what did … paint?") is left alone.
+  best score) by how new they are (:func:`recent_gain`): of two statements of about the same
+  relevance, the newer is more likely the current one. A question about a past event ("what
+  did … paint?") is left alone.
 
 Weights are in units of the fused score (in [0, 1]); chosen on the dev sets
 (docs/benchmarks.md, "Time and updates").
@@ -73,7 +73,7 @@ class TimeWeights:
     when_weight: float = 0.0
     recent_weight: float = 0.0
     recent_depth: int = 5
-    recent_margin: float = 0.15
+    recent_margin: float = 0.1
     stated: bool = False  # the times a record's text speaks of count as its dates
 
     def any(self) -> bool:
@@ -149,6 +149,52 @@ def dated_membership(t: np.ndarray, stated: np.ndarray | None, window: timeexpr.
     return np.maximum(m, alt)
 
 
+def top_stated(fused: np.ndarray, read) -> np.ndarray:
+    """:func:`stated_matrix` of the first :data:`STATED_TOP` candidates by ``fused`` (``read(i)``:
+    candidate i's stated times); the others speak of no time."""
+    times: list[list[float]] = [[] for _ in range(len(fused))]
+    for i in np.argsort(-fused, kind="stable")[:STATED_TOP]:
+        times[i] = read(int(i))
+    return stated_matrix(times)
+
+
+def gains(
+    fused: np.ndarray,
+    t: np.ndarray,
+    w: TimeWeights,
+    *,
+    windows: list[timeexpr.Window],
+    events: list[timeexpr.Window],
+    mentions: np.ndarray | None,
+    current: bool,
+    stated: np.ndarray | None,
+) -> tuple[np.ndarray, list[dict[str, float]]]:
+    """The prior's gain of each candidate, and its gains by name (the ranker's and the time
+    lab's one computation): ``t`` the candidates' dates, ``stated`` the times their texts speak
+    of (:func:`top_stated`), ``mentions`` whether each text states a time (for a question that
+    asks when; None otherwise), ``current`` whether the question asks for the current state."""
+    gain = np.zeros(len(fused))
+    boosts: list[dict[str, float]] = [{} for _ in range(len(fused))]
+    for name, group, weight in (("time", windows, w.window_weight),
+                                ("event", events, w.event_weight)):  # fmt: skip
+        if not group or not weight:
+            continue
+        m = np.max([dated_membership(t, stated, win) for win in group], axis=0) * weight
+        gain += m
+        for i in np.flatnonzero(m):
+            boosts[i][name] = round(float(m[i]), 4)
+    if mentions is not None and w.when_weight:
+        for i in np.flatnonzero(mentions):
+            gain[i] += w.when_weight
+            boosts[i]["states_time"] = w.when_weight
+    if current and w.recent_weight:
+        recent = recent_gain(fused + gain, t, w.recent_depth, w.recent_margin, w.recent_weight)
+        gain += recent
+        for i in np.flatnonzero(recent):
+            boosts[i]["recent"] = round(float(recent[i]), 4)
+    return gain, boosts
+
+
 class StatedCache:
     """:func:`stated_times` per (record id, content hash), kept for the ranker's life (reading a
     text costs about 0.4 ms; a query names a window again and again over the same records).
@@ -211,10 +257,9 @@ class TimePrior:
         self, query: str, f: RecordFilter, ids: list[str], fused: np.ndarray
     ) -> tuple[np.ndarray, list[dict[str, float]]]:
         """``fused`` plus the prior's gains, and each candidate's gains by name."""
-        boosts: list[dict[str, float]] = [{} for _ in ids]
         w = self.weights
         if not ids or not w.any():
-            return fused, boosts
+            return fused, [{} for _ in ids]
         asked = timeexpr.read(query, f.now or utcnow())
         long = longquery.is_long(query)  # a pasted report's "yesterday" is its story's time
         windows = asked.windows if w.window_weight and not long else []
@@ -223,37 +268,25 @@ class TimePrior:
         when = asked.asks_when and w.when_weight > 0
         current = w.recent_weight > 0 and not long and tense.asks_current(query)
         if not (windows or events or when or current):
-            return fused, boosts
+            return fused, [{} for _ in ids]
         read_stated = w.stated and bool(windows or events)
         known = self.dates(ids, content=when or read_stated)
         t = np.array([known[r][0].timestamp() if r in known else np.nan for r in ids])
-        stated = None
-        if read_stated:
-            top = set(np.argsort(-fused, kind="stable")[:STATED_TOP].tolist())
-            stated = stated_matrix([self.stated.get((r, known[r][2]), known[r][1], known[r][0])
-                                    if i in top and r in known else []
-                                    for i, r in enumerate(ids)])  # fmt: skip
-        gain = np.zeros(len(ids))
-        for name, group, weight in (("time", windows, w.window_weight),
-                                    ("event", events, w.event_weight)):  # fmt: skip
-            if not group:
-                continue
-            m = np.max([dated_membership(t, stated, win) for win in group], axis=0) * weight
-            gain += m
-            for i in np.flatnonzero(m):
-                boosts[i][name] = round(float(m[i]), 4)
+
+        def read(i: int) -> list[float]:
+            r = ids[i]
+            return self.stated.get((r, known[r][2]), known[r][1], known[r][0]) if r in known else []
+
+        stated = top_stated(fused, read) if read_stated else None
+        mentions = None
         if when:
-            for i, r in enumerate(ids):
-                if r in known and MENTIONS_TIME.search(known[r][1]):
-                    gain[i] += w.when_weight
-                    boosts[i]["states_time"] = w.when_weight
-        if current:
-            recent = recent_gain(fused + gain, t, w.recent_depth, w.recent_margin, w.recent_weight)
-            gain += recent
-            for i in np.flatnonzero(recent):
-                boosts[i]["recent"] = round(float(recent[i]), 4)
+            mentions = np.array([r in known and bool(MENTIONS_TIME.search(known[r][1]))
+                                 for r in ids])  # fmt: skip
+        gain, boosts = gains(fused, t, w, windows=windows, events=events, mentions=mentions,
+                             current=current, stated=stated)  # fmt: skip
         return fused + gain, boosts
 
 
-__all__ = ["MENTIONS_TIME", "StatedCache", "TimePrior", "TimeWeights", "dated_membership", "membership",
-           "recent_gain", "stated_matrix", "stated_times"]  # fmt: skip
+__all__ = ["MENTIONS_TIME", "StatedCache", "TimePrior", "TimeWeights", "dated_membership",
+           "gains", "membership", "recent_gain", "stated_matrix", "stated_times",
+           "top_stated"]  # fmt: skip
