@@ -116,6 +116,9 @@ class HybridRanker:
             return self._exact_scan(qvec, f, depth)
         model = self.embedder.model_id
         over = depth + 20 if f.is_visibility_only() else depth * 4
+        # the outbox is read before the index is asked: a record the writer applies meanwhile
+        # is in the index's answer or among these (read after, it could be in neither)
+        pending = self.pending() if self.pending is not None else set()
         try:
             hits = self.vectors.query(buckets, model, qvec, over)
         except (StoreUnavailable, VectorIndexError):
@@ -125,7 +128,7 @@ class HybridRanker:
         everything = len(kept) >= min(depth, len(hits)) and len(hits) < over  # all there is
         if not everything and len(kept) < depth:
             return self._exact_scan(qvec, f, depth)  # a selective filter
-        return self._with_pending(qvec, f, kept, depth)
+        return self._with_pending(qvec, f, kept, depth, pending)
 
     def vector_candidates(
         self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
@@ -138,11 +141,11 @@ class HybridRanker:
         sims = self._exact(qvec, list_ids(self.store, f, EXACT_SCAN_LIMIT))
         return sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
 
-    def _with_pending(self, qvec: np.ndarray, f: RecordFilter, hits, depth: int):
-        """The index's hits, with the records still waiting in the vector outbox scored
-        exactly from their stored vectors (read-your-writes while the background writer
-        catches up; a pending update's exact score replaces its old vector's)."""
-        pending = self.pending() if self.pending is not None else ()
+    def _with_pending(self, qvec: np.ndarray, f: RecordFilter, hits, depth: int, pending):
+        """The index's hits, with the records that were waiting in the vector outbox when it
+        was asked (``pending``) scored exactly from their stored vectors (read-your-writes while
+        the background writer catches up; a pending update's exact score replaces its old
+        vector's)."""
         if not pending:
             return hits[:depth]
         best = dict(hits)

@@ -337,3 +337,23 @@ def test_health_reports_a_vector_index_that_cannot_open(tmp_path):
         assert any("vector index unavailable" in i for i in res.issues)
     finally:
         eng.close()
+
+
+def test_a_write_applied_while_the_index_answers_a_search_is_still_found(held, make_record):
+    """The records waiting in the outbox are read before the index is asked: a record the
+    writer applies between the index's answer (without it) and the outbox read is found."""
+    eng, gate = held
+    rec = make_record("harbour crane maintenance window")
+    eng.apply(add=[rec])
+    real = eng.ranker.vectors.query
+
+    def query(*args, **kw):
+        hits = real(*args, **kw)  # answered before the writer applies the record
+        gate.set()
+        assert eng.wait_vectors(10)
+        return hits
+
+    eng.ranker.vectors.query = query
+    assert indexed(eng, rec) == 0
+    assert vector_ids(eng, "harbour crane maintenance window") == [rec.id]
+    assert indexed(eng, rec) == 1 and eng._sync.pending_ids() == set()
