@@ -61,7 +61,8 @@ class Walk:
         env = {**identity_env(self.home, "shop", "dev-agent", allowed=self.proj), **policy}
         env["PATTERN_TEAM_REVIEW"] = "on"
         self.svc = MemoryService(
-            Engine(self.home, HashEmbedder()), policy=WritePolicy.from_env(env)
+            # the index in a child process, as the server runs it: the child never holds a text
+            Engine(self.home, HashEmbedder(), vector_process=True), policy=WritePolicy.from_env(env)
         )
         self.rt = runtime_on(self.svc, env, self.proj)
         self.client = in_process(self.rt)
