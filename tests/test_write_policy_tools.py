@@ -62,7 +62,8 @@ class Walk:
         env["PATTERN_TEAM_REVIEW"] = "on"
         self.svc = MemoryService(
             # the index in a child process, as the server runs it: the child never holds a text
-            Engine(self.home, HashEmbedder(), vector_process=True), policy=WritePolicy.from_env(env)
+            Engine(self.home, HashEmbedder(), vector_process=True),
+            policy=WritePolicy.from_env(env),
         )
         self.rt = runtime_on(self.svc, env, self.proj)
         self.client = in_process(self.rt)
