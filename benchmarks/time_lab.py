@@ -12,8 +12,8 @@ the question's events resolve to. ``fit`` replays the prior (the gains computed 
 :func:`retrieval.timeprior.gains`, the ranker's own computation) over a grid of weights in
 two stages (the window, event and when weights; then, at their choice, the recency of
 questions about the current state) and reports each set's metrics per question type, the
-settings chosen on every set together, and leave-one-set-out: each set scored at the setting
-chosen on the other. A setting that loses more than 0.005 on any other category or question
+settings chosen on every set together, the shipped setting's metrics and objective beside
+them, and leave-one-set-out: each set scored at the setting chosen on the other. A setting that loses more than 0.005 on any other category or question
 type is never chosen.
 """
 
@@ -35,12 +35,13 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import longmemeval as lme  # noqa: E402
 from benchmarks import time_metrics as tm  # noqa: E402
-from retrieval import grouping, tense, timeexpr  # noqa: E402
+from retrieval import grouping, timeexpr  # noqa: E402
 from retrieval.timeprior import (  # noqa: E402
     MENTIONS_TIME,
     TimePrior,
     TimeWeights,
     gains,
+    recency_depth,
     stated_times,
     top_stated,
 )
@@ -153,9 +154,9 @@ def rescore(q: dict, w: SimpleNamespace) -> list[tuple]:
     if getattr(w, "stated", True) and (windows or events):
         stated = top_stated(s, lambda i: list(cands[i][5]))
     mentions = np.array([c[3] for c in cands]) if asked.asks_when and w.when_weight else None
-    current = bool(getattr(w, "recent_weight", 0)) and tense.asks_current(q["question"])
-    gain, _ = gains(s, t, w, windows=windows, events=events, mentions=mentions, current=current,
-                    stated=stated)  # fmt: skip
+    depth = recency_depth(w, q["question"])
+    gain, _ = gains(s, t, w, windows=windows, events=events, mentions=mentions,
+                    recent_depth=depth, stated=stated)  # fmt: skip
     s = s + gain
     order = np.argsort(-s, kind="stable")
     return [(*cands[i][:2], float(s[i]), *cands[i][3:]) for i in order]
@@ -185,8 +186,8 @@ def objective(name: str, res: dict, base: dict) -> float:
     """What the search maximises per set, against today's ranking (``base``): the temporal
     gain (LoCoMo category 2 recall@10; LongMemEval temporal-reasoning recall_all@10 plus
     knowledge-update newest_first), with every loss on another category or type counted four
-    times (LoCoMo recall@5, recall@10, nDCG@10; LongMemEval session R_any@5, nDCG@10, turn
-    R_any@5); a setting losing more than :data:`TOLERANCE` on any of them is out (-inf)."""
+    times (LoCoMo recall@5, recall@10, nDCG@10, MRR@10; LongMemEval session R_any@5, nDCG@10,
+    turn R_any@5); a setting losing more than :data:`TOLERANCE` on any of them is out (-inf)."""
     if name == "longmemeval":
         gain = sum(res[t].get(m, 0.0) - base[t].get(m, 0.0) for t, m in (
             ("temporal-reasoning", "recall_all@10"), ("knowledge-update", "newest_first"))
@@ -195,7 +196,7 @@ def objective(name: str, res: dict, base: dict) -> float:
         metrics: tuple[str, ...] = ("session_recall_any@5", "ndcg@10", "turn_recall_any@5")
     else:
         gain = res["2"]["recall@10"] - base["2"]["recall@10"]
-        others, metrics = list("1345"), ("recall@5", "recall@10", "ndcg@10")
+        others, metrics = list("1345"), ("recall@5", "recall@10", "ndcg@10", "mrr@10")
     losses = [min(0.0, res[t][m] - base[t][m]) for t in others for m in metrics]
     if min(losses, default=0.0) < -TOLERANCE:
         return -np.inf
@@ -207,9 +208,9 @@ GRID = {"window_weight": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5],
         "when_weight": [0.0, 0.03, 0.05, 0.08, 0.1, 0.15],
         "stated": [False, True]}  # fmt: skip
 # the second stage, at the first stage's choice: the recency of current-state questions
-RECENT_GRID = {"recent_weight": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
+RECENT_GRID = {"recent_weight": [0.0, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3],
                "recent_margin": [0.05, 0.1, 0.15, 0.2, 0.3],
-               "recent_depth": [5, 10, 20]}  # fmt: skip
+               "recent_depth": [2, 3, 5, 10, 20]}  # fmt: skip
 
 
 def merged(paths: list[str]) -> dict[str, dict]:
@@ -241,13 +242,32 @@ def choose(dumps: dict, base: dict, sets: set[str]) -> tuple[dict, dict]:
     return best[0], best[1]
 
 
+def shipped() -> dict:
+    """The ranker's shipped setting, in the lab's names."""
+    from retrieval.hybrid import FusionConfig
+
+    cfg = FusionConfig()
+    return {**{k: getattr(cfg, k) for k in GRID if k != "stated"}, "stated": cfg.stated_times,
+            **{k: getattr(cfg, k) for k in RECENT_GRID}}  # fmt: skip
+
+
+def total(dumps: dict, base: dict, setting: dict) -> tuple[dict, float]:
+    """(results per set, the objective summed over the sets) of one setting."""
+    res = {name: score_set(d, SimpleNamespace(**setting)) for name, d in dumps.items()}
+    return res, float(sum(objective(n, r, base[n]) for n, r in res.items()))
+
+
 def fit(args) -> dict:
     dumps = merged(args.dumps)
     zero = SimpleNamespace(**dict.fromkeys(GRID, 0.0), recent_weight=0.0)
     base = {name: score_set(d, zero) for name, d in dumps.items()}
     chosen, result = choose(dumps, base, set(dumps))
+    ship = shipped()
+    ship_result, ship_objective = total(dumps, base, ship)
     out = {"grid": {**GRID, **RECENT_GRID}, "baseline": base, "chosen": chosen,
-           "chosen_result": result, "leave_one_out": {}}  # fmt: skip
+           "chosen_result": result, "chosen_objective": total(dumps, base, chosen)[1],
+           "shipped": ship, "shipped_result": ship_result, "shipped_objective": ship_objective,
+           "leave_one_out": {}}  # fmt: skip
     for name in dumps:
         setting, res = choose(dumps, base, set(dumps) - {name})
         out["leave_one_out"][name] = {"setting": setting, "result": res[name]}

@@ -29,7 +29,8 @@ rank first.
   those within ``recent_margin`` of the best gain up to ``recent_weight`` (both shares of the
   best score) by how new they are (:func:`recent_gain`): of two statements of about the same
   relevance, the newer is more likely the current one. A question about a past event ("what
-  did … paint?") is left alone.
+  did … paint?") is left alone. Dates less than :data:`RECENT_SPAN` apart count as nearly one
+  time (a memory written a minute after another is not the newer version of it).
 
 Weights are in units of the fused score (in [0, 1]); chosen on the dev sets
 (docs/benchmarks.md, "Time and updates").
@@ -64,6 +65,7 @@ OPEN_SOFT = timedelta(days=7)  # how far an open window's edge fades
 STATED_TOP = 50  # candidates whose text is read for the times it speaks of
 STATED_CHARS = 2000  # of each text
 STATED_MAX = timedelta(days=31)  # a wider window ("last year") dates nothing precisely
+RECENT_SPAN = 86400.0  # seconds: the spread of dates that earns the full recency gain
 
 
 @dataclass
@@ -72,8 +74,8 @@ class TimeWeights:
     event_weight: float = 0.0
     when_weight: float = 0.0
     recent_weight: float = 0.0
-    recent_depth: int = 5
-    recent_margin: float = 0.1
+    recent_depth: int = 20
+    recent_margin: float = 0.3
     stated: bool = False  # the times a record's text speaks of count as its dates
 
     def any(self) -> bool:
@@ -100,7 +102,8 @@ def recent_gain(
     """The recency gain of each candidate: among the first ``depth`` by ``scores`` whose score
     is within ``margin`` of the best (a share of the best score, so that any ranker's scale
     works: a hybrid score is about 1 at the top, a bm25 score of a tiny store about 0), ``best
-    * weight * (t - t_min) / (t_max - t_min)`` (min-max of their dates ``t``, POSIX seconds; a
+    * weight * (t - t_min) / max(t_max - t_min, RECENT_SPAN)`` (their dates ``t``, POSIX
+    seconds, min-max scaled, dates less than a day apart gaining that share of the full gain; a
     candidate without a date gains nothing); 0 elsewhere and when they all share one time."""
     gain = np.zeros(len(scores))
     if not len(scores) or weight <= 0:
@@ -115,8 +118,14 @@ def recent_gain(
     lo, hi = float(np.min(t[near])), float(np.max(t[near]))
     if hi <= lo:
         return gain
-    gain[near] = best * weight * (t[near] - lo) / (hi - lo)
+    gain[near] = best * weight * (t[near] - lo) / max(hi - lo, RECENT_SPAN)
     return gain
+
+
+def recency_depth(w: TimeWeights, question: str) -> int:
+    """How many of a question's first candidates the recency reads: ``recent_depth`` for a
+    question about the current state (:func:`retrieval.tense.asks_current`), else 0."""
+    return w.recent_depth if w.recent_weight and tense.asks_current(question) else 0
 
 
 def stated_times(text: str, written: datetime) -> list[float]:
@@ -166,13 +175,14 @@ def gains(
     windows: list[timeexpr.Window],
     events: list[timeexpr.Window],
     mentions: np.ndarray | None,
-    current: bool,
+    recent_depth: int,
     stated: np.ndarray | None,
 ) -> tuple[np.ndarray, list[dict[str, float]]]:
     """The prior's gain of each candidate, and its gains by name (the ranker's and the time
     lab's one computation): ``t`` the candidates' dates, ``stated`` the times their texts speak
     of (:func:`top_stated`), ``mentions`` whether each text states a time (for a question that
-    asks when; None otherwise), ``current`` whether the question asks for the current state."""
+    asks when; None otherwise), ``recent_depth`` how many first candidates the recency reads
+    (:func:`recency_depth`; 0: none)."""
     gain = np.zeros(len(fused))
     boosts: list[dict[str, float]] = [{} for _ in range(len(fused))]
     for name, group, weight in (("time", windows, w.window_weight),
@@ -187,8 +197,8 @@ def gains(
         for i in np.flatnonzero(mentions):
             gain[i] += w.when_weight
             boosts[i]["states_time"] = w.when_weight
-    if current and w.recent_weight:
-        recent = recent_gain(fused + gain, t, w.recent_depth, w.recent_margin, w.recent_weight)
+    if recent_depth and w.recent_weight:
+        recent = recent_gain(fused + gain, t, recent_depth, w.recent_margin, w.recent_weight)
         gain += recent
         for i in np.flatnonzero(recent):
             boosts[i]["recent"] = round(float(recent[i]), 4)
@@ -266,11 +276,15 @@ class TimePrior:
         named = asked.events[:MAX_EVENTS] if not long else []
         events = self.event_windows(named, f) if w.event_weight and named else []
         when = asked.asks_when and w.when_weight > 0
-        current = w.recent_weight > 0 and not long and tense.asks_current(query)
-        if not (windows or events or when or current):
+        depth = 0 if long else recency_depth(w, query)
+        if not (windows or events or when or depth):
             return fused, [{} for _ in ids]
         read_stated = w.stated and bool(windows or events)
-        known = self.dates(ids, content=when or read_stated)
+        if windows or events or when:
+            wanted = ids
+        else:  # the recency alone reads the dates of its first candidates only
+            wanted = [ids[i] for i in np.argsort(-fused, kind="stable")[:depth]]
+        known = self.dates(wanted, content=when or read_stated)
         t = np.array([known[r][0].timestamp() if r in known else np.nan for r in ids])
 
         def read(i: int) -> list[float]:
@@ -283,10 +297,10 @@ class TimePrior:
             mentions = np.array([r in known and bool(MENTIONS_TIME.search(known[r][1]))
                                  for r in ids])  # fmt: skip
         gain, boosts = gains(fused, t, w, windows=windows, events=events, mentions=mentions,
-                             current=current, stated=stated)  # fmt: skip
+                             recent_depth=depth, stated=stated)  # fmt: skip
         return fused + gain, boosts
 
 
 __all__ = ["MENTIONS_TIME", "StatedCache", "TimePrior", "TimeWeights", "dated_membership",
-           "gains", "membership", "recent_gain", "stated_matrix", "stated_times",
+           "gains", "membership", "recency_depth", "recent_gain", "stated_matrix", "stated_times",
            "top_stated"]  # fmt: skip
