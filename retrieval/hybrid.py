@@ -67,8 +67,7 @@ class FusionConfig:
     recent_depth: int = 20
     recent_margin: float = 0.3
     # the times a record's own text speaks of ("last Friday") count as its dates for windows
-    # (off: at the chosen window weight they change no result of the dev sets)
-    stated_times: bool = False
+    stated_times: bool = True
     # an updated record's current version ranks just above it (retrieval/links.py)
     current_first: bool = True
 
