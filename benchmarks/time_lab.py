@@ -13,8 +13,8 @@ the question's events resolve to. ``fit`` replays the prior (the gains computed 
 two stages (the window, event and when weights; then, at their choice, the recency of
 questions about the current state) and reports each set's metrics per question type, the
 settings chosen on every set together, the shipped setting's metrics and objective beside
-them, and leave-one-set-out: each set scored at the setting chosen on the other. A setting that loses more than 0.005 on any other category or question
-type is never chosen.
+them, and leave-one-set-out: each set scored at the setting chosen on the other. A setting
+that loses more than 0.005 on any other category or question type is never chosen.
 """
 
 from __future__ import annotations
@@ -270,10 +270,9 @@ def shipped() -> dict:
             **{k: getattr(cfg, k) for k in RECENT_GRID}}  # fmt: skip
 
 
-def total(dumps: dict, base: dict, setting: dict) -> tuple[dict, float]:
-    """(results per set, the objective summed over the sets) of one setting."""
-    res = {name: score_set(d, SimpleNamespace(**setting)) for name, d in dumps.items()}
-    return res, float(sum(objective(n, r, base[n]) for n, r in res.items()))
+def summed(res: dict, base: dict) -> float:
+    """The objective summed over the sets of ``res`` (results per set)."""
+    return float(sum(objective(n, r, base[n]) for n, r in res.items()))
 
 
 def fit(args) -> dict:
@@ -282,11 +281,11 @@ def fit(args) -> dict:
     base = {name: score_set(d, zero) for name, d in dumps.items()}
     chosen, result = choose(dumps, base, set(dumps))
     ship = shipped()
-    ship_result, ship_objective = total(dumps, base, ship)
+    ship_result = {name: score_set(d, SimpleNamespace(**ship)) for name, d in dumps.items()}
     out = {"grid": {**GRID, **RECENT_GRID}, "baseline": base, "chosen": chosen,
-           "chosen_result": result, "chosen_objective": total(dumps, base, chosen)[1],
-           "shipped": ship, "shipped_result": ship_result, "shipped_objective": ship_objective,
-           "leave_one_out": {}}  # fmt: skip
+           "chosen_result": result, "chosen_objective": summed(result, base),
+           "shipped": ship, "shipped_result": ship_result,
+           "shipped_objective": summed(ship_result, base), "leave_one_out": {}}  # fmt: skip
     for name in dumps:
         setting, res = choose(dumps, base, set(dumps) - {name})
         out["leave_one_out"][name] = {"setting": setting, "result": res[name]}
