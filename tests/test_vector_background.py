@@ -107,9 +107,11 @@ def test_a_failing_index_is_retried_and_the_next_writes_say_it_is_catching_up(
     eng._sync.writer.first = 0.02
     down = threading.Event()
     down.set()
+    asked = threading.Event()  # the first write has returned: the writer may fail from now on
     real = VectorIndex.upsert
 
     def upsert(self, *a, **kw):
+        asked.wait(10)
         if down.is_set():
             raise ConnectionError("chroma is unreachable")
         return real(self, *a, **kw)
@@ -117,6 +119,7 @@ def test_a_failing_index_is_retried_and_the_next_writes_say_it_is_catching_up(
     monkeypatch.setattr(VectorIndex, "upsert", upsert)
     first = make_record("tide gauge calibration notes")
     assert eng.apply(add=[first]).warnings == []  # nothing known to fail yet
+    asked.set()
     assert not eng.wait_vectors(0.5)  # failing: never idle
     second = eng.apply(add=[make_record("dredging schedule for the inner basin")])
     assert "the vector index is catching up" in second.warnings[0]
