@@ -306,6 +306,26 @@ TABLES: dict[str, Table] = {
         first="chosen on",
     ),
     "update-links": pairs([(label, "update-links", key, spec) for label, key, spec in LINKS]),
+    "update-sentences": Table(
+        [
+            "cosine at least",
+            "true pairs linked",
+            "wrong per haystack (median)",
+            "with a shared uncommon word: true",
+            "wrong (median)",
+        ],
+        [
+            (
+                f"{th:.2f}",
+                [
+                    ("update-sentences", f"{rule}/{i}/{key}", spec)
+                    for rule in ("cosine", "cosine_and_uncommon_word")
+                    for key, spec in (("true_linked", ".2f"), ("wrong_per_haystack_median", ".0f"))
+                ],
+            )
+            for i, th in enumerate([0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9])
+        ],
+    ),  # fmt: skip
     "time-sets": main_vs_time(
         "relevance-sets-time",
         [

@@ -9,6 +9,7 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import localize, longmemeval
@@ -153,3 +154,31 @@ def test_the_scale_curve_is_drawn_from_its_published_json(tmp_path):
     assert scale.main(["--replot", str(published), "--plot", str(out)]) == 0
     png = out.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_update_sentences_finds_the_true_pair_and_counts_the_wrong_ones():
+    from benchmarks import update_sentences as us
+
+    sessions = {
+        "old": [{"role": "user", "content": "I currently have three bikes. I like tea a lot."},
+                {"role": "assistant", "content": "Nice, I have no bikes."}],
+        "new": [{"role": "user", "content": "I'll actually have four bikes with me."}],
+        "other": [{"role": "user", "content": "I like tea a lot, my friend."}],
+    }  # fmt: skip
+    q = {"haystack_session_ids": ["old", "new", "other"],
+         "answer_turns": [["old", 0], ["new", 0]]}  # fmt: skip
+    sents = us.sentences(q, sessions)
+    assert [(s, i) for s, i, _ in sents] == [("old", 0), ("old", 0), ("new", 0), ("other", 0)]
+    # the bikes sentences are 0.6 apart, the two tea sentences 0.9 (a wrong pair)
+    vecs = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0, 0.8], [0, 0.9, 0.435889894]])
+    true, wrong = us.pairs(q, sents, vecs, rule=False)
+    assert true == pytest.approx(0.6)
+    assert sorted(np.round(wrong, 2)) == [0.0, 0.35, 0.9]
+    rows = us.table([(true, wrong)])
+    at = {r["threshold"]: r for r in rows}
+    assert at[0.6]["true_linked"] == 1.0 and at[0.6]["wrong_per_haystack_median"] == 1
+    assert at[0.65]["true_linked"] == 0.0
+    # the rule keeps pairs sharing an uncommon word ("bikes"); "tea" is common, so the wrong
+    # pair goes
+    true, wrong = us.pairs(q, sents, vecs, rule=True)
+    assert true == pytest.approx(0.6) and len(wrong) == 0
