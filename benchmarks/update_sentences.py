@@ -11,12 +11,13 @@ six nearest), so this asks the narrower question: do the *sentences* that state 
 find each other?
 
 Per question, every first-person sentence of at least four words of the haystack's user turns
-is embedded with the real model. The *true pair* is the closest pair of sentences from the
-answer turns (``answer_turns``) of two different answer sessions; every other pair of sentences
-from two different sessions is a pair a detector would link wrongly. For each cosine threshold
-the table gives the share of questions whose true pair reaches it and the wrong pairs that
-reach it per haystack; ``--rule`` adds the detection rule's spirit at sentence level (the two
-share an uncommon word, ``wordfreq`` Zipf below :data:`UNCOMMON`, and are not the same text).
+(split where the session indexer splits sentences) is embedded with the real model. The *true
+pair* is the closest pair of sentences from the answer turns (``answer_turns``) of two different
+answer sessions; every other pair of sentences from two different sessions is a pair a detector
+would link wrongly. For each cosine threshold the table gives the share of questions whose true
+pair reaches it and the wrong pairs that reach it per haystack, once by cosine alone and once
+with the detection rule's spirit at sentence level (the two share an uncommon word, ``wordfreq``
+Zipf below :data:`UNCOMMON`, and are not the same text).
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import longmemeval as lme  # noqa: E402
 from benchmarks.relevance import make_embedder  # noqa: E402
+from ingest.exchanges import SENTENCE  # noqa: E402
 
 THRESHOLDS = [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
 UNCOMMON = 4.5  # Zipf frequency below which a word names a subject ("bikes", "Hilton")
 MIN_WORDS = 4
-SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me)\b")
 WORD = re.compile(r"[a-z][a-z'-]+")
 
@@ -50,7 +51,7 @@ def sentences(q: dict, sessions: dict) -> list[tuple[str, int, str]]:
         for i, turn in enumerate(sessions[sid]):
             if turn["role"] != "user":
                 continue
-            for s in SPLIT.split(turn["content"]):
+            for s in SENTENCE.split(turn["content"]):
                 s = s.strip()
                 if len(s.split()) >= MIN_WORDS and FIRST_PERSON.search(s):
                     out.append((sid, i, s))
@@ -63,11 +64,11 @@ def uncommon(text: str) -> frozenset[str]:
     return frozenset(w for w in WORD.findall(text.lower()) if zipf_frequency(w, "en") < UNCOMMON)
 
 
-def pairs(q: dict, sents: list, vecs: np.ndarray, rule: bool) -> tuple[float | None, np.ndarray]:
-    """(the true pair's cosine: None without answer sentences in two sessions, -1 when no pair
-    of them passes the rule; the cosines of every other cross-session pair that passes it)."""
+def pairs(q: dict, sents: list, sims: np.ndarray, rule: bool) -> tuple[float | None, np.ndarray]:
+    """Of ``sents`` and their cosines one to another (``sims``): (the true pair's cosine: None
+    without answer sentences in two sessions, -1 when no pair of them passes the rule; the
+    cosines of every other cross-session pair that passes it)."""
     answer = {(s, i) for s, i in q["answer_turns"]}
-    sims = vecs @ vecs.T
     sid = np.array([s for s, _, _ in sents])
     is_answer = np.array([(s, i) in answer for s, i, _ in sents])
     keep = np.triu(sid[:, None] != sid[None, :], 1)
@@ -100,16 +101,16 @@ def table(rows: list[tuple[float | None, np.ndarray]]) -> list[dict]:
 def run(path: Path) -> dict:
     qs, sessions = lme.load(path, 0, ("knowledge-update",))
     emb = make_embedder()
-    plain, ruled, true, counts = [], [], [], []
+    plain, ruled, counts = [], [], []
     for q in qs:
         sents = sentences(q, sessions)
         counts.append(len(sents))
         vecs = np.asarray(emb.embed_documents([t for _, _, t in sents]), dtype=np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        plain.append(pairs(q, sents, vecs, rule=False))
-        ruled.append(pairs(q, sents, vecs, rule=True))
-        true.append(plain[-1][0])
-    found = np.array([t for t in true if t is not None])
+        sims = vecs @ vecs.T
+        plain.append(pairs(q, sents, sims, rule=False))
+        ruled.append(pairs(q, sents, sims, rule=True))
+    found = np.array([t for t, _ in plain if t is not None])
     return {
         "questions": len(qs),
         "with_true_pair": int(len(found)),

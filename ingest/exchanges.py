@@ -41,7 +41,7 @@ TOOL_CALL_WORDS = 40  # a failed call's summary (tool, arguments, error excerpt)
 PROMPT_HEAD_WORDS = 24  # of the prompt, in the context of a continued part
 
 _WORD = re.compile(r"\S+\s*")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def _clip_words(text: str, n: int) -> str:
 
 
 def first_sentence(text: str, max_words: int = 30) -> str:
-    head = _SENTENCE.split(text.strip(), maxsplit=1)[0]
+    head = SENTENCE.split(text.strip(), maxsplit=1)[0]
     return _clip_words(head, max_words)
 
 

@@ -171,7 +171,7 @@ def test_update_sentences_finds_the_true_pair_and_counts_the_wrong_ones():
     assert [(s, i) for s, i, _ in sents] == [("old", 0), ("old", 0), ("new", 0), ("other", 0)]
     # the bikes sentences are 0.6 apart, the two tea sentences 0.9 (a wrong pair)
     vecs = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0, 0.8], [0, 0.9, 0.435889894]])
-    true, wrong = us.pairs(q, sents, vecs, rule=False)
+    true, wrong = us.pairs(q, sents, vecs @ vecs.T, rule=False)
     assert true == pytest.approx(0.6)
     assert sorted(np.round(wrong, 2)) == [0.0, 0.35, 0.9]
     rows = us.table([(true, wrong)])
@@ -180,5 +180,5 @@ def test_update_sentences_finds_the_true_pair_and_counts_the_wrong_ones():
     assert at[0.65]["true_linked"] == 0.0
     # the rule keeps pairs sharing an uncommon word ("bikes"); "tea" is common, so the wrong
     # pair goes
-    true, wrong = us.pairs(q, sents, vecs, rule=True)
+    true, wrong = us.pairs(q, sents, vecs @ vecs.T, rule=True)
     assert true == pytest.approx(0.6) and len(wrong) == 0
