@@ -41,6 +41,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -56,6 +57,43 @@ from .secrets import SecretPolicy
 log = logging.getLogger(__name__)
 SUSPICIOUS = "suspicious"  # the metadata key of a flagged record
 MODEL_ENV = "PATTERN_INJECTION_MODEL"  # "off": the rules alone
+
+
+@dataclass
+class Unattended:
+    """A write no person asked for (a learned lesson, an indexed exchange, a progress row, an
+    import), while it is screened: its ``source`` names the path, ``warnings`` collects what the
+    policy said (nobody reads a tool result for it: the caller files them for review)."""
+
+    source: str
+    warnings: list[str] = field(default_factory=list)
+
+
+_UNATTENDED: ContextVar[Unattended | None] = ContextVar("pattern_unattended", default=None)
+
+
+@contextmanager
+def unattended(source: str) -> Iterator[Unattended]:
+    """Within the block, every screen of every :class:`WritePolicy` treats secrets at least as
+    ``redact`` (``warn`` and off become ``redact``; ``block`` stays), and collects its warnings
+    in the yielded :class:`Unattended`. Nested blocks share the outer one."""
+    outer = _UNATTENDED.get()
+    if outer is not None:
+        yield outer
+        return
+    state = Unattended(source)
+    token = _UNATTENDED.set(state)
+    try:
+        yield state
+    finally:
+        _UNATTENDED.reset(token)
+
+
+def _noted(warnings: Sequence[str]) -> None:
+    """Keep ``warnings`` for the unattended write in progress, if any."""
+    state = _UNATTENDED.get()
+    if state is not None and warnings:
+        state.warnings.extend(w for w in warnings if w not in state.warnings)
 
 
 @dataclass(frozen=True)
@@ -101,6 +139,14 @@ class WritePolicy:
                 f"embedder is {getattr(emb, 'model_id', '?')})"
             )
         return "rules + model"
+
+    @property
+    def secret_policy(self) -> SecretPolicy | None:
+        """The secret policy a screen applies now: the store's, raised to ``redact`` for an
+        unattended write (:func:`unattended`), whose warnings have no reader."""
+        if _UNATTENDED.get() is not None and self.secrets in (None, SecretPolicy.warn):
+            return SecretPolicy.redact
+        return self.secrets
 
     @property
     def signature(self) -> str:
@@ -190,9 +236,10 @@ class WritePolicy:
     # ------------------------------------------------------------------ screens
     def screen_text(self, text: str) -> tuple[str, list[str]]:
         """(text to store, warnings) for one bare text; raises ``InvalidInput`` to refuse."""
-        text, warnings = secrets.apply_policy(text, self.secrets)
+        text, warnings = secrets.apply_policy(text, self.secret_policy)
         if reason := self.suspicious(text):
             warnings.append(self._warning(reason))
+        _noted(warnings)
         return text, warnings
 
     def screen_value(self, value: Any, where: str = "") -> tuple[Any, list[str], str | None]:
@@ -207,7 +254,7 @@ class WritePolicy:
             if isinstance(v, str):
                 if not v:
                     return v
-                out, found = _secret_policy(v, self.secrets)
+                out, found = _secret_policy(v, self.secret_policy)
                 warnings.extend(f"{path}: {w}" if path else w for w in found)
                 if (reason := self.suspicious(fields=(out,))) and not reasons:
                     reasons.append(reason)
@@ -223,6 +270,7 @@ class WritePolicy:
             return v
 
         out = walk(value, where)
+        _noted(warnings + [self._warning(r) for r in reasons])
         return out, warnings, (reasons[0] if reasons else None)
 
     def forgotten(self, old: Sequence[str], new: Sequence[str]) -> Callable[[str], str] | None:
@@ -230,7 +278,7 @@ class WritePolicy:
         None when there are none (or secret scanning is off). The store applies it to a
         memory's kept versions when an update removes a secret (``retrieval.history``), and a
         conflict to the base it shows."""
-        if self.secrets is None:
+        if self.secret_policy is None:
             return None
         same = set(new)
         dropped: dict[str, str] = {}
@@ -255,7 +303,7 @@ class WritePolicy:
     def show(self, text: str) -> str:
         """``text`` as it may be shown: secrets redacted unless the policy is ``warn`` (or off);
         never refuses (for what was read, not stored: a diff of a cited file)."""
-        if self.secrets in (None, SecretPolicy.warn) or not text:
+        if self.secret_policy in (None, SecretPolicy.warn) or not text:
             return text
         return secrets.apply_policy(text, SecretPolicy.redact)[0]
 
@@ -264,7 +312,7 @@ class WritePolicy:
         progress rows) with every string, dict keys included, passed through :meth:`show`.
         Never refuses: a secret in such state is redacted under ``block`` too, so the work it
         records goes on. Returns ``value`` itself when nothing changes."""
-        if self.secrets in (None, SecretPolicy.warn):
+        if self.secret_policy in (None, SecretPolicy.warn):
             return value
         if isinstance(value, str):
             return self.show(value)
@@ -279,10 +327,11 @@ class WritePolicy:
     def __call__(self, record: Record) -> tuple[Record, list[str]]:
         """The engine's screen: (record to store, warnings); raises ``InvalidInput`` to refuse.
         Returns ``record`` itself when nothing changes."""
-        content, warnings = secrets.apply_policy(record.content, self.secrets)
+        policy = self.secret_policy
+        content, warnings = secrets.apply_policy(record.content, policy)
         context = record.context
         if context:
-            context, found = secrets.apply_policy(context, self.secrets)
+            context, found = secrets.apply_policy(context, policy)
             warnings += [f"context: {w}" for w in found]
         reason = self.suspicious(content, fields=(context, record.entity_name or ""))
         given = {k: v for k, v in record.metadata.items() if k != SUSPICIOUS}
@@ -291,6 +340,7 @@ class WritePolicy:
         reason = reason or meta_reason
         if reason:
             warnings.append(self._warning(reason))
+        _noted(warnings)
         update: dict = {}
         if content != record.content or context != record.context:
             update.update(content=content, context=context)
@@ -352,4 +402,11 @@ def _secret_policy(text: str, policy: SecretPolicy | None) -> tuple[str, list[st
     return out, list(warnings)
 
 
-__all__ = ["SUSPICIOUS", "InjectionPolicy", "SecretPolicy", "WritePolicy"]
+__all__ = [
+    "SUSPICIOUS",
+    "InjectionPolicy",
+    "SecretPolicy",
+    "Unattended",
+    "WritePolicy",
+    "unattended",
+]
