@@ -220,6 +220,26 @@ def test_an_edit_leaves_every_field_it_did_not_change_as_it_was(ui):
     assert r.headers["location"].endswith("msg=unchanged")
 
 
+def test_a_text_edit_posting_the_tags_joined_plainly_keeps_a_tag_holding_a_comma(ui):
+    """A client that posts the tags as a plain comma join (a script, an older page) and
+    changes only the text does not split a tag that holds a comma."""
+    owner, c = ui.rt.identity, ui.owner()
+    tags = ["release,2026.1", "ci"]
+    mid = ui.svc.remember(owner, MemoryInput(content="Release 2026.1 shipped on Friday.",
+                                             metadata={"tags": tags})).memoryId  # fmt: skip
+    for joined in (", ".join(tags), ",".join(tags)):
+        rev = ui.svc.store.get([mid])[mid].revision
+        r = c.post(f"/ui/memory/{mid}/edit", data={"csrf": csrf_of(c), "revision": str(rev),
+                   "content": f"Release 2026.1 shipped ({rev}).", "tags": joined,
+                   "priority": "2"})  # fmt: skip
+        assert r.headers["location"].endswith("msg=saved")
+        assert ui.svc.store.get([mid])[mid].tags == tags
+    rev = ui.svc.store.get([mid])[mid].revision
+    r = c.post(f"/ui/memory/{mid}/edit", data={"csrf": csrf_of(c), "revision": str(rev),
+               "tags": "release, 2026.1, ci", "priority": "2"})  # fmt: skip
+    assert ui.svc.store.get([mid])[mid].tags == ["release", "2026.1", "ci"]  # an edit: as typed
+
+
 def test_a_stale_page_with_a_disjoint_edit_merges_and_shows_the_parents(ui):
     c = ui.owner()
     mid = ui.ids["p0"]

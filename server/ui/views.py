@@ -90,6 +90,14 @@ def tags_text(tags: Sequence[str]) -> str:
     )
 
 
+def same_tags(text: str, tags: Sequence[str]) -> bool:
+    """Whether the tags field ``text`` came back as a form shows ``tags``: written by
+    :func:`tags_text`, or joined with commas as a plain form (or a script) writes them. A tag
+    holding a comma then stays one tag when only the text was edited."""
+    sent = one_line(text)
+    return sent in (one_line(tags_text(tags)), one_line(", ".join(tags)), one_line(",".join(tags)))
+
+
 def lines(text: str) -> str:
     """``text`` with the line ends a browser sends (CR LF) or a store may hold, as LF."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -276,7 +284,7 @@ async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response
         rec = browse.get_record(ui.svc, s.identity, mid)
         was_content, was_tags, was_priority = shown(ui, rec, expected)
         patch: dict = {}
-        if raw_tags is not None and one_line(str(raw_tags)) != one_line(tags_text(was_tags)):
+        if raw_tags is not None and not same_tags(str(raw_tags), was_tags):
             tags = tags_of(str(raw_tags))
             if tags != was_tags:
                 patch["tags"] = tags or None
