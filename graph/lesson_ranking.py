@@ -30,6 +30,12 @@
    of it. Between two equally relevant lessons the one that works more often ranks first; a
    much more relevant lesson is not buried by a popular one.
 
+What is returned: a lesson whose record the write policy flagged (``metadata.suspicious``: an
+instruction to the model in any of its fields) is left out, and counted in ``withheld``, unless
+``include_suspicious``; then it carries ``suspicious`` (the reason). Every lesson says how often
+its fix worked as counts, and a learned lesson shows its diff hunks only once it has earned
+them (:mod:`graph.lesson_trust`).
+
 :class:`LessonRanking` is the part of :class:`~graph.lessons.LessonService` that ranks; it uses
 the service's ``graph``, ``engine``, rankers and ``from_row``.
 """
@@ -44,9 +50,10 @@ from retrieval.hybrid import FusionConfig
 from retrieval.lexical import LexicalIndex
 from retrieval.records import Kind, RecordFilter
 
-from . import traces
+from . import lesson_trust, traces
 from .common import Caller, parse_scope
 from .lesson_models import ErrorQuery, LessonMatch, LessonSearchResult
+from .withheld import record_flags, withheld_note
 
 SUCCESS_WEIGHT = 0.3  # β in score = relevance × (1 − β + β × successRate)
 LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
@@ -164,10 +171,12 @@ class LessonRanking:
         label: str,
         mode: str = "hybrid",
         profile: traces.TraceProfile | None = None,
+        include_suspicious: bool = False,
     ) -> LessonSearchResult:
         """``profile``: the query's trace profile; when given (find_similar_errors, hybrid
         mode), each candidate's fused relevance is blended with its trace affinity and, when
-        the query's context names a test class, with whether the lesson shares it."""
+        the query's context names a test class, with whether the lesson shares it. Flagged
+        lessons are left out (counted) unless ``include_suspicious`` (module docstring)."""
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
         sc = parse_scope(scope)
@@ -228,27 +237,45 @@ class LessonRanking:
                 score *= cite.factor(states)
             out.append((round(score, 4), round(relevance, 4), row["name"], row, states))
         out.sort(key=lambda m: (-m[0], -m[1], m[2]))
-        matches = []
-        for score, relevance, _name, row, states in out[:limit]:  # only those returned are read
-            own = lesson_frames(row["error_type"], row["message"], row["stack_trace"] or "")
-            matches.append(
-                LessonMatch(
-                    **self.from_row(row, sc.value).model_dump(),
-                    relevance=relevance,
-                    score=score,
-                    matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
-                    citations=states,
-                )  # fmt: skip
-            )
+        flags = record_flags(self.graph.reader, [row["record_id"] for *_, row, _ in out])
+        matches, withheld = [], 0
+        for score, relevance, _name, row, states in out:  # only those returned are read
+            if len(matches) >= limit:
+                break
+            reason = flags.get(row["record_id"])
+            if reason and not include_suspicious:
+                withheld += 1
+                continue
+            matches.append(self._match(row, sc.value, relevance, score, q_frames, states, reason))
         mode = scored[0].explanation.mode
         return LessonSearchResult(
             lessons=matches,
             ranking=f"{label} ({mode}); score = relevance × (0.7 + 0.3 × successRate)",
+            withheld=withheld,
+            note=withheld_note(withheld, "lesson"),
         )
+
+    def _match(self, row, scope: str, relevance: float, score: float, q_frames: set,
+               states: list, reason: str | None) -> LessonMatch:  # fmt: skip
+        """One returned lesson: its fields, its outcomes as counts, a learned lesson's diff
+        only once earned (``graph.lesson_trust``), its flag."""
+        lesson = self.from_row(row, scope)
+        fields = lesson.model_dump()
+        shown = lesson_trust.shown_block(lesson)
+        if shown is not None:
+            fields["learned"] = shown
+        own = lesson_frames(row["error_type"], row["message"], row["stack_trace"] or "")
+        md = lesson.metadata
+        return LessonMatch(
+            **fields, relevance=relevance, score=score,
+            matchedFrames=[x for x in dict.fromkeys(own) if x in q_frames][:10],
+            citations=states, uses=lesson_trust.uses(md.successRate, md.frequency),
+            trust=lesson_trust.note(lesson), suspicious=reason,
+        )  # fmt: skip
 
     def find_similar_errors(
         self, who: Caller, pattern: ErrorQuery | dict, scope: str | None = None,
-        limit: int = DEFAULT_LIMIT, *, mode: str = "hybrid",
+        limit: int = DEFAULT_LIMIT, *, mode: str = "hybrid", include_suspicious: bool = False,
     ) -> LessonSearchResult:  # fmt: skip
         """``mode`` (hybrid | lexical | vector) is for benchmarks; tools always use hybrid."""
         p = pattern if isinstance(pattern, ErrorQuery) else ErrorQuery.model_validate(pattern)
@@ -260,11 +287,13 @@ class LessonRanking:
         profile = None
         if mode == "hybrid":
             profile = traces.trace_profile(f"{p.message}\n{p.stackTrace or ''}", p.context)
-        return self._rank(who, text, scope, limit, ERRORS, mode, profile)
+        return self._rank(who, text, scope, limit, ERRORS, mode, profile, include_suspicious)
 
     def get_lesson_recommendations(
-        self, who: Caller, context: str, scope: str | None = None, limit: int = DEFAULT_LIMIT
-    ) -> LessonSearchResult:
+        self, who: Caller, context: str, scope: str | None = None, limit: int = DEFAULT_LIMIT,
+        *, include_suspicious: bool = False,
+    ) -> LessonSearchResult:  # fmt: skip
         if not isinstance(context, str) or not context.strip():
             raise InvalidInput("context must be a non-empty string")
-        return self._rank(who, context, scope, limit, "relevance to the context")
+        return self._rank(who, context, scope, limit, "relevance to the context",
+                          include_suspicious=include_suspicious)  # fmt: skip

@@ -23,7 +23,9 @@ an observation, so "who works on the billing service" finds nothing. Here:
    not outrank the entity the query names); within each tier, by score.
 
 The top ``limit`` entities are returned with all their observations, the best-matching ones
-listed in ``matched``, and the relations among the returned entities.
+listed in ``matched``, and the relations among the returned entities. What the write policy
+flagged is left out (counted) or, with ``include_suspicious``, marked (:mod:`graph.withheld`):
+an entity left out gives its place to the next one.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from retrieval.records import Kind, RecordFilter
 
 from .common import Caller, parse_scope
 from .entities import GraphService
-from .models import ScoredEntity, SearchNodesResult
+from .models import ScoredEntity
+from .withheld import Flag, GraphFlags, MarkedScoredEntity, MarkedSearchNodesResult
 
 OBS_WEIGHTS = (1.0, 0.3, 0.1)
 NAME_WEIGHT = 0.5
@@ -74,8 +77,10 @@ def name_scores(
 
 
 def search_nodes(
-    svc: GraphService, who: Caller, query: str, scope: str | None = None, limit: int = 10
-) -> SearchNodesResult:
+    svc: GraphService, who: Caller, query: str, scope: str | None = None, limit: int = 10,
+    *, flag: Flag | None = None, include_suspicious: bool = False,
+) -> MarkedSearchNodesResult:  # fmt: skip
+    """``flag``: the check of stored names and types (``graph.withheld.Flag``)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query must be a non-empty string")
     if not 1 <= limit <= MAX_LIMIT:
@@ -96,21 +101,33 @@ def search_nodes(
         best = sorted((s for s, _, _ in per.get(name, [])), reverse=True)
         obs = sum(w * s for w, s in zip(OBS_WEIGHTS, best, strict=False))
         scores[name] = obs + NAME_WEIGHT * names.get(name, 0.0)
-    ranked = sorted(scores, key=lambda n: (n not in direct, -scores[n], n))[:limit]
+    ranked = sorted(scores, key=lambda n: (n not in direct, -scores[n], n))
     rows = svc.entity_rows(bucket, ranked)
     ranked = [n for n in ranked if n in rows]  # a record whose entity row is gone: skip
-    entities = {e.name: e for e in svc._entities(bucket, [rows[n] for n in ranked])}
+    flags = GraphFlags.read(svc, bucket, ranked, flag)
+    kept = []
+    for n in ranked:  # an entity left out gives its place to the next one
+        if len(kept) >= limit:
+            break
+        if n in flags.entities and not include_suspicious:
+            flags.left_out("entity")
+        else:
+            kept.append(n)
+    entities = {e.name: e for e in svc._entities(bucket, [rows[n] for n in kept])}
     out = []
-    for n in ranked:
-        matched = [c for _, c, lesson in sorted(per.get(n, []), key=lambda p: -p[0]) if not lesson][
-            :3
-        ]
-        e = entities[n]
-        out.append(ScoredEntity(**e.model_dump(), score=round(scores[n], 4), matched=matched))
+    for n in kept:
+        hit = sorted(per.get(n, []), key=lambda p: -p[0])
+        hidden = flags.observations.get(n, {})
+        matched = [c for _, c, lesson in hit if not lesson and c not in hidden][:3]
+        scored = ScoredEntity(**entities[n].model_dump(), score=round(scores[n], 4),
+                              matched=matched)  # fmt: skip
+        out.append(flags.entity(scored, include_suspicious, MarkedScoredEntity))
     mode = hits[0].explanation.mode if hits else "lexical"
-    return SearchNodesResult(
+    relations = flags.relations(svc.relations_among(bucket, kept), include_suspicious)
+    return MarkedSearchNodesResult(
         entities=out,
-        relations=svc.relations_among(bucket, ranked),
+        relations=relations,
         ranking=f"{mode}: entities named by every query word first; then s1 + 0.3*s2 + 0.1*s3 "
         "over observation hits + 0.5*name/type match",
+        **flags.withheld,
     )

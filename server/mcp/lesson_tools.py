@@ -18,7 +18,7 @@ from graph.lesson_models import (
 )
 
 from ..service.models import Citations
-from .graph_tools import GraphScope, services
+from .graph_tools import GraphScope, IncludeSuspicious, services
 from .toolset import ToolSet, call
 
 tools = ToolSet()
@@ -60,14 +60,20 @@ async def find_similar_errors(
     ctx: Context,
     limit: Annotated[int, Field(ge=1, le=50, description="Max lessons (default 10).")] = 10,
     scope: GraphScope = "team",
+    includeSuspicious: IncludeSuspicious = False,
 ) -> LessonSearchResult:
     """Before debugging an error, look for lessons about similar ones: fuzzy match on the
     message, exception classes and stack frames; ordered by relevance × (0.7 + 0.3 ×
     successRate), so fixes that worked come first (× 0.9 when the code a lesson cites changed
-    since: its citations say which). Each lesson has its resolution notes and verification
-    steps; report the outcome with update_lesson_success."""
+    since: its citations say which). Each lesson has its resolution notes, verification
+    steps and how often its fix worked (`uses`); a lesson learned once and not reviewed comes
+    without its diff. Report the outcome with update_lesson_success."""
     s, who = services(ctx)
-    return await call(lambda: s.lessons.find_similar_errors(who, errorPattern, scope, limit))
+    return await call(
+        lambda: s.lessons.find_similar_errors(
+            who, errorPattern, scope, limit, include_suspicious=includeSuspicious
+        )
+    )
 
 
 @tools("update_lesson_success")
@@ -91,9 +97,14 @@ async def get_lesson_recommendations(
     ctx: Context,
     limit: Annotated[int, Field(ge=1, le=50, description="Max lessons (default 10).")] = 10,
     scope: GraphScope = "team",
+    includeSuspicious: IncludeSuspicious = False,
 ) -> LessonSearchResult:
     """Lessons relevant to your current situation (error types, messages, contexts and
     notes, by meaning and keywords), with full resolution details and verification steps,
     ordered by relevance and success rate."""
     s, who = services(ctx)
-    return await call(lambda: s.lessons.get_lesson_recommendations(who, context, scope, limit))
+    return await call(
+        lambda: s.lessons.get_lesson_recommendations(
+            who, context, scope, limit, include_suspicious=includeSuspicious
+        )
+    )

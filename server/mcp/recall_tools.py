@@ -40,6 +40,13 @@ async def recall_context(
         str | None,
         Field(description="Rank by relevance to this text (meaning and keywords), not substring."),
     ] = None,
+    includeSuspicious: Annotated[
+        bool,
+        Field(
+            description="Also show the text of memories and chunks flagged as possible "
+            "instructions to the model, marked (listed without it otherwise)."
+        ),
+    ] = False,
 ) -> RecallContextResult:
     """Load your memory at session start: memories grouped by scope (private, personal,
     team, public), a ≤4 KB summary of the most important ones, and counts (including
@@ -50,7 +57,7 @@ async def recall_context(
         scopes=scopes, categories=categories, limit=limit, since=since, tags=tags,
         minPriority=minPriority, maxPriority=maxPriority, createdAfter=createdAfter,
         createdBefore=createdBefore, updatedAfter=updatedAfter, updatedBefore=updatedBefore,
-        search=search,
+        search=search, includeSuspicious=includeSuspicious,
     )  # fmt: skip
     return await call(lambda: context.recall_context(rt.service, who, args))
 
@@ -79,7 +86,8 @@ async def recall_tool(
         bool,
         Field(
             description="Also quote in `text` the items flagged as possible instructions to "
-            "the model (always listed in `items` with `suspicious`)."
+            "the model (always listed in `items` with `suspicious`; without their text unless "
+            "this is set)."
         ),
     ] = False,
 ) -> RecallResult:

@@ -9,8 +9,8 @@ summary marks it.
 
 The summary is framed like ``recall``'s text (:mod:`.framing`): one line saying it is reference
 material, not instructions, then one quoted line per memory with its provenance; memories the
-write policy flagged as suspicious are left out of it (they stay in the lists, marked in their
-metadata).
+write policy flagged as suspicious are left out of it, and listed without their text
+(:mod:`.withheld`), unless ``includeSuspicious``: then they are quoted, marked.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from retrieval.records import Kind, Record, RecordFilter, Scope
 
 from . import scopes as rules
+from . import withheld
 from .identity import Identity
 from .memory import MemoryService
 from .models import CitedMemory, Counts, RecallContextInput, RecallContextResult
@@ -41,11 +42,13 @@ def context_filter(who: Identity, args: RecallContextInput, now) -> RecordFilter
 
 
 def build_summary(
-    records: list[Record], limit: int = SUMMARY_BYTES, citations: dict | None = None
-) -> str:
+    records: list[Record], limit: int = SUMMARY_BYTES, citations: dict | None = None,
+    include_suspicious: bool = False,
+) -> str:  # fmt: skip
     """Key points, most important first (core, then priority 1, then category order), ≤ limit
-    bytes, framed as reference material; suspicious memories are left out; a memory whose cited
-    code changed says so (``citations``: record id -> its citations)."""
+    bytes, framed as reference material; suspicious memories are left out unless
+    ``include_suspicious`` (then marked); a memory whose cited code changed says so
+    (``citations``: record id -> its citations)."""
     ranked = sorted(
         records,
         key=lambda r: (
@@ -54,7 +57,7 @@ def build_summary(
             rules.CATEGORY_ORDER.get(r.category, 99),
         ),
     )
-    kept = [r for r in ranked if not framing.suspicious(r)]
+    kept = [r for r in ranked if include_suspicious or not framing.suspicious(r)]
     tail = framing.withheld_line(len(ranked) - len(kept)) if len(kept) < len(ranked) else ""
     lines: list[str] = []
     size = len(framing.HEADER.encode("utf-8")) + 1 + (len(tail.encode("utf-8")) + 1 if tail else 0)
@@ -88,6 +91,7 @@ def search_chunks(svc: MemoryService, who: Identity, args: RecallContextInput, n
              "start_line": m.get("start_line"), "end_line": m.get("end_line"),
              "score": round(h.score, 4), "content": h.record.content, "id": h.record.id}
         )  # fmt: skip
+        out[-1] = withheld.chunk_item(out[-1], h.record, args.includeSuspicious)
     return out
 
 
@@ -113,7 +117,7 @@ def recall_context(
     for rec in records:
         m = CitedMemory.from_record(rec)
         m.citations = states.get(rec.id, [])
-        groups[rec.scope.value].append(m)
+        groups[rec.scope.value].append(withheld.memory(m, args.includeSuspicious))
     # counts: everything matching the filters (before the limit), per scope, plus expired ones
     by_bucket = svc.store.count(f, group_by="bucket")
     counts = Counts()
@@ -122,7 +126,7 @@ def recall_context(
         setattr(counts, scope, getattr(counts, scope) + n)
     expired_f = f.model_copy(update={"include_expired": True})
     counts.expired = svc.store.count(expired_f) - sum(by_bucket.values())
-    summary = build_summary(records, citations=states)
+    summary = build_summary(records, citations=states, include_suspicious=args.includeSuspicious)
     chunks = search_chunks(svc, who, args, now) if args.search and args.search.strip() else []
     return RecallContextResult(
         **groups, chunks=chunks, summary=summary, counts=counts, ranking=ranking

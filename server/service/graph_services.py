@@ -15,14 +15,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from graph.common import Caller
+from graph.common import Caller, parse_scope
 from graph.compat import export_files, import_files
 from graph.entities import GraphService
 from graph.lessons import LessonService
-from graph.models import ExportGraphResult, ImportGraphResult, SearchNodesResult
+from graph.models import ExportGraphResult, ImportGraphResult
 from graph.search import search_nodes
+from graph.withheld import Flag, MarkedGraph, MarkedGraphPage, MarkedSearchNodesResult, mark_graph
 
 from .memory import MemoryService
+from .withheld import read_flag
 
 
 @dataclass
@@ -32,12 +34,34 @@ class GraphServices:
 
     graph: GraphService
     lessons: LessonService
+    flag: Flag | None = None  # the check of stored names and types when read (graph.withheld)
 
     def search_nodes(
-        self, who: Caller, query: str, scope: str | None = None, limit: int = 10
-    ) -> SearchNodesResult:
-        """Entities ranked by hybrid relevance over names, types and observations."""
-        return search_nodes(self.graph, who, query, scope, limit)
+        self, who: Caller, query: str, scope: str | None = None, limit: int = 10,
+        include_suspicious: bool = False,
+    ) -> MarkedSearchNodesResult:  # fmt: skip
+        """Entities ranked by hybrid relevance over names, types and observations; what the
+        write policy flagged left out unless ``include_suspicious`` (``graph.withheld``)."""
+        return search_nodes(self.graph, who, query, scope, limit, flag=self.flag,
+                            include_suspicious=include_suspicious)  # fmt: skip
+
+    def read_graph(
+        self, who: Caller, scope: str | None = None, cursor: str | None = None,
+        limit: int = 100, include_suspicious: bool = False,
+    ) -> MarkedGraphPage:  # fmt: skip
+        """A page of the graph, what is flagged left out or marked (``graph.withheld``)."""
+        page = self.graph.read_graph(who, scope, cursor, limit)
+        bucket = who.bucket(parse_scope(scope).value)
+        return mark_graph(self.graph, bucket, page, self.flag, include_suspicious)
+
+    def open_nodes(
+        self, who: Caller, names: list[str], scope: str | None = None,
+        include_suspicious: bool = False,
+    ) -> MarkedGraph:  # fmt: skip
+        """Entities by name, what is flagged left out or marked (``graph.withheld``)."""
+        found = self.graph.open_nodes(who, names, scope)
+        bucket = who.bucket(parse_scope(scope).value)
+        return mark_graph(self.graph, bucket, found, self.flag, include_suspicious)
 
     def import_files(
         self, who: Caller, paths: Iterable[str | Path], scope: str | None = None
@@ -62,4 +86,4 @@ def graph_services(svc: MemoryService) -> GraphServices:
     graph = GraphService(
         svc.engine, clock=svc.clock, screen=svc.policy.screen_text, cite=svc.citations
     )
-    return GraphServices(graph, LessonService(graph))
+    return GraphServices(graph, LessonService(graph), read_flag(svc.policy))

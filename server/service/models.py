@@ -187,6 +187,12 @@ class CitedMemory(Memory):
         default_factory=list,
         description="Cited code and its status now: fresh, moved, changed or deleted.",
     )
+    withheld: bool = Field(
+        default=False,
+        exclude_if=lambda v: not v,
+        description="Flagged as possible instructions to the model (metadata.suspicious): "
+        "listed without its text; recall-context with includeSuspicious shows it.",
+    )
 
 
 class RecallContextResult(BaseModel):
@@ -306,7 +312,10 @@ class RecallResult(BaseModel):
 
 
 class RecallContextInput(BaseModel):
-    """Filters of ``recall-context`` (all AND-ed; empty filters are ignored)."""
+    """Filters of ``recall-context`` (all AND-ed; empty filters are ignored); flagged memories
+    and chunks are listed without their text unless ``includeSuspicious``."""
+
+    includeSuspicious: bool = False
 
     scopes: list[ScopeName] | None = None
     categories: list[str] | None = None

@@ -25,7 +25,8 @@ to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
 
 The ``text`` block is framed by :mod:`.framing`: one line saying it is reference material, not
 instructions, then every item quoted with its provenance. Items the write policy flagged as
-suspicious stay in ``items`` (marked) but out of ``text`` unless ``includeSuspicious``.
+suspicious stay in ``items`` (marked) but out of ``text`` unless ``includeSuspicious``; listed
+so, they keep none of their stored strings (:mod:`.withheld`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 from retrieval import grouping
 from retrieval.records import Hit, Kind, Record
 
-from . import gate
+from . import gate, withheld
 from . import scopes as rules
 from .identity import Identity
 from .memory import MemoryService
@@ -176,6 +177,9 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                                    .relevance, 4)  # fmt: skip
     items: list[RecallItem] = []
     for h, (rec, state) in zip(top, packed.states, strict=False):
+        if state == "withheld":  # listed, none of its text
+            items.append(withheld.recall_item(rec, scores[rec.id], h.explanation.model_dump()))
+            continue
         items.append(
             RecallItem(
                 id=rec.id,

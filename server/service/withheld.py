@@ -1,0 +1,109 @@
+"""What the read tools leave out: stored text the write policy flagged as possible instructions
+to the model (``metadata.suspicious``), until the caller asks for it (``includeSuspicious``).
+
+The hooks never inject a flagged record; the tools quote it only when asked, and mark it then.
+Without ``includeSuspicious`` an item a tool lists (a recall item, a memory of
+``recall-context``, a chunk, a proposal) keeps what identifies it (id, kind, scope, category,
+author, dates, numbers) and loses every stored string: its content, context, location,
+citations, provenance, string metadata; it carries ``suspicious`` = :func:`brief` of the reason
+(the kinds of instruction found, not the words that matched, which are the attack's own).
+Graph reads and the lesson tools leave flagged items out whole (``graph.withheld``); this
+module gives them :func:`read_flag`, the check of the names and types kept beside the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from retrieval.records import Record
+
+from .models import CitedMemory, RecallItem
+from .trust import injection
+from .trust.framing import SEPARATOR, field
+from .trust.policy import SUSPICIOUS, WritePolicy
+
+NAME_CACHE = 8192
+
+
+def brief(reason: str | None) -> str | None:
+    """The reason without the excerpt it quotes ("override, action: “ignore all …”" ->
+    "override, action"), one line."""
+    if not reason:
+        return None
+    head = str(reason).split("“", 1)[0].rstrip(" :")
+    return field(head or "flagged")
+
+
+@lru_cache(maxsize=NAME_CACHE)
+def _rules(text: str) -> str | None:
+    return injection.verdict(text).suspicious
+
+
+def read_flag(policy: WritePolicy):
+    """The check of a stored name or type when it is read (``graph.withheld.Flag``): the
+    injection rules (the model reads prose, not names), None when the injection scan is off."""
+    if policy.injection is None:
+        return None
+    return _rules
+
+
+def _numbers(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in metadata.items()
+        if isinstance(v, int | float | bool) and isinstance(k, str) and len(k) <= 40
+    }
+
+
+def withheld_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A flagged record's metadata as listed when it is left out: its numbers (priority, …)
+    and the brief flag."""
+    return {**_numbers(metadata), SUSPICIOUS: brief(metadata.get(SUSPICIOUS))}
+
+
+def withheld_provenance(rec: Record) -> str:
+    """A left-out record's provenance without any stored string: kind, scope, author, date,
+    the brief flag."""
+    when = (rec.updated_at or rec.created_at).date().isoformat()
+    kind = getattr(rec.kind, "value", str(rec.kind))
+    scope = getattr(rec.scope, "value", str(rec.scope))
+    flag = f"SUSPICIOUS ({brief(rec.metadata.get(SUSPICIOUS))}): left out"
+    return SEPARATOR.join((kind, scope, f"by {field(rec.agent_id)}", when, flag))
+
+
+def flagged(rec: Record) -> str | None:
+    reason = rec.metadata.get(SUSPICIOUS)
+    return str(reason) if reason else None
+
+
+def chunk_item(item: dict[str, Any], rec: Record, include: bool) -> dict[str, Any]:
+    """A workspace chunk as ``recall-context`` lists it: left out (no path, no text) when
+    flagged and not asked for, marked when asked for."""
+    reason = flagged(rec)
+    if reason is None:
+        return item
+    if include:
+        return {**item, SUSPICIOUS: reason}
+    keep = ("id", "score")
+    return {**{k: item[k] for k in keep if k in item}, "content": "", SUSPICIOUS: brief(reason)}
+
+
+def recall_item(rec: Record, score: float, explanation: dict[str, Any]) -> RecallItem:
+    """A flagged item of ``recall`` left out of its text, as its ``items`` list it."""
+    return RecallItem(
+        id=rec.id, kind=rec.kind.value, scope=rec.scope.value, category=rec.category,
+        score=round(score, 4), content="", explanation=explanation,
+        provenance=withheld_provenance(rec), suspicious=brief(flagged(rec)), inText=False,
+    )  # fmt: skip
+
+
+def memory(m: CitedMemory, include: bool) -> CitedMemory:
+    """A memory as ``recall-context`` lists it: a flagged one without its text, context,
+    string metadata and citations, marked ``withheld``, unless ``include``."""
+    reason = m.metadata.get(SUSPICIOUS)
+    if not reason or include:
+        return m
+    return m.model_copy(update={"content": "", "context": "", "citations": [], "withheld": True,
+                                "metadata": withheld_metadata(m.metadata)})  # fmt: skip
