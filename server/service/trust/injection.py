@@ -79,6 +79,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from retrieval import linear_regex
+
 from .injection_escape import ESCAPE
 from .injection_intent import DESTRUCTIVE, INTENT
 from .injection_rules import (
@@ -156,27 +158,34 @@ class Verdict(BaseModel):
 
 # --------------------------------------------------------------------------- normalisation
 
-_CF = re.compile(  # format characters: invisible, dropped before phrases are matched
+_CF = linear_regex.compile(  # format characters: invisible, dropped before phrases are matched
     "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
     "\U000e0000-\U000e007f]"
 )
-_ACCENT = re.compile(r"(?<=[a-z])[\u0300-\u036f]+")
+_ACCENT = linear_regex.compile(r"([a-z])[\u0300-\u036f]+")  # the marks after a Latin letter
 # Cyrillic and Greek letters that look like Latin ones (text is case-folded first)
 _CONFUSABLE = str.maketrans(
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u0261"
     "\u03bf\u03b1\u03b5\u03ba\u03bd\u03c1\u03c4\u03c5\u03c7",
     "aeopcyxijsdlgoaeknptux",
 )
-_MIXED_SCRIPT = re.compile(r"[a-z][\u0370-\u04ff]|[\u0370-\u04ff][a-z]")
+_MIXED_SCRIPT = linear_regex.compile(r"[a-z][\u0370-\u04ff]|[\u0370-\u04ff][a-z]")
 _LEET = str.maketrans("013457@$", "oieastas")
 _PUNCT = ".,;:!?()[]{}\"'`*"
 _LEET_TRIGGERS = frozenset(
     "ignore disregard forget override bypass previous prior instructions rules guidelines "
     "prompt system assistant".split()
 )
-_SPACED_HINT = re.compile(r"\b\w \w \w \w \w\b")
-_SPACED = re.compile(r"(?<!\S)(?:\w {1,3}){4,}\w(?!\S)")
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_SPACED_HINT = linear_regex.compile(r"\b\w \w \w \w \w\b")
+# letter-spaced words: the run (group 1) between spaces or the ends of the text
+_SPACED = linear_regex.compile(r"(?:^|\s)((?:\w {1,3}){4,}\w)(?:\s|$)")
+_WIDE_GAP = linear_regex.compile(r" {2,}")
+_WORD = linear_regex.compile(r"[a-z]+(?:'[a-z]+)?")
+_B64_TOKEN = linear_regex.compile(r"[A-Za-z0-9+/]+={0,2}[.,;:)\"']?")
+_SENTENCE_BREAK = linear_regex.compile(r"[.!?]\s+|\n\s*\n")
+# how far a match's line is read around it (quotes, code spans): a text of one long line would
+# otherwise be read again for every match on it
+_LINE_REACH = 2000
 
 
 def _fold(text: str) -> str:
@@ -185,22 +194,27 @@ def _fold(text: str) -> str:
     if text.isascii():
         return text.lower()
     text = unicodedata.normalize("NFKD", _CF.sub("", text).casefold())
-    return unicodedata.normalize("NFC", _ACCENT.sub("", text))
+    return unicodedata.normalize("NFC", _ACCENT.sub(r"\1", text))
 
 
 def _despaced(folded: str) -> str:
     """``i g n o r e   a l l`` -> ``ignore all``: letter-spaced words joined again."""
 
-    def join(m: re.Match) -> str:
-        return re.sub(r" {2,}", "\0", m.group(0)).replace(" ", "").replace("\0", " ")
-
-    return _SPACED.sub(join, folded)
+    out: list[str] = []
+    end = 0
+    pos = 0
+    while (m := _SPACED.search(folded, pos)) is not None:
+        start, stop = m.span(1)
+        out += [folded[end:start], _WIDE_GAP.sub("\0", m[1]).replace(" ", "").replace("\0", " ")]
+        end = pos = stop  # the space after a run may open the next one
+    out.append(folded[end:])
+    return "".join(out)
 
 
 def _decoded_b64(text: str) -> list[str]:
     out = []
     for tok in text.split():
-        if len(tok) < 24 or not re.fullmatch(r"[A-Za-z0-9+/]+={0,2}[.,;:)\"']?", tok):
+        if len(tok) < 24 or not _B64_TOKEN.fullmatch(tok):
             continue
         blob = tok.rstrip(".,;:)\"'")
         try:
@@ -227,13 +241,14 @@ def _is_mention(text: str, start: int, end: int, quotes: bool = True) -> bool:
     ``quotes=False``: not for a rule whose words are quoted anyway, such as a tool's name), is
     discussed rather than issued."""
     before = URL.sub(" ", text[max(0, start - 160) : start])
-    sentence = re.split(r"(?<=[.!?])\s+|\n\s*\n", before)[-1]
+    breaks = list(_SENTENCE_BREAK.finditer(before))
+    sentence = before[breaks[-1].end() :] if breaks else before
     if DISCUSSION.search(sentence):
         return True
     if not quotes:
         return False
-    line_start = text.rfind("\n", 0, start) + 1
-    head = text[line_start:start]
+    line_start = text.rfind("\n", max(0, start - _LINE_REACH), start) + 1
+    head = text[max(line_start, start - _LINE_REACH) : start]
     tail = text[end : end + 60].split("\n", 1)[0]
     if head and head[-1] in OPENING and any(q in tail for q in CLOSING):
         return True
@@ -248,9 +263,9 @@ def _is_mention(text: str, start: int, end: int, quotes: bool = True) -> bool:
 
 def _in_inline_code(text: str, start: int, end: int) -> bool:
     """Inside a one-line `code span` (a document naming a token, not a payload)."""
-    line_start = text.rfind("\n", 0, start) + 1
-    line_end = text.find("\n", end)
-    line_end = len(text) if line_end < 0 else line_end
+    line_start = max(text.rfind("\n", max(0, start - _LINE_REACH), start) + 1, start - _LINE_REACH)
+    line_end = text.find("\n", end, end + _LINE_REACH)
+    line_end = min(len(text), end + _LINE_REACH) if line_end < 0 else line_end
     return (
         text[line_start:start].replace("``", "`").count("`") % 2 == 1
         and "`" in text[end:line_end]
@@ -258,11 +273,20 @@ def _in_inline_code(text: str, start: int, end: int) -> bool:
     )
 
 
-def _closes_its_own(text: str, m: re.Match[str]) -> bool:
+def _closes_its_own(text: str, m: re.Match[str], opened: dict[str, int]) -> bool:
     """A closing tag (the pattern's ``tag`` group) of an element the text opened before it: an
-    XML sample (``<context>…</context>`` in a README), not the end of the framing's quote."""
+    XML sample (``<context>…</context>`` in a README), not the end of the framing's quote.
+    ``opened``: where each tag is first opened (found once per tag, not once per match)."""
     tag = m.groupdict().get("tag")
-    return tag is not None and re.search(rf"<{re.escape(tag)}[\s>]", text[: m.start()]) is not None
+    if tag is None:
+        return False
+    if tag not in opened:
+        first = min(
+            (i for i in (text.find(f"<{tag}{c}") for c in " \t\n\r\f\v>") if i >= 0),
+            default=len(text),
+        )
+        opened[tag] = first
+    return opened[tag] < m.start()
 
 
 def _apply(
@@ -271,15 +295,18 @@ def _apply(
     """{id of the rule: its first finding} for the rules that fire on ``folded``."""
     found: dict[int, Finding] = {}
     ascii_only = folded.isascii()
+    opened: dict[str, int] = {}
     for rule in rules:
         if not rule.applies(folded, words, ascii_only):
             continue
         for m in rule.rx.finditer(folded):
+            if rule.accept is not None and not rule.accept(m):
+                continue
             if rule.mentionable and _is_mention(folded, m.start(), m.end(), rule.quotable):
                 continue
             if rule.kind == "markup" and _in_inline_code(folded, m.start(), m.end()):
                 continue
-            if _closes_its_own(folded, m):
+            if _closes_its_own(folded, m, opened):
                 continue
             found[id(rule)] = Finding(
                 kind=kind or rule.kind,

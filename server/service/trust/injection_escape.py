@@ -5,6 +5,10 @@ applied by :mod:`.injection`.
 
 from __future__ import annotations
 
+import re
+
+from retrieval import linear_regex
+
 from .injection_rules import STRONG, WEAK, Rule, rule
 
 # ---------------------------------------------------------------- quote escapes
@@ -30,30 +34,43 @@ _TAG_CORE = (
     r"(?:quote|quoted|blockquote|context|reference|references|memory|memories|recall|recalled|"
     r"retrieved|retrieval|untrusted|documents?|doc|sources?|search_results?|results?|"
     r"tool_output|tool_result|excerpt|snippet|material|evidence|input|data|observation|"
-    r"knowledge|user_\w+)"
+    r"knowledge|user_[a-z0-9_-]+)"
 )
-_TAG = rf"(?:[a-z]+[_-])*{_TAG_CORE}(?:[_-][a-z]+)*"
+# a closing tag's name is matched as one unambiguous run, then checked against the names of
+# quoted data (:func:`_data_element`): a pattern of optional parts around the core word tries
+# every split of a long ``</user_a_a_a…`` run
+_NAME = r"[a-z][a-z0-9_-]{0,60}"
+_DATA_ELEMENT = linear_regex.compile(rf"(?:[a-z]+[_-]){{0,8}}{_TAG_CORE}(?:[_-][a-z]+){{0,8}}")
+
+
+def _data_element(m: re.Match) -> bool:
+    """A closing tag (``</…>``, ``[/…]``) closes an element of quoted data, or the match is no
+    closing tag at all."""
+    name = m.groupdict().get("tag") or m.groupdict().get("btag")
+    return name is None or _DATA_ELEMENT.fullmatch(name) is not None
+
+
 _CLOSER = (
     # "--- End of reference material ---", "(end of quoted data)", "END QUOTE", "unquote"
     rf"(?:^|[.!?;:]\s+|\s[-–—=~*#|/]{{2,}}\s*){_DECOR}"
     rf"(?:(?:end|ends|ended|close|closes|closed|closing|stop|finish|finished)(?: of)?"
-    rf"(?: the| this| that| all| your)? (?:{_QUOTED}(?: {_QUOTED})*(?: {_QUOTE_NOUN})?|"
+    rf"(?: the| this| that| all| your)? (?:{_QUOTED}(?: {_QUOTED}){{0,8}}(?: {_QUOTE_NOUN})?|"
     r"quotes?|quotation|context|data|memory|memories|references|documents?)|end ?quote|unquote)"
     # … and nothing more on its line or in its sentence ("End of the reference material for
     # chapter 3" is a textbook's heading)
     r"(?:[ \t]*[\]\)>}*_=~\-–—|/]+[ \t\]\)>}*_=~\-–—.:!|/]*(?=$|\s)|[ \t]*[.:!;,]?[ \t]*$"
     r"|[ \t]*[.:!;,](?=\s))"
     # "the reference material ends here", "quoted data is over", "that concludes the quote"
-    rf"|\b(?:{_QUOTED} )+{_QUOTE_NOUN} (?:ends|ended|stops|is over|is closed|closes|"
+    rf"|\b(?:{_QUOTED} ){{1,8}}{_QUOTE_NOUN} (?:ends|ended|stops|is over|is closed|closes|"
     r"finishes)(?: here| now)?\b"
     rf"|\b{_QUOTE_NOUN} (?:ends|ended|stops|is over|closes|finishes) (?:here|now)\b"
     rf"|\b(?:this|that|which|here) (?:concludes|ends|closes|is the end of|marks the end of) "
-    rf"(?:the |this )?(?:{_QUOTED} )*"
+    rf"(?:the |this )?(?:{_QUOTED} ){{0,8}}"
     rf"(?:{_QUOTE_NOUN}|quote)\b"
     # closing tags of data: </context>, </recalled_memories>, [/reference], [END OF DATA],
     # <<END>> (``tag``: a text that opened the element itself holds a sample, not an escape)
-    rf"|</(?P<tag>{_TAG})\s*>"
-    rf"|\[/(?:{_TAG})\]"
+    rf"|</(?P<tag>{_NAME})\s*>"
+    rf"|\[/(?P<btag>{_NAME})\]"
     r"|\[(?:end|/)\s*(?:of )?(?:the )?(?:quote|data|context|reference|memory|document|input|"
     r"material|recalled \w+|quoted \w+)s?\]|<<\s*end\w*\s*>>"
     # the framing's own lines: its header, a provenance line, its closing count
@@ -139,8 +156,9 @@ ESCAPE: tuple[Rule, ...] = (
         _CLOSER_WORDS,
         _CLOSER_SUBS,
         pre=_CLOSER_PRE,
+        accept=_data_element,
     ),
     rule(  # the marker alone
-        "markup", WEAK, _CLOSER, _CLOSER_WORDS, _CLOSER_SUBS, pre=_CLOSER_PRE
+        "markup", WEAK, _CLOSER, _CLOSER_WORDS, _CLOSER_SUBS, pre=_CLOSER_PRE, accept=_data_element
     ),
 )

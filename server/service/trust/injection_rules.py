@@ -12,10 +12,17 @@ means is documented in :mod:`.injection`.
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from retrieval import linear_regex
+
 STRONG, MEDIUM, WEAK = 1.0, 0.6, 0.5
+# a rule that needs a lookaround is matched by ``re`` in windows of at most this many characters
+# (see :class:`retrieval.linear_regex.Windowed`): its longest match, when it has no bound
+WINDOW = 1000
 
 # --------------------------------------------------------------------------- rules
 
@@ -36,6 +43,7 @@ class Rule:
     mentionable: bool = True  # a quoted or discussed phrase is not an instruction
     quotable: bool = True  # a quoted phrase is a mention (not for tool names: they are quoted)
     pre: re.Pattern | None = None
+    accept: Callable[[re.Match], bool] | None = None  # a match this rejects is no finding
 
     def applies(self, folded: str, words: set[str], ascii_only: bool) -> bool:
         if self.need and self.need.isdisjoint(words):
@@ -64,8 +72,9 @@ def rule(
     mentionable: bool = True,
     quotable: bool = True,
     pre: str | None = None,
+    accept: Callable[[re.Match], bool] | None = None,
 ) -> Rule:
-    rx = re.compile(pattern, re.M)
+    rx = linear_regex.compile(pattern, re.M, window=WINDOW)
     return Rule(
         kind,
         weight,
@@ -75,8 +84,57 @@ def rule(
         frozenset(need.split()),
         mentionable,
         quotable,
-        re.compile(pre, re.M) if pre else None,
+        linear_regex.compile(pre, re.M, window=WINDOW) if pre else None,
+        accept,
     )
+
+
+class PairedTags:
+    r"""``<name>…</name>`` for the given names, the body ``lo`` to ``hi`` characters, the first
+    closing tag after the opening one (a lazy body), and the matches of ``also``: what
+    ``<(name|…)>[\s\S]{lo,hi}?</\1\s*>`` matches, found by RE2 in linear time (the
+    backreference needs ``re``, and ``re`` tries the whole body after every opening tag)."""
+
+    def __init__(self, names: str, lo: int, hi: int, also: str | None = None):
+        self.pattern = rf"<({names})>[\s\S]{{{lo},{hi}}}?</\1\s*>" + (f"|{also}" if also else "")
+        self._exact = re.compile(self.pattern, re.M)
+        self._tags = linear_regex.compile(rf"<(/?)({names})(\s*)>")
+        self._also = linear_regex.compile(also, re.M) if also else None
+        self.lo, self.hi = lo, hi
+
+    def _spans(self, text: str) -> Iterator[tuple[int, int]]:
+        opens: list[tuple[int, int, str]] = []
+        closes: dict[str, list[int]] = {}
+        for m in self._tags.finditer(text):
+            if m[1]:
+                closes.setdefault(m[2], []).append(m.start())
+            elif not m[3]:
+                opens.append((m.start(), m.end(), m[2]))
+        for start, body, name in opens:
+            ends = closes.get(name, [])
+            i = bisect.bisect_left(ends, body + self.lo)
+            if i < len(ends) and ends[i] - body <= self.hi:
+                yield start, text.index(">", ends[i]) + 1
+        if self._also is not None:
+            yield from (m.span() for m in self._also.finditer(text))
+
+    def finditer(self, text: str) -> Iterator[re.Match]:
+        last = -1
+        for start, end in sorted(self._spans(text)):
+            if start < last:
+                continue
+            m = self._exact.match(text, start, end)
+            if m is not None:
+                last = m.end()
+                yield m
+
+    def search(self, text: str) -> re.Match | None:
+        return next(self.finditer(text), None)
+
+
+def paired(kind: str, weight: float, tags: PairedTags, words: str = "", subs=()) -> Rule:
+    """A rule whose pattern is a :class:`PairedTags`."""
+    return Rule(kind, weight, tags, frozenset(words.split()), subs)  # type: ignore[arg-type]
 
 
 _W = r"[\w'’-]+"  # one word
@@ -531,13 +589,16 @@ MARKUP: tuple[Rule, ...] = (
         r"|<invoke\s+name\s*=|<parameter\s+name\s*=[^>]*>[^<]{0,300}</parameter>|<function=\w+",
         subs=("<tool_", "<function", "</function", "<invoke", "<parameter"),
     ),
-    rule(
+    paired(
         "markup",
         STRONG,
-        r"<(system|system[_-]prompt|assistant|human|instructions?|developer|im_system)>"
-        r"[\s\S]{2,2000}?</\1\s*>"
-        r"|</(?:context|document|data|memory|user|search_results)>\s*"
-        r"<(?:system|assistant|instructions?)>",
+        PairedTags(
+            "system|system[_-]prompt|assistant|human|instructions?|developer|im_system",
+            2,
+            2000,
+            also=r"</(?:context|document|data|memory|user|search_results)>\s*"
+            r"<(?:system|assistant|instructions?)>",
+        ),
         subs=("<system", "<assistant>", "<human>", "<instruction", "<developer>", "<im_system>"),
     ),
     rule(
@@ -546,11 +607,8 @@ MARKUP: tuple[Rule, ...] = (
         r"[\"'](?:function_call|tool_calls|tool_use)[\"']\s*:",
         subs=("function_call", "tool_calls", "tool_use"),
     ),
-    rule(
-        "markup",
-        MEDIUM,
-        r"<(important|secret|hidden)>[\s\S]{10,4000}?</\1\s*>",
-        "important secret hidden",
+    paired(
+        "markup", MEDIUM, PairedTags("important|secret|hidden", 10, 4000), "important secret hidden"
     ),
     rule(
         "markup",

@@ -13,20 +13,25 @@ import re
 import string
 from collections import Counter
 
-SEPARATORS = re.compile(r"[_\-./:~+]+")
-NON_ALNUM = re.compile(r"[^a-z0-9]+")
+from retrieval import linear_regex
+
+SEPARATORS = linear_regex.compile(r"[_\-./:~+]+")
+NON_ALNUM = linear_regex.compile(r"[^a-z0-9]+")
+# (``re``: RE2 has no lookahead; linear, each run read once: tests/test_linear_regex.py)
 KEY_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
-DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-HEX = re.compile(r"[0-9a-fA-F]+")
-IDENTIFIER = re.compile(r"[A-Za-z_][\w.\-]*")
-PORT_LIKE = re.compile(r"\d{1,5}")
-NAMES_A_CREDENTIAL = re.compile(r"(?i)[a-z_\-.]*(?:passw(?:or)?d|secret|token|api_?key)[a-z_\-.]*")
-PATH_OR_URL = re.compile(
+TOKEN_CHARS = linear_regex.compile(r"[A-Za-z0-9_\-+/=.~]+")
+DOTTED = linear_regex.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+HEX = linear_regex.compile(r"[0-9a-fA-F]+")
+IDENTIFIER = linear_regex.compile(r"[A-Za-z_][\w.\-]*")
+PORT_LIKE = linear_regex.compile(r"\d{1,5}")
+NAMES_A_CREDENTIAL = linear_regex.compile(
+    r"(?i)[a-z_\-.]*(?:passw(?:or)?d|secret|token|api_?key)[a-z_\-.]*"
+)
+PATH_OR_URL = linear_regex.compile(
     r"(?:~?/|\.\.?/|[A-Za-z]:\\|[A-Za-z][A-Za-z0-9+.\-]*://|(?i:arn|urn):[A-Za-z0-9\-]+:)"
 )
-FILE_NAME = re.compile(r"[A-Za-z0-9]\.[a-z][a-z0-9]{1,3}$")
-UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+FILE_NAME = linear_regex.compile(r"[A-Za-z0-9]\.[a-z][a-z0-9]{1,3}$")
+UUID = linear_regex.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 
 def entropy(value: str) -> float:
@@ -42,7 +47,7 @@ def preview_of(secret: str) -> str:
     return secret[: min(4, len(secret) // 3)] + "…"
 
 
-WORD_PART = re.compile(r"[a-z]+\d{0,3}|\d{1,4}|[A-Z][a-z]+\d{0,3}|[A-Z]+\d{0,3}")
+WORD_PART = linear_regex.compile(r"[a-z]+\d{0,3}|\d{1,4}|[A-Z][a-z]+\d{0,3}|[A-Z]+\d{0,3}")
 
 
 def word_like(value: str) -> bool:
@@ -95,8 +100,8 @@ PLACEHOLDER_SUBSTRINGS = (
 )  # fmt: skip
 TEMPLATE_PREFIXES = ("{", "<", "[")
 # $VAR, ${VAR}, %VAR%, :name, @name, !vault, *alias, &anchor: references, not values
-REFERENCE = re.compile(r"[$%:@*&!?]\{?[A-Za-z0-9_][\w.]*\}?%?")
-DUMMY_PHRASE = re.compile(
+REFERENCE = linear_regex.compile(r"[$%:@*&!?]\{?[A-Za-z0-9_][\w.]*\}?%?")
+DUMMY_PHRASE = linear_regex.compile(
     r"(?:my|the|a|an|new|old|db|database|app|user|admin|root|some|super|test)?"
     r"(?:password|passwd|pass|pwd|secret|token|apikey|key)(?:here|goes(?:here)?|value)?\d*"
 )

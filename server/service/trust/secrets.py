@@ -237,6 +237,8 @@ def _assignments(text: str, low: str) -> Iterator[_Candidate]:
         m = ASSIGNMENT_TAIL.match(text, end)
         if m is None or m.group("op") == "==":  # "==" is a comparison, not an assignment
             continue
+        if m.group("q") is not None and m.group("closing") != m.group("q"):
+            continue  # "'value\"": no quoted value (a quote character cannot be a bare one)
         group = "qv" if m.group("qv") is not None else "uv"
         value = m.group(group)
         v_start, v_end = m.span(group)
