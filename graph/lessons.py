@@ -55,6 +55,16 @@ def lesson_text(lesson: LessonInput) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def unreviewed(lesson: LessonInput) -> None:
+    """A ``learned`` block written as a new lesson (``create_lesson``, an import) starts
+    unreviewed, whatever it says: only a person's decision in the review inbox
+    (``graph.learned``) accepts a learned lesson."""
+    block = (lesson.model_extra or {}).get("learned")
+    if isinstance(block, dict) and block.get("review") != "pending":
+        kept = {k: v for k, v in block.items() if k not in ("reviewedBy", "reviewedAt")}
+        lesson.model_extra["learned"] = {**kept, "review": "pending"}
+
+
 def lesson_terms(lesson: LessonInput) -> str:
     ep = lesson.errorPattern
     return " ".join(traces.fingerprint_terms(f"{ep.type}: {ep.message}", ep.stackTrace or ""))
@@ -197,6 +207,7 @@ class LessonService(LessonRanking):
         items, results, names = [], [], set()
         for i, raw in enumerate(lessons):
             lesson = self._validate(raw)
+            unreviewed(lesson)
             warnings: list[str] = []
             ep = lesson.errorPattern
             ep.message = g.clean(

@@ -9,6 +9,7 @@ import copy
 
 import pytest
 
+from graph.learned import LearnedLessons
 from server.service import failure_lessons as fl
 from server.service import hook_context as hc
 from server.service.graph_services import graph_services
@@ -67,3 +68,69 @@ def test_below_the_threshold_nothing_and_a_session_never_sees_one_twice(services
         svc, WHO, gs.lessons, ERROR, "pytest", config=loose, ledger=ledger
     )
     assert again.picked == [] and again.text == ""
+
+
+# ---------------------------------------------------------------------------- learned lessons
+HUNK = "+    pool.close()  # SENTINEL-HUNK"
+
+
+def learned(name: str = "PG_LEARNED", review: str = "pending") -> dict:
+    out = lesson(name, ERROR.split(": ", 1)[1])
+    out["metadata"].update(frequency=1, successRate=1.0)
+    out["learned"] = {
+        "source": "episode", "review": review, "session": "s1",
+        "signature": {"digest": f"digest-{name}"}, "episodes": [f"ep-{name}"],
+        "fix": {"explanation": "Start the db first.", "files": ["app/db.py"],
+                "hunks": [{"path": "app/db.py", "diff": HUNK}]},
+        "occurrences": 1, "alternatives": [],
+    }  # fmt: skip
+    return out
+
+
+def failure_text(svc, gs, **kw) -> str:
+    loose = hc.HookConfig(lesson_threshold=0.0, prompt_tokens=20_000)
+    return fl.lessons_for_failure(svc, WHO, gs.lessons, ERROR, "pytest", config=loose, **kw).text
+
+
+def test_a_lesson_learned_once_is_injected_marked_without_its_diff_and_with_counts(services):
+    svc, gs = services
+    LearnedLessons(gs.lessons).learn(WHO, learned(), "team")
+    text = failure_text(svc, gs)
+    assert "PG_LEARNED" in text and "learned once, not reviewed" in text
+    assert "worked 1 of 1 use" in text and "%" not in text
+    assert "SENTINEL-HUNK" not in text and "diff app/db.py" not in text
+    briefed = fl.useful_lessons(svc, WHO, gs.lessons)  # SessionStart shows it the same way
+    assert len(briefed) == 1 and "learned once, not reviewed" in briefed[0][1]
+    assert "SENTINEL-HUNK" not in briefed[0][1]
+    # PATTERN_AUTO_LESSONS=review: not injected at all until a person accepts it
+    assert failure_text(svc, gs, pending=False) == ""
+    assert fl.useful_lessons(svc, WHO, gs.lessons, pending=False) == []
+
+
+def test_a_learned_lesson_shows_its_diff_after_a_second_success(services):
+    svc, gs = services
+    LearnedLessons(gs.lessons).learn(WHO, learned(), "team")
+    gs.lessons.update_lesson_success(WHO, "PG_LEARNED", True)
+    text = failure_text(svc, gs)
+    assert "SENTINEL-HUNK" in text and "worked 2 of 2 uses" in text
+    assert "not reviewed yet" in text and "learned once" not in text
+
+
+def test_a_learned_lesson_a_person_accepted_shows_its_diff(services):
+    svc, gs = services
+    LearnedLessons(gs.lessons).learn(WHO, learned(), "team")
+    gs.lessons.update_lesson_success(WHO, "PG_LEARNED", False)  # one success, one failure
+    assert "SENTINEL-HUNK" not in failure_text(svc, gs)
+    LearnedLessons(gs.lessons).review(WHO, "PG_LEARNED", "accept", scope="team")
+    text = failure_text(svc, gs)
+    assert "SENTINEL-HUNK" in text and "accepted by a person" in text
+    assert "worked 1 of 2 uses" in text
+
+
+def test_every_lesson_says_how_often_it_worked_as_counts(services):
+    svc, gs = services
+    by_hand = lesson("PG_REFUSED", ERROR.split(": ", 1)[1])
+    by_hand["metadata"].update(frequency=4, successRate=0.75)
+    gs.lessons.create_lesson(WHO, by_hand)
+    text = failure_text(svc, gs)
+    assert "worked 3 of 4 uses" in text and "%" not in text and "learned" not in text

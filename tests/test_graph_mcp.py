@@ -271,6 +271,31 @@ def test_lesson_tools_end_to_end(client):
     assert node["entityType"] == "lesson"
 
 
+def test_lesson_tools_show_counts_and_a_learned_diff_only_once_earned(client):
+    learned = {
+        "name": "POOL_LEAK", "entityType": "lesson", "observations": ["Close the pool."],
+        "errorPattern": {"type": "PoolError", "message": "pool exhausted", "context": "pytest"},
+        "metadata": {"severity": "low", "environment": {}, "frequency": 1, "successRate": 1.0},
+        "verificationSteps": [],
+        "learned": {"source": "episode", "review": "accepted", "reviewedBy": "a person",
+                    "fix": {"files": ["app/db.py"],
+                            "hunks": [{"path": "app/db.py", "diff": "+pool.close()"}]}},
+    }  # fmt: skip
+    client.ok("create_lesson", {"lesson": learned})
+    query = {"errorPattern": {"type": "PoolError", "message": "pool exhausted"}}
+    (match,) = client.ok("find_similar_errors", query)["lessons"]
+    # a review state given to create_lesson is not taken: the lesson starts unreviewed
+    assert match["learned"]["review"] == "pending" and "reviewedBy" not in match["learned"]
+    assert match["trust"].startswith("learned once, not reviewed")
+    assert match["learned"]["fix"]["hunks"] == [] and match["learned"]["hunksWithheld"] == 1
+    assert match["uses"] == "worked 1 of 1 use"
+    client.ok("update_lesson_success", {"lessonName": "POOL_LEAK", "success": True})
+    (match,) = client.ok("get_lesson_recommendations", {"context": "pool exhausted"})["lessons"]
+    assert match["learned"]["fix"]["hunks"] == [{"path": "app/db.py", "diff": "+pool.close()"}]
+    assert match["uses"] == "worked 2 of 2 uses" and "hunksWithheld" not in match["learned"]
+    assert match["trust"] == "learned from sessions (fail, edit, pass), not reviewed yet"
+
+
 @pytest.mark.slow
 def test_search_nodes_by_meaning_with_the_real_model(tmp_path, real_embedder):
     """Queries that share no word with the answer: only the embedding can find them."""

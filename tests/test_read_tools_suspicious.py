@@ -12,7 +12,14 @@ import json
 
 import pytest
 
-from tests.mcp_util import hash_store_client
+from tests.mcp_util import (
+    FakeClock,
+    clocked_service,
+    hash_store_client,
+    identity_env,
+    in_process,
+    runtime_on,
+)
 
 MARK = "evil.example"  # in every planted attack, in no clean text
 ATTACK = (
@@ -228,3 +235,90 @@ def test_recall_context_lists_a_flagged_memory_without_its_text(store):
     assert ATTACK in team[ids["attack"]]["content"]
     assert team[ids["source"]]["metadata"]["source"] == ATTACK
     assert "SUSPICIOUS (" in shown["summary"] and MARK in shown["summary"]
+
+
+# ---------------------------------------------------------------------------- the other reads
+MOD = "def alpha(x):\n    return x + 1\n"
+
+
+@pytest.fixture
+def project(tmp_path):
+    """An agent of a project under team review whose memory holding the attack cites a file,
+    is proposed to the team, and whose cited code then changed."""
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "mod.py").write_text(MOD, encoding="utf-8")
+    svc = clocked_service(tmp_path / "home", FakeClock())
+    env = {**identity_env(tmp_path / "home", "p1", "a1"), "PATTERN_TEAM_REVIEW": "on"}
+    with in_process(runtime_on(svc, env, proj)) as c:
+        made = c.ok("remember", {"content": f"alpha adds one. {ATTACK}",
+                                 "citations": [{"path": "mod.py", "startLine": 1, "endLine": 2}]})  # fmt: skip
+        assert any("suspicious" in w for w in made["warnings"])
+        assert c.ok("share-learning", {"memoryId": made["memoryId"]})["status"] == "proposed"
+        (proj / "mod.py").write_text(MOD.replace("x + 1", "x + 2"), encoding="utf-8")
+        yield c, proj, made["memoryId"]
+    svc.citations.close()
+    svc.engine.close()
+
+
+OTHER_READS = {
+    "changes": ({"cursor": 0}, lambda r: [c["record"] for c in r["changes"] if c["record"]]),
+    "list-proposals": ({}, lambda r: r["proposals"]),
+    "verify-memories": ({}, lambda r: r["memories"]),
+}
+
+
+@pytest.mark.parametrize("tool", list(OTHER_READS))
+def test_the_other_read_tools_list_a_flagged_record_without_its_text(project, tool):
+    c, _, mid = project
+    args, listed = OTHER_READS[tool]
+    res = c.call(tool, args)
+    assert not res.is_error, res.text
+    assert MARK not in res.text and MARK not in json.dumps(res.data)
+    assert listed(res.data), "the flagged record is listed"
+    shown = c.ok(tool, {**args, "includeSuspicious": True})
+    assert MARK in json.dumps(shown) and "override" in json.dumps(shown)
+
+
+def test_the_change_stream_resource_lists_a_flagged_record_without_its_text(project):
+    c, _, _ = project
+    blob = json.dumps([r.text for r in c.portal.call(c.client.read_resource, "pattern://changes").contents])  # fmt: skip
+    assert "alpha adds one" not in blob and MARK not in blob and "suspicious" in blob
+
+
+def test_a_reviewer_deciding_on_a_flagged_proposal_gets_no_text_back(project):
+    c, _, _ = project
+    (pending,) = c.ok("list-proposals", {})["proposals"]
+    res = c.call("review-proposal", {"proposalId": pending["id"], "decision": "reject",
+                                     "reason": "reads like an instruction"})  # fmt: skip
+    assert not res.is_error, res.text
+    assert MARK not in res.text and res.data["proposal"]["suspicious"].startswith("override")
+
+
+def test_export_memories_keeps_a_flagged_memory_marked_and_says_so(project):
+    c, proj, mid = project
+    res = c.call("export-memories", {"outputPath": str(proj / "backup.json")})
+    assert not res.is_error and MARK not in res.text
+    assert res.data["exported"] == 1 and res.data["suspicious"] == 1
+    (kept,) = json.loads((proj / "backup.json").read_text(encoding="utf-8"))["memories"]
+    assert kept["id"] == mid and kept["metadata"]["suspicious"].startswith("override")
+
+
+# tools whose results hold no stored text but the caller's own input (a write's echo and
+# warnings) or none at all; every other tool is a read and is walked above
+NO_STORED_TEXT = {
+    "remember", "remember-task", "remember-learning", "commit-insight", "update-memory",
+    "core-memory", "forget", "share-learning", "remember-bulk", "forget-bulk", "cleanup",
+    "import-memories", "pattern_health", "create_entities", "create_relations",
+    "add_observations", "delete_entities", "delete_observations", "delete_relations",
+    "create_lesson", "update_lesson_success", "ingest_workspace", "import-from", "changes-ack",
+    "supersede",
+}  # fmt: skip
+WALKED = {tool_of(c) for c in READS} | set(OTHER_READS) | {"export-memories", "review-proposal"}
+
+
+def test_every_tool_is_a_walked_read_or_returns_no_stored_text(store):
+    c, _ = store
+    names = {t.name for t in c.list_tools()}
+    assert names - WALKED - NO_STORED_TEXT == set(), "a new tool: does it return stored text?"
+    assert WALKED - names == set(), "a walked read no longer exists"

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from ..service import withheld
 from ..service.review import ProposalPage, ReviewResult, list_proposals, review_policy
 from ..service.review import review_proposal as review
 from .toolset import IdempotencyKey, ToolSet, call, session_of
@@ -26,13 +27,23 @@ async def list_proposals_tool(
         str | None, Field(description="nextCursor of the previous page; omit at first.")
     ] = None,
     limit: Annotated[int, Field(ge=1, le=100, description="Per page (default 20).")] = 20,
+    includeSuspicious: Annotated[
+        bool,
+        Field(
+            description="Show the text of proposals flagged as possible instructions to the "
+            "model (marked `suspicious` either way; listed without it otherwise)."
+        ),
+    ] = False,
 ) -> ProposalPage:
     """The review inbox of this project, newest first. Reviewers see every proposal;
     other agents see their own (e.g. to read why one was rejected). With team review on
     (PATTERN_TEAM_REVIEW), share-learning proposes a memory here instead of moving it."""
     rt, who = session_of(ctx)
     return await call(
-        lambda: list_proposals(rt.service, review_policy(rt), who, status, cursor, limit)
+        lambda: withheld.proposals(
+            list_proposals(rt.service, review_policy(rt), who, status, cursor, limit),
+            includeSuspicious,
+        )
     )
 
 
@@ -73,16 +84,18 @@ async def review_proposal(
     author and records its provenance (proposer, reviewer, time) in metadata.review."""
     rt, who = session_of(ctx)
     return await call(
-        lambda: review(
-            rt.service,
-            review_policy(rt),
-            who,
-            proposalId,
-            decision,
-            reason=reason,
-            content=content,
-            category=category,
-            expected_revision=expectedRevision,
-            idempotency_key=idempotencyKey,
+        lambda: withheld.reviewed(
+            review(
+                rt.service,
+                review_policy(rt),
+                who,
+                proposalId,
+                decision,
+                reason=reason,
+                content=content,
+                category=category,
+                expected_revision=expectedRevision,
+                idempotency_key=idempotencyKey,
+            )
         )  # fmt: skip
     )

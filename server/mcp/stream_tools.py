@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from ..service import changes as stream
+from ..service import withheld
 from ..service.changes import AckResult, ChangesResult
 from .toolset import ScopeArg, call, session_of
 
@@ -136,6 +137,14 @@ def register(server: MCPServer, bus: SubscriptionBus) -> ChangeNotifier:
         includeRecords: Annotated[
             bool, Field(description="Attach the current record to inserts/updates.")
         ] = True,
+        includeSuspicious: Annotated[
+            bool,
+            Field(
+                description="Attach the text of records flagged as possible instructions to "
+                "the model too (marked by metadata.suspicious either way; without it their "
+                "content, context and string metadata are left out)."
+            ),
+        ] = False,
     ) -> ChangesResult:
         """Read the change stream: every committed insert/update/delete you are allowed to see
         (and `citations`: the code a record cites changed status), in commit order, after
@@ -144,8 +153,11 @@ def register(server: MCPServer, bus: SubscriptionBus) -> ChangeNotifier:
         recall-context/export-memories, then continue from next_cursor."""
         rt, who = session_of(ctx)
         return await call(
-            lambda: stream.read_changes(
-                rt.service, who, cursor, limit, consumerId, commit, scopes, includeRecords
+            lambda: withheld.changes(
+                stream.read_changes(
+                    rt.service, who, cursor, limit, consumerId, commit, scopes, includeRecords
+                ),
+                includeSuspicious,
             )
         )
 
@@ -170,7 +182,8 @@ def register(server: MCPServer, bus: SubscriptionBus) -> ChangeNotifier:
         name="changes",
         title="Change stream",
         description="The latest changes you can see (or, with ?cursor=N, the page after N), as "
-        "JSON like the `changes` tool. Subscribe to pattern://changes to be told of new ones.",
+        "JSON like the `changes` tool (flagged records without their text). Subscribe to "
+        "pattern://changes to be told of new ones.",
         mime_type="application/json",
     )
     async def changes_resource(
@@ -182,6 +195,6 @@ def register(server: MCPServer, bus: SubscriptionBus) -> ChangeNotifier:
             res = await call(lambda: stream.latest_changes(rt.service, who, limit))
         else:
             res = await call(lambda: stream.read_changes(rt.service, who, int(cursor), limit))
-        return res.model_dump_json()
+        return withheld.changes(res, False).model_dump_json()
 
     return notifier

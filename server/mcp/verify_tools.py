@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from ..service import verify as service
+from ..service import withheld
 from ..service.verify import VerifyResult
 from .toolset import IdempotencyKey, ToolSet, call, session_of
 
@@ -44,6 +45,13 @@ async def verify_memories(
     limit: Annotated[int, Field(ge=1, le=500, description="list: most memories.")] = 50,
     force: Annotated[bool, Field(description="forget: required for a core memory.")] = False,
     idempotencyKey: IdempotencyKey = None,
+    includeSuspicious: Annotated[
+        bool,
+        Field(
+            description="Show the text of memories flagged as possible instructions to the "
+            "model (marked `suspicious` either way; listed without it otherwise)."
+        ),
+    ] = False,
 ) -> VerifyResult:
     """Keep your memories true to the code they cite. Call with no arguments to list your
     stale memories (the code they cite changed or was deleted since they were written), each
@@ -52,9 +60,9 @@ async def verify_memories(
     forget (delete it)."""
     rt, who = session_of(ctx)
     return await call(
-        lambda: service.verify(
+        lambda: withheld.stale_memories(rt.service, service.verify(
             rt.service, who, action, memoryId, content=content,
             expected_revision=expectedRevision, include_moved=includeMoved, limit=limit,
             force=force, idempotency_key=idempotencyKey,
-        )
+        ), includeSuspicious)
     )  # fmt: skip

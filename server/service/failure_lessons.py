@@ -11,6 +11,9 @@ PostToolUseFailure) and in the session briefing.
   as the search).
 - :func:`useful_lessons`: the project's lessons whose fixes worked most, most often.
 
+Each lesson says how often its fix worked as counts ("worked 1 of 1 use"), never as a bare
+percentage. A learned lesson whose fix worked once and that no person accepted is shown as
+"learned once, not reviewed", without its diff hunks (:mod:`graph.lesson_trust`).
 ``PATTERN_AUTO_LESSONS=review`` keeps lessons learned from episodes that nobody accepted yet
 out of both (``pending=False``).
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 
+from graph import lesson_trust
 from graph.lesson_ranking import error_text as pattern_text
 from graph.traces import split_trace
 from ingest.commands import command_key
@@ -50,20 +54,19 @@ QUERY_FRAMES = 1
 
 
 def lesson_text(lesson) -> str:
-    """A lesson as the hooks show it: the error, the fix, how often it worked, how to verify."""
+    """A lesson as the hooks show it: the error, the fix, how often it worked (as counts), how
+    to verify. A learned lesson says whether a person reviewed it, and shows its diff only once
+    earned: "learned once, not reviewed" has none (``graph.lesson_trust``)."""
     ep = lesson.errorPattern
     lines = [f"{lesson.name}: {ep.type}: {ep.message}".strip()]
     if lesson.observations:
         lines.append("fix: " + " ".join(str(o) for o in lesson.observations)[:600])
-    learned = (lesson.model_extra or {}).get("learned")
-    if isinstance(learned, dict):
-        hunks = (learned.get("fix") or {}).get("hunks") or []
-        for h in hunks[:2]:
-            lines.append(f"diff {h.get('path', '')}:\n{str(h.get('diff', ''))[:400]}")
-        lines.append("learned from a session (fail, edit, pass)"
-                     + ("" if learned.get("review") == "accepted" else ", not reviewed yet"))  # fmt: skip
+    for h in lesson_trust.shown_hunks(lesson)[:2]:
+        lines.append(f"diff {h.get('path', '')}:\n{str(h.get('diff', ''))[:400]}")
+    if note := lesson_trust.note(lesson):
+        lines.append(note)
     md = lesson.metadata
-    lines.append(f"success rate {md.successRate:.0%} over {md.frequency} use(s)")
+    lines.append(lesson_trust.uses(md.successRate, md.frequency))
     for step in lesson.verificationSteps[:3]:
         lines.append(f"verify: {step.command} (expect: {step.expectedOutput})"[:300])
     return "\n".join(lines)
@@ -162,7 +165,7 @@ def lessons_for_failure(
     blocks = [(rec, lesson_text(graph_lessons.get(who, names[rec.id], Scope.team.value)))
               for _, rec in found]  # fmt: skip
     n, text = _pack(blocks, config.prompt_tokens, "Lessons recorded for similar errors (fix, "
-                    "success rate, verification):", cites)  # fmt: skip
+                    "how often it worked, verification):", cites)  # fmt: skip
     sel.picked = [Picked(rec, rel) for rel, rec in found][:n]
     sel.text = text if n else ""
     return sel

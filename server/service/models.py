@@ -220,6 +220,11 @@ class ExportResult(BaseModel):
     exported: int
     filepath: str
     bytes: int
+    suspicious: int = Field(
+        default=0,
+        description="Exported memories flagged as possible instructions to the model: in the "
+        "file with their metadata.suspicious (import-memories screens them again).",
+    )
 
 
 class ImportResult(BaseModel):

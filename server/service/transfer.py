@@ -29,6 +29,7 @@ from .errors import AccessDenied, InvalidInput, PatternError
 from .identity import Identity
 from .memory import MemoryService
 from .models import ExportResult, ImportResult, Memory
+from .trust.policy import SUSPICIOUS
 
 FORMAT = "pattern-memory"
 VERSION = 1
@@ -98,7 +99,10 @@ def export_memories(
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     tmp.write_bytes(data)
     os.replace(tmp, target)  # a crash never leaves a half-written backup
-    return ExportResult(exported=len(memories), filepath=str(target), bytes=len(data))
+    flagged = sum(bool(m.metadata.get(SUSPICIOUS)) for m in memories)
+    return ExportResult(
+        exported=len(memories), filepath=str(target), bytes=len(data), suspicious=flagged
+    )
 
 
 def _load(path: Path) -> list:

@@ -60,6 +60,12 @@ class StaleMemory(BaseModel):
     updatedAt: datetime
     citations: list[CitationState]
     diffs: list[CitationDiff] = Field(default_factory=list)
+    suspicious: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Why the write policy flagged it as possible instructions to the model "
+        "(listed without its text unless includeSuspicious).",
+    )
 
 
 class VerifyResult(BaseModel):

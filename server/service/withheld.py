@@ -3,10 +3,11 @@ to the model (``metadata.suspicious``), until the caller asks for it (``includeS
 
 The hooks never inject a flagged record; the tools quote it only when asked, and mark it then.
 Without ``includeSuspicious`` an item a tool lists (a recall item, a memory of
-``recall-context``, a chunk, a proposal) keeps what identifies it (id, kind, scope, category,
-author, dates, numbers) and loses every stored string: its content, context, location,
-citations, provenance, string metadata; it carries ``suspicious`` = :func:`brief` of the reason
-(the kinds of instruction found, not the words that matched, which are the attack's own).
+``recall-context``, a chunk, a record of the change stream, a proposal, a stale memory of
+``verify-memories``) keeps what identifies it (id, kind, scope, category, author, dates,
+numbers) and loses every stored string: its content, context, location, citations, provenance,
+string metadata; it carries ``suspicious`` = :func:`brief` of the reason (the kinds of
+instruction found, not the words that matched, which are the attack's own).
 Graph reads and the lesson tools leave flagged items out whole (``graph.withheld``); this
 module gives them :func:`read_flag`, the check of the names and types kept beside the records.
 """
@@ -17,9 +18,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from graph.withheld import record_flags
 from retrieval.records import Record
 
-from .models import CitedMemory, RecallItem
+from .models import CitedMemory, Memory, RecallItem
 from .trust import injection
 from .trust.framing import SEPARATOR, field
 from .trust.policy import SUSPICIOUS, WritePolicy
@@ -107,3 +109,65 @@ def memory(m: CitedMemory, include: bool) -> CitedMemory:
         return m
     return m.model_copy(update={"content": "", "context": "", "citations": [], "withheld": True,
                                 "metadata": withheld_metadata(m.metadata)})  # fmt: skip
+
+
+def record(m: Memory, include: bool) -> Memory:
+    """A record as a list of records shows it (the change stream): a flagged one without its
+    text, context and string metadata, unless ``include``; marked by ``metadata.suspicious``
+    either way."""
+    reason = m.metadata.get(SUSPICIOUS)
+    if not reason or include:
+        return m
+    return m.model_copy(
+        update={"content": "", "context": "", "metadata": withheld_metadata(m.metadata)}
+    )
+
+
+def changes(res, include: bool):
+    """A page of the change stream (``ChangesResult``) with each flagged record withheld
+    (:func:`record`) unless ``include``."""
+    if include:
+        return res
+    listed = [
+        c.model_copy(update={"record": record(c.record, include)}) if c.record else c
+        for c in res.changes
+    ]
+    return res.model_copy(update={"changes": listed})
+
+
+def proposal(p, include: bool):
+    """A proposal of the review inbox (``Proposal``): a flagged one without its text unless
+    ``include`` (a reviewer reads it with includeSuspicious before deciding)."""
+    if include or not p.suspicious:
+        return p
+    return p.model_copy(update={"content": "", "suspicious": brief(p.suspicious)})
+
+
+def proposals(page, include: bool):
+    """A page of the review inbox (``ProposalPage``), each proposal as :func:`proposal`."""
+    listed = [proposal(p, include) for p in page.proposals]
+    return page.model_copy(update={"proposals": listed})
+
+
+def stale_memories(svc, res, include: bool):
+    """``verify-memories``' answer (``VerifyResult``): each memory marked ``suspicious`` when
+    flagged, without its text unless ``include``."""
+    flags = record_flags(svc.store.reader, [m.id for m in res.memories])
+    if not flags:
+        return res
+    listed = []
+    for m in res.memories:
+        reason = flags.get(m.id)
+        if reason is None:
+            listed.append(m)
+        elif include:
+            listed.append(m.model_copy(update={"suspicious": reason}))
+        else:
+            listed.append(m.model_copy(update={"content": "", "suspicious": brief(reason)}))
+    return res.model_copy(update={"memories": listed})
+
+
+def reviewed(res):
+    """``review-proposal``'s answer (``ReviewResult``): a flagged proposal without its text
+    (list-proposals with includeSuspicious shows it)."""
+    return res.model_copy(update={"proposal": proposal(res.proposal, False)})
