@@ -32,7 +32,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from .check_targets import Check, make_check
+from .check_targets import Check
+from .runner_args import make_check
 
 # the first word of a step that is plumbing, never the check itself
 PLUMBING = frozenset(
@@ -78,6 +79,8 @@ _RUNS = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"), ("
 _OPERATORS = frozenset({"&&", "||", ";", "|", "&", "\n", "|&", ";;", "(", ")"})
 _REDIRECTS = frozenset({">", ">>", "<", ">&", "<&", "&>", "&>>", ">|", "<<", "<<<", "<>"})
 _EDITORS = {"sed": "-i", "perl": "-i", "patch": "", "ed": ""}
+MAX_COMMAND = 20_000  # characters of a command line read (a longer one: its start)
+MAX_CHECKS = 32  # checks read from one command line
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,9 @@ class CommandKey:
     checks: tuple[Check, ...]
     text: str
     edits: tuple[str, ...] = field(default=(), compare=False)  # files the command writes
+    # its exit status is its checks' own: no check is followed by `||`, `;`, `&` or a pipe
+    # (without `set -o pipefail`), so exit 0 means every check passed
+    sure: bool = field(default=True, compare=False)
 
     @property
     def label(self) -> str:
@@ -95,6 +101,7 @@ class CommandKey:
 
 def tokens(command: str) -> list[str]:
     """Shell words and operators (quotes removed; an unbalanced quote: split on blanks)."""
+    command = command[:MAX_COMMAND]
     lex = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()\n")
     lex.whitespace = " \t\r"
     lex.whitespace_split = True
@@ -132,13 +139,16 @@ def steps(command: str) -> list[tuple[str, list[str]]]:
         i += 1
     if words:
         out.append((op, words))
+    elif op in ("&", "|", "|&", "||", "&&"):  # a command ending in one: `pytest &`
+        out.append((op, []))
     return out
 
 
-def _unwrap(words: list[str]) -> list[str]:
+def _unwrap(words: list[str]) -> tuple[list[str], dict[str, str]]:
     """The command under assignments and wrappers (``FOO=1 timeout 60 uv run pytest`` ->
-    ``pytest``); ``python -m X`` -> ``X``."""
+    ``pytest``; ``python -m X`` -> ``X``), and the variables the assignments set."""
     w = list(words)
+    env: dict[str, str] = {}
     for _ in range(8):
         while (
             w
@@ -146,9 +156,11 @@ def _unwrap(words: list[str]) -> list[str]:
             and not w[0].startswith(("-", "="))
             and w[0].split("=")[0].isidentifier()
         ):
+            name, _, value = w[0].partition("=")
+            env[name] = value
             w = w[1:]
         if not w:
-            return w
+            return w, env
         prog = program(w[0])
         if prog == "env":
             w = [x for x in w[1:] if not x.startswith("-")]
@@ -172,7 +184,7 @@ def _unwrap(words: list[str]) -> list[str]:
             w = [w[3], *w[4:]]
             continue
         break
-    return w
+    return w, env
 
 
 def program(word: str) -> str:
@@ -216,29 +228,53 @@ def _edit_targets(words: list[str]) -> list[str]:
 
 
 def command_key(command: str, cwd: str | None = None) -> CommandKey:
-    """The checks ``command`` runs (none: it is not a check) and the files it edits."""
+    """The checks ``command`` runs (none: it is not a check), the files it edits, and whether
+    its exit status is its checks' own."""
     checks: list[Check] = []
     edits: list[str] = []
     texts: list[str] = []
     skip_fallback = False
     piped = False
-    for op, words in steps(command):
+    pipefail = False
+    sure = True
+    parts = steps(command)
+    breaks = [False] * (len(parts) + 1)  # breaks[i]: a step from i on joined but by `&&`
+    for i in range(len(parts) - 1, -1, -1):
+        breaks[i] = breaks[i + 1] or parts[i][0] in ("||", ";", "\n", "&")
+    for i, (op, words) in enumerate(parts):
         if op == "||":
             skip_fallback = True  # `cmd || true`, `|| echo failed`: never the check
         elif op in ("&&", ";", "\n", "&", "(", ")", ""):
             skip_fallback = False
+        if words[:1] == ["set"] and "pipefail" in words:
+            pipefail = True
         if skip_fallback:
             continue
         edits += _edit_targets(words)
         piped = op in ("|", "|&")
-        w = _unwrap([x for x in words if not x.startswith(">")])
+        w, env = _unwrap([x for x in words if not x.startswith(">")])
         if not w or (piped and program(w[0]) in FILTERS) or not _is_check(w):
             continue
-        check = make_check(program(w[0]), w[1:], cwd)
+        if len(checks) >= MAX_CHECKS:
+            sure = False  # not read: its status is unknown
+            break
+        check = make_check(program(w[0]), w[1:], cwd, env)
         if check is not None:
             checks.append(check)
             texts.append(check.text)
-    return CommandKey(tuple(checks), " && ".join(texts), tuple(dict.fromkeys(edits)))
+            sure = sure and _status_is_its_own(parts, i, pipefail, breaks)
+    return CommandKey(tuple(checks), " && ".join(texts), tuple(dict.fromkeys(edits)), sure)
+
+
+def _status_is_its_own(parts: list[tuple[str, list[str]]], i: int, pipefail: bool,
+                       breaks: list[bool]) -> bool:  # fmt: skip
+    """Whether the command line's exit status fails when step ``i`` fails: no pipe after it
+    (but under ``pipefail``), and nothing later joined otherwise than by ``&&`` (``A && B |
+    C`` fails when ``A`` does; ``A; B``, ``A || B``, ``A & B`` take ``B``'s status)."""
+    j = i + 1
+    if not pipefail and j < len(parts) and parts[j][0] in ("|", "|&"):
+        return False
+    return not breaks[min(j, len(parts))]
 
 
 def related(failed: CommandKey, passed: CommandKey, failing_tests: tuple[str, ...] = (),
@@ -251,6 +287,13 @@ def related(failed: CommandKey, passed: CommandKey, failing_tests: tuple[str, ..
         return False
     return all(
         any(c.reruns(f, failing_tests) for c in passed.checks)
-        or (ran is not None and f.tool == ran and any(c.wrapper for c in passed.checks))
+        or (
+            ran is not None
+            and f.tool == ran
+            and any(
+                c.wrapper and not c.targets and not c.marks and not c.excludes
+                for c in passed.checks
+            )
+        )  # fmt: skip
         for f in failed.checks
     )

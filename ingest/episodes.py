@@ -10,14 +10,21 @@ failures, edits and the assistant's recent words; nothing else of the session is
 that
 
 - P re-runs F (:func:`ingest.commands.related`: the same check, a narrower one on F's failing
-  test, or a broader one; a task runner such as ``just check`` whose output shows it ran
-  pytest re-runs a pytest failure);
+  test, or a broader one, leaving out nothing F ran; a task runner such as ``just check``
+  whose output shows it ran pytest re-runs a pytest failure), and P's output agrees
+  (:func:`ingest.fix_evidence.proves`: the failing test named as passed when the runner names
+  tests; nothing more skipped, deselected or filtered out than in F's run, but for the
+  narrowing P's command line asks for);
+- P's exit status is its checks' own, or its output holds a runner's summary of success
+  (``pytest || true`` that exits 0 is no pass of its own);
 - the agent edited files between F and P (an Edit/Write/MultiEdit/NotebookEdit call, or a
-  shell edit: ``sed -i``, ``patch``, ``cat > FILE``).
+  shell edit: ``sed -i``, ``patch``, ``cat > FILE``), one of them a file that can be the fix
+  (:func:`ingest.fix_evidence.fix_paths`: one F names, or one that is neither documentation
+  nor a lockfile).
 
 The failures of the same check before F are resolved with it (one episode per fix); a pass
-with no edit since the failure resolves it without an episode (a flaky test, a fixed
-environment). Never episodes: a failure that never passes, a pass with no failure before it, a
+with no edit since the failure, or with edits to documentation only, resolves it without an
+episode (a flaky test, a fixed environment). Never episodes: a failure that never passes, a pass with no failure before it, a
 pass of an unrelated check. The fix is the edits between F and P; the agent's explanation is
 what it said right after P (when it names a changed file or a changed identifier), else the
 last thing it said between F and P.
@@ -36,6 +43,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .commands import CommandKey, command_key, related
+from .fix_evidence import failure_counts, fix_paths, named_files, proves
 from .signatures import (
     error_signature,
     error_text,
@@ -43,6 +51,7 @@ from .signatures import (
     runner_failed,
     runner_of,
 )
+from .test_reports import read_report, runner_passed
 
 MAX_FAILURES = 12
 MAX_EDITS = 40
@@ -96,6 +105,9 @@ class Failure(BaseModel):
     error: str
     tests: list[str] = Field(default_factory=list)
     signature: Signature
+    counts: dict[str, int] = Field(default_factory=dict)  # tests run and left out, as it said
+    runner: str = ""  # the test runner whose output it is
+    named: list[str] = Field(default_factory=list)  # the file names it writes
 
 
 class Said(BaseModel):
@@ -111,6 +123,9 @@ class Outcome(BaseModel):
     command: str
     digest: str
     tests: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    runner: str = ""
+    named: list[str] = Field(default_factory=list)
 
 
 class Episode(BaseModel):
@@ -190,6 +205,13 @@ def _edits_between(state: SessionEpisodes, lo: int, hi: int) -> list[Edit]:
     return [e for e in state.edits if lo < e.idx < hi]
 
 
+def _fix_between(state: SessionEpisodes, named: list[str], lo: int, hi: int) -> list[Edit]:
+    """The edits between ``lo`` and ``hi`` that make a fix of a failure naming ``named``."""
+    edits = _edits_between(state, lo, hi)
+    keep = set(fix_paths(named, [e.path for e in edits], state.cwd))
+    return [e for e in edits if e.path in keep]
+
+
 def feed(state: SessionEpisodes, event: Event) -> None:
     """Advance the detector by one event; episodes and outcomes found go to ``state.ready``
     and ``state.verdicts`` (an episode once the agent's words after the pass are known)."""
@@ -227,10 +249,10 @@ def _run(state: SessionEpisodes, event: Event, idx: int) -> None:
                                           at=event.at)][-MAX_EDITS:]  # fmt: skip
     if not key.checks:
         return
-    if not event.ok or runner_failed(event.output):  # exit 0 behind a pipe: the runner's summary
+    if runner_failed(event.output):  # exit 0 behind a pipe: the runner's summary
         _failed(state, event, key, idx)
-    else:
-        _passed(state, event, key, idx)
+    elif key.sure or runner_passed(event.output):  # else its status may be another command's
+        (_passed if event.ok else _failed)(state, event, key, idx)
 
 
 def _failed(state: SessionEpisodes, event: Event, key: CommandKey, idx: int) -> None:
@@ -242,6 +264,8 @@ def _failed(state: SessionEpisodes, event: Event, key: CommandKey, idx: int) -> 
         error=error_text(event.output)[:STATE_ERROR_CHARS], tests=list(tests),
         signature=Signature(type=sig.type, message=sig.message, test=sig.test,
                             normalized=sig.normalized, digest=sig.digest),
+        counts=failure_counts(read_report(event.output)), runner=runner_of(event.output) or "",
+        named=named_files(event.output, event.command, *tests),
     )  # fmt: skip
     for o in list(state.outcomes):  # a repeat of the error a lesson was shown for
         if _reruns(o.command, o.tests, key, state.cwd) and _edits_between(state, o.idx, idx):
@@ -266,14 +290,15 @@ def _outcomes_for(state: SessionEpisodes, call: str, lessons: list[str]) -> None
     if f is None:
         return
     again = [g for g in state.failures if g.idx > f.idx and g.signature.digest == f.signature.digest
-             and _edits_between(state, f.idx, g.idx)
+             and _fix_between(state, f.named, f.idx, g.idx)
              and _reruns(f.command, f.tests, command_key(g.command, state.cwd), state.cwd)]  # fmt: skip
     if again:  # it failed the same way after edits already
         state.verdicts += [(name, False) for name in names]
         return
     have = {(o.lesson, o.idx) for o in state.outcomes}
     state.outcomes += [Outcome(lesson=name, idx=f.idx, command=f.command, tests=f.tests,
-                               digest=f.signature.digest)
+                               digest=f.signature.digest, counts=f.counts, runner=f.runner,
+                               named=f.named)
                        for name in names if (name, f.idx) not in have]  # fmt: skip
 
 
@@ -282,12 +307,22 @@ def _reruns(failed_command: str, tests: list[str], passed: CommandKey, cwd: str 
     return related(command_key(failed_command, cwd), passed, tuple(tests), ran)
 
 
+def _proven(f: Failure | Outcome, key: CommandKey, cwd: str | None, ran: str | None,
+            output: str) -> bool:  # fmt: skip
+    """Whether the pass ``key`` re-ran ``f``: by its command line, then by its output."""
+    failed = command_key(f.command, cwd)
+    if not related(failed, key, tuple(f.tests), ran):
+        return False
+    kinds = [c.rerun_kind(g, tuple(f.tests)) for c in key.checks for g in failed.checks]
+    return proves(f.tests, f.counts, f.runner, kinds, key.checks, read_report(output))
+
+
 def _passed(state: SessionEpisodes, event: Event, key: CommandKey, idx: int) -> None:
     ran = runner_of(event.output) if any(c.wrapper for c in key.checks) else None
-    mine = [f for f in state.failures if _reruns(f.command, f.tests, key, state.cwd, ran)]
+    mine = [f for f in state.failures if _proven(f, key, state.cwd, ran, event.output)]
     for o in list(state.outcomes):
-        if _reruns(o.command, o.tests, key, state.cwd, ran):
-            if _edits_between(state, o.idx, idx):
+        if _proven(o, key, state.cwd, ran, event.output):
+            if _fix_between(state, o.named, o.idx, idx):
                 state.verdicts.append((o.lesson, True))
             state.outcomes.remove(o)
     if not mine:
@@ -296,12 +331,12 @@ def _passed(state: SessionEpisodes, event: Event, key: CommandKey, idx: int) -> 
     state.failures = [f for f in state.failures if f not in mine]
     for f in mine:
         if f.call:
-            state.resolved[f.call] = bool(_edits_between(state, f.idx, idx))
+            state.resolved[f.call] = bool(_fix_between(state, f.named, f.idx, idx))
     while len(state.resolved) > MAX_FAILURES * 2:
         del state.resolved[next(iter(state.resolved))]
-    edits = _edits_between(state, last.idx, idx)
+    edits = _fix_between(state, last.named, last.idx, idx)
     if not edits:
-        return  # passed without a change: flaky, or the environment was fixed
+        return  # passed without a change that can be the fix: flaky, or the environment
     before = next((s.text for s in reversed(state.says) if last.idx < s.idx < idx), "")
     rows = [r for r in event.output.strip().splitlines() if r.strip()]
     shown = "\n".join(rows[:3] + (["…"] + rows[-3:] if len(rows) > 6 else rows[3:6]))

@@ -126,3 +126,89 @@ def test_failing_tests_and_runners_from_outputs():
     assert failing_tests("--- FAIL: TestPool (0.00s)\nFAIL\tpkg\t0.01s") == ("TestPool",)
     assert not runner_failed("Failing tests: 0") and not runner_failed("ERROR: something logged")
     assert runner_of("test result: ok. 7 passed") == "cargo"
+
+
+# ------------------------------------------------------------------ what a pass leaves out
+@pytest.mark.parametrize(
+    "failed, passed",
+    [
+        ("pytest tests/test_api.py", 'pytest tests/test_api.py -k "not test_upload_large"'),
+        ("pytest tests/test_api.py", "pytest tests/test_api.py -k 'test_upload and not large'"),
+        ("pytest tests/test_api.py", "pytest tests/test_api.py --deselect tests/test_api.py::test_upload_large"),
+        ("pytest tests/", "pytest tests/ --ignore=tests/test_api.py"),
+        ("pytest tests/", "pytest tests/ --ignore-glob='*_api.py'"),
+        ("pytest -m integration", 'pytest -m "not integration"'),
+        ("pytest tests/test_api.py", 'pytest tests/test_api.py -m "not slow"'),
+        ("pytest tests/test_api.py", "pytest tests/test_api.py -m fast"),
+        ("cargo test", "cargo test -- --skip fetch_retries"),
+        ("cargo test", "cargo test -- --ignored"),
+        ("cargo test", "cargo test --lib"),
+        ("go test ./...", "go test ./... -skip TestFetch"),
+        ("go test ./...", "go test --skip=TestFetch ./..."),
+        ("go test -tags integration ./...", "go test ./..."),
+        ("npx jest", "npx jest --testPathIgnorePatterns upload"),
+        ("npx jest", "npx jest -t '^(?!.*large)'"),
+        ("pytest tests/test_api.py", "PYTEST_ADDOPTS='--deselect tests/test_api.py::test_upload_large' pytest tests/test_api.py"),
+        ("pytest tests/test_api.py", "SKIP_SLOW=1 pytest tests/test_api.py"),
+        ("go test ./...", "GOFLAGS=-skip=TestFetch go test ./..."),
+        ("make test", "make test PYTEST_ARGS='-k not_large'"),
+        ("npm test", "npm test -- --testPathIgnorePatterns upload"),
+        ("mvn test", "mvn install -DskipTests"),
+        ("mvn test", "mvn test -Dmaven.test.skip=true"),
+        ("mvn test", "mvn test -Dtest='!FooTest'"),
+        ("gradle test", "gradle build -x test"),
+        ("pytest tests/test_api.py", "pytest tests/test_api.py --collect-only"),
+        ("go test ./...", "go test -list . ./..."),
+        ("cargo test", "cargo test -- --list"),
+        ("cargo test", "cargo test --no-run"),
+    ],
+)  # fmt: skip
+def test_a_pass_that_excludes_anything_the_failure_ran_is_no_rerun(failed, passed):
+    for tests in ((), ("tests/test_api.py::test_upload_large", "net::tests::fetch_retries",
+                       "TestFetch", "FooTest::testBar")):  # fmt: skip
+        assert not same(failed, passed, tests)
+
+
+def test_k_and_m_are_part_of_the_checks_identity():
+    a, b = command_key("pytest -m integration", CWD), command_key("pytest -m unit", CWD)
+    assert a.checks[0].marks == "integration" and a.checks[0] != b.checks[0]
+    assert command_key("pytest -k pool", CWD).checks[0].filter == "pool"
+    assert not same("pytest -k pool", "pytest -k cache")
+    assert same('pytest -m "not integration"', "pytest -m 'not integration' -q")
+    assert same("pytest -m integration", "pytest", ("tests/test_db.py::test_m",))  # broader
+
+
+@pytest.mark.parametrize(
+    "expr, selected",
+    [
+        ("upload", True), ("not upload", False), ("upload and large", True),
+        ("upload and not large", False), ("small or large", True), ("not (small or large)", False),
+        ("TestApi", True), ("test_api.py", True), ("UPLOAD", True), ("(upload", False), ("", True),
+        ("test_upload_large[1]", False),
+    ],
+)  # fmt: skip
+def test_pytest_k_expressions_are_evaluated(expr, selected):
+    from ingest.check_targets import Check
+
+    check = Check("pytest", "test", ("tests/test_api.py",), expr)
+    assert check.selects("tests/test_api.py::TestApi::test_upload_large") is selected
+
+
+def test_cargo_options_after_the_separator_are_libtests():
+    [c] = command_key("cargo test parser -- --skip fetch --test-threads 1 --exact", CWD).checks
+    assert c.targets == ("parser",) and c.excludes == ("--skip=fetch",)
+
+
+@pytest.mark.parametrize(
+    "command, sure",
+    [
+        ("pytest", True), ("cd app && pytest -q 2>&1", True), ("pytest && echo ok", True),
+        ("(cd app && pytest)", True), ("timeout 60 pytest", True),
+        ("pytest || true", False), ("pytest; exit 0", False), ("pytest | tail -5", False),
+        ("timeout 1 pytest || echo timed out", False), ("pytest & wait", False),
+        ("pytest\necho done", False), ("set -o pipefail; pytest | tail -5", True),
+        ("set -euo pipefail && pytest 2>&1 | tee log", True),
+    ],
+)  # fmt: skip
+def test_whether_the_exit_status_is_the_checks_own(command, sure):
+    assert command_key(command, CWD).sure is sure

@@ -9,7 +9,8 @@ What a learned lesson holds (docs/lessons.md, "What is stored"):
   when none is named, the check that failed; ``stackTrace`` the frames (a compiler's or a
   tool's output when there are none);
 - ``observations``: the agent's own explanation of the fix, and the files it changed;
-- ``verificationSteps``: the command that passed, the last line it printed, and that it exited 0;
+- ``verificationSteps``: the command that passed, and that it exited 0 (what it printed is not
+  kept: a test's own output can say anything);
 - ``metadata``: severity ``medium``, frequency 1, success rate 1.0 (the episode is one
   success of its fix), ``environment`` {repository, branch};
 - ``learned`` (``graph/learned.py``): the normalised signature and its digest, session,
@@ -110,9 +111,8 @@ def lesson_from(episode: Episode, state: SessionEpisodes, who: Identity) -> tupl
     explanation = " ".join(episode.explanation.split())[:EXPLANATION_CHARS]
     observations = [o for o in (explanation, f"Fixed by changing {', '.join(files)}.") if o]
     hunks = [{"path": _relative(e.path, root), "diff": e.hunk} for e in episode.edits if e.hunk]
-    shown = episode.passed_output.strip().splitlines()
-    step = {"command": episode.passed_command.strip()[:2000],
-            "expectedOutput": (shown[-1] if shown else "")[:300],
+    # the exit status only: the output's words are the tested code's (a plugin can print there)
+    step = {"command": episode.passed_command.strip()[:2000], "expectedOutput": "exit status 0",
             "successIndicators": ["exit status 0"]}  # fmt: skip
     learned = {
         "source": "episode", "review": "pending",
