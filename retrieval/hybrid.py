@@ -21,6 +21,7 @@ import numpy as np
 from . import fusion, links, longquery, modality
 from .embedder import Embedder
 from .errors import StoreUnavailable
+from .guard import guarded
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
@@ -259,7 +260,8 @@ class HybridRanker:
         alpha = cfg.alpha
         if long:  # a report leans on the vector side, a wrapped question less (w)
             alpha = cfg.long_alpha + (cfg.alpha - cfg.long_alpha) * w
-        elif use_lex and vec and self._asks_code_in_prose(query, vec):
+        elif use_lex and vec and guarded("code in prose", self._asks_code_in_prose, query, vec,
+                                         default=False):  # fmt: skip
             alpha = cfg.code_alpha
 
         lex_s = dict(lex)
@@ -302,8 +304,10 @@ class HybridRanker:
         prior = TimePrior(self.store, self.lexical, weights, self._stated)
         fused, gains = prior.weigh(query, f, ids, fused)
         if cfg.current_first:
-            ids, fused, gains, (base, L, V, lrank, vrank) = _current_first(
-                self.store, f, ids, fused, gains, (base, L, V, lrank, vrank))  # fmt: skip
+            cols = (base, L, V, lrank, vrank)
+            ids, fused, gains, (base, L, V, lrank, vrank) = guarded(
+                "current version first", _current_first, self.store, f, ids, fused,
+                [dict(g) for g in gains], cols, default=(ids, fused, gains, cols))  # fmt: skip
         order = np.argsort(-fused, kind="stable")[:k]
         out = []
         for i in order:

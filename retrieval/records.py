@@ -33,7 +33,14 @@ def check_text(text: object, what: str) -> str:
     :class:`InvalidInput` naming ``what`` (with ``size`` and ``limit`` for an oversized one)."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(f"{what} must be a non-empty string")
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # a lone surrogate: not text any store can keep
+        raise InvalidInput(
+            f"{what} must be Unicode text; found a lone surrogate "
+            f"U+{ord(text[exc.start]):04X} at character {exc.start}",
+            position=exc.start,
+        ) from None
     if size > MAX_TEXT_BYTES:
         raise InvalidInput(
             f"{what} is {size} bytes; the limit is {MAX_TEXT_BYTES} bytes (32 KB)",
@@ -56,11 +63,17 @@ def ts(dt: datetime | None) -> str | None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC).strftime(_TS)
+    dt = dt.astimezone(UTC)
+    return f"{dt.year:04d}{dt.strftime(_TS[2:])}"  # the year zero-padded (strftime may not)
 
 
 def parse_ts(text: str | None) -> datetime | None:
-    return None if text is None else datetime.strptime(text, _TS).replace(tzinfo=UTC)
+    if text is None:
+        return None
+    year, dash, rest = text.partition("-")
+    if dash and len(year) < 4:  # a year before 1000 written unpadded (by ``ts`` before)
+        text = f"{year:0>4}-{rest}"
+    return datetime.strptime(text, _TS).replace(tzinfo=UTC)
 
 
 _ID_LOCK = threading.Lock()
@@ -147,7 +160,7 @@ class Record(BaseModel):
     def priority(self) -> int:
         try:
             return int(self.metadata.get("priority", 2))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # not a number, or an infinite one
             return 2
 
     def current_hash(self) -> str:

@@ -12,23 +12,31 @@ from __future__ import annotations
 from functools import lru_cache
 
 _VOWELS = frozenset("aeiou")
+MAX_WORD = 64  # a longer "word" (a hash, a run of letters in a dump) is returned as it is
 
 
-def _consonant(word: str, i: int) -> bool:
-    """Porter's consonant: not a, e, i, o, u, and not a ``y`` after a consonant."""
-    ch = word[i]
-    if ch in _VOWELS:
-        return False
-    if ch == "y":
-        return i == 0 or not _consonant(word, i - 1)
-    return True
+def consonants(word: str) -> list[bool]:
+    """Porter's consonant at each position of ``word``: not a, e, i, o, u, and not a ``y``
+    after a consonant (a ``y`` first is one), read left to right in one pass."""
+    out: list[bool] = []
+    prev = False
+    for i, ch in enumerate(word):
+        if ch in _VOWELS:
+            c = False
+        elif ch == "y":
+            c = i == 0 or not prev
+        else:
+            c = True
+        out.append(c)
+        prev = c
+    return out
 
 
 def measure(stem: str) -> int:
     """m in [C](VC)^m[V]: the number of vowel-consonant sequences."""
     m, prev_vowel = 0, False
-    for i in range(len(stem)):
-        vowel = not _consonant(stem, i)
+    for consonant in consonants(stem):
+        vowel = not consonant
         if prev_vowel and not vowel:
             m += 1
         prev_vowel = vowel
@@ -36,18 +44,18 @@ def measure(stem: str) -> int:
 
 
 def _has_vowel(stem: str) -> bool:
-    return any(not _consonant(stem, i) for i in range(len(stem)))
+    return not all(consonants(stem))
 
 
 def _double_consonant(word: str) -> bool:
-    return len(word) >= 2 and word[-1] == word[-2] and _consonant(word, len(word) - 1)
+    return len(word) >= 2 and word[-1] == word[-2] and consonants(word)[-1]
 
 
 def _cvc(word: str) -> bool:
     """*o: the stem ends consonant-vowel-consonant, the last not w, x or y."""
     if len(word) < 3:
         return False
-    c1, v, c2 = (_consonant(word, len(word) - k) for k in (3, 2, 1))
+    c1, v, c2 = consonants(word)[-3:]
     return c1 and not v and c2 and word[-1] not in "wxy"
 
 
@@ -85,9 +93,9 @@ def _step1c(w: str) -> str:
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """Porter's step 1 of a lower-cased word; words of one or two letters, and anything with
-    a digit or a non-ASCII letter (identifiers, numbers, other scripts), are returned as they
-    are."""
-    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+    """Porter's step 1 of a lower-cased word; words of one or two letters or of more than
+    :data:`MAX_WORD`, and anything with a digit or a non-ASCII letter (identifiers, numbers,
+    other scripts), are returned as they are."""
+    if not 2 < len(word) <= MAX_WORD or not word.isascii() or not word.isalpha():
         return word
     return _step1c(_step1b(_step1a(word)))

@@ -52,6 +52,16 @@ COLUMNS = (
 )
 
 
+def _metadata(raw: str | None) -> dict:
+    """A row's metadata: its JSON object, or {} for a column that holds anything else (a
+    damaged or foreign row stays readable; only its metadata is lost to the reader)."""
+    try:
+        value = json.loads(raw or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _row_to_record(row: sqlite3.Row) -> Record:
     return Record(
         id=row["id"],
@@ -62,7 +72,7 @@ def _row_to_record(row: sqlite3.Row) -> Record:
         category=row["category"],
         content=row["content"],
         context=row["context"],
-        metadata=json.loads(row["metadata"]),
+        metadata=_metadata(row["metadata"]),
         entity_name=row["entity_name"],
         created_at=parse_ts(row["created_at"]),
         updated_at=parse_ts(row["updated_at"]),

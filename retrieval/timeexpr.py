@@ -98,7 +98,7 @@ def _latest(year: int | None, month: int, day: int | None, now: datetime) -> dat
             return datetime(year, month, day or 1, tzinfo=UTC)
         this = datetime(now.year, month, day or 1, tzinfo=UTC)
         return this if this <= now else datetime(now.year - 1, month, day or 1, tzinfo=UTC)
-    except ValueError:  # 31 February
+    except (ValueError, OverflowError):  # 31 February, the year 0 ("May 0000"), 10000
         return None
 
 
@@ -173,17 +173,19 @@ def _period(today: datetime, now: datetime, which: str, unit: str) -> Span:
     return end - SPRINT_DAYS * DAY, end
 
 
-def _season(now: datetime, name: str, which: str | None) -> Span:
+def _season(now: datetime, name: str, which: str | None) -> Span | None:
     start = _latest(None, SEASONS[name], 1, now)
-    assert start is not None
+    if start is None:  # before the year 1
+        return None
     if which in ("last", "previous") and _month_start(start.year, start.month + 3) > now:
         start = start.replace(year=start.year - 1)
     return start, _month_start(start.year, start.month + 3)
 
 
-def _month(now: datetime, part: str | None, month: int, year: int | None) -> Span:
+def _month(now: datetime, part: str | None, month: int, year: int | None) -> Span | None:
     start = _latest(year, month, None, now)
-    assert start is not None
+    if start is None:  # a year off the calendar ("May 0000", a template's placeholder)
+        return None
     end = _month_start(start.year, start.month + 1)
     if part in ("early", "beginning of", "start of"):
         end = start + 10 * DAY
@@ -297,20 +299,29 @@ ASKS_WHEN = re.compile(
 )
 
 
-def read(text: str, now: datetime) -> QueryTime:
-    """The time expressions of ``text`` as windows relative to ``now`` (see the module)."""
-    now = now if now.tzinfo else now.replace(tzinfo=UTC)
-    low = text.lower().replace("’", "'")
-    today = _day(now)
-    taken: list[tuple[int, int]] = []
-    out = QueryTime()
+MAX_CHARS = 4000  # of a text read: its time phrases are in its first lines (a longer query
+# reads no windows: retrieval/longquery.py); with it, a text costs a few ms at most
+LOOKBACK = 24  # characters before a match that "the week before" or "since the" may take
+_REL_AT = re.compile(rf"({_REL}) ")
+_REL_BEFORE = re.compile(rf"\b({_REL})(?: the)? $")
+_UNIT_BEFORE = re.compile(r"\bthe (day|week|month|year) $")
+_EVENT_WORD = re.compile(r"[\w'#$.-]+|[^\w\s]")
 
-    def free(s: int, e: int) -> bool:
-        return not any(s < b and a < e for a, b in taken)
+
+def read(text: str, now: datetime) -> QueryTime:
+    """The time expressions of ``text`` (its first :data:`MAX_CHARS` characters) as windows
+    relative to ``now`` (see the module). A date off the calendar (the year 0, 31 February,
+    beyond the year 9999) is no window."""
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    low = text[:MAX_CHARS].lower().replace("’", "'")
+    today = _day(now)
+    taken = _Taken(len(low))
+    future = _FUTURE.search(low) is not None
+    out = QueryTime()
 
     for pattern, meaning in RULES:
         for m in pattern.finditer(low):
-            if not free(*m.span()):
+            if not taken.free(*m.span()):
                 continue
             try:
                 span = meaning(m, now, today)
@@ -319,22 +330,22 @@ def read(text: str, now: datetime) -> QueryTime:
             if span is None or (span[0] is not None and span[0] > now):
                 continue  # unreadable, or in the future
             start, end = span
-            if _PRESENT_PERIOD.match(m.group(0)) and _FUTURE.search(low):
+            if future and _PRESENT_PERIOD.match(m.group(0)):
                 continue
             s = m.start()
-            rel = re.match(rf"({_REL}) ", low[s:]) or re.search(rf"\b({_REL})(?: the)? $", low[:s])
+            rel = _REL_AT.match(low, s) or _REL_BEFORE.search(low, max(0, s - LOOKBACK), s)
             if rel is not None:  # since March: from March on; before 2023: up to 2023
                 s = min(s, rel.start())
                 start, end = _beside(rel.group(1), start, end)
-                unit = re.search(r"\bthe (day|week|month|year) $", low[:s])
+                unit = _UNIT_BEFORE.search(low, max(0, s - LOOKBACK), s)
                 if unit is not None:  # the week before 16 November: seven days
                     s = unit.start()
                     size = UNITS[unit.group(1)] * DAY
                     start, end = (end - size, end) if start is None else (start, start + size)
-            taken.append((s, m.end()))
+            taken.add(s, m.end())
             out.windows.append(Window(start, end, low[s : m.end()].strip()))
     _between(low, out)
-    out.events = _events(low, free, taken)
+    out.events = _events(low, taken)
     out.asks_when = bool(ASKS_WHEN.search(low))
     return out
 
@@ -357,28 +368,41 @@ def _beside(relation: str, start: datetime | None, end: datetime | None) -> Span
     return start if relation == "since" else end, None
 
 
-def _events(low: str, free, taken) -> list[Event]:
+class _Taken:
+    """The characters of a text that a phrase already took."""
+
+    def __init__(self, size: int) -> None:
+        self.mask = bytearray(size)
+
+    def free(self, start: int, end: int) -> bool:
+        return self.mask.find(1, start, end) < 0
+
+    def add(self, start: int, end: int) -> None:
+        self.mask[start:end] = b"\x01" * (end - start)
+
+
+def _events(low: str, taken: _Taken) -> list[Event]:
     """``before / after / since <words>``: up to six words, to a punctuation mark or a word
     that starts another clause ("when", "did", ...)."""
     out = []
     for m in re.finditer(rf"\b({_REL})\s+", low):
-        if not free(*m.span()):
+        if not taken.free(*m.span()):
             continue
         words: list[str] = []
         end = m.end()
-        for w in re.finditer(r"[\w'#$.-]+|[^\w\s]", low[m.end() :]):
+        for w in _EVENT_WORD.finditer(low, m.end()):
             word = w.group(0)
             if not re.match(r"[\w'#$]", word) or word in _EVENT_STOP:
                 break
             words.append(word.strip(".'"))
-            end = m.end() + w.end()
+            end = w.end()
             if len(words) == 6 or word.endswith("."):
                 break
         if not words or words[0] in _NOT_EVENT or not any(len(w) > 2 for w in words):
             continue
-        if not free(m.start(), end):
+        if not taken.free(m.start(), end):
             continue
-        taken.append((m.start(), end))
+        taken.add(m.start(), end)
         out.append(Event(RELATIONS[m.group(1)], " ".join(words), low[m.start() : end]))
     return out
 

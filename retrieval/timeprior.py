@@ -21,6 +21,9 @@ rank first.
   included) gain ``event_weight``. At most :data:`MAX_EVENTS` per query. Neither windows nor
   events are read from a long query (a pasted report's "yesterday" and "after upgrading …"
   are its story's time, not a question's).
+- **A feature that fails** (a text the grammar cannot read, a date the store cannot parse) is
+  dropped for that record, or for the query when it is the query's own reading, and the
+  ranking goes on without it (:mod:`retrieval.guard`).
 - **Questions that ask when** ("when did …", "how many days ago …"): the answer is a record
   that states a time, so records whose text mentions one (a date, "yesterday", "last week",
   a weekday, "next month") gain ``when_weight``.
@@ -45,6 +48,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from . import longquery, tense, timeexpr
+from .guard import guarded
 from .records import RecordFilter, utcnow
 from .store import SQLiteStore, parse_ts
 
@@ -64,6 +68,7 @@ MAX_EVENTS = 2
 OPEN_SOFT = timedelta(days=7)  # how far an open window's edge fades
 STATED_TOP = 50  # candidates whose text is read for the times it speaks of
 STATED_CHARS = 2000  # of each text
+MENTION_CHARS = 32 * 1024  # of a text searched for a mention of a time (a memory's limit)
 STATED_MAX = timedelta(days=31)  # a wider window ("last year") dates nothing precisely
 RECENT_SPAN = 86400.0  # seconds: the spread of dates that earns the full recency gain
 
@@ -137,6 +142,17 @@ def stated_times(text: str, written: datetime) -> list[float]:
         if win.start is not None and win.end is not None and win.end - win.start <= STATED_MAX:
             out.append((win.start.timestamp() + win.end.timestamp()) / 2)
     return out
+
+
+def states_time(record: str, text: str) -> bool:
+    """Whether a record's text (its first :data:`MENTION_CHARS`) mentions a time
+    (:data:`MENTIONS_TIME`; False when it cannot be read)."""
+    return guarded(
+        "time prior: whether a record states a time",
+        lambda: MENTIONS_TIME.search(text, 0, MENTION_CHARS) is not None,
+        default=False,
+        record=record,
+    )
 
 
 def stated_matrix(times: list[list[float]]) -> np.ndarray:
@@ -215,11 +231,15 @@ class StatedCache:
         self._times: dict[tuple[str, str], list[float]] = {}
 
     def get(self, key: tuple[str, str], text: str, written: datetime) -> list[float]:
+        """The stated times of one record (none when its text cannot be read: kept so, the
+        text is not read again)."""
         got = self._times.get(key)
         if got is None:
             if len(self._times) >= self.limit:
                 self._times.clear()
-            got = self._times[key] = stated_times(text, written)
+            got = self._times[key] = guarded("time prior: the times a record states",
+                                             stated_times, text, written, default=[],
+                                             record=key[0])  # fmt: skip
         return got
 
 
@@ -243,34 +263,49 @@ class TimePrior:
                 f"WHERE id IN ({','.join('?' * len(part))})",
                 part,
             ).fetchall()
-            out.update((r[0], (parse_ts(r[1]), r[2], r[3])) for r in rows)
+            for r in rows:  # a date the store cannot parse: the record has none
+                when = guarded("time prior: a record's date", parse_ts, r[1], default=None,
+                               record=r[0])  # fmt: skip
+                if when is not None:
+                    out[r[0]] = (when, r[2] or "", r[3] or "")
         return out
 
     def event_windows(self, events: list[timeexpr.Event], f: RecordFilter) -> list[timeexpr.Window]:
-        """Each event's side of its date: the best lexical match of its words is the event."""
+        """Each event's side of its date: the best lexical match of its words is the event
+        (an event that cannot be dated is left out)."""
         out = []
         for ev in events:
-            top = self.lexical.search(ev.text, f, 1)
-            if not top:
-                continue
-            when = self.dates([top[0][0]], False).get(top[0][0])
-            if when is None:
-                continue
-            day = datetime(when[0].year, when[0].month, when[0].day, tzinfo=when[0].tzinfo)
-            if ev.relation == "before":
-                out.append(timeexpr.Window(None, day + timedelta(days=1), ev.phrase))
-            else:
-                out.append(timeexpr.Window(day, None, ev.phrase))
+            win = guarded("time prior: an event's date", self._event_window, ev, f, default=None)
+            if win is not None:
+                out.append(win)
         return out
+
+    def _event_window(self, ev: timeexpr.Event, f: RecordFilter) -> timeexpr.Window | None:
+        top = self.lexical.search(ev.text, f, 1)
+        if not top:
+            return None
+        when = self.dates([top[0][0]], False).get(top[0][0])
+        if when is None:
+            return None
+        day = datetime(when[0].year, when[0].month, when[0].day, tzinfo=when[0].tzinfo)
+        if ev.relation == "before":
+            return timeexpr.Window(None, day + timedelta(days=1), ev.phrase)
+        return timeexpr.Window(day, None, ev.phrase)
 
     def weigh(
         self, query: str, f: RecordFilter, ids: list[str], fused: np.ndarray
     ) -> tuple[np.ndarray, list[dict[str, float]]]:
-        """``fused`` plus the prior's gains, and each candidate's gains by name."""
-        w = self.weights
-        if not ids or not w.any():
+        """``fused`` plus the prior's gains, and each candidate's gains by name; ``fused``
+        unchanged when the prior fails for the query (:mod:`retrieval.guard`)."""
+        if not ids or not self.weights.any():
             return fused, [{} for _ in ids]
-        asked = timeexpr.read(query, f.now or utcnow())
+        return guarded("time prior", self._weigh, query, f, ids, fused,
+                       default=(fused, [{} for _ in ids]))  # fmt: skip
+
+    def _weigh(self, query: str, f: RecordFilter, ids: list[str], fused: np.ndarray):
+        w = self.weights
+        asked = guarded("time prior: the query's time phrases", timeexpr.read, query,
+                        f.now or utcnow(), default=timeexpr.QueryTime())  # fmt: skip
         long = longquery.is_long(query)  # a pasted report's "yesterday" is its story's time
         windows = asked.windows if w.window_weight and not long else []
         named = asked.events[:MAX_EVENTS] if not long else []
@@ -294,10 +329,10 @@ class TimePrior:
         stated = top_stated(fused, read) if read_stated else None
         mentions = None
         if when:
-            mentions = np.array([r in known and bool(MENTIONS_TIME.search(known[r][1]))
-                                 for r in ids])  # fmt: skip
+            mentions = np.array([r in known and states_time(r, known[r][1]) for r in ids])
         gain, boosts = gains(fused, t, w, windows=windows, events=events, mentions=mentions,
                              recent_depth=depth, stated=stated)  # fmt: skip
+        gain = np.where(np.isfinite(gain), gain, 0.0)  # a gain is a number or none
         return fused + gain, boosts
 
 

@@ -49,6 +49,7 @@ from retrieval.cite import (
     mentions,
     read_lines,
 )
+from retrieval.guard import guarded
 from retrieval.records import utcnow
 from retrieval.store import SQLiteStore, ts
 
@@ -323,13 +324,14 @@ class CitationService:
         prefixes = [f"{str(a).rstrip('/')}/" for a in allowed]
         for row in rows:
             values = None
-            if prefixes and _under(row["abs_path"], prefixes):
-                values = self._check(row, allowed)
+            if prefixes and _under(row["abs_path"], prefixes):  # a check that fails: as known
+                values = guarded("citations' check", self._check, row, allowed, default=None,
+                                 record=row["record_id"])  # fmt: skip
                 if values is not None:
                     updates.append((row, values))
             out.setdefault(row["record_id"], []).append(self.state_of(row, values))
-        if updates:
-            self._write(updates)
+        if updates:  # the states are known now; not kept, they are checked again next time
+            guarded("citations' check: keeping the states", self._write, updates, default=None)
         return out
 
     def factor(self, states: Sequence[CitationState]) -> float:

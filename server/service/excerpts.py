@@ -18,12 +18,14 @@ import numpy as np
 
 from retrieval.analyzer import query_terms
 from retrieval.engine import Engine
+from retrieval.guard import guarded
 from retrieval.records import Record
 
 _WORD = re.compile(r"\S+")
 FORWARD = 2  # words taken after the match for each word taken before it
 HEAD_SHARE = 1 / 3  # of an excerpt's room, kept for the record's start
 MARK = "…"
+MAX_CONTENT = 128 * 1024  # a longer record (a whole imported file) is quoted from its start
 _REPLY = re.compile(r"^Reply: ", re.M)  # an exchange's reply line (ingest.exchanges)
 
 
@@ -125,16 +127,23 @@ def excerpt(
 ) -> str | None:
     """The text to quote for ``rec`` when its content exceeds ``max_chars``. None when the
     content fits whole, or when no window can be chosen (no query vector, no current record
-    vectors): the caller then quotes the content, cut at the budget. ``terms``: the query's
-    terms (``retrieval.analyzer.query_terms``), which a window too long for the room is
-    narrowed to.
+    vectors, a record longer than :data:`MAX_CONTENT`, a record the excerpt cannot read:
+    :mod:`retrieval.guard`): the caller then quotes the content, cut at the budget. ``terms``: the query's terms
+    (``retrieval.analyzer.query_terms``), which a window too long for the room is narrowed to.
 
     - Anything but an exchange: :func:`part` of the content around its best window.
     - A chat exchange (``Prompt: … / Tools: … / Reply: …``, ``ingest.exchanges``): the head
       (prompt and tool line) and the reply each by :func:`part`, around each one's own best
       window, in half the room each (or what the other leaves): a question that matches the
       prompt still shows the answer, and a statement inside a long prompt still shows."""
-    spans = engine.spans(rec) if qvec is not None and len(rec.content) > max_chars else None
+    return guarded("excerpt", _excerpt, engine, rec, qvec, max_chars, terms, default=None,
+                   record=rec.id)  # fmt: skip
+
+
+def _excerpt(engine: Engine, rec: Record, qvec, max_chars: int, terms: frozenset[str]):
+    if qvec is None or not max_chars < len(rec.content) <= MAX_CONTENT:
+        return None
+    spans = engine.spans(rec)
     if not spans:
         return None
     scored = window_scores(engine, rec, qvec, spans)  # read once, for every part

@@ -28,6 +28,7 @@ from graph.lesson_ranking import error_text as pattern_text
 from graph.traces import split_trace
 from ingest.commands import command_key
 from ingest.signatures import error_text, failing_tests
+from retrieval.guard import guarded
 from retrieval.records import Kind, RecordFilter, Scope
 
 from .hook_context import (
@@ -74,11 +75,29 @@ def lesson_text(lesson) -> str:
 
 def unreviewed(extra: str) -> bool:
     """Whether a lessons row's ``extra`` says it was learned from an episode and nobody
-    accepted it yet."""
+    accepted it yet (an ``extra`` that cannot be read counts as not reviewed)."""
+    return guarded("lesson review state", _unreviewed, extra, default=True)
+
+
+def _unreviewed(extra: str) -> bool:
     if '"learned"' not in extra:
         return False
     block = json.loads(extra).get("lesson", {}).get("learned") or {}
     return isinstance(block, dict) and block.get("review") == "pending"
+
+
+def shown(graph_lessons, who: Identity, name: str, record: str) -> str | None:
+    """:func:`lesson_text` of the team lesson ``name``; None when it cannot be read or
+    written out (the lesson is then left out)."""
+    return guarded("lesson text", lambda: lesson_text(graph_lessons.get(who, name,
+                   Scope.team.value)), default=None, record=record)  # fmt: skip
+
+
+def usefulness(row) -> float:
+    """success rate × log(1 + frequency) of a lessons row (0 when they are not numbers)."""
+    value = guarded("lesson usefulness", lambda: float(row["success_rate"])
+                    * math.log1p(max(0, row["frequency"])), default=0.0)  # fmt: skip
+    return value if math.isfinite(value) else 0.0
 
 
 def useful_lessons(svc: MemoryService, who: Identity, graph_lessons, limit: int = 3,
@@ -91,13 +110,14 @@ def useful_lessons(svc: MemoryService, who: Identity, graph_lessons, limit: int 
         (bucket,),
     ).fetchall()
     rows = [r for r in rows if pending or not unreviewed(r["extra"])]
-    rows.sort(key=lambda r: (-(r["success_rate"] * math.log1p(max(0, r["frequency"]))), r["name"]))
+    rows.sort(key=lambda r: (-usefulness(r), str(r["name"])))
     recs = svc.store.get([r["record_id"] for r in rows[:limit]])
     out = []
     for r in rows[:limit]:
         rec = recs.get(r["record_id"])
-        if rec is not None:
-            out.append((rec, lesson_text(graph_lessons.get(who, r["name"], Scope.team.value))))
+        text = None if rec is None else shown(graph_lessons, who, r["name"], rec.id)
+        if text is not None:
+            out.append((rec, text))
     return out
 
 
@@ -162,8 +182,10 @@ def lessons_for_failure(
         if rel >= config.lesson_threshold:
             found.append((rel, rec))
     found.sort(key=lambda x: -x[0])  # a stale citation's factor may reorder them
-    blocks = [(rec, lesson_text(graph_lessons.get(who, names[rec.id], Scope.team.value)))
-              for _, rec in found]  # fmt: skip
+    texts = [shown(graph_lessons, who, names[rec.id], rec.id) for _, rec in found]
+    kept = [(rel, rec, text) for (rel, rec), text in zip(found, texts, strict=True) if text]
+    found = [(rel, rec) for rel, rec, _ in kept]
+    blocks = [(rec, text) for _, rec, text in kept]
     n, text = _pack(blocks, config.prompt_tokens, "Lessons recorded for similar errors (fix, "
                     "how often it worked, verification):", cites)  # fmt: skip
     sel.picked = [Picked(rec, rel) for rel, rec in found][:n]

@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from retrieval.guard import guarded
 from retrieval.records import Record
 
-from .vocabulary import Terms, coverage, stems
+from .vocabulary import Terms, coverage, held
 
 FEATURES = ("cosine", "coverage")
 LEXICAL_COSINE = 0.2  # what an unrelated text's cosine typically is (while the model loads)
@@ -68,20 +69,29 @@ THRESHOLD = MODEL.threshold
 
 
 def prompt_terms(prompt: str) -> Terms:
-    return Terms.of(prompt)
+    """The prompt's informative words; none when they cannot be read (the gate then judges
+    by the cosine alone)."""
+    return guarded("prompt gate: the prompt's words", Terms.of, prompt, default=Terms({}))
+
+
+def _coverage(terms: Terms, rec: Record) -> float:
+    wanted = frozenset(terms.weights)
+    found = set()
+    for text in (rec.content, rec.context, rec.entity_name):
+        if text and len(found) < len(wanted):
+            found |= held(text, wanted - found)
+    return coverage(terms, found)
 
 
 def features(terms: Terms, rec: Record, cosine: float | None) -> tuple[float, float]:
     """The gate's features of a (prompt, record) pair (:data:`FEATURES`): the words a record
     holds are its content's, its context's (a chunk's path and title, an exchange's time) and
-    its entity's name (an observation's)."""
-    held = stems(rec.content)
-    for extra in (rec.context, rec.entity_name):
-        if extra:
-            held |= stems(extra)
-    cov = coverage(terms, held)
-    cos = LEXICAL_COSINE if cosine is None else float(cosine)
-    return (cos, cov)
+    its entity's name (an observation's). A coverage that cannot be computed (a text the
+    stemmer cannot read) is 0 for that record; a cosine that is not a finite number is taken
+    as an unrelated text's (:data:`LEXICAL_COSINE`)."""
+    cov = guarded("prompt gate: coverage", _coverage, terms, rec, default=0.0, record=rec.id)
+    cos = LEXICAL_COSINE if cosine is None or not math.isfinite(cosine) else float(cosine)
+    return (cos, cov if math.isfinite(cov) else 0.0)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 
 from retrieval.analyzer import query_terms
+from retrieval.guard import guarded
 from retrieval.records import Hit, Kind, Record, RecordFilter
 
 from . import excerpts, gate
@@ -126,8 +127,10 @@ def entry(rec: Record, text: str | None = None, cites=None) -> framing.Entry:
     """``rec`` to quote, showing ``text`` (a lesson's fix and steps) instead of its content;
     ``cites``: its checked citations (a stale one is noted in the provenance line)."""
     if text is None:
-        return framing.Entry.of(rec, cites)
-    return framing.Entry(framing.provenance(rec, cites), text.strip(), framing.suspicious(rec))
+        return framing.entry_of(rec, cites)
+    return guarded("framing", lambda: framing.Entry(framing.provenance(rec, cites), text.strip(),
+                                                    framing.suspicious(rec)),
+                   default=framing.unquotable(rec), record=rec.id)  # fmt: skip
 
 
 def _pack(items: list[tuple[Record, str | None]], tokens: int, title: str | None = None,
@@ -144,11 +147,14 @@ def checked(svc: MemoryService, who: Identity, records: list[Record]) -> dict:
     record id -> states; empty when the service has no citations."""
     if svc.citations is None or not records:
         return {}
-    return svc.citations.states(who, [r.id for r in records])
+    return guarded("citations' check", svc.citations.states, who, [r.id for r in records],
+                   default={})  # fmt: skip
 
 
 def stale_factor(svc: MemoryService, states) -> float:
-    return svc.citations.factor(states) if states and svc.citations is not None else 1.0
+    if not states or svc.citations is None:
+        return 1.0
+    return guarded("citations' factor", svc.citations.factor, states, default=1.0)
 
 
 # ---------------------------------------------------------------------------- relevance
@@ -269,8 +275,10 @@ def excerpt_texts(
     engine = svc.engine
     if not any(len(r.content) > room for r in records) or not engine.ranker.vector_ready():
         return [None] * len(records)
-    qvec = engine.embedder.embed_query(query)  # the search just embedded it: a cache hit
-    terms = frozenset(query_terms(query, max_terms=64))
+    qvec = guarded("excerpt: the query's vector", engine.embedder.embed_query, query,
+                   default=None)  # the search just embedded it: a cache hit  # fmt: skip
+    terms = guarded("excerpt: the query's terms", lambda: frozenset(query_terms(query, 64)),
+                    default=frozenset())  # fmt: skip
     out: list[str | None] = []
     for rec in records:
         text = excerpts.excerpt(engine, rec, qvec, room, terms)
@@ -334,5 +342,7 @@ def lesson_scores(svc: MemoryService, f: RecordFilter, error: str, k: int = 10) 
     as it is)."""
     words = error.split()
     head = error if len(words) <= ERROR_QUERY_WORDS else " ".join(words[:ERROR_QUERY_WORDS])
-    mass = coverage_mass(svc, head)
-    return {h.record.id: lesson_relevance(h, mass) for h in svc.engine.search(head, f, k=k)}
+    mass = guarded("lesson relevance: the error's terms", coverage_mass, svc, head, default=0.0)
+    return {h.record.id: guarded("lesson relevance", lesson_relevance, h, mass, default=0.0,
+                                 record=h.record.id)
+            for h in svc.engine.search(head, f, k=k)}  # fmt: skip

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from retrieval.guard import guarded
+
 from . import hook_context as ar
 from .identity import Identity
 from .ledger import Ledger
@@ -52,8 +54,8 @@ def preview(
         rec = d.record
         rows.append(PreviewCandidate(
             id=rec.id, kind=rec.kind.value, scope=rec.scope.value,
-            source=framing.provenance(rec, None),
-            excerpt=" ".join(rec.content.split())[:EXCERPT_CHARS],
+            source=guarded("framing", framing.provenance, rec, None, default="?", record=rec.id),
+            excerpt=" ".join(rec.content[: 8 * EXCERPT_CHARS].split())[:EXCERPT_CHARS],
             relevance=round(d.relevance, 4), cosine=d.judged.cosine,
             coverage=round(d.judged.coverage, 4), verdict=d.verdict,
         ))  # fmt: skip

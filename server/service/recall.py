@@ -22,6 +22,9 @@ UserPromptSubmit hook compares with its threshold to decide whether to inject th
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
+A feature that fails for one item (its boosts, its citations' check, its gate relevance) is
+dropped for that item; one that fails for the whole list (the citations, the diversification)
+is dropped for the query, which answers in score order (:mod:`retrieval.guard`).
 
 The ``text`` block is framed by :mod:`.framing`: one line saying it is reference material, not
 instructions, then every item quoted with its provenance. Items the write policy flagged as
@@ -31,11 +34,13 @@ so, they keep none of their stored strings (:mod:`.withheld`).
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 
 from retrieval import grouping
+from retrieval.guard import guarded
 from retrieval.records import Hit, Kind, Record
 
 from . import gate, withheld
@@ -53,14 +58,40 @@ DUPLICATE_SIM = 0.95
 def boosts(rec: Record, now) -> dict[str, float]:
     out: dict[str, float] = {}
     pr = rec.priority
-    if pr != 2:
+    if pr in (1, 3):  # another value (a foreign store's) counts as the default, 2
         out["priority"] = 0.04 * (2 - pr)
     age_days = max(0.0, (now - rec.updated_at).total_seconds() / 86400)
     out["recency"] = round(0.03 * 2 ** (-age_days / 30), 4)
     rate = rec.metadata.get("successRate")
-    if rec.kind is Kind.lesson and isinstance(rate, int | float):
-        out["success_rate"] = round(0.10 * (float(rate) - 0.5), 4)
+    if rec.kind is Kind.lesson and isinstance(rate, int | float) and math.isfinite(rate):
+        out["success_rate"] = round(0.10 * (min(1.0, max(0.0, float(rate))) - 0.5), 4)
     return out
+
+
+def scored(h: Hit, now, prior, names) -> tuple[float, dict[str, float]]:
+    """An item's score and its boosts (:func:`boosts`; a workspace chunk's name and test-file
+    factors)."""
+    b = boosts(h.record, now)
+    score = h.score + sum(b.values())
+    if h.record.kind is Kind.chunk:
+        path = str(h.record.metadata.get("path") or "")
+        title = str(h.record.metadata.get("title") or "")
+        if grouping.names_match(names, path, grouping.defined_names(title)):
+            b["code_name"] = round(score * grouping.NAME_BOOST, 4)
+            score *= 1.0 + grouping.NAME_BOOST
+        factor = prior(path)
+        if factor != 1.0:
+            b["test_file"] = round(score * (factor - 1.0), 4)
+            score *= factor
+    return score, b
+
+
+def _one(path: str) -> float:
+    return 1.0
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else 0.0
 
 
 def _words(text: str) -> set[str]:
@@ -126,10 +157,12 @@ def cited(svc: MemoryService, who: Identity, hits: list[Hit], scores: dict[str, 
     """The citations of the hits, checked now; stale items' scores lowered in place."""
     if svc.citations is None or not hits:
         return {}
-    states = svc.citations.states(who, [h.record.id for h in hits])
+    states = guarded("citations' check", svc.citations.states, who,
+                     [h.record.id for h in hits], default={})  # fmt: skip
     for h in hits:
         cs = states.get(h.record.id)
-        factor = svc.citations.factor(cs) if cs else 1.0
+        factor = guarded("citations' factor", svc.citations.factor, cs, default=1.0,
+                         record=h.record.id) if cs else 1.0  # fmt: skip
         if factor != 1.0:
             rid = h.record.id
             h.explanation.boosts["citations"] = round(scores[rid] * (factor - 1), 4)
@@ -148,23 +181,19 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
         mode = "hybrid" if svc.engine.embedder else "lexical"
         mode = f"{mode} ({fallback})" if fallback else mode
     scores: dict[str, float] = {}
-    prior, names = grouping.test_prior(args.query), grouping.code_names(args.query)
+    prior = guarded("test-file factor", grouping.test_prior, args.query, default=_one)
+    names = guarded("code names", grouping.code_names, args.query, default=frozenset())
     for h in hits:
-        b = boosts(h.record, now)
-        scores[h.record.id] = h.score + sum(b.values())
-        if h.record.kind is Kind.chunk:
-            path = str(h.record.metadata.get("path") or "")
-            title = str(h.record.metadata.get("title") or "")
-            if grouping.names_match(names, path, grouping.defined_names(title)):
-                b["code_name"] = round(scores[h.record.id] * grouping.NAME_BOOST, 4)
-                scores[h.record.id] *= 1.0 + grouping.NAME_BOOST
-            factor = prior(path)
-            if factor != 1.0:
-                b["test_file"] = round(scores[h.record.id] * (factor - 1.0), 4)
-                scores[h.record.id] *= factor
+        score, b = guarded("recall boosts", scored, h, now, prior, names,
+                           default=(h.score, {}), record=h.record.id)  # fmt: skip
+        scores[h.record.id] = _finite(score)
         h.explanation.boosts = {**h.explanation.boosts, **b}  # the ranker's (time) kept
     citations = cited(svc, who, hits, scores)
-    ordered, dropped = diversify(svc, hits, scores)
+    for rid, score in scores.items():
+        scores[rid] = _finite(score)
+    in_order = sorted(hits, key=lambda h: -scores[h.record.id])
+    ordered, dropped = guarded("diversification", diversify, svc, hits, scores,
+                               default=(in_order, 0))  # fmt: skip
     scale = 4 if args.unit == "tokens" else 1
     top = ordered[: args.limit]
     packed = framing.pack(

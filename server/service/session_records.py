@@ -71,9 +71,9 @@ def turn_date(ts: str | None) -> tuple[datetime | None, str]:
         return None, ""
     try:
         dt = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
-    except ValueError:
+        dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+    except (ValueError, OverflowError):  # not a date, or off the calendar in UTC
         return None, ""
-    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
     return dt, f"{dt.day} {dt:%B %Y %H:%M}"
 
 

@@ -34,6 +34,7 @@ UNKNOWN_WEIGHT = 9.0  # -log10 of one in a billion: a word the background never 
 NAME_WEIGHT = 12.0
 MIN_WEIGHT = 0.5  # the commonest content words still count a little
 MAX_TERMS = 32
+MAX_CHARS = 64 * 1024  # of a record's text read for the words it holds (twice a memory's limit)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
@@ -110,6 +111,36 @@ def stems(text: str) -> set[str]:
             if len(parts) > 1:
                 out.update(stem(p.lower()) for p in parts)
     return out - STOPWORDS
+
+
+def held(text: str, wanted: set[str] | frozenset[str]) -> set[str]:
+    """``stems(text) & wanted``, reading at most :data:`MAX_CHARS` of ``text`` and stemming
+    only the words that can stem to one of ``wanted``: a stem is its word less a suffix, then
+    perhaps with an ``e`` or ``i`` for its last letter, so every word but the last letter of
+    its stem begins its word (a stem of three letters or more shares its word's first two, a
+    shorter one its first)."""
+    wanted = wanted - STOPWORDS
+    if not wanted:
+        return set()
+    two = {s[:2] for s in wanted if len(s) >= 3}
+    one = {s[:1] for s in wanted if len(s) < 3}
+    out: set[str] = set()
+
+    def take(low: str) -> None:
+        if low[:2] in two or low[:1] in one:
+            s = stem(low)
+            if s in wanted:
+                out.add(s)
+
+    for token in set(_WORD.findall(text[:MAX_CHARS])):
+        low = token.lower()
+        take(low)
+        if not (token.islower() or token.isupper() or token.isdigit()):
+            parts = _CAMEL.findall(token)
+            if len(parts) > 1:
+                for p in parts:
+                    take(p.lower())
+    return out
 
 
 def coverage(terms: Terms, held: Iterable[str] | set[str]) -> float:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
 from retrieval.cite import CitationState
+from retrieval.guard import guarded
 from retrieval.records import Kind, Record
 
 from .policy import SUSPICIOUS
@@ -184,6 +185,21 @@ class Entry:
         return cls(provenance(rec, citations), body(rec.content, kind), suspicious(rec))
 
 
+UNQUOTABLE = "it could not be quoted"
+
+
+def unquotable(rec: Record) -> Entry:
+    """The entry of a record whose quote could not be made: withheld as a suspicious one
+    (nothing of its text is shown; with ``include_suspicious`` only its id)."""
+    return Entry(f"record {field(rec.id)}", "", UNQUOTABLE)
+
+
+def entry_of(rec: Record, citations: Sequence[CitationState] | None = None) -> Entry:
+    """:meth:`Entry.of`, or :func:`unquotable` for a record it fails on (one record never
+    fails the block: :mod:`retrieval.guard`)."""
+    return guarded("framing", Entry.of, rec, citations, default=unquotable(rec), record=rec.id)
+
+
 def _quoted(text: str) -> str:
     """Every line of ``text`` prefixed with ``> ``: a line ends at any line break
     ``str.splitlines`` knows (``\\r``, ``\\u2028``, ``\\x85``, …), not only at ``\\n``."""
@@ -248,7 +264,7 @@ def pack(
     parts = [HEADER, title] if title else [HEADER]
     used = sum(len(p) + 1 for p in parts) - 1
     cites = citations or {}
-    entries = [r if isinstance(r, Entry) else Entry.of(r, cites.get(r.id)) for r in records]
+    entries = [r if isinstance(r, Entry) else entry_of(r, cites.get(r.id)) for r in records]
     hidden = 0 if include_suspicious else sum(bool(e.suspicious) for e in entries)
     closing = len(withheld_line(hidden)) + 1 if hidden else 0  # room kept for the last line
     for rec, entry in zip(records, entries, strict=True):
@@ -291,6 +307,7 @@ __all__ = [
     "Entry",
     "Packed",
     "body",
+    "entry_of",
     "field",
     "frame",
     "location",
@@ -302,5 +319,6 @@ __all__ = [
     "stale_note",
     "summary_line",
     "suspicious",
+    "unquotable",
     "update_note",
 ]
