@@ -45,6 +45,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from retrieval import linear_regex
+
 # Frames of test runners, reflection and the runtime: not the application's code.
 FRAMEWORK_PREFIXES = (
     "junit.", "org.junit.", "sun.", "java.lang.reflect.", "java.lang.Thread", "jdk.internal.",
@@ -59,7 +61,7 @@ _JAVA = re.compile(
 )
 _PY = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in ([\w<>.]+))?', re.M)
 _JS = re.compile(r"^\s*at\s+(?:([\w$.<>\[\] ]+?)\s+\()?([^()\s]+?):(\d+)(?::\d+)?\)?\s*$", re.M)
-_EXC = re.compile(
+_EXC = linear_regex.compile(
     r"\b((?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Exception|Error|Failure|Fault|Panic|Interrupt))\b"
 )
 _ALNUM = re.compile(r"[^0-9A-Za-z]+")
@@ -158,10 +160,10 @@ _PAIRS = (
     _CUT := re.compile(
         r"expected:\s*<(.*?)>\s*but was:\s*<(.*?)\s*(?=\n\s*at\s|\nContext: |\Z)", re.S
     ),
-    re.compile(r"Expected:\s*(.*?)\n\s*(?:Result|Actual|Received|but was):\s*(.*?)(?:\n|$)", re.S),
+    linear_regex.compile(r"Expected:\s*(.*?)\n\s*(?:Result|Actual|Received|but was):\s*(.*?)(?:\n|$)", re.S),
     re.compile(r"expected \[(.*?)\] but found \[(.*?)\]", re.S),
-    re.compile(r"expected:?\s*(.*?),?\s+but (?:was|got|found)\s*:?\s*(.*?)(?:\n|$)", re.S | re.I),
-    re.compile(r"\bassert\s+(.*?)\s*==\s*(.*?)(?:\n|$)"),
+    linear_regex.compile(r"expected:?\s*(.*?),?\s+but (?:was|got|found)\s*:?\s*(.*?)(?:\n|$)", re.S | re.I),
+    linear_regex.compile(r"\bassert\s+(.*?)\s*==\s*(.*?)(?:\n|$)"),
     re.compile(r"^(.*?)\s+!=\s+(.*?)$", re.M),
 )
 _DIFF_TOKEN = re.compile(r"[A-Za-z0-9_$]+|[^\sA-Za-z0-9_$]")

@@ -21,6 +21,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from retrieval import linear_regex
+
 from .transcripts import FAILED_LINE
 
 MAX_ERROR_CHARS = 6000  # the error text a lesson keeps (a long trace is cut)
@@ -50,7 +52,7 @@ _RUNNER_FAILED = re.compile(
     re.M,
 )
 _RUNNERS = (
-    ("pytest", re.compile(r"=+ test session starts =+|^=+ .*\b\d+ (?:passed|failed)\b.* in [\d.]+s", re.M)),
+    ("pytest", linear_regex.compile(r"=+ test session starts =+|^=+ .*\b\d+ (?:passed|failed)\b.* in [\d.]+s", re.M)),
     ("junit", re.compile(r"^Failing tests: \d+|Tests run: \d+, Failures: \d+|^Running ant \(", re.M)),
     ("go", re.compile(r"^(?:ok|FAIL)\s+\S+\s+[\d.]+s$|^--- (?:PASS|FAIL):", re.M)),
     ("cargo", re.compile(r"^test result: |^\s+Finished `|^\s+Compiling \S+ v\d", re.M)),
@@ -64,7 +66,7 @@ _NORMALISE = (
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
     (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<addr>"),
     (re.compile(r"@[0-9a-f]{5,}\b", re.I), "@<addr>"),
-    (re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[/\\])+([\w.-]+)"), r"\1"),
+    (linear_regex.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[/\\])+([\w.-]+)"), r"\1"),
     (re.compile(r"\b\d+(?:\.\d+)?(?:ms|s|sec|seconds)\b"), "<dur>"),
     (re.compile(r"(?<![\w$])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w$])", re.I), "<n>"),
     (re.compile(r"\s+"), " "),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from retrieval import linear_regex
 
 MAX_TEXT = 4096  # bytes of the cited lines kept for verify's diff
 MAX_PATH = 1024
@@ -267,11 +268,11 @@ def locate(a: Anchor, lines: list[str] | None, file_sha: str, anchored_sha: str)
 
 
 # ---------------------------------------------------------------------- detection in text
-_PATH = re.compile(
-    r"(?<![\w/.\-:@])"
+_PATH = linear_regex.compile(  # (RE2: a run of word characters is read once, not per split)
+    r"(?:^|[^\w/.\-:@])"
     r"(/?(?:[\w.\-]+/)*[\w\-]*[A-Za-z_][\w.\-]*\.[A-Za-z][A-Za-z0-9]{0,7})"
     r"(?:(?::|#L)(\d{1,7})(?:(?:-L?|–|:)(\d{1,7}))?)?"
-    r"(?![\w/])"
+    r"(?:[^\w/]|$)"  # (matched, not looked at: a search goes on from the path's end)
 )
 
 
@@ -286,9 +287,11 @@ def mentions(text: str, limit: int = MAX_CITATIONS) -> list[Mention]:
     """File paths in ``text``: ``path/to/file.py``, ``file.py:120``, ``file.py:120-140`` and
     ``file.py#L10-L20`` (a URL's path is not a mention). The caller keeps those that exist."""
     out: dict[tuple, Mention] = {}
-    for m in _PATH.finditer(text):
+    pos = 0
+    while (m := _PATH.search(text, pos)) is not None:
+        pos = max(m.end(1), m.end(2), m.end(3))
         path = m.group(1).rstrip(".")
-        if "://" in text[max(0, m.start() - 3) : m.start() + 3] or len(path) > MAX_PATH:
+        if "://" in text[max(0, m.start(1) - 3) : m.start(1) + 3] or len(path) > MAX_PATH:
             continue
         start = int(m.group(2)) if m.group(2) else None
         end = int(m.group(3)) if m.group(3) else start

@@ -46,6 +46,7 @@ _SPACE = (
 )
 _ASCII_CLASSES = {"word": r"0-9A-Za-z_", "digit": r"0-9", "space": r"\t\n\x{b}\f\r "}
 _UNI_CLASSES = {"word": _WORD, "digit": _DIGIT, "space": _SPACE}
+_RELAXED_CLASSES = {k: v + r"\x{80}-\x{10ffff}" for k, v in _ASCII_CLASSES.items()}
 _CATEGORY = {
     C.CATEGORY_WORD: ("word", False),
     C.CATEGORY_NOT_WORD: ("word", True),
@@ -80,7 +81,11 @@ class _Translator:
         self.boundary = self.non_ascii = False
 
     def classes(self) -> dict[str, str]:
-        return _ASCII_CLASSES if self.ascii else _UNI_CLASSES
+        if self.ascii:
+            return _ASCII_CLASSES
+        # relaxed: the ASCII class and every other character (``\p{L}`` is hundreds of UTF-8
+        # ranges in RE2's program, for each use)
+        return _RELAXED_CLASSES if self.relaxed else _UNI_CLASSES
 
     def seq(self, items) -> str:
         return "".join(self.node(op, av) for op, av in items)
@@ -137,6 +142,12 @@ class _Translator:
 
     def repeat(self, op, lo: int, hi: int, item) -> str:
         body = self.seq(item)
+        if self.relaxed and hi is not C.MAXREPEAT and len(body) > 40:
+            # a counted repetition of an alternation is copied ``hi`` times into RE2's program;
+            # relaxed, it is any ``lo * shortest`` to ``hi * longest`` characters
+            shortest, longest = _parser.SubPattern(_parser.State(), item).getwidth()
+            if longest < C.MAXREPEAT and hi * longest <= 4 * _MAX_REPEAT:
+                return self.counted("(?s:.)", lo * shortest, hi * longest, "")
         lazy = "?" if op is C.MIN_REPEAT else ""
         atom = f"(?:{body})"
         if hi is C.MAXREPEAT:
@@ -188,7 +199,10 @@ class _Translator:
                 positive.append(f"{_char(av[0])}-{_char(av[1])}")
             elif op is C.CATEGORY:
                 name, neg = _CATEGORY[av]
-                (negated if neg else positive).append(self.classes()[name])
+                if neg and self.relaxed and not self.ascii:  # not the ASCII class: a superset
+                    negated.append(_ASCII_CLASSES[name])
+                else:
+                    (negated if neg else positive).append(self.classes()[name])
             else:
                 raise NotLinear(f"a character class with {op}")
         if not negated:
@@ -206,6 +220,8 @@ class _Translator:
         classes = self.classes()
         if len(negated) == 1 and not positive:
             return f"[{negated[0]}]"
+        if self.relaxed and not self.ascii:
+            return r"[0-9A-Za-z_\x{80}-\x{10ffff}]"  # a superset of any word class less some
         under = _char(ord("_"))
         if negated != [classes["word"]] or not set(positive) <= {under, classes["digit"]}:
             raise NotLinear("a negated class holding \\W, \\D or \\S and more")
@@ -239,7 +255,7 @@ def translate(pattern: str, flags: int = 0) -> str:
 class _Encoded:
     """A text as UTF-8, and the character <-> byte offsets when it is not ASCII."""
 
-    __slots__ = ("_bytes_of", "data", "text")
+    __slots__ = ("_bytes_of", "_chars_of", "data", "text")
 
     def __init__(self, text: str):
         self.text = text
@@ -249,8 +265,11 @@ class _Encoded:
         else:
             self.data = text.encode("utf-8", "surrogatepass")
             codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            widths = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)
+            widths = (1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)).astype(np.int32)
             self._bytes_of = np.concatenate(([0], np.cumsum(widths, dtype=np.int32)))
+            # the character each byte belongs to, and one past the end
+            chars = np.repeat(np.arange(len(text), dtype=np.int32), widths)
+            self._chars_of = np.concatenate((chars, [len(text)])).astype(np.int32)
 
     def to_bytes(self, pos: int) -> int:
         return pos if self._bytes_of is None else int(self._bytes_of[pos])
@@ -258,7 +277,7 @@ class _Encoded:
     def to_chars(self, offset: int) -> int:
         if self._bytes_of is None or offset < 0:
             return offset
-        return int(np.searchsorted(self._bytes_of, offset))
+        return int(self._chars_of[offset])
 
 
 _RECENT = threading.local()  # the last few texts matched by this thread, encoded

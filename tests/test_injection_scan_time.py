@@ -59,7 +59,7 @@ def test_hostile_runs_are_scanned_in_time_linear_in_their_length(head, run):
     # eight times the text: at most about eight times the time (a quadratic rule takes 64x);
     # the floor keeps timer noise on tiny times from failing the test
     assert large < 0.3, f"{large:.3f} s for 64 KB"
-    assert large < 16 * max(small, 0.004), f"{small:.4f} s at 8 KB, {large:.4f} s at 64 KB"
+    assert large < 16 * max(small, 0.01), f"{small:.4f} s at 8 KB, {large:.4f} s at 64 KB"
 
 
 def test_a_hostile_write_neither_hangs_nor_stops_the_other_threads(tmp_path):

@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval import linear_regex
+
 from . import injection
 
 WEIGHTS = Path(__file__).with_name("injection_model.npz")
@@ -87,7 +89,7 @@ def prose_words(text: str) -> int:
 
 
 # an exchange's part labels, at the start of a line (ingest/exchanges.py)
-_EXCHANGE_LABEL = re.compile(r"^(?:Prompt|Tools|Reply): ?", re.M)
+_EXCHANGE_LABEL = linear_regex.compile(r"^(?:Prompt|Tools|Reply): ?", re.M)
 
 
 def unlabelled(text: str) -> str:
@@ -113,16 +115,16 @@ def windows(text: str, min_words: int = MIN_WORDS) -> list[str]:
     return [" ".join(words[i : i + WINDOW_WORDS]) for i in starts]
 
 
-_YOU = re.compile(r"\b(?:you|your|yours|yourself|you'?re|you'?ll|you'?ve|u)\b", re.I)
+_YOU = linear_regex.compile(r"\b(?:you|your|yours|yourself|you'?re|you'?ll|you'?ve|u)\b", re.I)
 # words by which a text talks about its reader's own set-up (its instructions, its prompt, what
 # came before it) and words that steer or override what the reader outputs: an attack's cues
 # that a user's request to an assistant seldom has ("continue writing", "write it in python")
-_SETUP = re.compile(
+_SETUP = linear_regex.compile(
     r"\b(?:instructions?|prompts?|system|above|previous|prior|preceding|earlier|rules|"
     r"guidelines|directives|polic(?:y|ies)|restrictions?|filters?|programming)\b",
     re.I,
 )
-_CONTROL = re.compile(
+_CONTROL = linear_regex.compile(
     r"\b(?:output|print|repeat|say|begin|prefix|only|ignore|disregard|forget|reveal)\b", re.I
 )
 CUES = ("score", "you", "mention", "setup", "control")

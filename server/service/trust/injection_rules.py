@@ -617,30 +617,32 @@ MARKUP: tuple[Rule, ...] = (
         "instruction instructions system response responses",
     ),
 )
-ROLE_HEADER = re.compile(
+ROLE_HEADER = linear_regex.compile(
     r"^[ \t>#*]*(system|assistant|human|user|ai)(?: (?:message|prompt|instructions?|notice|"
     r"override|update))?\s*:[ \t]*\S",
     re.M,
 )
 
 # ---------------------------------------------------------------- hidden characters
-BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
-INVISIBLE_OPS = re.compile("[\u2061-\u2064]")
+BIDI = linear_regex.compile("[\u202a-\u202e\u2066-\u2069]")
+INVISIBLE_OPS = linear_regex.compile("[\u2061-\u2064]")
 _ZW = "\u200b\u200c\u200d\u2060\ufeff\u180e"
-ZW_RUN = re.compile(f"[{_ZW}\u2061-\u2064]{{3,}}")
-ZW_IN_WORD = re.compile("[A-Za-z][\u200b\u2060\ufeff\u180e]+[A-Za-z]")
-ZWJ_IN_ASCII = re.compile("[A-Za-z][\u200c\u200d]+[A-Za-z]")
-FLAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6}\U000e007f")
-TAGS = re.compile("[\U000e0000-\U000e007f]")
+ZW_RUN = linear_regex.compile(f"[{_ZW}\u2061-\u2064]{{3,}}")
+ZW_IN_WORD = linear_regex.compile("[A-Za-z][\u200b\u2060\ufeff\u180e]+[A-Za-z]")
+ZWJ_IN_ASCII = linear_regex.compile("[A-Za-z][\u200c\u200d]+[A-Za-z]")
+FLAG_SEQUENCE = linear_regex.compile(
+    "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6}\U000e007f"
+)
+TAGS = linear_regex.compile("[\U000e0000-\U000e007f]")
 
 # ---------------------------------------------------------------- mentions
 # words of a text *about* attacks (also a feature of the model in .injection_model)
-DISCUSSION = re.compile(
+DISCUSSION = linear_regex.compile(
     r"\b(?:such as|e\.g\.|eg\.|i\.e\.|for example|for instance|phrases?|strings?|"
     r"attacks?|attackers?|attacking|injections?|injected|jailbreak\w*|malicious|adversar\w+|"
     r"detect\w*|flag\w*|known as|called|quoted?|quoting|patterns?|classifiers?|threats?|"
     r"payloads?|poison\w*|mitigat\w+|defen[cs]e\w*|red[- ]team\w*|hoping|tricks?|examples?)\b"
 )
-URL = re.compile(r"\S+://\S*")
+URL = linear_regex.compile(r"\S+://\S*")
 OPENING = "\"“'‘«「`"
 CLOSING = "\"”'’»」`"
