@@ -98,7 +98,8 @@ class LearnedLessons:
               citations: Sequence | None = None) -> LearnResult:  # fmt: skip
         """Store a lesson learned from an episode, or add the episode to the lesson its
         signature names (module docstring). ``lesson.learned`` must hold ``signature.digest``
-        and ``episodes`` (the episode's id)."""
+        and ``episodes`` (the episode's id). Every string of an occurrence's block passes the
+        write policy before it joins the lesson (``GraphCore.clean_tree``)."""
         new = self.lessons._validate(lesson)
         block = learned_of(new)
         digest = ((block or {}).get("signature") or {}).get("digest")
@@ -111,7 +112,13 @@ class LearnedLessons:
             if row is not None and row["status"] == "rejected":
                 return LearnResult(name=row["name"], action="rejected")
             if row is not None and self.graph.lesson_rows(bucket, [row["name"]]):
-                return self._occurrence(who, bucket, row["name"], block)
+                # the block is stored as a part of another lesson (its occurrences, an
+                # alternative fix): through the write policy first, as every lesson field
+                warnings: list[str] = []
+                block = self.graph.clean_tree(block, f"lesson {row['name']!r} learned", warnings)
+                done = self._occurrence(who, bucket, row["name"], block)
+                done.warnings = warnings
+                return done
             name = self._free_name(bucket, new.name)
             new.name = name
 

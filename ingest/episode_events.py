@@ -20,19 +20,24 @@ offset, with the same formats:
   is the output.
 
 Only complete lines are read; calls waiting for their results are carried in
-:class:`FeedProgress` (at most :data:`MAX_PENDING`, their inputs clipped).
+:class:`FeedProgress` (at most :data:`MAX_PENDING`, their inputs clipped, each with when it was
+made or first seen). A call still waiting ``dangling_s`` after that (the session indexer's
+bound, ``PATTERN_SESSION_DANGLING_S``) is given up on when a read reaches the end of the file:
+dropped with its arguments (a client killed mid-call never writes its result; without a result
+the call is no event of the detector's). The caller screens the row before it stores it.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from .episodes import Event
-from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text
+from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text, waiting_since
 
 MAX_OUTPUT = 20_000  # of a command's output: its head and its tail beyond this
 HUNK_CHARS = 1200  # of one edit's diff
@@ -49,7 +54,8 @@ class FeedProgress(BaseModel):
     line_hash: str = ""
     line_len: int = 0
     format: str | None = None
-    pending: dict[str, dict] = Field(default_factory=dict)  # tool_use id -> call
+    # tool_use id -> {name, args, entry: {timestamp}, seen}: a call waiting for its result
+    pending: dict[str, dict] = Field(default_factory=dict)
     sessions: list[str] = Field(default_factory=list)  # the sessions read from the file
 
 
@@ -123,7 +129,19 @@ def _session(e: dict, path: Path) -> str:
     return sid
 
 
-def claude_events(e: dict, path: Path, prog: FeedProgress) -> list[tuple[str, Event]]:
+def give_up(prog: FeedProgress, now: float, after_s: float) -> list[str]:
+    """Drop the calls waiting at least ``after_s`` (:func:`~.transcripts.waiting_since`); their
+    ids. A call kept before calls had a time is taken as first seen ``now``."""
+    for v in prog.pending.values():
+        v.setdefault("seen", now)
+    gone = [c for c, v in prog.pending.items() if now - waiting_since(v, now) >= after_s]
+    for cid in gone:
+        del prog.pending[cid]
+    return gone
+
+
+def claude_events(e: dict, path: Path, prog: FeedProgress,
+                  now: float | None = None) -> list[tuple[str, Event]]:  # fmt: skip
     """(session, event) of one Claude Code entry."""
     kind, blocks = message_blocks(e)
     if kind is None:
@@ -139,7 +157,11 @@ def claude_events(e: dict, path: Path, prog: FeedProgress) -> list[tuple[str, Ev
         elif kind == "assistant" and b.get("type") == "tool_use" and b.get("id"):
             name = str(b.get("name") or "")
             if name in SHELL_TOOLS or name in EDIT_TOOLS:
-                prog.pending[str(b["id"])] = {"name": name, "args": _small(name, b.get("input"))}
+                prog.pending[str(b["id"])] = {
+                    "name": name, "args": _small(name, b.get("input")),
+                    "entry": {"timestamp": at if isinstance(at, str) else None},
+                    "seen": time.time() if now is None else now,
+                }  # fmt: skip
                 while len(prog.pending) > MAX_PENDING:
                     del prog.pending[next(iter(prog.pending))]
         elif kind == "user" and b.get("type") == "tool_result":
@@ -182,21 +204,27 @@ def where(e: dict) -> dict[str, str]:
 
 
 def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
-                max_bytes: int = 4 * 2**20) -> tuple[list[tuple[str, Event]], dict[str, dict]]:  # fmt: skip
+                max_bytes: int = 4 * 2**20, dangling_s: float | None = None,
+                now: float | None = None) -> tuple[list[tuple[str, Event]], dict[str, dict]]:  # fmt: skip
     """The events of the complete lines after ``prog.offset`` (about ``max_bytes`` of them),
     advancing ``prog``; also {session: {cwd, branch}} as its entries first name them.
-    ``final``: an unfinished last line that is a whole entry is read too."""
+    ``final``: an unfinished last line that is a whole entry is read too. ``dangling_s``: a
+    read that reaches the end gives up on the calls waiting that long (``now``: the clock)."""
     path = Path(path)
+    now = time.time() if now is None else now
     out: list[tuple[str, Event]] = []
     places: dict[str, dict] = {}
     with open(path, "rb") as fh:
         fh.seek(prog.offset)
         read = 0
+        ended = False  # the read reached the end of what is written
         while read < max_bytes:
             line = fh.readline(64 * 2**20)
             if not line:
+                ended = True
                 break
             if not line.endswith(b"\n") and not (final and line.rstrip().endswith(b"}")):
+                ended = True
                 break
             read += len(line)
             prog.offset += len(line)
@@ -210,11 +238,13 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
             if prog.format is None:
                 prog.format = ("claude-code" if "message" in e or e.get("type") else
                                "generic" if "role" in e else None)  # fmt: skip
-            found = claude_events(e, path, prog) if prog.format == "claude-code" else (
+            found = claude_events(e, path, prog, now) if prog.format == "claude-code" else (
                 generic_events(e, path) if prog.format == "generic" else [])  # fmt: skip
             for session, _ev in found:
                 places.setdefault(session, where(e))
                 if session not in prog.sessions:
                     prog.sessions = [*prog.sessions, session][-MAX_PENDING:]
             out += found
+    if ended and dangling_s is not None:
+        give_up(prog, now, dangling_s)
     return out, places

@@ -237,6 +237,20 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY(bucket, signature)) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS lesson_signatures_name ON lesson_signatures(bucket, name)",
     ],
+    # v13: the warnings of writes no person asked for (server/service/unattended_warnings.py):
+    # a learned lesson, an indexed exchange, a progress row. One row per project and distinct
+    # warning (its digest: source, subject, text, writer), counted when it comes again; the
+    # review inbox lists them (a private write's to its agent only) until a person dismisses
+    # them; the newest 500 per project are kept.
+    [
+        """CREATE TABLE IF NOT EXISTS write_warnings(
+            project_id TEXT NOT NULL, digest TEXT NOT NULL, agent_id TEXT NOT NULL,
+            scope TEXT NOT NULL, source TEXT NOT NULL, subject TEXT NOT NULL,
+            warning TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 1,
+            first_at TEXT NOT NULL, at TEXT NOT NULL,
+            PRIMARY KEY(project_id, digest)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS write_warnings_at ON write_warnings(project_id, at)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

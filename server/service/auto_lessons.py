@@ -19,9 +19,14 @@ What a learned lesson holds (docs/lessons.md, "What is stored"):
 - citations of the changed files (the lines the edit wrote when they are still there, else
   the file), so the lesson is marked stale when that code changes later.
 
-Every string passes the write policy on the normal lesson path (``create_lesson``): a secret
-in a command or an output is warned about, redacted or refuses the lesson, as the store's
-``PATTERN_SECRET_POLICY`` says.
+Every string passes the write policy on the normal lesson path (``create_lesson``), as a
+write no person asked for (``unattended_warnings.watched``): a secret in a command, an output
+or the agent's words is redacted (``warn`` and off become ``redact``; ``block`` refuses the
+lesson), and the warnings go to the review inbox. A secret-bearing file
+(``trust.secret_files``: ``.env*``, ``*.pem``, ``id_rsa``, ``credentials``, …), every file a
+hunk holding a secret touched, and every file edited by the same shell command as one of them
+keep their names in the lesson (``files``, "Fixed by changing .env") and never their diffs
+(``fix.withheld`` names them), whatever the policy; nor are they cited.
 
 Outcomes: a lesson the failure hook injected gets a success when the same check passes after
 edits, a failure when the same error comes back after edits (``ingest/episodes.py``), as
@@ -36,12 +41,14 @@ from pathlib import Path
 
 from graph.learned import LearnedLessons, LearnResult
 from graph.traces import split_trace
-from ingest.episodes import Episode, SessionEpisodes
+from ingest.episodes import Edit, Episode, SessionEpisodes
 from retrieval.errors import NotFound, PatternError
 
 from .graph_services import GraphServices
 from .identity import Identity
 from .memory import MemoryService
+from .trust.secret_files import secret_bearing, secret_text
+from .unattended_warnings import watched
 
 log = logging.getLogger("pattern_memory.lessons")
 
@@ -95,6 +102,24 @@ def _cited_lines(path: Path, hunk: str) -> tuple[int, int] | None:
     return None
 
 
+def fix_hunks(edits: list[Edit], root: str | None) -> tuple[list[dict], list[str]]:
+    """(the diff hunks a lesson keeps, the files whose diffs it leaves out): a secret-bearing
+    file, a file one of whose hunks (or all of them together: a key split over two edits)
+    holds a secret, and every file a shell command editing one of those also edited."""
+    hunks = [(e, _relative(e.path, root)) for e in edits if e.hunk]
+    by_path: dict[str, list[str]] = {}
+    for e, path in hunks:
+        by_path.setdefault(path, []).append(e.hunk)
+    bad = {p for p, texts in by_path.items()
+           if secret_bearing(p) or secret_text(p) or secret_text("\n".join(texts))}  # fmt: skip
+    if secret_text("\n".join(e.hunk for e, _ in hunks)):  # split across files
+        bad = set(by_path)
+    shared = {e.idx for e, path in hunks if path in bad}
+    bad |= {path for e, path in hunks if e.idx in shared}
+    kept = [{"path": path, "diff": e.hunk} for e, path in hunks if path not in bad]
+    return kept, sorted(bad)
+
+
 def lesson_from(episode: Episode, state: SessionEpisodes, who: Identity) -> tuple[dict, list]:
     """(the ``create_lesson`` argument, explicit citations) of an episode."""
     f = episode.failure
@@ -110,7 +135,7 @@ def lesson_from(episode: Episode, state: SessionEpisodes, who: Identity) -> tupl
     files = [_relative(p, root) for p in episode.files]
     explanation = " ".join(episode.explanation.split())[:EXPLANATION_CHARS]
     observations = [o for o in (explanation, f"Fixed by changing {', '.join(files)}.") if o]
-    hunks = [{"path": _relative(e.path, root), "diff": e.hunk} for e in episode.edits if e.hunk]
+    hunks, withheld = fix_hunks(episode.edits, root)
     # the exit status only: the output's words are the tested code's (a plugin can print there)
     step = {"command": episode.passed_command.strip()[:2000], "expectedOutput": "exit status 0",
             "successIndicators": ["exit status 0"]}  # fmt: skip
@@ -122,7 +147,8 @@ def lesson_from(episode: Episode, state: SessionEpisodes, who: Identity) -> tupl
         "repository": {"root": root, "branch": state.branch},
         "failedAt": f.at, "passedAt": episode.passed_at,
         "failedCommand": f.command[:2000], "passedCommand": episode.passed_command[:2000],
-        "fix": {"explanation": explanation, "files": files, "hunks": hunks[:MAX_HUNKS]},
+        "fix": {"explanation": explanation, "files": files, "hunks": hunks[:MAX_HUNKS],
+                **({"withheld": withheld} if withheld else {})},
         "occurrences": 1, "seen": [{"session": episode.session, "at": episode.passed_at}],
         "episodes": [episode.id], "alternatives": [],
     }  # fmt: skip
@@ -135,13 +161,16 @@ def lesson_from(episode: Episode, state: SessionEpisodes, who: Identity) -> tupl
                                                        ("branch", state.branch)) if v}},
         "verificationSteps": [step], "learned": learned,
     }  # fmt: skip
-    return lesson, citations_for(episode, root)
+    return lesson, citations_for(episode, root, withheld)
 
 
-def citations_for(episode: Episode, root: str | None) -> list[dict]:
-    """The changed files that exist here, each at the lines the edit wrote (else whole)."""
+def citations_for(episode: Episode, root: str | None, withheld: list[str] = ()) -> list[dict]:
+    """The changed files that exist here, each at the lines the edit wrote (else whole); never
+    a file whose diff the lesson leaves out (a citation keeps the cited lines)."""
     out: list[dict] = []
     for e in episode.edits:
+        if _relative(e.path, root) in withheld or secret_bearing(e.path) or secret_text(e.path):
+            continue
         p = Path(e.path if Path(e.path).is_absolute() or not root else Path(root) / e.path)
         if not p.is_file() or any(c["path"] == str(p) for c in out):
             continue
@@ -166,14 +195,23 @@ class AutoLessons:
         return self.mode != "off"
 
     def learn(self, who: Identity, episode: Episode, state: SessionEpisodes) -> LearnResult | None:
-        lesson, cites = lesson_from(episode, state, who)
-        valid = self._valid_citations(who, cites)
-        try:
-            return self.learned.learn(who, lesson, LESSON_SCOPE, valid)
-        except PatternError as exc:  # refused by the write policy, or a name clash: logged
-            log.warning("episode %s of session %s not learned: %s", episode.id, episode.session,
-                        exc.message)  # fmt: skip
-            return None
+        """Learn one episode, as a write no person asked for: its warnings (and a refusal) are
+        filed for the review inbox under the lesson's name."""
+        with watched(self.svc, who, "learned lesson", scope=LESSON_SCOPE) as watch:
+            lesson, cites = lesson_from(episode, state, who)
+            watch.subject = lesson["name"]
+            for path in lesson["learned"]["fix"].get("withheld") or []:
+                watch.note(f"the diff of {path} was not kept: a file that holds secrets")
+            valid = self._valid_citations(who, cites)
+            try:
+                result = self.learned.learn(who, lesson, LESSON_SCOPE, valid)
+            except PatternError as exc:  # refused by the write policy, or a name clash
+                watch.note(f"episode of session {episode.session} not learned: {exc.message}")
+                log.warning("episode %s of session %s not learned: %s", episode.id,
+                            episode.session, exc.message)  # fmt: skip
+                return None
+            watch.subject = result.name
+            return result
 
     def _valid_citations(self, who: Identity, cites: list[dict]) -> list[dict]:
         cit = self.svc.citations

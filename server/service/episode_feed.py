@@ -11,8 +11,13 @@ the client's hook events as they fire (docs/lessons.md, "How lessons are learned
   hooks fire for shell commands only).
 
 Each session's detector state is a ``meta`` row (``episodes.session:<session id>``), written
-in one transaction with the file's progress; it passes the secret policy like the indexer's
-progress (``WritePolicy.screen_state``: a command's secret is not kept in the clear). Episodes
+in one transaction with the file's progress. Both rows are written without a person's call:
+they pass the secret policy at least as ``redact`` (``trust.policy.unattended`` and
+``WritePolicy.screen_state``: a command's or a waiting call's secret is not kept in the
+clear), and what they keep of a secret-bearing file (``trust.secret_files``) is its name: a
+waiting edit of it keeps no content, a recorded edit of it (or one holding a secret) no diff.
+A call waiting for its result is given up on after ``PATTERN_SESSION_DANGLING_S``, as the
+session indexer does (``ingest.episode_events.give_up``). Episodes
 and outcomes found are kept in the state (``ready``, ``verdicts``) until they were handled
 (:class:`~.auto_lessons.AutoLessons`), so a crash between the two loses nothing. States idle
 for ``STATE_DAYS`` are dropped at a session start, with the hooks' ledgers.
@@ -30,7 +35,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ingest.episode_events import FeedProgress, read_events
+from ingest.episode_events import EDIT_TOOLS, FeedProgress, edit_path, read_events
 from ingest.episodes import Event, SessionEpisodes, feed, finish
 from ingest.transcripts import valid_offset
 from retrieval.records import utcnow
@@ -38,6 +43,9 @@ from retrieval.records import utcnow
 from .auto_lessons import AutoLessons
 from .identity import Identity
 from .ledger import prune_meta
+from .sessions import dangling_seconds
+from .trust.policy import unattended
+from .trust.secret_files import secret_bearing, secret_text
 
 log = logging.getLogger("pattern_memory.lessons")
 
@@ -56,9 +64,10 @@ class FeedReport(BaseModel):
 class EpisodeFeed:
     """Feeds the detector of every session of one store (one at a time: a lock)."""
 
-    def __init__(self, learner: AutoLessons) -> None:
+    def __init__(self, learner: AutoLessons, dangling_s: float | None = None) -> None:
         self.learner = learner
         self.svc = learner.svc
+        self.dangling_s = dangling_seconds() if dangling_s is None else dangling_s
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ state rows
@@ -72,14 +81,19 @@ class EpisodeFeed:
         return SessionEpisodes(session=session)
 
     def _save(self, states: list[SessionEpisodes], file: tuple[str, FeedProgress] | None = None):
+        """Write the states and the file's progress (module docstring: screened, at least as
+        ``redact``, secret-bearing files kept by name)."""
         now = utcnow().isoformat()
         policy = self.svc.policy
         rows = []
-        for st in states:
-            st.updated = now
-            rows.append((STATE_KEY + st.session, json.dumps(policy.screen_state(st.model_dump()))))
-        if file is not None:
-            rows.append((FILE_KEY + file[0], file[1].model_dump_json()))
+        with unattended("episode progress"):
+            for st in states:
+                st.updated = now
+                kept = policy.screen_state(without_secret_diffs(st.model_dump()))
+                rows.append((STATE_KEY + st.session, json.dumps(kept)))
+            if file is not None:
+                kept = policy.screen_state(without_secret_files(file[1].model_dump()))
+                rows.append((FILE_KEY + file[0], json.dumps(kept)))
         with self.svc.store.transaction() as conn:
             for key, value in rows:
                 self.svc.store.set_meta(conn, key, value)
@@ -102,7 +116,8 @@ class EpisodeFeed:
                     prog = FeedProgress()  # rewritten: again from the start (ids dedupe)
                 start = prog.offset
                 try:
-                    events, places = read_events(p, prog, final=final)
+                    events, places = read_events(p, prog, final=final,
+                                                 dangling_s=self.dangling_s)  # fmt: skip
                 except OSError as exc:
                     log.warning("transcript %s not read for episodes: %s", p, exc)
                     return report
@@ -157,6 +172,46 @@ class EpisodeFeed:
             st.ready, st.verdicts = [], []
         if busy:
             self._save(busy)
+
+
+def without_secret_diffs(state: dict) -> dict:
+    """A detector state (its JSON form) whose recorded edits keep no diff of a secret-bearing
+    file, nor one holding a secret, nor of a file the same shell command edited with one."""
+    edits = [e for key in ("edits", "open", "ready") for e in _edits_in(state.get(key))]
+    bad = {e.get("idx") for e in edits if _secret_edit(e)}
+    for e in edits:
+        if e.get("idx") in bad:
+            e["hunk"] = ""
+    return state
+
+
+def _edits_in(value) -> list[dict]:
+    """The edit dicts of a state's ``edits`` list, or of its episodes' ``edits``."""
+    out = []
+    for item in value or []:
+        if isinstance(item, dict) and "path" in item and "hunk" in item:
+            out.append(item)
+        elif isinstance(item, dict):
+            out += [e for e in item.get("edits") or [] if isinstance(e, dict)]
+    return out
+
+
+def _secret_edit(edit: dict) -> bool:
+    path, hunk = str(edit.get("path") or ""), str(edit.get("hunk") or "")
+    return bool(hunk) and (secret_bearing(path) or secret_text(path) or secret_text(hunk))
+
+
+def without_secret_files(progress: dict) -> dict:
+    """A file's progress (its JSON form) whose waiting edits of a secret-bearing file keep the
+    file's name and nothing it would write."""
+    for call in (progress.get("pending") or {}).values():
+        args = call.get("args") if isinstance(call, dict) else None
+        if call.get("name") in EDIT_TOOLS and isinstance(args, dict):
+            path = edit_path(args)
+            if secret_bearing(path) or secret_text(path):
+                call["args"] = {k: v for k, v in args.items()
+                                if k in ("file_path", "notebook_path", "path")}  # fmt: skip
+    return progress
 
 
 def prune_states(svc, days: int = STATE_DAYS) -> int:

@@ -37,7 +37,10 @@ line is left for the next run, which looks for its end from where this one stopp
 The write policy (secrets, injection) applies to every turn's text before it joins an exchange
 (``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part; the
 progress row passes its secret policy too (``WritePolicy.screen_state``: a waiting call's
-arguments, the first turn's ``cwd``), redacted under ``block`` as under ``redact``.
+arguments, the first turn's ``cwd``), redacted under ``block`` as under ``redact``. An indexing
+run is a write no person asked for (``unattended_warnings.watched``): the secret policy is at
+least ``redact`` whatever the store's (``warn`` would keep a secret and warn nobody), and its
+warnings, and the turns it left out, are filed for the review inbox under the session.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from .session_records import (
     read_prompt,
     unit_records,
 )
+from .unattended_warnings import note, watched
 
 PROGRESS_KEY = "sessions.progress:"  # + the transcript's absolute path
 BATCH_BYTES = 256 * 1024  # one transaction per ~this much transcript
@@ -155,7 +159,8 @@ class SessionIndexer:
         good). A refused prompt stays as a placeholder, so its exchange still begins there."""
         try:
             return self.svc.policy.screen_text(text)[0]
-        except InvalidInput:
+        except InvalidInput as exc:
+            note(f"a turn was left out: {exc.message}")
             return None
 
     # ------------------------------------------------------------------ progress
@@ -172,6 +177,16 @@ class SessionIndexer:
         p = Path(path).expanduser().resolve()
         if not p.is_file():
             raise InvalidInput(f"no transcript at {p}", path=str(p))
+        with watched(self.svc, who, "session exchange", f"transcript {p}") as watch:
+            report = self._index(who, p, flush, final, max_batches)
+            if report.sessions:
+                watch.subject = "session " + ", ".join(report.sessions[:5])
+        if self.after is not None:
+            self.after(who, p, flush or final)
+        return report
+
+    def _index(self, who: Identity, p: Path, flush: bool, final: bool,
+               max_batches: int | None) -> IndexReport:  # fmt: skip
         key = str(p)
         report = IndexReport(path=key)
         with self._lock(key):
@@ -201,8 +216,6 @@ class SessionIndexer:
             report.offset, report.partial = prog.offset, prog.partial
             report.size = p.stat().st_size
             report.waiting, report.retryIn = self._waiting(prog, time.time())
-        if self.after is not None:
-            self.after(who, p, flush or final)
         return report
 
     def open_prompt(self, who: Identity, path: str | Path, session: str, prompt: str,
@@ -218,7 +231,7 @@ class SessionIndexer:
         report = IndexReport(path=key, sessions=[session])
         sent_at = time.time() if sent_at is None else sent_at
         text = clip(prompt)
-        with self._lock(key):
+        with watched(self.svc, who, "session exchange", f"session {session}"), self._lock(key):
             if p.is_file():
                 self.index_file(who, p, flush=True)  # a new prompt: the last reply is whole
             prog = self.progress(key)
@@ -333,7 +346,8 @@ class SessionIndexer:
         for rec in records:
             try:
                 rec = self.svc.engine.screen_record(rec)[0]
-            except PatternError:
+            except PatternError as exc:
+                note(f"a part of an exchange was left out: {exc.message}")
                 report.withheld += 1
                 if rec.id in existing:
                     gone.append(rec.id)

@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from server.service import lesson_review
+from server.service import unattended_warnings as write_warnings
 from server.service.errors import PatternError
 from server.service.identity import Identity
 from server.service.review import ReviewPolicy, count_pending
@@ -143,7 +144,8 @@ class Dashboard:
             "reviewer": policy.is_reviewer(who),
             "review_on": policy.enabled(who.project_id),
             "pending": count_pending(self.svc, policy, who)
-            + lesson_review.count_pending(self.rt.graphs, who),
+            + lesson_review.count_pending(self.rt.graphs, who)
+            + write_warnings.count(self.svc, who),
         }
 
     def render(

@@ -1,7 +1,8 @@
 """The review inbox page: proposals of the signed-in project (a reviewer's whole inbox, or an
 agent's own proposals), with approve, reject (with a reason) and edit-then-approve; and the
 lessons learned from sessions that nobody reviewed yet, with accept, edit, merge and reject
-(``server/service/lesson_review.py``)."""
+(``server/service/lesson_review.py``); and the warnings of writes no person asked for, with
+dismiss (``server/service/unattended_warnings.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from server.service import lesson_review, review
+from server.service import unattended_warnings as write_warnings
 from server.service.errors import Conflict, InvalidInput
 
 from .dashboard import PREFIX, Dashboard, route, view
@@ -22,9 +24,10 @@ def inbox(ui: Dashboard, s: UiSession, status: str, cursor: str | None) -> dict:
     page = review.list_proposals(ui.svc, ui.policy(), s.identity, status, cursor)
     learned = lesson_review.pending(ui.rt.graphs, s.identity)
     names = lesson_review.lesson_names(ui.rt.graphs, s.identity) if learned else []
+    warnings = write_warnings.listing(ui.svc, s.identity)
     return {"page": page, "status": status, "statuses": STATUSES, "active": "review",
             "team_categories": ("learnings", "decisions", "architecture"),
-            "learned": learned, "lesson_names": names}  # fmt: skip
+            "learned": learned, "lesson_names": names, "write_warnings": warnings}  # fmt: skip
 
 
 @view
@@ -105,9 +108,21 @@ async def decide_lesson(ui: Dashboard, request: Request, s: UiSession) -> Respon
     return RedirectResponse(f"{PREFIX}/review?msg={LESSON_DONE[action]}", status_code=303)
 
 
+@view
+async def dismiss_warning(ui: Dashboard, request: Request, s: UiSession) -> Response:
+    """Dismiss one warning of an automatic write (``id``), or all the caller sees (``all``)."""
+    form = await request.form()
+    wid = None if form.get("all") else str(form.get("id", "")).strip()
+    if wid == "":
+        raise InvalidInput("dismiss needs the warning's id (or all)")
+    await ui.run(lambda: write_warnings.dismiss(ui.svc, s.identity, wid))
+    return RedirectResponse(f"{PREFIX}/review?msg=warning-dismissed", status_code=303)
+
+
 def routes(ui: Dashboard) -> list:
     return [
         route("/review", review_page),
         route("/review/lessons", decide_lesson, ("POST",)),
+        route("/review/warnings", dismiss_warning, ("POST",)),
         route("/review/{id}", decide, ("POST",)),
     ]

@@ -37,6 +37,7 @@ MESSAGES = {
     "lesson-accepted": "Accepted: the lesson is reviewed.",
     "lesson-merged": "Merged: its fix is an alternative of the other lesson now.",
     "lesson-rejected": "Rejected: the lesson is deleted; the same error is not learned again.",
+    "warning-dismissed": "Dismissed.",
     "project": "Switched project.",
     "unlinked": "Link undone: the older memory is current again.",
 }

@@ -1,0 +1,230 @@
+"""Writes no person asked for (a lesson learned from a session, its alternative fixes, the
+exchanges of a transcript, the readers' progress and state rows) never keep a secret, whatever
+the store's policy: the diff of a secret-bearing file is never kept (its name is), every other
+string is screened at least as ``redact``, a waiting call is given up on, and what the policy
+said is filed for the review inbox. Real SQLite and Chroma (in its child process, as the
+daemon runs it) in ``tmp_path``, the hash embedder; every file of the store is read for the
+secrets after it is closed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from retrieval.embedder import HashEmbedder
+from retrieval.engine import Engine
+from server.service import unattended_warnings as ww
+from server.service.episode_feed import FILE_KEY
+from server.service.hook_context import HookConfig
+from server.service.hook_events import HookInput, HookRequest, HookService
+from server.service.identity import Identity
+from server.service.memory import MemoryService
+from server.service.trust.secrets import SecretPolicy
+from tests import transcript_util
+from tests.mcp_util import identity_env, runtime_on
+from tests.transcript_util import TranscriptWriter
+
+AKID = "AKIA" + "J5Q7R2L4M8N3P6T9"
+ASK = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYz9Q3kLmN4p"
+GHP = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
+ENV = f"AWS_ACCESS_KEY_ID={AKID}\nAWS_SECRET_ACCESS_KEY={ASK}\nGITHUB_TOKEN={GHP}\n"
+MARKERS = (AKID, ASK[-16:], GHP[4:])
+FAIL = (
+    "Exit code 1\n============================= test session starts ===========================\n"
+    "collected 3 items\n\ntests/test_upload.py ..F\n\n"
+    "=================================== FAILURES ===================================\n"
+    "E       botocore.exceptions.NoCredentialsError: Unable to locate credentials\n"
+    "=========================== short test summary info ============================\n"
+    "FAILED tests/test_upload.py::test_upload_report - botocore.exceptions.NoCredentialsError: "
+    "Unable to locate credentials\n========================= 1 failed, 2 passed in 0.81s ========"
+)
+PASS = "========================= 3 passed in 0.77s ========================="
+POLICIES = [SecretPolicy.warn, SecretPolicy.redact, SecretPolicy.block]
+
+
+@pytest.fixture
+def world(tmp_path):
+    """``make(policy)`` -> (hooks, identity, repo, store folder) over a fresh store."""
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "upload.py").write_text("BUCKET = 'reports'\n")
+    made: list[HookService] = []
+
+    def make(policy: SecretPolicy = SecretPolicy.warn, name: str = "store"):
+        home = tmp_path / name
+        svc = MemoryService(Engine(home, HashEmbedder(), vector_process=True),
+                            secret_policy=policy)  # fmt: skip
+        rt = runtime_on(svc, identity_env(home, "shop", "agent-a", allowed=repo), repo)
+        hooks = HookService(svc, rt.graphs, auto_lessons="on")
+        made.append(hooks)
+        return hooks, Identity(project_id="shop", agent_id="agent-a", root=str(repo)), repo, home
+
+    yield make
+    for h in made:
+        close(h)
+
+
+CLOSED: set[int] = set()
+
+
+def close(hooks: HookService) -> None:
+    """Stop the worker and close the store (once)."""
+    if id(hooks) in CLOSED:
+        return
+    CLOSED.add(id(hooks))
+    hooks.drain(30)
+    hooks.close()
+    hooks.svc.engine.close()
+
+
+def episode(hooks, who, repo: Path, path: Path, edits, *, pending=None, explain: str = "",
+            failing: str = "pytest tests/test_upload.py") -> None:  # fmt: skip
+    """A session: the upload test fails, the agent edits (``edits``: (tool, args)), it passes;
+    ``pending``: a last call whose result never came."""
+    t = TranscriptWriter(path, session=path.stem, cwd=str(repo))
+    t.user("the upload test fails")
+    t.tool("Bash", {"command": failing}, FAIL, is_error=True)
+    t.assistant(explain or "The test cannot find AWS credentials; the client reads them from .env.")
+    for name, args in edits:
+        t.tool(name, args, "File created successfully")
+    t.tool("Bash", {"command": "pytest tests/test_upload.py"}, PASS)
+    t.assistant("Fixed: the credentials are now in `.env`, which app/upload.py loads.")
+    if pending:
+        t.tool_use_only(*pending)
+    hooks.indexer.index_file(who, path, flush=True, final=True)
+    hooks.drain(60)
+
+
+def write_env(repo: Path, name: str = ".env"):
+    return ("Write", {"file_path": str(repo / name), "content": ENV})
+
+
+def edit_upload(repo: Path, new: str = "BUCKET = 'reports'\nCREDS = '.env'\n"):
+    return ("Edit", {"file_path": str(repo / "app/upload.py"), "old_string": "BUCKET = 'reports'\n",
+                     "new_string": new})  # fmt: skip
+
+
+def team_lessons(hooks, who):
+    return hooks.lessons.all_lessons(who.bucket("team"))
+
+
+def files_holding(home: Path, markers=MARKERS) -> list[str]:
+    """Every file under the (closed) store that holds one of ``markers``."""
+    found = []
+    for p in sorted(home.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            found += [f"{p.relative_to(home)}: {m[:6]}…" for m in markers if m.encode() in data]
+    return found
+
+
+def failure_hook_context(hooks, repo: Path) -> str:
+    """What another agent's failure hook injects for the same failure."""
+    other = Identity(project_id="shop", agent_id="agent-b", root=str(repo))
+    inp = HookInput(session_id="other", cwd=str(repo), tool_name="Bash",
+                    tool_input={"command": "pytest tests/test_upload.py"}, tool_use_id="t-other",
+                    error=FAIL)  # fmt: skip
+    ans = hooks.handle(other, HookRequest(event="PostToolUseFailure", input=inp,
+                                          config=HookConfig(lesson_threshold=0.0)))  # fmt: skip
+    return ((ans.output or {}).get("hookSpecificOutput") or {}).get("additionalContext") or ""
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.value)
+def test_a_secret_written_into_env_reaches_neither_the_store_nor_another_agent(
+    world, tmp_path, policy
+):
+    hooks, who, repo, home = world(policy)
+    episode(hooks, who, repo, tmp_path / "s1.jsonl", [write_env(repo)])
+    [lesson] = team_lessons(hooks, who)
+    learned = lesson.model_extra["learned"]
+    assert learned["fix"]["files"] == [".env"] and learned["fix"]["hunks"] == []
+    assert (
+        learned["fix"]["withheld"] == [".env"] and "Fixed by changing .env." in lesson.observations
+    )
+    context = failure_hook_context(hooks, repo)
+    assert lesson.name in context and not any(m in context for m in MARKERS)
+    close(hooks)
+    assert files_holding(home) == []
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.value)
+def test_an_alternative_fix_and_a_waiting_call_keep_no_secret(world, tmp_path, policy):
+    hooks, who, repo, home = world(policy)
+    episode(hooks, who, repo, tmp_path / "a1.jsonl", [edit_upload(repo)])
+    episode(hooks, who, repo, tmp_path / "a2.jsonl", [write_env(repo)])  # the same error, .env
+    [lesson] = team_lessons(hooks, who)
+    [alt] = lesson.model_extra["learned"]["alternatives"]
+    assert alt["files"] == [".env"] and alt["hunks"] == [] and alt["withheld"] == [".env"]
+    episode(hooks, who, repo, tmp_path / "a3.jsonl",
+            [edit_upload(repo, "BUCKET = 'reports-2'\n")],
+            pending=write_env(repo, ".env.production"))  # fmt: skip
+    row = json.loads(hooks.svc.store.meta(FILE_KEY + str(tmp_path / "a3.jsonl")))
+    assert row["pending"] == {}  # stamped in 2025: given up on at once
+    close(hooks)
+    assert files_holding(home) == []
+
+
+def test_the_warnings_of_a_learned_lesson_and_an_exchange_are_filed_for_the_inbox(world, tmp_path):
+    hooks, who, repo, home = world(SecretPolicy.warn)
+    episode(hooks, who, repo, tmp_path / "w1.jsonl", [write_env(repo)],
+            explain=f"The token {GHP} was missing from .env.")  # fmt: skip
+    [lesson] = team_lessons(hooks, who)
+    assert GHP not in json.dumps(lesson.model_dump(mode="json"))
+    found = ww.listing(hooks.svc, who)
+    by_source = {(w.source, w.subject): w.warning for w in found}
+    assert ("learned lesson", lesson.name) in {(w.source, w.subject) for w in found}
+    lesson_notes = [w.warning for w in found if w.source == "learned lesson"]
+    assert "the diff of .env was not kept: a file that holds secrets" in lesson_notes
+    assert any("github_token" in w for w in lesson_notes)  # the explanation's token, redacted
+    exchange = [w for w in found if w.source == "session exchange"]
+    assert exchange and all(w.subject == "session w1" and w.scope == "private" for w in exchange)
+    assert any("github_token" in w.warning for w in exchange)
+    for text in [*by_source.values(), *(w.subject for w in found)]:
+        assert "ghp_" not in text and not any(m in text for m in MARKERS)  # kind, never value
+    other = Identity(project_id="shop", agent_id="agent-b")  # sees the team lesson's, not A's
+    assert {w.source for w in ww.listing(hooks.svc, other)} == {"learned lesson"}
+    before = ww.count(hooks.svc, who)
+    episode(hooks, who, repo, tmp_path / "w1.jsonl", [])  # read again: counted, not repeated
+    assert ww.count(hooks.svc, who) == before
+    close(hooks)
+    assert files_holding(home, (GHP[4:],)) == []
+
+
+def test_a_refused_lesson_is_filed_with_its_reason_under_block(world, tmp_path):
+    hooks, who, repo, home = world(SecretPolicy.block)
+    episode(hooks, who, repo, tmp_path / "b1.jsonl", [edit_upload(repo)],
+            failing=f"GITHUB_TOKEN={GHP} pytest tests/test_upload.py")  # fmt: skip
+    assert team_lessons(hooks, who) == []
+    notes = [w.warning for w in ww.listing(hooks.svc, who) if w.source == "learned lesson"]
+    assert any("not learned" in n and "github_token" in n for n in notes)
+    close(hooks)
+    assert files_holding(home, (GHP[4:],)) == []
+
+
+def test_the_episode_reader_gives_up_a_waiting_call_after_the_bound(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATTERN_SESSION_DANGLING_S", "3600")
+    monkeypatch.setattr(transcript_util, "T0", datetime.now(UTC) - timedelta(seconds=120))  # live
+    hooks, who, repo, home = world(SecretPolicy.warn)
+    assert hooks.feed.dangling_s == 3600  # the session indexer's bound
+    path = tmp_path / "live.jsonl"
+    t = TranscriptWriter(path, session="live", cwd=str(repo))
+    t.user("deploy it")
+    t.tool_use_only("Bash", {"command": f"deploy --token {GHP}"})
+    t.tool_use_only(*write_env(repo, ".env.local"))
+
+    def waiting() -> dict:
+        hooks.feed.catch_up(who, path)
+        return json.loads(hooks.svc.store.meta(FILE_KEY + str(path.resolve())))["pending"]
+
+    calls = waiting()  # waited two minutes of an hour: kept, screened; .env by name only
+    assert len(calls) == 2 and GHP not in json.dumps(calls)
+    by_tool = {c["name"]: c["args"] for c in calls.values()}
+    assert by_tool["Write"] == {"file_path": str(repo / ".env.local")}
+    assert "[REDACTED:github_token]" in by_tool["Bash"]["command"]
+    hooks.feed.dangling_s = 30.0
+    assert waiting() == {}  # given up: its arguments are gone
+    close(hooks)
+    assert files_holding(home) == []
