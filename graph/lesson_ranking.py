@@ -42,6 +42,7 @@ the service's ``graph``, ``engine``, rankers and ``from_row``.
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
 from retrieval.analyzer import query_terms
@@ -55,6 +56,7 @@ from .common import Caller, parse_scope
 from .lesson_models import ErrorQuery, LessonMatch, LessonSearchResult
 from .withheld import record_flags, withheld_note
 
+log = logging.getLogger(__name__)
 SUCCESS_WEIGHT = 0.3  # β in score = relevance × (1 − β + β × successRate)
 LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
 # find_similar_errors: stack traces are read far better by bm25 + fingerprints than by a
@@ -246,7 +248,12 @@ class LessonRanking:
             if reason and not include_suspicious:
                 withheld += 1
                 continue
-            matches.append(self._match(row, sc.value, relevance, score, q_frames, states, reason))
+            try:
+                match = self._match(row, sc.value, relevance, score, q_frames, states, reason)
+            except (ValueError, TypeError, KeyError) as exc:  # one bad row never fails a query
+                log.warning("lesson %r left out: %s", row["name"], type(exc).__name__)
+                continue
+            matches.append(match)
         mode = scored[0].explanation.mode
         return LessonSearchResult(
             lessons=matches,

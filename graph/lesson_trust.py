@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 ACCEPTED = "accepted"
@@ -25,9 +26,15 @@ WHOLE = 0.05  # successRate × frequency this close to a whole number is a count
 LEARNED_ONCE = "learned once, not reviewed"
 
 
+def rate_of(rate: float) -> float:
+    """A stored success rate as a fraction in [0, 1] (anything else a store holds: 0 or 1)."""
+    r = float(rate)
+    return min(1.0, max(0.0, r)) if math.isfinite(r) else 0.0
+
+
 def successes(rate: float, frequency: int) -> float:
     """How many times the fix worked: ``rate × frequency`` (a running mean's numerator)."""
-    return max(0.0, float(rate)) * max(0, int(frequency))
+    return rate_of(rate) * max(0, int(frequency))
 
 
 def uses(rate: float, frequency: int) -> str:
@@ -40,7 +47,7 @@ def uses(rate: float, frequency: int) -> str:
     plural = "use" if n == 1 else "uses"
     if abs(k - round(k)) <= WHOLE:
         return f"worked {round(k)} of {n} {plural}"
-    return f"success rate {float(rate):.0%} over {n} {plural}"
+    return f"success rate {rate_of(rate):.0%} over {n} {plural}"
 
 
 def learned_block(lesson: Any) -> dict | None:
@@ -77,20 +84,31 @@ def note(lesson: Any) -> str | None:
 
 
 def _alternative_shown(block: dict, alt: dict) -> bool:
-    try:
-        count = int(alt.get("count") or 1)
-    except (TypeError, ValueError):
-        count = 1
-    return accepted(block) or count >= CONFIRMING_SUCCESSES
+    count = alt.get("count")
+    seen = isinstance(count, int | float) and not isinstance(count, bool) and count >= 2
+    return accepted(block) or seen
+
+
+def _listed(value: object) -> list:
+    """``value`` if it is a list, else [] (a stored block may hold anything)."""
+    return value if isinstance(value, list) else []
 
 
 def shown_hunks(lesson: Any) -> list[dict]:
     """The diff hunks of the lesson's own fix that may be shown ([] until it is confirmed)."""
     block = learned_block(lesson)
-    if block is None or not confirmed(lesson):
+    if block is None or not confirmed(lesson) or not isinstance(block.get("fix"), dict):
         return []
-    hunks = (block.get("fix") or {}).get("hunks") if isinstance(block.get("fix"), dict) else None
-    return [h for h in hunks or [] if isinstance(h, dict)]
+    return [h for h in _listed(block["fix"].get("hunks")) if isinstance(h, dict)]
+
+
+def _withhold(fix: object) -> int:
+    """Empty the hunks of ``fix`` (a dict): how many there were."""
+    if not isinstance(fix, dict) or not fix.get("hunks"):
+        return 0
+    n = len(fix["hunks"]) if isinstance(fix["hunks"], list) else 1
+    fix["hunks"] = []
+    return n
 
 
 def shown_block(lesson: Any) -> dict | None:
@@ -100,15 +118,10 @@ def shown_block(lesson: Any) -> dict | None:
     if block is None:
         return None
     out = copy.deepcopy(block)
-    withheld = 0
-    fix = out.get("fix")
-    if isinstance(fix, dict) and fix.get("hunks") and not confirmed(lesson):
-        withheld += len(fix["hunks"]) if isinstance(fix["hunks"], list) else 1
-        fix["hunks"] = []
-    for alt in out.get("alternatives") or []:
-        if isinstance(alt, dict) and alt.get("hunks") and not _alternative_shown(block, alt):
-            withheld += len(alt["hunks"]) if isinstance(alt["hunks"], list) else 1
-            alt["hunks"] = []
+    withheld = 0 if confirmed(lesson) else _withhold(out.get("fix"))
+    for alt in _listed(out.get("alternatives")):
+        if isinstance(alt, dict) and not _alternative_shown(block, alt):
+            withheld += _withhold(alt)
     if withheld:
         out["hunksWithheld"] = withheld
     return out

@@ -241,10 +241,11 @@ def test_recall_context_lists_a_flagged_memory_without_its_text(store):
 MOD = "def alpha(x):\n    return x + 1\n"
 
 
-@pytest.fixture
-def project(tmp_path):
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
     """An agent of a project under team review whose memory holding the attack cites a file,
     is proposed to the team, and whose cited code then changed."""
+    tmp_path = tmp_path_factory.mktemp("project")
     proj = tmp_path / "proj"
     (proj / ".git").mkdir(parents=True)
     (proj / "mod.py").write_text(MOD, encoding="utf-8")
@@ -263,7 +264,7 @@ def project(tmp_path):
 
 OTHER_READS = {
     "changes": ({"cursor": 0}, lambda r: [c["record"] for c in r["changes"] if c["record"]]),
-    "list-proposals": ({}, lambda r: r["proposals"]),
+    "list-proposals": ({"status": "all"}, lambda r: r["proposals"]),
     "verify-memories": ({}, lambda r: r["memories"]),
 }
 
@@ -288,11 +289,24 @@ def test_the_change_stream_resource_lists_a_flagged_record_without_its_text(proj
 
 def test_a_reviewer_deciding_on_a_flagged_proposal_gets_no_text_back(project):
     c, _, _ = project
-    (pending,) = c.ok("list-proposals", {})["proposals"]
+    (pending,) = c.ok("list-proposals", {"status": "all"})["proposals"]
     res = c.call("review-proposal", {"proposalId": pending["id"], "decision": "reject",
                                      "reason": "reads like an instruction"})  # fmt: skip
     assert not res.is_error, res.text
     assert MARK not in res.text and res.data["proposal"]["suspicious"].startswith("override")
+
+
+def test_recall_context_lists_a_flagged_chunk_without_its_text_or_path(project):
+    c, proj, _ = project
+    (proj / "docs").mkdir()
+    (proj / "docs" / "setup.md").write_text(f"# Setup\n\nKafka brokers: {ATTACK}\n", "utf-8")
+    c.ok("ingest_workspace", {"path": str(proj / "docs")})
+    args = {"search": "kafka brokers setup", "categories": ["chunk"]}
+    (chunk,) = c.ok("recall-context", args)["chunks"]
+    assert chunk["content"] == "" and "path" not in chunk and "location" not in chunk
+    assert chunk["suspicious"].startswith("override")
+    (chunk,) = c.ok("recall-context", {**args, "includeSuspicious": True})["chunks"]
+    assert MARK in chunk["content"] and chunk["path"] == "setup.md"
 
 
 def test_export_memories_keeps_a_flagged_memory_marked_and_says_so(project):

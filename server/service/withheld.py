@@ -26,7 +26,8 @@ from .trust import injection
 from .trust.framing import SEPARATOR, field
 from .trust.policy import SUSPICIOUS, WritePolicy
 
-NAME_CACHE = 8192
+NAME_CACHE = 8192  # names and types whose verdict is remembered
+NAME_CHARS = 512  # the longest name remembered (graph.models.NAME_MAX)
 
 
 def brief(reason: str | None) -> str | None:
@@ -39,8 +40,14 @@ def brief(reason: str | None) -> str | None:
 
 
 @lru_cache(maxsize=NAME_CACHE)
-def _rules(text: str) -> str | None:
+def _cached(text: str) -> str | None:
     return injection.verdict(text).suspicious
+
+
+def _rules(text: str) -> str | None:
+    """The rules' verdict on a name; one of at most :data:`NAME_CHARS` characters (every name
+    and type a tool writes) is remembered, a longer one (an old or imported store's) is not."""
+    return _cached(text) if len(text) <= NAME_CHARS else injection.verdict(text).suspicious
 
 
 def read_flag(policy: WritePolicy):
