@@ -1,6 +1,7 @@
 """Lessons learned from sessions, replayed on real bugs: Defects4J through the session indexer.
 
-    python benchmarks/lessons_auto.py FILE [--projects Chart,Lang] [--controls N] [--json OUT]
+    python benchmarks/lessons_auto.py FILE [--projects Chart,Lang] [--controls N]
+        [--runner-controls N] [--json OUT]
 
 ``FILE``: ``defects4j_errors_fixes.jsonl`` (one bug per line: ``project``, ``bug_id``,
 ``trigger_tests`` [{test, trace}], ``src_patch``). For every bug (``benchmarks/d4j_sessions.py``)
@@ -8,8 +9,18 @@ a Claude Code transcript of its fix session: its first failing test reported, ru
 the real trace, the real patch applied as Edit calls, the test passing, the fix stated in one
 sentence. Negative controls in the same store (``--controls N`` bugs of each kind, default
 all): the test never passes; another test passes; the agent only reads files and the test
-passes. All sessions are in one project (``cwd`` ``/defects4j``), as the similar-error
-benchmark keeps all the bugs' lessons in one graph.
+passes; the agent edits only ``README.md`` or ``docs/notes.md`` and the test passes. And
+(``--runner-controls N`` bugs of each kind, default 60) the bug's failure written for pytest,
+cargo, go or jest, the real patch applied, then a pass that leaves the failing test out
+(``-k "not X"``, ``--deselect``, ``-m "not …"``, ``--ignore``, ``--ignore-glob``, ``cargo
+test -- --skip``, ``go test -skip``, ``--testPathIgnorePatterns``), whose summary counts it
+skipped, xfailed or deselected, that has one test fewer, or that runs less in a hostile way
+(``|| true`` cut short, ``; exit 0``, ``--co``, ``--lf``, ``SKIP_SLOW=1``):
+``benchmarks/lesson_controls.py``. All sessions are in one project (``cwd`` ``/defects4j``),
+as the similar-error benchmark keeps all the bugs' lessons in one graph. Positive controls of
+the same runners (``pytest -k X``, the failing node id, ``cargo test X``, ``go test -run X``
+after the fix) are read by the episode detector alone and never stored:
+``runner_fix_episodes`` of ``runner_fix_sessions`` must hold an episode.
 
 Each transcript is indexed by the session indexer exactly as ``index-sessions`` indexes a
 user's (``SessionIndexer.index_file`` with the identity its ``cwd`` gives, ``flush``, ``final``),
@@ -32,7 +43,8 @@ benchmark's set holds them; the fix sessions' transcripts hold the whole traces.
 fix sessions in which the detector finds an episode (read on its own); ``lessons_created``:
 the share of those episodes held by a lesson of the store (a new one, or an occurrence of one
 with the same signature);
-``false_lessons``: lessons or occurrences learned from control sessions (must be 0).
+``false_lessons``: lessons or occurrences learned from control sessions (must be 0; per kind
+in ``false_lessons_by_kind``).
 """
 
 from __future__ import annotations
@@ -49,10 +61,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import d4j_sessions as d4j  # noqa: E402
+from benchmarks import lesson_controls as lc  # noqa: E402
 from benchmarks.relevance import error_pattern, make_embedder, write_json  # noqa: E402
 
 CWD = "/defects4j"
 CONTROLS = ("never", "other", "reads")
+RUNNER_CONTROLS = 60  # bugs given each runner control (default)
 TRACE_LINES = 12  # a query's trace, and a hand-recorded lesson's: its first lines, as in the
 # similar-error benchmark's BEIR set (beir_same_bug holds each trace's first 12 lines)
 
@@ -78,8 +92,10 @@ def queries(bugs: list[dict]) -> list[tuple[str, str, str]]:
     return [(bug_id(b), t["test"], head(t["trace"])) for b in bugs for t in b["trigger_tests"][1:]]
 
 
-def write_sessions(bugs: list[dict], folder: Path, controls: int, seed: int = 7) -> dict:
-    """{path: (bug, kind)} of every session written."""
+def write_sessions(bugs: list[dict], folder: Path, controls: int,
+                   runner_controls: int = RUNNER_CONTROLS, seed: int = 7) -> dict:  # fmt: skip
+    """{path: (bug, kind)} of every session written (the stored ones: fixes and negative
+    controls)."""
     out: dict[Path, tuple[str, str]] = {}
     rng = random.Random(seed)
     for b in bugs:
@@ -95,6 +111,21 @@ def write_sessions(bugs: list[dict], folder: Path, controls: int, seed: int = 7)
         for kind in CONTROLS:
             other = rng.choice(others) if others else None
             out[d4j.session(b, kind, folder, CWD, other)] = (bug_id(b), kind)
+        for kind in lc.DOC_KINDS:
+            out[lc.session(b, kind, folder, CWD)] = (bug_id(b), kind)
+    for kind in lc.RUNNER_KINDS:
+        for b in random.Random(f"{seed}-{kind}").sample(bugs, min(runner_controls, len(bugs))):
+            out[lc.session(b, kind, folder, CWD)] = (bug_id(b), kind)
+    return out
+
+
+def write_positives(bugs: list[dict], folder: Path, runner_controls: int, seed: int = 7) -> list:
+    """The positive runner controls (read by the detector alone, never stored)."""
+    out = []
+    for kind in lc.POSITIVE_KINDS:
+        for b in random.Random(f"{seed}-{kind}").sample(bugs, min(runner_controls, len(bugs))):
+            if any(h.fixed != h.buggy for h in d4j.hunks(b.get("src_patch") or "")):
+                out.append(lc.session(b, kind, folder, CWD))
     return out
 
 
@@ -148,9 +179,11 @@ def run(args, embedder=None) -> dict:
     embedder = embedder or make_embedder(not args.no_cache)
     who = Identity(**identity_fields({}, CWD), root=None)
     result: dict = {"bugs": len(bugs), "queries": len(qs)}
+    runner_controls = getattr(args, "runner_controls", RUNNER_CONTROLS)
     with tempfile.TemporaryDirectory(prefix="pm-bench-auto-") as tmp:
         folder = Path(tmp) / "sessions"
-        sessions = write_sessions(bugs, folder, args.controls)
+        sessions = write_sessions(bugs, folder, args.controls, runner_controls)
+        positives = write_positives(bugs, Path(tmp) / "positive", runner_controls)
         engine = Engine(Path(tmp) / "store", embedder)
         try:
             svc = MemoryService(engine)
@@ -173,6 +206,12 @@ def run(args, embedder=None) -> dict:
             ctrl = [p.stem for p, (_b, kind) in sessions.items() if kind != "fix"]
             relevant = {bug: holds.get(s, set()) for bug, s in fix.items()}
             found = detected([p for p, (_b, kind) in sessions.items() if kind == "fix"])
+            kinds = {p.stem: kind for p, (_b, kind) in sessions.items() if kind != "fix"}
+            by_kind: dict[str, list[int]] = {}
+            for stem, kind in kinds.items():
+                by_kind.setdefault(kind, [0, 0])
+                by_kind[kind][0] += 1
+                by_kind[kind][1] += len(holds.get(stem, ()))
             result.update({
                 "fix_sessions": len(fix),
                 "episodes": len(found),
@@ -181,6 +220,10 @@ def run(args, embedder=None) -> dict:
                 "new_lessons": len(learned),
                 "false_lessons": sum(len(holds.get(s, ())) for s in ctrl),
                 "control_sessions": len(ctrl),
+                "controls_by_kind": {k: v[0] for k, v in sorted(by_kind.items())},
+                "false_lessons_by_kind": {k: v[1] for k, v in sorted(by_kind.items())},
+                "runner_fix_sessions": len(positives),
+                "runner_fix_episodes": len(detected(positives)),
             })  # fmt: skip
             result.update(ask(svc, gs, hooks, who, qs, relevant, learned, bugs, HookRequest,
                               HookConfig))  # fmt: skip
@@ -312,6 +355,8 @@ def table(r: dict) -> str:
         ("lessons created for episodes", f"{r['lessons_created']:.3f}", ">= 0.95"),
         ("false lessons (control sessions)", f"{r['false_lessons']} of {r['control_sessions']}",
          "0"),
+        ("runner fixes with an episode", f"{r['runner_fix_episodes']} of "
+         f"{r['runner_fix_sessions']}", "all"),
         ("recall@1 / recall@10, learned", f"{r['recall@1']:.3f} / {r['recall@10']:.3f}", ""),
         ("recall@10, recorded by hand", f"{r['hand_recorded_recall@10']:.3f}",
          "learned within 0.03"),
@@ -336,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--projects", help="comma-separated projects (default: all)")
     ap.add_argument("--controls", type=int, default=-1,
                     help="bugs given each control session (default: every bug)")  # fmt: skip
+    ap.add_argument("--runner-controls", type=int, default=RUNNER_CONTROLS, metavar="N",
+                    help="bugs given each runner control, negative and positive")  # fmt: skip
     ap.add_argument("--latency", type=int, default=0, metavar="N",
                     help="time the failed-command hooks on N query sessions (a daemon)")  # fmt: skip
     ap.add_argument("--no-cache", action="store_true", help="do not use .bench-cache")

@@ -187,6 +187,8 @@ def runner_passed(output: str) -> bool:
     r = read_report(output)
     if r.summary and r.counts.get("failed", 0) == 0 and r.counts.get("passed", 0) > 0:
         return True
+    if _GO_PKG.search(_bounded(output)) and not r.ran_nothing:  # go test: `ok pkg 0.02s`
+        return True
     tail = output[-4000:]
     return any(word in tail for word in _SUCCESS)
 

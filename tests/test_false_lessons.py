@@ -146,6 +146,14 @@ NOT_EPISODES = {
     "npm test -- with an exclusion": [
         run("npm test", JEST_FAIL, False), edit("src/upload.js"),
         run("npm test -- --testPathIgnorePatterns upload", "PASS src/cart.test.js\nTests:       5 passed, 5 total")],
+    "a test prints a PASSED line, the summary counts a skip": [
+        FAIL_API, edit("tests/test_api.py"),
+        run("pytest tests/test_api.py -s", f"{API} PASSED\n" + py_pass(5, ", 1 skipped"))],
+    "no output after a counted failure": [FAIL_API, edit("tests/test_api.py"),
+                                          run("pytest -p no:terminal tests/test_api.py", "")],
+    "cargo: no test ran": [run("cargo test", CARGO_FAIL, False), edit("src/net.rs"),
+                           run("cargo test fetch_retries -- --exact", "running 0 tests\n\ntest result: "
+                               "ok. 0 passed; 0 failed; 0 ignored; 0 measured; 3 filtered out")],
     "mvn -DskipTests": [run("mvn test -Dtest=FooTest#testBar", "Exit code 1\nTests run: 3, Failures: 1, "
                             "Errors: 0, Skipped: 0\n[ERROR] FooTest.testBar:12 expected:<1> but was:<2>", False),
                         edit("src/main/java/Foo.java"), run("mvn install -DskipTests", "BUILD SUCCESS")],
@@ -186,6 +194,8 @@ EPISODES = {
     "go -run across packages": [run("go test ./...", GO_FAIL, False), edit("net/x.go"),
                                 run("go test ./... -run TestFetch", "ok  \tshop/cart\t0.01s [no tests to run]"
                                                                     "\nok  \tshop/net\t0.02s")],
+    "go test | tail": [run("go test ./... 2>&1 | tail -3", GO_FAIL, True), edit("net/x.go"),
+                       run("go test ./... 2>&1 | tail -3", "ok  \tshop/net\t0.02s")],
     "go -v naming the test": [run("go test -v ./...", GO_FAIL, False), edit("net/x.go"),
                               run("go test -v ./...", "=== RUN   TestFetch\n--- PASS: TestFetch (0.01s)\nPASS\n"
                                                       "ok  \tshop/net\t0.02s")],

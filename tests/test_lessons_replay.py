@@ -67,11 +67,13 @@ def test_the_replay_learns_each_fix_and_nothing_from_the_controls(tmp_path, monk
     data = tmp_path / "bugs.jsonl"
     data.write_text("".join(json.dumps(b) + "\n" for b in BUGS))
     monkeypatch.setattr(lessons_auto.tempfile, "tempdir", str(tmp_path))
-    args = Namespace(file=str(data), projects=None, controls=-1, no_cache=True, latency=0)
+    args = Namespace(file=str(data), projects=None, controls=-1, runner_controls=1, no_cache=True,
+                     latency=0)  # fmt: skip
     res = lessons_auto.run(args, embedder=HashEmbedder())
     assert (res["bugs"], res["queries"], res["fix_sessions"]) == (3, 6, 3)
     assert res["episodes"] == 3 and res["lessons_created"] == 1.0 and res["new_lessons"] == 3
-    assert res["control_sessions"] == 9 and res["false_lessons"] == 0
+    assert res["control_sessions"] == 32 and res["false_lessons"] == 0
+    assert res["runner_fix_sessions"] == res["runner_fix_episodes"] == 4
     assert res["fix_names_patched_file"] == 1.0
     assert res["recall@10"] == 1.0 and res["hand_recorded_recall@10"] == 1.0
     assert "lessons created for episodes" in lessons_auto.table(res)
