@@ -74,7 +74,7 @@ import binascii
 import os
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -291,6 +291,21 @@ def _closes_its_own(text: str, m: re.Match[str], opened: dict[str, int]) -> bool
     return opened[tag] < m.start()
 
 
+def _matches(rule: Rule, folded: str) -> Iterator[re.Match]:
+    """The rule's matches in order; one its ``accept`` rejects is as if its pattern had not
+    matched there (the search goes on from the next character, not past the match)."""
+    if rule.accept is None:
+        yield from rule.rx.finditer(folded)
+        return
+    pos = 0
+    while (m := rule.rx.search(folded, pos)) is not None:
+        if rule.accept(m):
+            yield m
+            pos = max(m.end(), m.start() + 1)
+        else:
+            pos = m.start() + 1
+
+
 def _apply(
     rules: tuple[Rule, ...], folded: str, words: set[str], kind: str | None = None
 ) -> dict[int, Finding]:
@@ -301,9 +316,7 @@ def _apply(
     for rule in rules:
         if not rule.applies(folded, words, ascii_only):
             continue
-        for m in rule.rx.finditer(folded):
-            if rule.accept is not None and not rule.accept(m):
-                continue
+        for m in _matches(rule, folded):
             if rule.mentionable and _is_mention(folded, m.start(), m.end(), rule.quotable):
                 continue
             if rule.kind == "markup" and _in_inline_code(folded, m.start(), m.end()):

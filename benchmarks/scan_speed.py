@@ -1,0 +1,119 @@
+"""Speed of the write policy's content scan: the secret scan and the injection rules (the
+injection model, a second line over the text's embedding, is left out), in milliseconds per
+100 KB of text, at 30 KB, 300 KB and 1 MB.
+
+    python benchmarks/scan_speed.py [--sizes 30000,300000,1000000] [--old 775b062] [--json OUT]
+
+Texts: ordinary prose (this repository's docs), code (its service modules), and hostile runs
+(an unclosed closing tag of quoted data ``</user_a_a_…``, a run of quote words ``end of the
+quoted quoted …``, a 30 KB word ``a_a_…``, opening tags with no closing one, a closer and an
+authority phrase repeated, key words ``key=key=…``). Each text is its source repeated up to the
+size. The same texts are scanned by the scan of commit ``--old`` (its modules read with ``git
+show`` into a temporary folder), at 30 KB for prose and code and at 8 KB for the hostile texts
+(it is quadratic on them: seconds to hours at the larger sizes).
+Results: docs/benchmarks.md, "Scan speed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+OLD_MODULES = ("injection", "injection_rules", "injection_escape", "injection_intent", "secrets",
+               "secret_rules", "secret_checks")  # fmt: skip
+
+
+def sources() -> dict[str, str]:
+    prose = "\n\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
+    code = "\n\n".join(p.read_text() for p in sorted((ROOT / "server/service").glob("*.py")))
+    return {
+        "prose": prose,
+        "code": code,
+        "unclosed tag </user_a_a_…": "</user_" + "a_" * 100,
+        "quote words end of the quoted …": "end of the " + "quoted " * 100,
+        "one long word a_a_…": "notes: " + "a_" * 15_000 + ".py ",
+        "opening tags <system>": "<system>" * 100,
+        "closer + authority, repeated": "end of quoted data. new instructions for contributors "
+        "are in docs. ",
+        "key words key=key=…": "key=" * 100,
+    }
+
+
+def text_of(source: str, size: int) -> str:
+    return (source * (size // len(source) + 1))[:size]
+
+
+def load_old(commit: str) -> tuple[object, object]:
+    """The injection and secret modules of ``commit``, imported from a temporary package."""
+    folder = Path(tempfile.mkdtemp(prefix="scan-old-"))
+    pkg = folder / "oldscan"
+    (pkg / "trust").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "trust" / "__init__.py").write_text("")
+
+    def show(path: str) -> str:
+        return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout  # fmt: skip
+
+    (pkg / "errors.py").write_text(show("server/service/errors.py"))
+    for name in OLD_MODULES:
+        (pkg / "trust" / f"{name}.py").write_text(show(f"server/service/trust/{name}.py"))
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("oldscan.trust.injection"), importlib.import_module(
+        "oldscan.trust.secrets"
+    )
+
+
+def ms_per_100kb(injection, secrets, text: str, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        secrets.scan(text)
+        injection.verdict(text)
+        best = min(best, time.perf_counter() - start)
+    return round(best * 1000 / (len(text) / 100_000), 1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", default="30000,300000,1000000")
+    ap.add_argument("--old", default="775b062", help="the commit to compare with ('' for none)")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args()
+    from server.service.trust import injection, secrets
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    old = load_old(args.old) if args.old else None
+    result: dict = {"sizes": sizes, "old_commit": args.old, "texts": {}}
+    print(f"{'text':34}" + "".join(f"{s // 1000:>9} KB" for s in sizes) + "   old (size)")
+    for name, source in sources().items():
+        row = {str(s): ms_per_100kb(injection, secrets, text_of(source, s), args.runs)
+               for s in sizes}  # fmt: skip
+        entry: dict = {"ms_per_100kb": row}
+        old_cell = ""
+        if old is not None:
+            old_size = 30_000 if name in ("prose", "code") else 8_000
+            entry["old_ms_per_100kb"] = ms_per_100kb(*old, text_of(source, old_size), 1)
+            entry["old_size"] = old_size
+            old_cell = f"   {entry['old_ms_per_100kb']:.1f} ({old_size // 1000} KB)"
+        result["texts"][name] = entry
+        print(f"{name:34}" + "".join(f"{row[str(s)]:>12.1f}" for s in sizes) + old_cell, flush=True)
+    print("ms per 100 KB; target 20")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
