@@ -354,7 +354,7 @@ def _between(low: str, out: QueryTime) -> None:
     """``between <a> and <b>``: the one window from a's start to b's end."""
     ws = out.windows
     for i, (a, b) in enumerate(zip(ws, ws[1:], strict=False)):
-        if f"between {a.phrase} and {b.phrase}" in low and a.start and b.end:
+        if a.start and b.end and a.start < b.end and f"between {a.phrase} and {b.phrase}" in low:
             merged = Window(a.start, b.end, f"between {a.phrase} and {b.phrase}")
             out.windows = [*ws[:i], merged, *ws[i + 2 :]]
             return

@@ -1,12 +1,18 @@
-"""Time expressions in a query: the windows they mean relative to a fixed "now"."""
+"""Time expressions in a query: the windows they mean relative to a fixed "now"; any text, at
+any time from the year 1 to 9999, reads as windows or nothing, in linear time."""
 
 from __future__ import annotations
 
+import math
+import time
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from retrieval.timeexpr import read
+from retrieval.timeexpr import MONTHS, SEASONS, read
+from retrieval.timeprior import stated_times
 
 NOW = datetime(2024, 5, 15, 14, 30, tzinfo=UTC)  # a Wednesday
 
@@ -139,3 +145,106 @@ def test_a_present_period_in_a_plan_names_no_past_window():
         "this weekend"
     ]
     assert [w.phrase for w in read("Which tests failed today?", NOW).windows] == ["today"]
+
+
+# ---------------------------------------------------------------------------- hostile text
+MONTH_WORDS = [*MONTHS, "jan", "sept", "dec.", "smarch", "mayy"]
+PHRASES = [
+    "yesterday", "today", "tonight", "this morning", "the day before yesterday", "last week",
+    "this sprint", "the past", "last", "this", "past", "previous", "next", "week", "weekend",
+    "month", "quarter", "year", "years", "days", "ago", "a few", "a couple of", "several",
+    "early", "mid", "late", "beginning of", "end of", "the first week of", "last week of",
+    "since", "after", "before", "until", "till", "prior to", "following", "between", "and",
+    "in", "on", "of", "the", "during", "around", "by", "the year", "summer", "winter", "fall",
+    "christmas", "easter", "good friday", "thanksgiving", "valentine's day", "new year's eve",
+    "monday", "sunday", "tuesdays", "will", "going to", "when did", "how long ago", ",", ".",
+]  # fmt: skip
+YEAR = st.one_of(st.sampled_from([0, 1, 999, 1000, 9999, 10000, 99999]),
+                 st.integers(0, 99999)).map(lambda y: f"{y:04d}")  # fmt: skip
+ORDINAL = st.tuples(st.integers(0, 99), st.sampled_from(["", "st", "nd", "rd", "th"])).map(
+    lambda t: f"{t[0]}{t[1]}"
+)
+NUMERIC_DATE = st.tuples(YEAR, st.integers(0, 99), st.integers(0, 99)).flatmap(
+    lambda t: st.sampled_from("-/.").map(lambda s: f"{t[0]}{s}{t[1]}{s}{t[2]}")
+)
+# "in May 0000", "early June 99999", "since 31st March 0", "the summer of 0000"
+DATE_PHRASE = st.tuples(
+    st.sampled_from(["", "in ", "early ", "late ", "since ", "before ", "the first week of ",
+                     "on ", "the "]),
+    st.one_of(st.sampled_from(MONTH_WORDS), st.sampled_from(["summer of", "christmas"])),
+    st.sampled_from(["", " 5th", " 31", " 0th", ","]),
+    YEAR,
+).map(lambda t: f"{t[0]}{t[1]}{t[2]} {t[3]}")  # fmt: skip
+TOKEN = st.one_of(DATE_PHRASE, st.sampled_from(PHRASES), st.sampled_from(MONTH_WORDS), YEAR,
+                  ORDINAL, NUMERIC_DATE, st.integers(0, 10**30).map(str))  # fmt: skip
+DATE_LIKE = st.lists(TOKEN, min_size=1, max_size=14).map(" ".join)
+ANY_NOW = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59),
+                       timezones=st.just(UTC))  # fmt: skip
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+
+
+def well_formed(got, started: float) -> None:
+    assert time.perf_counter() - started < 0.5
+    for w in got.windows:
+        assert w.start is not None or w.end is not None
+        if w.start is not None and w.end is not None:
+            assert w.start < w.end, w
+    for e in got.events:
+        assert e.relation in ("before", "after") and e.text
+
+
+@FUZZ
+@given(text=DATE_LIKE, now=ANY_NOW)
+def test_date_like_text_at_any_time_reads_as_windows_or_nothing(text, now):
+    started = time.perf_counter()
+    well_formed(read(text, now), started)
+
+
+@FUZZ
+@given(
+    before=st.sampled_from(["", "in ", "early ", "late ", "since ", "before ", "until ", "mid-",
+                            "the first week of ", "the last week of ", "during the "]),
+    month=st.sampled_from([*MONTHS, *SEASONS]), day=st.sampled_from(["", " 5th", " 31,", ","]),
+    year=YEAR, now=ANY_NOW,
+)  # fmt: skip
+def test_a_month_of_any_year_reads_as_its_window_or_nothing(before, month, day, year, now):
+    started = time.perf_counter()
+    well_formed(read(f"what happened {before}{month}{day} {year}?", now), started)
+
+
+@FUZZ
+@given(text=st.text(max_size=300), now=ANY_NOW)
+def test_any_text_reads_as_windows_or_nothing(text, now):
+    started = time.perf_counter()
+    well_formed(read(text, now), started)
+
+
+@FUZZ
+@given(text=DATE_LIKE, written=ANY_NOW)
+def test_the_times_a_stored_text_states_are_finite_numbers(text, written):
+    assert all(math.isfinite(t) for t in stated_times(text, written))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["in May 0000", "early June 0000", "since March 0000", "the first week of March 0000",
+     "the summer of 0000", "on 5 May 0000", "0000-05-01", "May 99999", "the 0th of Smarch",
+     "the year 99999999", "9" * 10_000 + " days ago"],
+)  # fmt: skip
+def test_a_date_off_the_calendar_is_no_window(text):
+    assert read(text, NOW).windows == []
+    assert read(text, datetime(1, 1, 1, tzinfo=UTC)).windows == []
+
+
+def test_reading_is_linear_in_the_text():
+    for text in ("today " * 10_000, "after the deploy " * 5_000, "since March " * 6_000,
+                 "x" * 1_000_000):  # fmt: skip
+        started = time.perf_counter()
+        read(text, NOW)
+        assert time.perf_counter() - started < 0.5, text[:20]
+
+
+def test_a_window_inverted_by_between_is_not_merged():
+    got = read("between August 2023 and March 2023", NOW)
+    assert all(w.start < w.end for w in got.windows if w.start and w.end)

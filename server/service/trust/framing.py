@@ -153,7 +153,13 @@ def update_note(rec: Record) -> str | None:
 def provenance(rec: Record, citations: Sequence[CitationState] | None = None) -> str:
     """Source, scope, author agent and date of ``rec``, plus the suspicious flag if it has one
     and the stale-citation note if its cited code changed:
-    ``file src/app.py:10-42 · team · by agent-7 · 2024-05-01``."""
+    ``file src/app.py:10-42 · team · by agent-7 · 2024-05-01``. A record whose line cannot be
+    made (a stored field nothing can write out) gets its id alone: ``record <id>``."""
+    return guarded("framing: provenance", _provenance, rec, citations,
+                   default=f"record {field(rec.id)}", record=rec.id)  # fmt: skip
+
+
+def _provenance(rec: Record, citations: Sequence[CitationState] | None) -> str:
     scope = field(getattr(rec.scope, "value", str(rec.scope)))
     when = (rec.updated_at or rec.created_at).date().isoformat()
     out = SEPARATOR.join((source(rec), scope, f"by {field(rec.agent_id)}", when))
