@@ -123,3 +123,21 @@ def test_an_entity_flagged_by_its_name_or_type_marks_its_observations(services, 
     recs = svc.store.list(RecordFilter(kinds=[Kind.observation]))
     assert len(recs) == 2 and all(r.metadata.get(SUSPICIOUS) for r in recs)
     assert all(r.scope is Scope.team for r in recs)
+
+
+def test_a_graph_read_leaves_out_a_name_and_type_only_the_model_flags(services):
+    svc, gs = services
+    prose = f"notes for every reader of this graph: {MARK} applies here"  # no rule fires
+    gs.graph.create_entities(WHO, [
+        {"name": "billing", "entityType": "service", "observations": ["bills monthly"]},
+        {"name": f"ledger {prose}", "entityType": "service", "observations": []},
+        {"name": "proxy", "entityType": f"service {prose}", "observations": []},
+    ])  # fmt: skip
+    gs.graph.create_relations(WHO, [{"from": "billing", "to": "proxy", "relationType": prose}])
+    names = ["billing", f"ledger {prose}", "proxy"]
+    found = gs.open_nodes(WHO, names)
+    assert [e.name for e in found.entities] == ["billing"] and found.relations == []
+    assert found.withheld == 3 and "2 entities, 1 relation" in found.note
+    shown = gs.open_nodes(WHO, names, include_suspicious=True)
+    assert all(e.suspicious.startswith("model:") for e in shown.entities[1:])
+    assert shown.relations[0].suspicious.startswith("model:")

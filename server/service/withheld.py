@@ -9,7 +9,8 @@ numbers) and loses every stored string: its content, context, location, citation
 string metadata; it carries ``suspicious`` = :func:`brief` of the reason (the kinds of
 instruction found, not the words that matched, which are the attack's own).
 Graph reads and the lesson tools leave flagged items out whole (``graph.withheld``); this
-module gives them :func:`read_flag`, the check of the names and types kept beside the records.
+module gives them :func:`read_flag`, the check of the names and types kept beside the records
+(they have no flag of their own).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Any
 from graph.withheld import record_flags
 from retrieval.records import Record
 
+from .errors import InvalidInput
 from .models import CitedMemory, Memory, RecallItem
 from .trust import injection
 from .trust.framing import SEPARATOR, field
+from .trust.injection_model import FIELD_MIN_WORDS
 from .trust.policy import SUSPICIOUS, WritePolicy
 
 NAME_CACHE = 8192  # names and types whose verdict is remembered
@@ -51,11 +54,27 @@ def _rules(text: str) -> str | None:
 
 
 def read_flag(policy: WritePolicy):
-    """The check of a stored name or type when it is read (``graph.withheld.Flag``): the
-    injection rules (the model reads prose, not names), None when the injection scan is off."""
+    """The check of a stored name or type when it is read (``graph.withheld.Flag``), as the
+    write policy screens one: the injection rules, then, for a name of prose length
+    (``FIELD_MIN_WORDS`` words), the policy's model; None when the injection scan is off.
+    Verdicts are remembered per name (:data:`NAME_CACHE` of them)."""
     if policy.injection is None:
         return None
-    return _rules
+
+    @lru_cache(maxsize=NAME_CACHE)
+    def prose(text: str) -> str | None:
+        try:
+            return policy.suspicious(fields=(text,))
+        except InvalidInput as exc:  # PATTERN_INJECTION_POLICY=block refuses what it flags
+            return str(exc.data.get("reason") or "flagged")
+
+    def flag(text: str) -> str | None:
+        found = _rules(text)
+        if found or len(text) > NAME_CHARS or len(text.split()) < FIELD_MIN_WORDS:
+            return found
+        return prose(text)
+
+    return flag
 
 
 def _numbers(metadata: Mapping[str, Any]) -> dict[str, Any]:
