@@ -140,13 +140,16 @@ class Engine:
         window_overlap: int = 16,
         screen: Screen | None = None,
         store_url: str | None = None,
-        vector_process: bool = False,
+        vector_process: bool | None = None,
         background_vectors: bool = False,
     ) -> None:
-        """``vector_process``: Chroma runs in a child process (:mod:`retrieval.vector_process`;
-        not with a Chroma host, which is out of process already). ``background_vectors``: the
-        outbox is applied by a background thread and writes return at COMMIT
-        (:mod:`retrieval.vector_writer`). A serving runtime turns both on."""
+        """The store folder's vector index always runs in a child process
+        (:mod:`retrieval.vector_process`, forked by :mod:`retrieval.vector_spawner`): the
+        process that writes its HNSW files never holds a text (docs/security.md). With a
+        Chroma host it is out of process already. ``vector_process=False`` is not honoured
+        (a warning is logged). ``background_vectors``: the outbox is applied by a background
+        thread and writes return at COMMIT (:mod:`retrieval.vector_writer`); a serving runtime
+        turns it on."""
         self.home = Path(home)
         private.folder(self.home)  # retrieval/private.py: a store is its user's alone
         if not chroma_host:
@@ -162,7 +165,9 @@ class Engine:
                 self.store.close()
                 raise
         self._chroma = (str(self.home / "chroma"), chroma_host, chroma_port)
-        self._vector_process = vector_process and not chroma_host
+        if vector_process is False and not chroma_host:
+            log.warning("vector_process=False is not honoured: a store's vector index runs in "
+                        "its own process, which never holds a text")  # fmt: skip
         self.vectors: VectorIndex | VectorProcess | None = (
             None  # opened with the embedder (chromadb is slow to import)
         )
@@ -208,18 +213,18 @@ class Engine:
             log.warning("%s", warning)
 
     def open_vectors(self, start: bool = True) -> None:
-        """Open the vector index: in this process (importing chromadb and opening the store
-        hold the GIL ~1.9 s: a runtime does it beside the model load, see
-        server/service/runtime.py), or by starting its child process (returns at once; until
-        the child has opened the store, searches score stored vectors exactly). Not
-        thread-safe: one caller at a time. ``start=False``: a child process starts at
-        :meth:`start_vectors` (or at its first call)."""
+        """Open the vector index: start its child process (returns at once; until the child
+        has opened the store, searches score stored vectors exactly), or, with a Chroma host,
+        its client in this process (importing chromadb holds the GIL ~1 s: a runtime does it
+        beside the model load, see server/service/runtime.py). Not thread-safe: one caller at
+        a time. ``start=False``: the child starts at :meth:`start_vectors` (or at its first
+        call)."""
         if self.vectors is None:
             path, host, port = self._chroma
-            if self._vector_process:
-                self.vectors = VectorProcess(path, start=start)
+            if host:
+                self.vectors = VectorIndex(host=host, port=port)
             else:
-                self.vectors = VectorIndex(path, host=host, port=port)
+                self.vectors = VectorProcess.shared(path, start=start)
             self.ranker.vectors = self.vectors
 
     def vector_index_error(self) -> str | None:

@@ -1,8 +1,9 @@
 """The vector index's child process, both sides of it.
 
-The child (:func:`serve`; :class:`~retrieval.vector_process.VectorProcess` starts it as
-``python -m retrieval.vector_child FD PATH``) opens the Chroma folder and answers calls on the
-socket ``FD`` until told to stop or the parent goes away. Protocol: pickled tuples, ``(call id,
+The child (:func:`serve`; :class:`~retrieval.vector_process.VectorProcess` has it forked by
+:mod:`retrieval.vector_spawner`, never by itself) opens the Chroma folder and answers calls on
+its socket until told to stop or the parent goes away. It is given record ids, bucket names,
+model ids and vectors, never a text. Protocol: pickled tuples, ``(call id,
 method, args)`` in, ``(call id, ok, value or (error type, text))`` out; id 0 is the "opened"
 message. Calls run on a small pool; a :data:`PING` is answered by the receiving loop itself,
 so the parent learns the process is alive even while every worker is busy (as soon as the
@@ -28,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -195,7 +195,3 @@ def serve(fd: int, path: str) -> int:
     pool.shutdown(wait=True)
     index.close()
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - the child process
-    sys.exit(serve(int(sys.argv[1]), sys.argv[2]))

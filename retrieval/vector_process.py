@@ -31,22 +31,25 @@ import itertools
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from pathlib import Path
 
+from . import vector_spawner
 from .errors import StoreUnavailable
 from .vector_child import Liveness, deadline_for, hang_seconds
+from .vector_spawner import Forked
 
 CLOSE_TIMEOUT_S = 30.0
 WATCH_S = 0.25  # how often the watchdog looks at the child (a death is seen within this)
 DYING_S = 5.0  # a child that closed its end but lives on this long is killed
 RESTART_DELAYS_S = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # after consecutive crashes
 STABLE_S = 60.0  # a child up this long resets the crash count
-_ROOT = str(Path(__file__).resolve().parent.parent)  # where the `retrieval` package lives
+
+
+_SHARED: dict[tuple[int, str], VectorProcess] = {}  # (pid, folder) -> its open instance
+_SHARED_LOCK = threading.Lock()
 
 
 class VectorIndexError(RuntimeError):
@@ -74,7 +77,7 @@ class _Child:
     """One child process: its connection and the calls sent to it (a call is answered or
     failed by the reader of the child it was sent to, never by another's)."""
 
-    def __init__(self, proc: subprocess.Popen, conn: Connection, sock: socket.socket,
+    def __init__(self, proc: Forked, conn: Connection, sock: socket.socket,
                  opened: threading.Event) -> None:  # fmt: skip
         self.proc, self.conn, self.sock, self.opened = proc, conn, sock, opened
         self.calls: dict[int, Future] = {}
@@ -101,7 +104,7 @@ class VectorProcess(Liveness):
         """``start=False``: the child starts at :meth:`start` or at the first call (a server
         starts it once it serves, so the child's start-up does not compete with its own).
         ``hang_s``: see the module's docstring (default :func:`hang_seconds`)."""
-        self.path = path
+        self.path = os.path.abspath(path)  # the child works in it: no relative path
         self.hang_s = hang_s if hang_s is not None else hang_seconds()
         self._local = threading.local()  # a thread's own query deadline (query_deadline())
         self._lock = threading.Lock()  # the current child, the call tables and (re)starting
@@ -113,12 +116,30 @@ class VectorProcess(Liveness):
         self._crashes = 0  # consecutive deaths of children that did not stay up
         self._stop = threading.Event()  # closing: a pending restart gives up
         self.restarts = 0  # children started after a death (health, tests)
+        self._key = (os.getpid(), self.path)
+        self._users = 1  # see shared()
         self.error: str | None = None
         if start:
             self.start()
 
+    @classmethod
+    def shared(cls, path: str, *, start: bool = True) -> VectorProcess:
+        """The open instance of this process for the folder ``path``, else a new one: two
+        engines of one process over one store share its child (a second child would wait for
+        the first to let go of the folder). Each caller closes it once."""
+        key = (os.getpid(), os.path.abspath(path))
+        with _SHARED_LOCK:
+            vp = _SHARED.get(key)
+            if vp is None or vp._closed:
+                vp = _SHARED[key] = cls(path, start=start)
+                return vp
+            vp._users += 1
+        if start:
+            vp.start()
+        return vp
+
     @property
-    def _proc(self) -> subprocess.Popen | None:
+    def _proc(self) -> Forked | None:
         child = self._child
         return child.proc if child is not None else None
 
@@ -130,22 +151,14 @@ class VectorProcess(Liveness):
 
     # ------------------------------------------------------------------ the child
     def _start(self) -> None:
-        """Start a child (with ``_lock`` held, or from ``__init__``)."""
+        """Start a child (with ``_lock`` held, or from ``__init__``): forked by this process's
+        spawner (:mod:`retrieval.vector_spawner`), never by this process, which holds texts."""
         mine, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env["ANONYMIZED_TELEMETRY"] = "False"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "retrieval.vector_child", str(theirs.fileno()), self.path],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                env=env,
-            )
-        except OSError as exc:
+            proc = vector_spawner.fork(self.path, theirs)
+        except StoreUnavailable:
             mine.close()
-            raise StoreUnavailable(f"cannot start the vector index: {exc}", path=self.path) from exc
+            raise
         finally:
             theirs.close()
         if self._opened.is_set():  # a fresh event: wait_ready waits for this child
@@ -335,8 +348,8 @@ class VectorProcess(Liveness):
     def ids(self, bucket: str, model_id: str) -> list[str]:
         return self._call("ids", bucket, model_id)
 
-    def query(self, buckets, model_id: str, qvec, n: int, where: dict | None = None):
-        return self._call("query", list(buckets), model_id, qvec, n, where)
+    def query(self, buckets, model_id: str, qvec, n: int):
+        return self._call("query", list(buckets), model_id, qvec, n)
 
     def count(self, bucket: str, model_id: str) -> int:
         return self._call("count", bucket, model_id)
@@ -345,6 +358,14 @@ class VectorProcess(Liveness):
         self._call("drop_model", model_id)
 
     def close(self) -> None:
+        """Stop the child (it finishes its calls first); an instance from :meth:`shared` stops
+        it when its last user closes it."""
+        with _SHARED_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if _SHARED.get(self._key) is self:
+                del _SHARED[self._key]
         with self._lock:
             if self._closed:
                 return

@@ -214,7 +214,7 @@ class VectorIndex:
             if len(got) < page:
                 return out
 
-    def _query_one(self, bucket: str, model_id: str, qvec: np.ndarray, n: int, where):
+    def _query_one(self, bucket: str, model_id: str, qvec: np.ndarray, n: int):
         """Window hits (record id, cosine) holding at least ``n`` distinct records when the
         collection has them."""
         col = self._collection(bucket, model_id, create=False)
@@ -228,7 +228,6 @@ class VectorIndex:
             res = col.query(
                 query_embeddings=qvec[None, :].astype(np.float32),
                 n_results=asked,
-                where=where,
                 include=["distances"],
             )
             hits = [
@@ -248,16 +247,13 @@ class VectorIndex:
         model_id: str,
         qvec: np.ndarray,
         n: int,
-        where: dict | None = None,
     ) -> list[tuple[str, float]]:
         """Best ``n`` (record id, cosine similarity) over the given buckets, best window per record."""
         buckets = list(buckets)
         if len(buckets) == 1:
-            results = [self._query_one(buckets[0], model_id, qvec, n, where)]
+            results = [self._query_one(buckets[0], model_id, qvec, n)]
         else:
-            results = list(
-                self._pool.map(lambda b: self._query_one(b, model_id, qvec, n, where), buckets)
-            )
+            results = list(self._pool.map(lambda b: self._query_one(b, model_id, qvec, n), buckets))
         best: dict[str, float] = {}
         for part in results:
             for rid, sim in part:

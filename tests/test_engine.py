@@ -16,8 +16,7 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def chroma_ids(eng, bucket) -> list[str]:
-    col = eng.vectors._collection(bucket, MODEL, create=False)
-    return [] if col is None else sorted(col.get()["ids"])
+    return sorted(eng.vectors.ids(bucket, MODEL))
 
 
 def test_apply_commits_adds_replacements_and_deletions_together(engine, make_record):

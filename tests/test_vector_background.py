@@ -18,7 +18,7 @@ from retrieval.errors import StoreUnavailable
 from retrieval.records import RecordFilter
 from retrieval.vector_process import VectorIndexError, VectorProcess
 from retrieval.vector_writer import BackgroundWriter
-from retrieval.vectors import VectorIndex, VectorItem
+from retrieval.vectors import VectorItem
 from server.service.config import Settings
 from server.service.errors import InvalidInput
 
@@ -108,7 +108,7 @@ def test_a_failing_index_is_retried_and_the_next_writes_say_it_is_catching_up(
     down = threading.Event()
     down.set()
     asked = threading.Event()  # the first write has returned: the writer may fail from now on
-    real = VectorIndex.upsert
+    real = VectorProcess.upsert
 
     def upsert(self, *a, **kw):
         asked.wait(10)
@@ -116,7 +116,7 @@ def test_a_failing_index_is_retried_and_the_next_writes_say_it_is_catching_up(
             raise ConnectionError("chroma is unreachable")
         return real(self, *a, **kw)
 
-    monkeypatch.setattr(VectorIndex, "upsert", upsert)
+    monkeypatch.setattr(VectorProcess, "upsert", upsert)
     first = make_record("tide gauge calibration notes")
     assert eng.apply(add=[first]).warnings == []  # nothing known to fail yet
     asked.set()
@@ -243,12 +243,12 @@ def test_the_ranker_scores_exactly_until_the_index_process_has_opened(
     eng = open_engine(HashEmbedder())
     recs = [make_record("pilot boarding ladder check"), make_record("bunker fuel sample log")]
     eng.apply(add=recs)
-    monkeypatch.setattr(VectorIndex, "ready", False)  # an index still opening in its child
+    monkeypatch.setattr(VectorProcess, "ready", False)  # an index still opening in its child
 
     def no_query(*a, **kw):
         raise AssertionError("the index is not open yet")
 
-    monkeypatch.setattr(VectorIndex, "query", no_query)
+    monkeypatch.setattr(VectorProcess, "query", no_query)
     assert vector_ids(eng, "bunker fuel sample log")[0] == recs[1].id
 
 

@@ -17,8 +17,9 @@ from ingest.pipeline import Ingestor
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter, Scope
+from retrieval.vector_process import VectorProcess
 from retrieval.vector_sync import RetryTimer
-from retrieval.vectors import VectorIndex, VectorItem
+from retrieval.vectors import VectorItem
 from server.service import bulk
 from server.service.identity import Identity
 from server.service.memory import MemoryService
@@ -45,8 +46,7 @@ def outbox(eng) -> list[tuple[str, str]]:
 
 
 def chroma_ids(eng, bucket) -> list[str]:
-    col = eng.vectors._collection(bucket, MODEL, create=False)
-    return [] if col is None else sorted(col.get()["ids"])
+    return sorted(eng.vectors.ids(bucket, MODEL))
 
 
 def vector_hits(eng, query: str) -> list[str]:
@@ -58,14 +58,14 @@ def chroma_down(monkeypatch):
     """While set, every Chroma write (upsert, delete) raises, as a failing server would."""
     down = threading.Event()
     for name in ("upsert", "delete"):
-        real = getattr(VectorIndex, name)
+        real = getattr(VectorProcess, name)
 
         def failing(self, *a, _real=real, **kw):
             if down.is_set():
                 raise ConnectionError("chroma is unreachable")
             return _real(self, *a, **kw)
 
-        monkeypatch.setattr(VectorIndex, name, failing)
+        monkeypatch.setattr(VectorProcess, name, failing)
     return down
 
 
@@ -240,17 +240,17 @@ def test_a_chroma_error_while_deleting_keeps_the_outbox_row(open_engine, make_re
     rec, other = make_record("delete me later"), make_record("keep me")
     first.add([rec, other])
     first.close()
-    eng = fast_retry(open_engine(HashEmbedder()))  # reopened: no collection handle cached yet
-    real = eng.vectors.client.get_collection
+    eng = fast_retry(open_engine(HashEmbedder()))
+    real = eng.vectors.delete
     broken = threading.Event()
     broken.set()
 
-    def get_collection(*a, **kw):
+    def delete(*a, **kw):
         if broken.is_set():
             raise ConnectionError("chroma is unreachable")
         return real(*a, **kw)
 
-    eng.vectors.client.get_collection = get_collection
+    eng.vectors.delete = delete
     done = eng.apply(delete=[rec.id])
     assert [r.id for r in done.deleted] == [rec.id]
     assert any(CATCHING_UP in w for w in done.warnings)

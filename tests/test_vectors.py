@@ -3,6 +3,8 @@ that starts without an embedding model."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,8 @@ from retrieval.embedder import HashEmbedder
 from retrieval.engine import BARE_VIEW_WEIGHT, embed_views
 from retrieval.errors import NotFound
 from retrieval.records import RecordFilter, Scope
-from retrieval.vectors import VectorIndex, VectorItem, collection_name, windows
+from retrieval.vector_process import VectorProcess
+from retrieval.vectors import VectorItem, collection_name, windows
 
 MODEL = HashEmbedder().model_id
 
@@ -20,8 +23,7 @@ def vector_ids(eng, query, k=10, **f):
 
 
 def chroma_ids(eng, bucket, model=MODEL) -> list[str]:
-    col = eng.vectors._collection(bucket, model, create=False)
-    return [] if col is None else sorted(col.get()["ids"])
+    return sorted(eng.vectors.ids(bucket, model))
 
 
 def outbox_size(eng) -> int:
@@ -40,9 +42,15 @@ def test_one_collection_per_bucket_and_model(engine, make_record):
     names = {collection_name(b, MODEL) for b in (mine.bucket, team.bucket, "public")}
     names.add(collection_name(mine.bucket, "another-model"))
     assert len(names) == 4
-    assert {c.name for c in engine.vectors.client.list_collections()} == names - {
-        collection_name(mine.bucket, "another-model")
-    }
+    assert engine.vectors.buckets(MODEL) == sorted([mine.bucket, team.bucket, "public"])
+    assert engine.vectors.buckets("another-model") == []
+    engine.close()
+    chroma = sqlite3.connect(f"file:{engine.home / 'chroma' / 'chroma.sqlite3'}?mode=ro", uri=True)
+    try:
+        stored = {row[0] for row in chroma.execute("SELECT name FROM collections")}
+    finally:
+        chroma.close()
+    assert stored == names - {collection_name(mine.bucket, "another-model")}
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
@@ -65,7 +73,7 @@ def test_a_bucket_limited_search_never_returns_another_buckets_record(engine, ma
 
 
 def test_vector_index_query_takes_the_best_window_per_record(tmp_path):
-    index = VectorIndex(str(tmp_path / "chroma"))
+    index = VectorProcess(str(tmp_path / "chroma"))
     try:
         emb = HashEmbedder()
         a, b, c = emb.embed_documents(["red apples", "green pears", "blue plums"])
@@ -94,7 +102,7 @@ def test_vector_index_query_takes_the_best_window_per_record(tmp_path):
 
 
 def test_n_results_means_n_records_even_when_each_has_many_windows(tmp_path):
-    index = VectorIndex(str(tmp_path / "chroma"))
+    index = VectorProcess(str(tmp_path / "chroma"))
     try:
         emb = HashEmbedder()
         items = []
@@ -232,12 +240,12 @@ def test_rows_committed_without_sync_are_replayed_when_the_engine_reopens(open_e
 
 def test_a_failed_chroma_write_is_replayed_at_the_next_start(open_engine, make_record, monkeypatch):
     eng = open_engine(HashEmbedder())
-    real = VectorIndex.upsert
+    real = VectorProcess.upsert
 
     def down(self, *a, **kw):
         raise RuntimeError("chroma went away")
 
-    monkeypatch.setattr(VectorIndex, "upsert", down)
+    monkeypatch.setattr(VectorProcess, "upsert", down)
     rec = make_record("quarterly tax filing reminder")
     eng.add([rec])  # committed: no error (the background retry keeps failing here)
     # committed in SQLite, found lexically, its vector still owed
@@ -246,7 +254,7 @@ def test_a_failed_chroma_write_is_replayed_at_the_next_start(open_engine, make_r
     assert outbox_size(eng) == 1
     assert eng.store.embeddings([rec.id], MODEL).keys() == {rec.id}
     eng.close()  # stops the retry timer
-    monkeypatch.setattr(VectorIndex, "upsert", real)
+    monkeypatch.setattr(VectorProcess, "upsert", real)
 
     again = open_engine(HashEmbedder())
     assert outbox_size(again) == 0
