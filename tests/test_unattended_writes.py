@@ -8,6 +8,7 @@ secrets after it is closed."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -228,3 +229,74 @@ def test_the_episode_reader_gives_up_a_waiting_call_after_the_bound(world, tmp_p
     assert waiting() == {}  # given up: its arguments are gone
     close(hooks)
     assert files_holding(home) == []
+
+
+# ---------------------------------------------------------------------- hostile episodes
+KEY_BODY = [
+    base64.b64encode(bytes((i * 7 + j) % 256 for j in range(48))).decode() for i in range(12)
+]
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(KEY_BODY) + "\n-----END RSA PRIVATE KEY-----\n"
+)
+PASSWORD = "Tr0ub4dor3horse"
+TOKEN_B64 = base64.b64encode(f"GITHUB_TOKEN={GHP}".encode()).decode()
+PEM_B64 = base64.b64encode(PEM.encode()).decode()
+HOSTILE_MARKERS = (*MARKERS, KEY_BODY[3], KEY_BODY[9], PASSWORD, TOKEN_B64[8:40], PEM_B64[60:90],
+                   base64.b64encode(PASSWORD.encode()).decode())  # fmt: skip
+
+
+def _edit(repo: Path, file: str, old: str, new: str):
+    return ("Edit", {"file_path": str(repo / file), "old_string": old, "new_string": new})
+
+
+def _bash(command: str):
+    return ("Bash", {"command": command})
+
+
+HOSTILE = {
+    # a key split over two edits of one file: the second holds neither armour line
+    "key split over two edits": lambda repo: {"edits": [
+        _edit(repo, "app/upload.py", "BUCKET", "KEY = '''-----BEGIN RSA PRIVATE KEY-----\n"
+              + "\n".join(KEY_BODY[:6])),
+        _edit(repo, "app/upload.py", KEY_BODY[5], KEY_BODY[5] + "\n" + "\n".join(KEY_BODY[6:])
+              + "\n-----END RSA PRIVATE KEY-----'''")]},
+    # the armour in one file, the key's body in another
+    "key split over two files": lambda repo: {"edits": [
+        _edit(repo, "app/upload.py", "a", "KEY = '''-----BEGIN RSA PRIVATE KEY-----\n"),
+        _edit(repo, "app/keys.py", "b", "\n".join(KEY_BODY) + "\n")]},
+    "token in a file name": lambda repo: {"edits": [
+        ("Write", {"file_path": str(repo / f"config/{GHP}.json"), "content": "{}\n"}),
+        edit_upload(repo)]},
+    "keys in a commit message": lambda repo: {"edits": [
+        edit_upload(repo), _bash(f"git commit -am 'rotate {AKID} and {GHP}'")]},
+    "keys in the agent's words": lambda repo: {"edits": [edit_upload(repo)],
+                                              "explain": f"I set GITHUB_TOKEN={GHP}, AWS {AKID}."},
+    "token in the failing command": lambda repo: {"edits": [edit_upload(repo)],
+                                                 "failing": f"pytest tests/test_upload.py --token={GHP}"},
+    "keys assigned in the failing command": lambda repo: {
+        "edits": [edit_upload(repo)],
+        "failing": f"GITHUB_TOKEN={GHP} AWS_ACCESS_KEY_ID={AKID} pytest tests/test_upload.py"},
+    ".env edited by sed with another file": lambda repo: {"edits": [
+        _bash(f"sed -i 's/^DB_PASSWORD=.*/DB_PASSWORD={PASSWORD}/' .env app/upload.py")]},
+    ".env edited by sed": lambda repo: {"edits": [_bash(f"sed -i 's/^TOKEN=.*/TOKEN={GHP}/' .env")]},
+    "a key in base64": lambda repo: {"edits": [
+        ("Write", {"file_path": str(repo / "app/keys.py"), "content": f"KEY_B64 = '{PEM_B64}'\n"})]},
+    "a token in base64 in the agent's words": lambda repo: {
+        "edits": [edit_upload(repo)], "explain": f"The CI secret is {TOKEN_B64} (base64)."},
+    "a Kubernetes secret": lambda repo: {"edits": [("Write", {
+        "file_path": str(repo / "k8s/db.yaml"),
+        "content": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: "
+                   + base64.b64encode(PASSWORD.encode()).decode() + "\n"})]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_episode_leaves_no_secret_in_any_file_of_the_store(world, tmp_path, case):
+    hooks, who, repo, home = world(SecretPolicy.warn)
+    episode(hooks, who, repo, tmp_path / "h1.jsonl", **HOSTILE[case](repo))
+    [lesson] = team_lessons(hooks, who)  # learned all the same
+    context = failure_hook_context(hooks, repo)
+    assert lesson.name in context and not any(m in context for m in HOSTILE_MARKERS)
+    assert ww.count(hooks.svc, who) > 0  # and a person is told
+    close(hooks)
+    assert files_holding(home, HOSTILE_MARKERS) == []

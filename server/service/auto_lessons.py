@@ -47,7 +47,12 @@ from retrieval.errors import NotFound, PatternError
 from .graph_services import GraphServices
 from .identity import Identity
 from .memory import MemoryService
-from .trust.secret_files import secret_bearing, secret_text
+from .trust.secret_files import (
+    secret_bearing,
+    secret_text,
+    withheld_files,
+    without_encoded_tree,
+)
 from .unattended_warnings import watched
 
 log = logging.getLogger("pattern_memory.lessons")
@@ -103,19 +108,10 @@ def _cited_lines(path: Path, hunk: str) -> tuple[int, int] | None:
 
 
 def fix_hunks(edits: list[Edit], root: str | None) -> tuple[list[dict], list[str]]:
-    """(the diff hunks a lesson keeps, the files whose diffs it leaves out): a secret-bearing
-    file, a file one of whose hunks (or all of them together: a key split over two edits)
-    holds a secret, and every file a shell command editing one of those also edited."""
+    """(the diff hunks a lesson keeps, the files whose diffs it leaves out: a secret-bearing
+    file, one whose diffs hold a secret, ``trust.secret_files.withheld_files``)."""
     hunks = [(e, _relative(e.path, root)) for e in edits if e.hunk]
-    by_path: dict[str, list[str]] = {}
-    for e, path in hunks:
-        by_path.setdefault(path, []).append(e.hunk)
-    bad = {p for p, texts in by_path.items()
-           if secret_bearing(p) or secret_text(p) or secret_text("\n".join(texts))}  # fmt: skip
-    if secret_text("\n".join(e.hunk for e, _ in hunks)):  # split across files
-        bad = set(by_path)
-    shared = {e.idx for e, path in hunks if path in bad}
-    bad |= {path for e, path in hunks if e.idx in shared}
+    bad = withheld_files((e.idx, path, e.hunk) for e, path in hunks)
     kept = [{"path": path, "diff": e.hunk} for e, path in hunks if path not in bad]
     return kept, sorted(bad)
 
@@ -199,9 +195,13 @@ class AutoLessons:
         filed for the review inbox under the lesson's name."""
         with watched(self.svc, who, "learned lesson", scope=LESSON_SCOPE) as watch:
             lesson, cites = lesson_from(episode, state, who)
+            lesson, encoded = without_encoded_tree(lesson)  # the policy reads text as it is
+            if encoded:
+                watch.note(f"redacted {encoded} base64-encoded secret(s) from the lesson")
             watch.subject = lesson["name"]
             for path in lesson["learned"]["fix"].get("withheld") or []:
-                watch.note(f"the diff of {path} was not kept: a file that holds secrets")
+                why = "a file that holds secrets" if secret_bearing(path) else "it holds a secret"
+                watch.note(f"the diff of {path} was not kept: {why}")
             valid = self._valid_citations(who, cites)
             try:
                 result = self.learned.learn(who, lesson, LESSON_SCOPE, valid)

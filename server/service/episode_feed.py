@@ -45,7 +45,7 @@ from .identity import Identity
 from .ledger import prune_meta
 from .sessions import dangling_seconds
 from .trust.policy import unattended
-from .trust.secret_files import secret_bearing, secret_text
+from .trust.secret_files import secret_bearing, secret_text, withheld_files, without_encoded_tree
 
 log = logging.getLogger("pattern_memory.lessons")
 
@@ -175,14 +175,15 @@ class EpisodeFeed:
 
 
 def without_secret_diffs(state: dict) -> dict:
-    """A detector state (its JSON form) whose recorded edits keep no diff of a secret-bearing
-    file, nor one holding a secret, nor of a file the same shell command edited with one."""
+    """A detector state (its JSON form) whose recorded edits keep no diff of a file a lesson
+    would leave out (``trust.secret_files.withheld_files``), and no base64-encoded secret."""
     edits = [e for key in ("edits", "open", "ready") for e in _edits_in(state.get(key))]
-    bad = {e.get("idx") for e in edits if _secret_edit(e)}
+    bad = withheld_files((e.get("idx"), str(e.get("path") or ""), str(e.get("hunk") or ""))
+                         for e in edits)  # fmt: skip
     for e in edits:
-        if e.get("idx") in bad:
+        if e.get("path") in bad:
             e["hunk"] = ""
-    return state
+    return without_encoded_tree(state)[0]
 
 
 def _edits_in(value) -> list[dict]:
@@ -196,22 +197,18 @@ def _edits_in(value) -> list[dict]:
     return out
 
 
-def _secret_edit(edit: dict) -> bool:
-    path, hunk = str(edit.get("path") or ""), str(edit.get("hunk") or "")
-    return bool(hunk) and (secret_bearing(path) or secret_text(path) or secret_text(hunk))
-
-
 def without_secret_files(progress: dict) -> dict:
-    """A file's progress (its JSON form) whose waiting edits of a secret-bearing file keep the
-    file's name and nothing it would write."""
+    """A file's progress (its JSON form) whose waiting edits of a secret-bearing file (or
+    writing a secret) keep the file's name and nothing they would write, and which holds no
+    base64-encoded secret."""
     for call in (progress.get("pending") or {}).values():
         args = call.get("args") if isinstance(call, dict) else None
         if call.get("name") in EDIT_TOOLS and isinstance(args, dict):
             path = edit_path(args)
-            if secret_bearing(path) or secret_text(path):
+            if secret_bearing(path) or secret_text(json.dumps(args)):
                 call["args"] = {k: v for k, v in args.items()
                                 if k in ("file_path", "notebook_path", "path")}  # fmt: skip
-    return progress
+    return without_encoded_tree(progress)[0]
 
 
 def prune_states(svc, days: int = STATE_DAYS) -> int:

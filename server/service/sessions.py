@@ -83,6 +83,7 @@ from .session_records import (
     read_prompt,
     unit_records,
 )
+from .trust.secret_files import without_encoded, without_encoded_tree
 from .unattended_warnings import note, watched
 
 PROGRESS_KEY = "sessions.progress:"  # + the transcript's absolute path
@@ -157,6 +158,9 @@ class SessionIndexer:
         write policy (secrets, injection) refuses it: the turn is left out alone, never its
         whole batch (a refused batch would stop the transcript's indexing at that point for
         good). A refused prompt stays as a placeholder, so its exchange still begins there."""
+        text, encoded = without_encoded(text)  # the policy reads text as it is
+        if encoded:
+            note(f"redacted {encoded} base64-encoded secret(s) from a turn")
         try:
             return self.svc.policy.screen_text(text)[0]
         except InvalidInput as exc:
@@ -326,7 +330,8 @@ class SessionIndexer:
 
         # the row passes the secret policy as the records do (a waiting call's arguments, the
         # first turn's cwd): the calls resume from it with their shown arguments redacted
-        after = FileProgress.model_validate(svc.policy.screen_state(after.model_dump()))
+        kept = without_encoded_tree(after.model_dump())[0]
+        after = FileProgress.model_validate(svc.policy.screen_state(kept))
 
         def extra(conn) -> None:
             svc.store.set_meta(conn, PROGRESS_KEY + key, after.model_dump_json())
