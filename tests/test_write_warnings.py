@@ -67,6 +67,7 @@ def test_the_inbox_lists_the_warnings_of_automatic_writes_and_dismisses_them(ui)
     assert page.status_code == 200 and 'id="write-warnings"' in page.text
     assert "learned lesson" in page.text and "session exchange" in page.text
     assert "the diff of .env was not kept" in page.text and "github_token" in page.text
+    assert "diff not kept (it holds secrets): <code>.env</code>" in page.text  # the lesson's card
     assert GHP not in page.text and GHP[4:12] not in page.text
     badge = owner.get("/ui/health").text  # the learned lesson and the warnings
     assert f'of automatic writes">{1 + ww.count(ui.svc, owner_id)}</span>' in badge

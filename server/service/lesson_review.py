@@ -45,6 +45,7 @@ class LearnedView(BaseModel):
     explanation: str = ""
     files: list[str] = Field(default_factory=list)
     hunks: list[dict] = Field(default_factory=list)
+    withheld: list[str] = Field(default_factory=list)  # files whose diffs were not kept
     session: str | None = None
     passedAt: str | None = None
     branch: str | None = None
@@ -72,6 +73,7 @@ def pending(gs: GraphServices, who: Identity, limit: int = 50) -> list[LearnedVi
                 explanation=fix.get("explanation") or "",
                 files=fix.get("files") or [],
                 hunks=fix.get("hunks") or [],
+                withheld=fix.get("withheld") or [],
                 session=block.get("session"),
                 passedAt=block.get("passedAt"),
                 branch=(block.get("repository") or {}).get("branch"),

@@ -154,8 +154,9 @@ def file(svc: MemoryService, who: Identity, source: str, subject: str, texts: It
                     (project, digest, agent, scope, source, subject, text, count, first, now),
                 )  # fmt: skip
             _bound(conn, project)
-    except PatternError as exc:  # the write it reports on stands; the warning is in the log
-        log.warning("warnings of %s %r not kept (%s): %s", source, subject, exc.message, texts)
+    except Exception as exc:  # the write it reports on stands; the warnings go to the log
+        why = exc.message if isinstance(exc, PatternError) else f"{type(exc).__name__}: {exc}"
+        log.warning("warnings of %s %r not kept (%s): %s", source, subject, why, texts)
         return 0
     return len(texts)
 
