@@ -96,7 +96,8 @@ def test_a_lesson_from_an_episode_holds_the_error_fix_verification_provenance_an
     assert lesson.observations[1] == "Fixed by changing app/db.py."
     [step] = lesson.verificationSteps
     assert (
-        step.command == "python -m pytest tests/test_db.py -q" and step.expectedOutput == "exit status 0"
+        step.command == "python -m pytest tests/test_db.py -q"
+        and step.expectedOutput == "exit status 0"
     )
     learned = lesson.model_extra["learned"]
     assert learned["review"] == "pending" and learned["session"] == "s1"
@@ -207,8 +208,9 @@ def test_the_setting_is_read_from_the_environment_on_by_default(tmp_path):
         envsettings.check({"PATTERN_AUTO_LESSONS": "sometimes"})
 
 
-@pytest.mark.parametrize("policy", [SecretPolicy.redact, SecretPolicy.block])
-def test_secrets_in_commands_and_outputs_go_through_the_write_policy(world, tmp_path, policy):
+@pytest.mark.parametrize("policy", [SecretPolicy.warn, SecretPolicy.redact, SecretPolicy.block])
+def test_secrets_in_commands_and_outputs_are_redacted_at_least(world, tmp_path, policy):
+    """Nobody reads a learned lesson's warnings: ``warn`` stores it redacted too."""
     make, repo = world
     hooks, who = make(secrets=policy)
     key = "AWS_ACCESS_KEY_ID=AKIAJ5Q7R2L4M8N3P6T9 "
@@ -222,3 +224,27 @@ def test_secrets_in_commands_and_outputs_go_through_the_write_policy(world, tmp_
         assert "[REDACTED" in lesson.model_extra["learned"]["failedCommand"]
     state = hooks.svc.store.meta(STATE_KEY + "k") or ""
     assert "AKIAJ5Q7R2L4M8N3P6T9" not in state
+
+
+@pytest.mark.parametrize("policy", [SecretPolicy.redact, SecretPolicy.block])
+def test_an_occurrence_and_an_alternative_fix_pass_the_write_policy(world, tmp_path, policy):
+    make, repo = world
+    hooks, who = make(secrets=policy)
+    learn(hooks, who, fix_session(tmp_path / "s1.jsonl", repo, "s1"))
+    [lesson] = lessons(hooks, who)
+    block = dict(lesson.model_extra["learned"])
+    token = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
+    other = {**block, "episodes": ["e-2"], "session": f"s2 {token}", "passedAt": "2025-03-05",
+             "fix": {"explanation": f"export GITHUB_TOKEN={token}", "files": ["app/cfg.py"],
+                     "hunks": [{"path": "app/cfg.py", "diff": f"+TOKEN = '{token}'"}]}}  # fmt: skip
+    learned = LearnedLessons(hooks.lessons)
+    new = {**lesson.model_dump(mode="json", exclude={"learned"}), "learned": other}
+    if policy is SecretPolicy.block:  # refused, as the same strings in a new lesson would be
+        with pytest.raises(InvalidInput, match="credentials"):
+            learned.learn(who, new, "team")
+        return
+    assert learned.learn(who, new, "team").action == "alternative"
+    (extra,) = hooks.svc.store.reader.execute("SELECT extra FROM lessons").fetchone()
+    assert token not in extra and "[REDACTED:github_token]" in extra
+    [alt] = json.loads(extra)["lesson"]["learned"]["alternatives"]
+    assert alt["files"] == ["app/cfg.py"] and token not in json.dumps(alt)
