@@ -334,11 +334,13 @@ CURRENT_EPS = 1e-4  # how far above the best of its older versions a current rec
 
 def _current_first(store, f, ids, fused, gains, cols):
     """Each update chain among the candidates ranks its current record just above its best
-    older one (the current record joins the candidates when the filter lets it; its own
-    columns are then empty)."""
+    older one. A current record that is not itself a candidate joins just below it (when the
+    filter lets it; its own columns are then empty): it never ranks above what the query
+    matched."""
     heads, extra = links.current_first(store, f, ids)
     if not heads:
         return ids, fused, gains, cols
+    joined = set(extra)
     if extra:
         ids = [*ids, *extra]
         fused = np.concatenate([fused, np.full(len(extra), -np.inf)])
@@ -351,7 +353,11 @@ def _current_first(store, f, ids, fused, gains, cols):
     fused = fused.copy()
     for old, current in sorted(heads.items(), key=lambda kv: -fused[at[kv[0]]]):
         i, j = at[old], at[current]
-        if fused[j] <= fused[i]:
+        if current in joined:
+            if fused[j] < fused[i] - CURRENT_EPS:
+                fused[j] = fused[i] - CURRENT_EPS
+                gains[j]["current"] = round(float(fused[j]), 4)  # its older version's score
+        elif fused[j] <= fused[i]:
             gains[j]["current"] = round(float(fused[i] + CURRENT_EPS - max(fused[j], 0.0)), 4)
             fused[j] = fused[i] + CURRENT_EPS
     return ids, fused, gains, cols

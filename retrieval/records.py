@@ -220,6 +220,11 @@ class Explanation(BaseModel):
     updated_by: UpdatedBy | None = Field(
         default=None, description="A newer record updates this one: which, when."
     )
+    may_restate: dict[str, str | bool] | None = Field(
+        default=None,
+        description="Another item of the same answer may state the same thing (nobody decided "
+        "yet): {id, newer: whether this one is the newer}.",
+    )
     gate: float | None = Field(
         default=None,
         description="the prompt gate's relevance (0-1): the hooks inject an item from "

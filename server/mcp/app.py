@@ -20,6 +20,7 @@ from . import (
     recall_tools,
     review_tools,
     stream_tools,
+    update_tools,
     verify_tools,
 )
 
@@ -31,6 +32,7 @@ Store durable facts with `remember` (scope private|personal|team|public), quick 
 
 DOMAINS = (
     memory_tools,
+    update_tools,
     recall_tools,
     graph_tools,
     lesson_tools,

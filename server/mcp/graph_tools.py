@@ -14,7 +14,6 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from graph.models import (
-    AddObservationsResult,
     CreateEntitiesResult,
     CreateRelationsResult,
     DeleteResult,
@@ -27,7 +26,9 @@ from graph.withheld import MarkedGraph, MarkedGraphPage, MarkedSearchNodesResult
 
 from ..service.graph_services import GraphServices
 from ..service.identity import Identity
+from ..service.observation_candidates import AddObservationsWithCandidates, after_observations
 from .toolset import ToolSet, call, session_of
+from .update_tools import observations_judged
 
 tools = ToolSet()
 
@@ -97,14 +98,21 @@ async def add_observations(
     ],
     ctx: Context,
     scope: GraphScope = "team",
-) -> AddObservationsResult:
+) -> AddObservationsWithCandidates:
     """Add observations (atomic facts) to existing entities; returns what was added per
     entity (observations the entity already has are not repeated). Fails with
     [not_found] and writes nothing if an entity does not exist. Observations about code can
     cite it (citations, or paths like a/b.py:120 in the text): recall then says when that
-    code changed."""
-    s, who = services(ctx)
-    return await call(lambda: s.graph.add_observations(who, observations, scope))
+    code changed. If the result lists `candidates` (older observations of the entity that
+    may state the same thing), call supersede for one an observation replaces; if both stay
+    true, do nothing."""
+    rt, who = session_of(ctx)
+    result = await call(
+        lambda: after_observations(
+            rt.service, who, scope, rt.graphs.graph.add_observations(who, observations, scope)
+        )
+    )
+    return await observations_judged(ctx, rt, who, result)
 
 
 @tools("delete_entities")

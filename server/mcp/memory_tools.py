@@ -24,6 +24,7 @@ from ..service.models import (
     UpdateMemoryResult,
 )
 from .toolset import IdempotencyKey, ScopeArg, ToolSet, call, session_of
+from .update_tools import with_judgement
 
 tools = ToolSet()
 
@@ -55,13 +56,17 @@ async def remember(
     """Store a memory with a scope and category. Returns its id, expiry, what it cites and
     any warnings (e.g. content that looks like a secret). Never store credentials. When the
     memory is about code, cite it (citations, or paths like a/b.py:120 in the text): recall
-    then warns when that code changed."""
+    then warns when that code changed. When it replaces what an older memory said (a changed
+    decision or value), name that one in supersedes. If the result lists `candidates` (older
+    memories that may state the same thing), call supersede for one this memory replaces; if
+    both stay true, do nothing."""
     rt, who = session_of(ctx)
     item = MemoryInput(
         content=content, scope=scope, category=category, metadata=metadata, citations=citations,
         supersedes=supersedes,
     )  # fmt: skip
-    return await call(lambda: rt.service.remember(who, item, idempotencyKey))
+    result = await call(lambda: rt.service.remember(who, item, idempotencyKey))
+    return await with_judgement(ctx, rt, who, result)
 
 
 @tools("remember-task")
@@ -74,7 +79,8 @@ async def remember_task(
     """Quickly note a task for yourself (private, category tasks, expires in 24 h;
     use commit-insight to keep it)."""
     rt, who = session_of(ctx)
-    return await call(lambda: rt.service.remember_task(who, content, metadata, idempotencyKey))
+    result = await call(lambda: rt.service.remember_task(who, content, metadata, idempotencyKey))
+    return await with_judgement(ctx, rt, who, result)
 
 
 @tools("remember-learning")
@@ -87,7 +93,10 @@ async def remember_learning(
     """Quickly note something you learned (private, category recent, expires in 24 h;
     use commit-insight to keep it or share-learning to give it to the team)."""
     rt, who = session_of(ctx)
-    return await call(lambda: rt.service.remember_learning(who, content, metadata, idempotencyKey))
+    result = await call(
+        lambda: rt.service.remember_learning(who, content, metadata, idempotencyKey)
+    )
+    return await with_judgement(ctx, rt, who, result)
 
 
 @tools("commit-insight")
@@ -148,9 +157,10 @@ async def update_memory(
     creator may). Returns the new revision; pass expectedRevision to never overwrite someone
     else's change: an edit made from an older revision is merged three-way with what changed
     since (text by words, tags as a set, other metadata per key); only edits to the same words
-    conflict."""
+    conflict. A new text may list `candidates` (older memories that may state the same
+    thing): call supersede for one this memory replaces; if both stay true, do nothing."""
     rt, who = session_of(ctx)
-    return await call(
+    result = await call(
         lambda: rt.service.update_memory(
             who,
             memoryId,
@@ -162,6 +172,7 @@ async def update_memory(
             supersedes,
         )
     )
+    return await with_judgement(ctx, rt, who, result)
 
 
 @tools("core-memory")
@@ -174,7 +185,8 @@ async def core_memory(
     """Store an identity-defining memory (personal scope, category core; follows you into
     every project; max 100; sub-agents never see it)."""
     rt, who = session_of(ctx)
-    return await call(lambda: rt.service.core_memory(who, content, metadata, idempotencyKey))
+    result = await call(lambda: rt.service.core_memory(who, content, metadata, idempotencyKey))
+    return await with_judgement(ctx, rt, who, result)
 
 
 @tools("forget")

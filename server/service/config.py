@@ -33,6 +33,7 @@ class Settings(BaseModel):
     cwd: Path
     team_review: str = ""  # PATTERN_TEAM_REVIEW: on | off | project ids (service/review.py)
     auto_lessons: str = envsettings.AUTO_LESSONS_DEFAULT  # PATTERN_AUTO_LESSONS: off | review | on
+    update_judge: str = "off"  # PATTERN_UPDATE_JUDGE: off | sampling (docs/time.md)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -63,6 +64,7 @@ class Settings(BaseModel):
             cwd=cwd,
             team_review=env.get("PATTERN_TEAM_REVIEW", "").strip(),
             auto_lessons=envsettings.auto_lessons(env),
+            update_judge=envsettings.update_judge(env),
         )
 
     def allowed_for(self, who) -> list[Path]:

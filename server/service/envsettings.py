@@ -70,10 +70,24 @@ def auto_lessons(env: Mapping[str, str]) -> str:
     return mode
 
 
+UPDATE_JUDGES = ("off", "sampling")
+
+
+def update_judge(env: Mapping[str, str]) -> str:
+    """``PATTERN_UPDATE_JUDGE``: ``off`` (the default: a write shows its candidates and the
+    agent decides) or ``sampling`` (where the client supports MCP sampling, its model judges
+    each candidate and a clear yes links it; docs/time.md)."""
+    mode = (env.get("PATTERN_UPDATE_JUDGE") or "off").strip().lower()
+    if mode not in UPDATE_JUDGES:
+        raise InvalidInput(f"PATTERN_UPDATE_JUDGE={mode!r}: use off or sampling")
+    return mode
+
+
 def check(env: Mapping[str, str]) -> None:
     """Raise :class:`InvalidInput` for the first bad value, as ``Settings.from_env`` would."""
     embedder(env)
     auto_lessons(env)
+    update_judge(env)
     vector_writes(env)
     vector_process(env)
     chroma_port(env)

@@ -7,7 +7,9 @@ Three selections, each packed into a token budget and quoted as data with proven
 - :func:`select_for_prompt` (each prompt): hybrid recall for the prompt, keeping only items whose
   relevance (the prompt gate, :mod:`.gate`) clears a threshold; a short prompt that refers back
   ("yes, do that") is searched together with the transcript's last turn. Nothing above the
-  threshold: nothing is injected, which is the right answer for most prompts.
+  threshold: nothing is injected, which is the right answer for most prompts. Of two records
+  that may state the same thing (:mod:`.conflicts`), the newer is injected first and each
+  says so.
 - ``failure_lessons.lessons_for_failure`` (a failed command): the lessons whose relevance to
   the error (:func:`lesson_scores`) clears a threshold, with their fix, success rate and
   verification steps.
@@ -33,7 +35,7 @@ from retrieval.analyzer import query_terms
 from retrieval.guard import guarded
 from retrieval.records import Hit, Kind, Record, RecordFilter
 
-from . import excerpts, gate
+from . import conflicts, excerpts, gate
 from .identity import Identity
 from .ledger import Ledger
 from .memory import MemoryService
@@ -134,10 +136,13 @@ def entry(rec: Record, text: str | None = None, cites=None) -> framing.Entry:
 
 
 def _pack(items: list[tuple[Record, str | None]], tokens: int, title: str | None = None,
-          cites: dict | None = None):  # fmt: skip
-    """(how many of ``items`` were quoted, the framed text) within ``tokens``."""
-    cites = cites or {}
-    entries = [entry(rec, text, cites.get(rec.id)) for rec, text in items]
+          cites: dict | None = None, marks: dict | None = None):  # fmt: skip
+    """(how many of ``items`` were quoted, the framed text) within ``tokens``; ``marks``: the
+    records that may state the same thing as another one quoted (:mod:`.conflicts`)."""
+    cites, marks = cites or {}, marks or {}
+    entries = [conflicts.entry(rec, cites.get(rec.id), marks.get(rec.id), text)
+               if rec.id in marks else entry(rec, text, cites.get(rec.id))
+               for rec, text in items]  # fmt: skip
     packed = framing.pack(entries, tokens * CHARS_PER_TOKEN, title=title)
     return sum(state != "withheld" for _, state in packed.states), packed.text
 
@@ -236,10 +241,16 @@ def select_for_prompt(
         sel.decisions.append(Decision(rec, rel, judged, why))
         if why is None:
             chosen.append(Picked(rec, rel, h))
+    pairs = guarded("pairs that may state the same thing", conflicts.marks, svc,
+                    [p.record for p in chosen], default={})  # fmt: skip
+    if pairs:  # the newer of two records that may state the same thing first
+        at = {p.record.id: p for p in chosen}
+        chosen = [at[r.id] for r in conflicts.newer_first([p.record for p in chosen], pairs)]
     texts = excerpt_texts(svc, query, [p.record for p in chosen], config.prompt_tokens)
     for p, t in zip(chosen, texts, strict=True):
         p.text = t
-    n, text = _pack([(p.record, p.text) for p in chosen], config.prompt_tokens, cites=cites)
+    n, text = _pack([(p.record, p.text) for p in chosen], config.prompt_tokens, cites=cites,
+                    marks=pairs)  # fmt: skip
     sel.picked = chosen[:n]
     sel.text = text if n else ""
     left = {p.record.id for p in chosen[n:]}

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, Scope, content_hash, utcnow
 
+from . import candidates, supersede
 from . import idempotency as idem
 from . import scopes as rules
-from . import supersede
 from .errors import (
     AccessDenied,
     CoreProtected,
@@ -152,19 +152,22 @@ class MemoryService(MemoryUpdates):
             rec, warnings = self.prepare(who, item)
             cites = self.cite(who, item.citations, [rec.content])
             named = supersede.stated(self, who, rec, item.supersedes)
-            vecs = self.engine.embed([rec])  # once: for the write and to find what it updates
-            found = supersede.detect(self.engine, rec, vecs.get(rec.id), self.clock())
+            vecs = self.engine.embed([rec])  # once: for the write and its candidates
+            found = [c for c in candidates.find(self.engine, rec, vecs.get(rec.id), rec.created_at)
+                     if c.record.id not in named]  # fmt: skip
             result = RememberResult(
                 memoryId=rec.id, scope=rec.scope.value, category=rec.category,
                 expiresAt=rec.expires_at, warnings=warnings,
                 citations=cites.states() if cites else [],
-                supersedes=supersede.reported(named, found),
+                supersedes=supersede.reported(named),
+                candidates=candidates.listed(found), candidatesNote=candidates.note(found),
             )  # fmt: skip
             result.warnings += self.store_records(
                 who, [rec], check=self.bind(claim, result), vectors=vecs,
                 extra=self.checks(
                     (lambda conn: cites.write(conn, [rec.id])) if cites else None,
-                    supersede.writer(rec, who, named, found),
+                    supersede.writer(rec, who, named),
+                    candidates.writer(rec, who, found),
                 ),
             )  # fmt: skip
             return result

@@ -94,8 +94,21 @@ class Superseded(BaseModel):
     """An older memory the new one updates (both are kept; recall puts the new one first)."""
 
     memoryId: str
-    how: Literal["stated", "detected"]
-    similarity: float | None = None
+    how: Literal["stated", "judged", "detected"] = Field(
+        description="stated: you named it; judged: your client's model said this one replaces "
+        "it (detected: made by itself in earlier versions, read from stored results)."
+    )
+
+
+CANDIDATES_HELP = (
+    "Older records of the same scope that may state the same thing as this one, at most 3, "
+    "each `id · date · excerpt` (omitted when there are none)."
+)
+
+
+def is_empty(value) -> bool:
+    """Left out of a result when empty (``exclude_if``): most writes show no candidates."""
+    return not value
 
 
 class RememberResult(BaseModel):
@@ -109,8 +122,14 @@ class RememberResult(BaseModel):
     )
     supersedes: list[Superseded] = Field(
         default_factory=list,
-        description="Older memories this one updates: the ones you named, and one found "
-        "stating the same subject with another value (undo a wrong link in the dashboard).",
+        description="Older memories this one updates (named in supersedes; a person can undo "
+        "a link in the dashboard).",
+    )
+    candidates: list[str] = Field(
+        default_factory=list, exclude_if=is_empty, description=CANDIDATES_HELP
+    )
+    candidatesNote: str | None = Field(
+        default=None, exclude_if=is_empty, description="What to do with the candidates."
     )
 
 
@@ -148,6 +167,12 @@ class UpdateMemoryResult(BaseModel):
     )
     supersedes: list[Superseded] = Field(
         default_factory=list, description="Older memories this one now updates (supersedes)."
+    )
+    candidates: list[str] = Field(
+        default_factory=list, exclude_if=is_empty, description=CANDIDATES_HELP
+    )
+    candidatesNote: str | None = Field(
+        default=None, exclude_if=is_empty, description="What to do with the candidates."
     )
 
 

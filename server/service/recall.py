@@ -29,7 +29,9 @@ is dropped for the query, which answers in score order (:mod:`retrieval.guard`).
 The ``text`` block is framed by :mod:`.framing`: one line saying it is reference material, not
 instructions, then every item quoted with its provenance. Items the write policy flagged as
 suspicious stay in ``items`` (marked) but out of ``text`` unless ``includeSuspicious``; listed
-so, they keep none of their stored strings (:mod:`.withheld`).
+so, they keep none of their stored strings (:mod:`.withheld`). Two items that a write showed
+as possibly stating the same thing, undecided, say so in their provenance lines ("may state the
+same thing as <id>; the newer is from <date>", :mod:`.conflicts`; ``explanation.may_restate``).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from retrieval import grouping
 from retrieval.guard import guarded
 from retrieval.records import Hit, Kind, Record
 
-from . import gate, withheld
+from . import conflicts, gate, withheld
 from . import scopes as rules
 from .identity import Identity
 from .memory import MemoryService
@@ -196,16 +198,22 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                                default=(in_order, 0))  # fmt: skip
     scale = 4 if args.unit == "tokens" else 1
     top = ordered[: args.limit]
+    pairs = guarded("pairs that may state the same thing", conflicts.marks, svc,
+                    [h.record for h in top], default={})  # fmt: skip
     packed = framing.pack(
-        [h.record for h in top], args.budget * scale, include_suspicious=args.includeSuspicious,
-        citations=citations,
+        [conflicts.entry(h.record, citations.get(h.record.id), pairs.get(h.record.id))
+         for h in top],
+        args.budget * scale, include_suspicious=args.includeSuspicious,
     )  # fmt: skip
     judge = gate.PromptGate(args.query)  # the hooks' relevance, shown beside the ranking's
     for h in top:
         h.explanation.gate = round(judge.judge(h.record, h.explanation.vector_similarity)
                                    .relevance, 4)  # fmt: skip
     items: list[RecallItem] = []
-    for h, (rec, state) in zip(top, packed.states, strict=False):
+    for h, (entry, state) in zip(top, packed.states, strict=False):
+        rec = h.record
+        if rec.id in pairs:
+            h.explanation.may_restate = {"id": pairs[rec.id].other, "newer": pairs[rec.id].newer}
         if state == "withheld":  # listed, none of its text
             items.append(withheld.recall_item(rec, scores[rec.id], h.explanation.model_dump()))
             continue
@@ -220,7 +228,7 @@ def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult
                 location=location(rec),
                 explanation=h.explanation.model_dump(),
                 truncated=state == "truncated",
-                provenance=framing.provenance(rec, citations.get(rec.id)),
+                provenance=entry.provenance,
                 suspicious=framing.suspicious(rec),
                 inText=state != "withheld",
                 citations=citations.get(rec.id, []),

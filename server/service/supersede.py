@@ -1,141 +1,57 @@
-"""Facts that changed: a memory that restates an older one's subject with a new value *updates*
-it (both kept, linked; :mod:`retrieval.links`).
+"""Facts that changed: a record that replaces an older one *updates* it (both kept, linked;
+:mod:`retrieval.links`). Recall then ranks the newer first and marks the older "updated by …".
 
-Two ways a link is made, both inside the write's transaction:
+A link is made only when someone says so, never guessed:
 
-- **stated**: ``remember`` / ``update-memory`` with ``supersedes`` (ids of older memories the
-  caller can see, in the same scope as the new one: a link never points outside the records
-  its readers see);
-- **detected** (``remember``): the new memory's nearest older memories of the same bucket by
-  meaning; the best one that is still current is linked when
-  1. its cosine to the new memory is at least :data:`DETECT_MIN_COS`,
-  2. the two name the same subject: among their first words they share an entity or
-     identifier (a capitalised name, a code identifier, a path, a flag) and lead with the same
-     one, or neither names any there; a first-person text's subject is its author, so two
-     agents' "I prefer …" are two subjects,
-  3. and they say different things (their content words differ: a restatement is not an
-     update).
-  The threshold and the subject rule are measured on true update pairs and on 200 unrelated
-  pairs of high similarity from the dev data (``benchmarks/update_links.py``).
+- ``remember`` / ``update-memory`` with ``supersedes`` (ids of older memories the caller can
+  see, in the same scope as the new one: a link never points outside the records its readers
+  see): :func:`stated` and :func:`writer`, inside the write's transaction;
+- the ``supersede`` tool, the review inbox and the client's model when the server may ask it
+  (``PATTERN_UPDATE_JUDGE=sampling``): :func:`link`, for two records that exist.
 
-Undoing a link (the dashboard) keeps its row, marked undone, so the pair is not detected again.
+A write shows the older records that may state the same thing (:mod:`.candidates`); deciding
+is the agent's. Undoing a link (the dashboard) keeps its row, marked undone.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
 
-import numpy as np
+from pydantic import BaseModel, Field
 
-from retrieval import links, timeexpr
-from retrieval.analyzer import STOPWORDS
-from retrieval.records import Kind, Record, RecordFilter
+from retrieval import links
+from retrieval.records import Kind, Record, Scope
 
-from .errors import InvalidInput, NotFound
+from .errors import AccessDenied, InvalidInput, NotFound
 from .identity import Identity
 from .models import Superseded
+from .trust import framing
 
-DETECT_MIN_COS = 0.70
-SUBJECT_WORDS = 4
-DETECT_CANDIDATES = 5
 MAX_SUPERSEDES = 10
-
-_WORD = re.compile(r"[^\W_]+(?:'[a-z]+)?", re.UNICODE)
-_CAPITAL = re.compile(r"(?<![\w.'-])([A-Z][\w'-]*)")
-_IDENT = re.compile(
-    r"`[^`\n]+`|\b[A-Za-z_]\w*(?:[._/]\w+)+\b|\b[a-z]+[A-Z]\w*\b|(?<!\w)--?[a-z][\w-]+"
-)
-_I = re.compile(r"i(?:'\w+)?")  # "I", "I'm", "I've": the author, not a name
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|\"\s*)$")
-# capitalised sentence openers that name nothing
-_OPENERS = frozenset(
-    """we our us the a an this that these those it its they their there here then now today
-    yesterday always never please note use don't do does did also our let's when if after
-    before since until currently recently new old""".split()
-)
+LINKABLE = (Kind.memory, Kind.observation)
 
 
-_TIME_WORDS = frozenset(
-    [*timeexpr.MONTHS, *timeexpr.WEEKDAYS, "today", "tomorrow", "yesterday", "tonight"]
-)
+class SupersedeResult(BaseModel):
+    """What ``supersede`` did."""
 
-
-@dataclass(frozen=True)
-class Detected:
-    older: str
-    similarity: float
-
-
-def names(text: str) -> list[str]:
-    """The entities and identifiers ``text`` names, lower-cased, in order (a capitalised word
-    that opens a sentence counts unless it is a common opener; dates are values, not names)."""
-    found = [(m.start(), m.group(0).strip("`").lower()) for m in _IDENT.finditer(text)]
-    for m in _CAPITAL.finditer(text):
-        word = m.group(1).removesuffix("'s").rstrip("'")
-        low = word.lower()
-        if low in STOPWORDS or len(word) < 2 or low.rstrip("s") in _TIME_WORDS or _I.fullmatch(low):
-            continue
-        if low in _OPENERS and _SENTENCE_START.search(text[: m.start()]):
-            continue
-        found.append((m.start(), low))
-    return list(dict.fromkeys(w for _, w in sorted(found)))
-
-
-def subject(text: str, author: str) -> set[str]:
-    """What ``text`` is about: the names among its first :data:`SUBJECT_WORDS` words (where a
-    statement names what it is about; a name further on is more often its value: "the docs
-    site is built with MkDocs"), and ``@author`` for a first-person text (its subject is its
-    author: two agents' "I prefer …" are two subjects)."""
-    head = " ".join(text.split()[:SUBJECT_WORDS])
-    out = set(names(head))
-    if _FIRST_PERSON.search(text):
-        out.add(f"@{author}")
-    return out
-
-
-def words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-def same_subject(new: Record, old: Record) -> bool:
-    """They share a name (or neither names anything), and they lead with the same one: "Atlas
-    uses PostgreSQL" and "Zephyr uses PostgreSQL" are about two projects."""
-    a, b = subject(new.content, new.agent_id), subject(old.content, old.agent_id)
-    if a and b and not a & b or bool(a) != bool(b):
-        return False
-    lead_a = names(" ".join(new.content.split()[:SUBJECT_WORDS]))[:1]
-    lead_b = names(" ".join(old.content.split()[:SUBJECT_WORDS]))[:1]
-    return not (lead_a and lead_b and lead_a != lead_b)
-
-
-def updates(new: Record, old: Record, similarity: float, min_cos: float = DETECT_MIN_COS) -> bool:
-    """The detection rule (see the module): close, the same subject, a different value."""
-    return (
-        similarity >= min_cos
-        and same_subject(new, old)
-        and words(new.content) != words(old.content)
+    older: str = Field(description="The record that is no longer current.")
+    newer: str = Field(description="The record that replaces it.")
+    how: Literal["stated", "judged"]
+    at: datetime = Field(description="When the link was made.")
+    created: bool = Field(
+        description="False when this link was already there (nothing was written)."
     )
+    message: str
 
 
-def detect(engine, rec: Record, vectors: np.ndarray | None, now) -> Detected | None:
-    """The older memory of ``rec``'s bucket that ``rec`` updates, if any (see the module)."""
-    if rec.kind is not Kind.memory or vectors is None or not len(vectors):
-        return None
-    f = RecordFilter(buckets=[rec.bucket], kinds=[Kind.memory], now=now)
-    near = engine.nearest(vectors, f, DETECT_CANDIDATES + 1)
-    ids = [r for r, _ in near if r != rec.id]
-    if not ids:
-        return None
-    found = engine.store.get(ids)  # marks the ones already updated
-    for rid, cos in near:
-        old = found.get(rid)
-        if old is None or old.updated_by is not None or old.created_at > rec.created_at:
-            continue
-        if updates(rec, old, cos):
-            return Detected(rid, round(cos, 4))
-    return None
+def _same_bucket(rec: Record, old: Record) -> None:
+    if old.bucket != rec.bucket:
+        raise InvalidInput(
+            f"{old.id} is not in the same scope as {rec.id} ({old.scope.value}, not "
+            f"{rec.scope.value}): a record supersedes only records its readers see",
+            memoryId=old.id, scope=old.scope.value,
+        )  # fmt: skip
 
 
 def stated(svc, who: Identity, rec: Record, ids: list[str] | None) -> list[str]:
@@ -151,37 +67,96 @@ def stated(svc, who: Identity, rec: Record, ids: list[str] | None) -> list[str]:
         if rid == rec.id:
             raise InvalidInput("a memory cannot supersede itself", memoryId=rid)
         old = svc.get_visible(who, rid)
-        if old.kind is not Kind.memory or old.bucket != rec.bucket:
-            raise InvalidInput(
-                f"memory {rid} is not a memory of the same scope ({rec.scope.value}) as the new "
-                "one: a memory supersedes only memories its readers see",
-                memoryId=rid, scope=old.scope.value,
-            )  # fmt: skip
+        if old.kind is not Kind.memory:
+            raise InvalidInput(f"{rid} is a {old.kind.value}, not a memory", memoryId=rid)
+        _same_bucket(rec, old)
         out.append(rid)
     return out
 
 
-def writer(rec: Record, who: Identity, stated_ids: list[str], found: Detected | None):
-    """The transaction step that writes ``rec``'s links (None when there are none)."""
-    if not stated_ids and found is None:
+def writer(rec: Record, who: Identity, stated_ids: list[str]):
+    """The transaction step that writes ``rec``'s stated links (None when there are none). A
+    named memory that ``rec`` already updates (an update naming it again) is left as it is."""
+    if not stated_ids:
         return None
 
     def write(conn) -> None:
         for rid in stated_ids:
-            links.write(conn, rid, rec.id, rec.bucket, "stated", who.agent_id)
-        if found is not None and found.older not in stated_ids:
-            links.write(conn, found.older, rec.id, rec.bucket, "detected", who.agent_id,
-                        similarity=found.similarity)  # fmt: skip
+            if links.active(conn, rid, rec.id) is None:
+                if links.reaches(conn, rec.id, rid):
+                    raise _cycle(rid, rec.id)
+                links.write(conn, rid, rec.id, rec.bucket, "stated", who.agent_id)
 
     return write
 
 
-def reported(stated_ids: list[str], found: Detected | None) -> list[Superseded]:
+def reported(stated_ids: list[str]) -> list[Superseded]:
     """The links of a write, as its result lists them."""
-    out = [Superseded(memoryId=rid, how="stated") for rid in stated_ids]
-    if found is not None and found.older not in stated_ids:
-        out.append(Superseded(memoryId=found.older, how="detected", similarity=found.similarity))
-    return out
+    return [Superseded(memoryId=rid, how="stated") for rid in stated_ids]
+
+
+def _cycle(older: str, newer: str) -> InvalidInput:
+    return InvalidInput(
+        f"{older} already updates {newer} (directly or through other records): linking "
+        f"{newer} as its newer version would make a cycle; undo that link first",
+        older=older, newer=newer,
+    )  # fmt: skip
+
+
+def check_pair(svc, who: Identity, older: str, newer: str) -> tuple[Record, Record]:
+    """The two records of a link the caller may make: both visible, different, memories or
+    observations of one scope; the newer not flagged by the write policy; in the public scope
+    only the newer one's author says what it replaces."""
+    if older == newer:
+        raise InvalidInput("a record cannot supersede itself", older=older, newer=newer)
+    old, new = svc.get_visible(who, older), svc.get_visible(who, newer)
+    for r in (old, new):
+        if r.kind not in LINKABLE:
+            raise InvalidInput(
+                f"{r.id} is a {r.kind.value}: only memories and observations supersede each "
+                "other", memoryId=r.id, kind=r.kind.value,
+            )  # fmt: skip
+    if old.kind is not new.kind:
+        raise InvalidInput(
+            f"{older} is a {old.kind.value} and {newer} a {new.kind.value}: a record "
+            "supersedes only a record of its own kind", older=older, newer=newer,
+        )  # fmt: skip
+    _same_bucket(new, old)
+    if reason := framing.suspicious(new):
+        raise InvalidInput(
+            f"{newer} was flagged when it was written ({reason}): it cannot replace another "
+            "record; review it first", newer=newer,
+        )  # fmt: skip
+    if new.scope is Scope.public and new.agent_id != who.agent_id:
+        raise AccessDenied(
+            f"{newer} is a public record of {new.agent_id}: only its author says what it "
+            "replaces", newer=newer, owner=new.agent_id,
+        )  # fmt: skip
+    return old, new
+
+
+def link(
+    svc, who: Identity, older: str, newer: str, how: Literal["stated", "judged"] = "stated"
+) -> SupersedeResult:
+    """Make ``newer`` the current version of ``older`` (:func:`check_pair`); a link that is
+    already there is kept as it is. The cycle check runs inside the write transaction, so two
+    opposite calls cannot both succeed."""
+    old, new = check_pair(svc, who, older, newer)
+    now = svc.clock()
+    with svc.store.transaction() as conn:
+        at = links.active(conn, older, newer)
+        created = at is None
+        if created:
+            if links.reaches(conn, newer, older):
+                raise _cycle(older, newer)
+            links.write(conn, older, newer, new.bucket, how, who.agent_id, at=now)
+            at = now
+    return SupersedeResult(
+        older=older, newer=newer, how=how, at=at, created=created,
+        message=f'{newer} is now the current one: recall puts it first and marks {older} '
+        f'"updated by {newer} on {at.date().isoformat()}" (a person can undo it in the '
+        "dashboard)",
+    )  # fmt: skip
 
 
 def undo(svc, who: Identity, older: str, newer: str) -> bool:
@@ -204,5 +179,5 @@ def chain(svc, who: Identity, memory_id: str) -> list[links.Link]:
     return [lk for lk in found if lk.older in visible and lk.newer in visible]
 
 
-__all__ = ["DETECT_MIN_COS", "Detected", "chain", "detect", "reported", "stated", "subject",
-           "undo", "updates", "writer"]  # fmt: skip
+__all__ = ["SupersedeResult", "chain", "check_pair", "link", "reported", "stated", "undo",
+           "writer"]  # fmt: skip

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from retrieval.history import strings_in
 from retrieval.records import Kind, Record, content_hash
 
+from . import candidates, merge, supersede
 from . import idempotency as idem
-from . import merge, supersede
 from . import scopes as rules
 from .errors import (
     InvalidInput,
@@ -78,7 +78,8 @@ class MemoryUpdates(WriteCoordination):
         ``citations`` given: the memory cites exactly those (anchored now) plus the files its
         new content mentions; omitted: its citations are kept and new mentions added.
         ``supersedes``: older memories of the same scope this one now updates
-        (:mod:`.supersede`)."""
+        (:mod:`.supersede`). A new text lists the older records it may restate
+        (:mod:`.candidates`)."""
         if isinstance(metadata, BaseModel):
             patch = metadata.model_dump(exclude_unset=True)
         else:
@@ -162,15 +163,22 @@ class MemoryUpdates(WriteCoordination):
             }
         )
         updated, warnings = self.engine.screen_record(updated)
+        vecs, found = None, []
+        if updated.content != rec.content:  # a new text: the older records it may restate
+            vecs = self.engine.embed([updated])  # once: for the write and its candidates
+            found = [c for c in candidates.find(self.engine, updated, vecs.get(rec.id),
+                                                updated.updated_at) if c.record.id not in named]  # fmt: skip
         result = UpdateMemoryResult(
             memoryId=rec.id, revision=rec.revision + 1, previousRevision=rec.revision,
             scope=rec.scope.value, category=rec.category, warnings=warnings,
             merged=merged is not None, parents=merged.parents if merged else None,
             overridden=merged.overridden if merged else [],
-            supersedes=supersede.reported(named, None),
+            supersedes=supersede.reported(named),
+            candidates=candidates.listed(found), candidatesNote=candidates.note(found),
         )  # fmt: skip
         replace_cites = citations is not None
-        link = supersede.writer(rec, who, named, None)
+        link = supersede.writer(rec, who, named)
+        shown = candidates.writer(rec, who, found)
 
         def write_citations(conn) -> None:
             if merged is not None:
@@ -181,6 +189,8 @@ class MemoryUpdates(WriteCoordination):
                 cites.write(conn, [rec.id])
             if link is not None:
                 link(conn)
+            if shown is not None:
+                shown(conn)
 
         if self.citations is not None:
             result.citations = self._citations_after(rec.id, cites, replace_cites)
@@ -193,6 +203,7 @@ class MemoryUpdates(WriteCoordination):
                 self.revision_check(rec.id, rec.revision, None),
             ),
             extra=write_citations,
+            vectors=vecs,
         ).warnings
         return result
 

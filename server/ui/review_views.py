@@ -2,14 +2,15 @@
 agent's own proposals), with approve, reject (with a reason) and edit-then-approve; and the
 lessons learned from sessions that nobody reviewed yet, with accept, edit, merge and reject
 (``server/service/lesson_review.py``); and the warnings of writes no person asked for, with
-dismiss (``server/service/unattended_warnings.py``)."""
+dismiss (``server/service/unattended_warnings.py``); and the records that may state the same
+thing, with link and dismiss (``server/service/conflicts.py``)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from server.service import lesson_review, review
+from server.service import conflicts, lesson_review, review
 from server.service import unattended_warnings as write_warnings
 from server.service.errors import Conflict, InvalidInput
 
@@ -25,9 +26,11 @@ def inbox(ui: Dashboard, s: UiSession, status: str, cursor: str | None) -> dict:
     learned = lesson_review.pending(ui.rt.graphs, s.identity)
     names = lesson_review.lesson_names(ui.rt.graphs, s.identity) if learned else []
     warnings = write_warnings.listing(ui.svc, s.identity)
+    pairs = conflicts.pending(ui.svc, s.identity)  # records that may state the same thing
     return {"page": page, "status": status, "statuses": STATUSES, "active": "review",
             "team_categories": ("learnings", "decisions", "architecture"),
-            "learned": learned, "lesson_names": names, "write_warnings": warnings}  # fmt: skip
+            "learned": learned, "lesson_names": names, "write_warnings": warnings,
+            "pairs": pairs}  # fmt: skip
 
 
 @view
@@ -119,10 +122,27 @@ async def dismiss_warning(ui: Dashboard, request: Request, s: UiSession) -> Resp
     return RedirectResponse(f"{PREFIX}/review?msg=warning-dismissed", status_code=303)
 
 
+PAIR_DONE = {"link": "pair-linked", "dismiss": "pair-dismissed"}
+
+
+@view
+async def decide_pair(ui: Dashboard, request: Request, s: UiSession) -> Response:
+    """A decision on two records that may state the same thing: link (the newer replaces the
+    older) or dismiss (both stay true) (``server/service/conflicts.py``)."""
+    form = await request.form()
+    action = str(form.get("action", ""))
+    if action not in PAIR_DONE:
+        raise InvalidInput(f"unknown action {action!r}")
+    older, newer = str(form.get("older", "")), str(form.get("newer", ""))
+    await ui.run(lambda: conflicts.decide(ui.svc, s.identity, older, newer, action))
+    return RedirectResponse(f"{PREFIX}/review?msg={PAIR_DONE[action]}", status_code=303)
+
+
 def routes(ui: Dashboard) -> list:
     return [
         route("/review", review_page),
         route("/review/lessons", decide_lesson, ("POST",)),
         route("/review/warnings", dismiss_warning, ("POST",)),
+        route("/review/pairs", decide_pair, ("POST",)),
         route("/review/{id}", decide, ("POST",)),
     ]

@@ -40,6 +40,8 @@ MESSAGES = {
     "warning-dismissed": "Dismissed.",
     "project": "Switched project.",
     "unlinked": "Link undone: the older memory is current again.",
+    "pair-linked": "Linked: recall puts the newer first and marks the older as updated.",
+    "pair-dismissed": "Dismissed: both stay as they are; the pair is not offered again.",
 }
 HEALTH_SHOWN = {"status", "version", "projectId", "agentId", "subagent", "store",
                 "embeddingModel", "embeddingBackend", "modelReady", "ranking",
