@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from typing import Any
 
 ACCEPTED = "accepted"
@@ -50,10 +51,34 @@ def uses(rate: float, frequency: int) -> str:
     return f"success rate {rate_of(rate):.0%} over {n} {plural}"
 
 
+def _get(value: object, *keys: str) -> object:
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _number(value: object, default: float) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) else default
+
+
+def _facts(lesson: Any) -> tuple[dict | None, float, int]:
+    """(its ``learned`` block, success rate, frequency) of a lesson, or of a lesson record's
+    metadata (which keeps the block in ``details.extra.lesson``)."""
+    if isinstance(lesson, Mapping):
+        block = _get(lesson, "details", "extra", "lesson", "learned")
+        rate, frequency = lesson.get("successRate"), lesson.get("frequency")
+    else:
+        block = (getattr(lesson, "model_extra", None) or {}).get("learned")
+        rate, frequency = lesson.metadata.successRate, lesson.metadata.frequency
+    n = _number(frequency, 0.0)
+    return (block if isinstance(block, dict) else None, _number(rate, 0.0),
+            int(min(max(n, 0.0), 1e12)))  # fmt: skip
+
+
 def learned_block(lesson: Any) -> dict | None:
-    """The ``learned`` block of a lesson (a model with extra keys), or None."""
-    block = (getattr(lesson, "model_extra", None) or {}).get("learned")
-    return block if isinstance(block, dict) else None
+    """The ``learned`` block of a lesson (or of a lesson record's metadata), or None."""
+    return _facts(lesson)[0]
 
 
 def accepted(block: dict | None) -> bool:
@@ -61,14 +86,19 @@ def accepted(block: dict | None) -> bool:
     return isinstance(block, dict) and block.get("review") == ACCEPTED
 
 
+def pending(lesson: Any) -> bool:
+    """Whether it was learned from a session and no person accepted it yet."""
+    block = learned_block(lesson)
+    return block is not None and not accepted(block)
+
+
 def confirmed(lesson: Any) -> bool:
     """Whether the lesson's own fix may be shown with its diff: a lesson recorded by hand, one
     a person accepted, or one whose fix worked at least :data:`CONFIRMING_SUCCESSES` times."""
-    block = learned_block(lesson)
+    block, rate, frequency = _facts(lesson)
     if block is None or accepted(block):
         return True
-    md = lesson.metadata
-    return successes(md.successRate, md.frequency) >= CONFIRMING_SUCCESSES - WHOLE
+    return successes(rate, frequency) >= CONFIRMING_SUCCESSES - WHOLE
 
 
 def note(lesson: Any) -> str | None:
@@ -87,6 +117,16 @@ def _alternative_shown(block: dict, alt: dict) -> bool:
     count = alt.get("count")
     seen = isinstance(count, int | float) and not isinstance(count, bool) and count >= 2
     return accepted(block) or seen
+
+
+def shown_metadata(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A lesson record's metadata as a reader is shown it: its ``learned`` block as
+    :func:`shown_block` (``metadata`` itself when it holds none)."""
+    if learned_block(metadata) is None:
+        return metadata
+    out = copy.deepcopy(dict(metadata))
+    out["details"]["extra"]["lesson"]["learned"] = shown_block(metadata)
+    return out
 
 
 def _listed(value: object) -> list:

@@ -134,3 +134,15 @@ def test_every_lesson_says_how_often_it_worked_as_counts(services):
     gs.lessons.create_lesson(WHO, by_hand)
     text = failure_text(svc, gs)
     assert "worked 3 of 4 uses" in text and "%" not in text and "learned" not in text
+
+
+def test_the_prompt_hook_says_a_lesson_was_learned_once_and_review_mode_leaves_it_out(services):
+    svc, gs = services
+    LearnedLessons(gs.lessons).learn(WHO, learned(), "team")
+    loose = hc.HookConfig(threshold=0.0, prompt_tokens=20_000)
+    prompt = "postgres connection refused on port 5432"
+    sel = hc.select_for_prompt(svc, WHO, prompt, config=loose)
+    assert [p.record.entity_name for p in sel.picked] == ["PG_LEARNED"]
+    assert "learned once, not reviewed" in sel.text and "SENTINEL-HUNK" not in sel.text
+    quiet = hc.select_for_prompt(svc, WHO, prompt, config=loose, pending=False)
+    assert quiet.picked == [] and "nobody accepted" in quiet.decisions[0].verdict

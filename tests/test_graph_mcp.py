@@ -7,6 +7,8 @@ answer); one slow test uses the real model for queries that share no word with t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from retrieval.engine import Engine
@@ -289,6 +291,9 @@ def test_lesson_tools_show_counts_and_a_learned_diff_only_once_earned(client):
     assert match["trust"].startswith("learned once, not reviewed")
     assert match["learned"]["fix"]["hunks"] == [] and match["learned"]["hunksWithheld"] == 1
     assert match["uses"] == "worked 1 of 1 use"
+    (change,) = [c for c in client.ok("changes", {"cursor": 0})["changes"] if c["kind"] == "lesson"]
+    shown = change["record"]["metadata"]["details"]["extra"]["lesson"]["learned"]
+    assert shown["fix"]["hunks"] == [] and "pool.close" not in json.dumps(change)
     client.ok("update_lesson_success", {"lessonName": "POOL_LEAK", "success": True})
     (match,) = client.ok("get_lesson_recommendations", {"context": "pool exhausted"})["lessons"]
     assert match["learned"]["fix"]["hunks"] == [{"path": "app/db.py", "diff": "+pool.close()"}]

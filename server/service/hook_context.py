@@ -31,6 +31,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, Field
 
+from graph import lesson_trust
 from retrieval.analyzer import query_terms
 from retrieval.guard import guarded
 from retrieval.records import Hit, Kind, Record, RecordFilter
@@ -214,10 +215,13 @@ def select_for_prompt(
     session: str | None = None,
     last_turn: str | None = None,
     k: int = 30,
+    pending: bool = True,
 ) -> Selection:
     """The items a prompt gets: relevant enough (the gate, :mod:`.gate`), not injected before,
     not this session's own. ``Selection.decisions`` says for every candidate why it was kept or
-    dropped (``pattern-memory hook-preview``)."""
+    dropped (``pattern-memory hook-preview``). A learned lesson says how far it is trusted
+    (:func:`learned_text`); ``pending=False`` (``PATTERN_AUTO_LESSONS=review``) leaves out one
+    nobody accepted."""
     config = config or HookConfig()
     query = prompt.strip()
     if last_turn and refers_back(query):
@@ -238,6 +242,10 @@ def select_for_prompt(
         judged = judge.judge(rec, h.explanation.vector_similarity)
         rel = judged.relevance * stale_factor(svc, cites.get(rec.id))  # cited code changed
         why = _dropped(rec, rel, config, seen, session, compacted, len(chosen))
+        if why is None and not pending and rec.kind is Kind.lesson and lesson_trust.pending(
+            rec.metadata
+        ):
+            why = "dropped: a learned lesson nobody accepted yet (PATTERN_AUTO_LESSONS=review)"
         sel.decisions.append(Decision(rec, rel, judged, why))
         if why is None:
             chosen.append(Picked(rec, rel, h))
@@ -248,7 +256,7 @@ def select_for_prompt(
         chosen = [at[r.id] for r in conflicts.newer_first([p.record for p in chosen], pairs)]
     texts = excerpt_texts(svc, query, [p.record for p in chosen], config.prompt_tokens)
     for p, t in zip(chosen, texts, strict=True):
-        p.text = t
+        p.text = learned_text(p.record, t)
     n, text = _pack([(p.record, p.text) for p in chosen], config.prompt_tokens, cites=cites,
                     marks=pairs)  # fmt: skip
     sel.picked = chosen[:n]
@@ -274,6 +282,14 @@ def _dropped(rec: Record, rel: float, config: HookConfig, seen: set, session: st
     if kept >= config.max_items:
         return f"dropped: {config.max_items} items already kept"
     return None
+
+
+def learned_text(rec: Record, text: str | None) -> str | None:
+    """What the prompt hook quotes of ``rec`` (``text``, else its content), a learned lesson's
+    opening with how far it is trusted ("learned once, not reviewed": ``graph.lesson_trust``)."""
+    if rec.kind is not Kind.lesson or (note := lesson_trust.note(rec.metadata)) is None:
+        return text
+    return f"{note}\n{text if text is not None else framing.body(rec.content, 'lesson')}"
 
 
 def excerpt_texts(

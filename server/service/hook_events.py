@@ -253,7 +253,8 @@ class HookService:
         path = transcript_file(inp.transcript_path)
         last = last_turn(path) if path is not None and ar.refers_back(prompt) else None
         sel = ar.select_for_prompt(self.svc, who, prompt, config=config, ledger=ledger,
-                                   session=inp.session_id, last_turn=last)  # fmt: skip
+                                   session=inp.session_id, last_turn=last,
+                                   pending=self.learner.mode != "review")  # fmt: skip
         target = transcript_target(inp.transcript_path)
         if target is not None and inp.session_id and not prompt.startswith("/"):
             self.schedule_prompt(who, target, inp.session_id, prompt)  # searchable at once

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from graph import lesson_trust
 from graph.withheld import record_flags
 from retrieval.records import Record
 
@@ -140,7 +141,9 @@ def memory(m: CitedMemory, include: bool) -> CitedMemory:
 def record(m: Memory, include: bool) -> Memory:
     """A record as a list of records shows it (the change stream): a flagged one without its
     text, context and string metadata, unless ``include``; marked by ``metadata.suspicious``
-    either way."""
+    either way. A learned lesson's diff hunks only once earned (``graph.lesson_trust``)."""
+    if m.kind == "lesson":
+        m = m.model_copy(update={"metadata": dict(lesson_trust.shown_metadata(m.metadata))})
     reason = m.metadata.get(SUSPICIOUS)
     if not reason or include:
         return m
@@ -150,10 +153,7 @@ def record(m: Memory, include: bool) -> Memory:
 
 
 def changes(res, include: bool):
-    """A page of the change stream (``ChangesResult``) with each flagged record withheld
-    (:func:`record`) unless ``include``."""
-    if include:
-        return res
+    """A page of the change stream (``ChangesResult``), each record as :func:`record`."""
     listed = [
         c.model_copy(update={"record": record(c.record, include)}) if c.record else c
         for c in res.changes
