@@ -283,3 +283,31 @@ def test_wrong_or_missing_login_sees_nothing(site, browser):
         assert "postgres" not in page.content()
     finally:
         ctx.close()
+
+
+def test_a_warning_of_an_automatic_write_is_shown_and_dismissed(site, owner, tmp_path):
+    """A transcript quoting a token, indexed by ``index-sessions`` through the daemon: its
+    exchange is stored redacted and the inbox says so, naming the kind, never the value."""
+    import subprocess
+    import sys
+
+    from .transcript_util import TranscriptWriter
+
+    home = site[0]
+    token = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
+    w = TranscriptWriter(tmp_path / "leak.jsonl", session="leak-1", cwd=str(tmp_path))
+    w.user("deploy the site")
+    w.assistant(f"Deploying with the token {token} from the vault.")
+    env = {**os.environ, **OWNER_ENV, "PATTERN_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "server.cli", "index-sessions", str(w.path)],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = owner
+    page.click("#nav-review")
+    card = page.locator("article.write-warning", has_text="session leak-1")
+    expect(card).to_contain_text("session exchange")
+    expect(card).to_contain_text("github_token")
+    assert token not in page.content() and token[4:12] not in page.content()
+    card.locator("button.dismiss").click()
+    expect(page.locator(".flash")).to_have_text("Dismissed.")
+    expect(page.locator("article.write-warning", has_text="session leak-1")).to_have_count(0)
