@@ -293,6 +293,9 @@ class GraphBase:
             "INSERT INTO entities_fts(rowid, name, entity_type, terms) VALUES (?,?,?,?)",
             (rowid, name, entity_type, identifier_parts(f"{name} {entity_type}")),
         )
+        from .pending import resolve  # relations an import kept waiting for this name
+
+        resolve(conn, bucket, name)
         return rowid
 
     @staticmethod
@@ -318,6 +321,9 @@ class GraphBase:
                 f"DELETE FROM relations WHERE bucket=? AND (from_name IN ({marks}) OR to_name IN ({marks}))",
                 [bucket, *part, *part],
             )
+            from .pending import drop
+
+            drop(conn, bucket, part)
             conn.execute(
                 f"DELETE FROM lessons WHERE bucket=? AND name IN ({marks})", [bucket, *part]
             )

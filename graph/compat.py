@@ -30,6 +30,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ingest.importers.bounded import MAX_DOCUMENT_BYTES, SourceError, load_json
+from ingest.importers.source_files import read_bytes, root_of
 from retrieval.errors import InvalidInput
 
 from .common import MAX_BATCH, Caller, Origin, parse_scope
@@ -39,18 +41,30 @@ from .models import EntityInput, ExportGraphResult, ImportGraphResult, Relation
 
 
 def read_rows(path: str | Path) -> list[dict]:
-    """The JSON objects of a file: JSON lines, or a single JSON array (or object)."""
+    """The JSON objects of a file: JSON lines, or a single JSON array (or object). The file is
+    read within the importers' bounds (``ingest.importers.bounded``: its size, the nesting and
+    numbers of its values), each failure one :class:`InvalidInput`."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"cannot read {p}: {exc}", path=str(p)) from exc
+        data, _ = read_bytes(p, root_of(p), MAX_DOCUMENT_BYTES)
+        text = data.decode("utf-8-sig")
+    except SourceError as exc:
+        raise InvalidInput(f"cannot read {p}: {exc}", path=str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"cannot read {p}: not UTF-8 text ({exc.reason})", path=str(p)) from None
+    try:
+        return _rows(p, text)
+    except SourceError as exc:
+        raise InvalidInput(f"{p}: {exc}", path=str(p)) from None
+
+
+def _rows(p: Path, text: str) -> list[dict]:
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            doc = json.loads(text)
+            doc = load_json(text, "the file")
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{p} is not valid JSON: {exc}", path=str(p)) from exc
+            raise InvalidInput(f"{p} is not valid JSON: {exc}", path=str(p)) from None
         rows = doc
     else:
         rows = []
@@ -58,11 +72,11 @@ def read_rows(path: str | Path) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(load_json(line, f"line {i}"))
             except json.JSONDecodeError as exc:
                 if i == 1 and stripped.startswith("{"):  # one pretty-printed object
                     try:
-                        rows = [json.loads(text)]
+                        rows = [load_json(text, "the file")]
                         break
                     except json.JSONDecodeError:
                         pass
@@ -233,11 +247,13 @@ def export_rows(
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
-    """Atomically write JSON lines (a crash never leaves half a file)."""
+    """Atomically write JSON lines (a crash never leaves half a file), readable by the user
+    alone (0600: the graph of a scope)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with open(fd, "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
     os.replace(tmp, target)

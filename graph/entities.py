@@ -60,6 +60,7 @@ from .models import (
     ObservationInput,
     Relation,
 )
+from .pending import forget as forget_pending
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -257,6 +258,7 @@ class GraphService(GraphBase):
                     "AND relation_type=?",
                     (bucket, r.from_, r.to, r.relationType),
                 ).rowcount
+                deleted += forget_pending(conn, bucket, (r.from_, r.to, r.relationType))
         return DeleteResult(deleted=deleted, message=f"deleted {deleted} relations")
 
     # ------------------------------------------------------------------ observations

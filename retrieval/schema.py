@@ -251,6 +251,17 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY(project_id, digest)) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS write_warnings_at ON write_warnings(project_id, at)",
     ],
+    # v14: relations waiting for an entity (graph/pending.py): a relation an import brings
+    # whose endpoint is in neither the graph nor the source (a forward reference) is kept here,
+    # out of every read of the graph, and moves to `relations` in the transaction that creates
+    # that entity.
+    [
+        """CREATE TABLE IF NOT EXISTS pending_relations(
+            bucket TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL,
+            relation_type TEXT NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
+            PRIMARY KEY(bucket, from_name, to_name, relation_type)) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS pending_relations_to ON pending_relations(bucket, to_name)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

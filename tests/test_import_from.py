@@ -114,7 +114,7 @@ def test_basic_memory_graph_keeps_note_dates_and_provenance(store):
     svc, graphs = store()
     res = import_source(svc, graphs, ME, "basic-memory", SOURCES["basic-memory"])
     assert res.created == {"memory": 3, "entity": 4, "observation": 10, "relation": 7}
-    assert res.skipped == {"relation to an entity in neither the graph nor the source": 2}
+    assert res.skipped == {} and res.pending == 2  # links to notes that are not in the folder
     graph = graphs.graph.read_graph(ME, "team")
     names = {e.name for e in graph.entities}
     assert names == {"Payment Retries", "Checkout Flow", "Dana Ortiz", "shop-api"}
@@ -137,7 +137,8 @@ def test_a_second_run_is_a_no_op(store, source):
     before = counts(svc)
     again = import_source(svc, graphs, ME, source, SOURCES[source])
     assert again.created == {} and again.imported == 0
-    assert again.alreadyImported == first.read - sum(first.skipped.values())
+    assert again.alreadyImported == first.read - sum(first.skipped.values()) - first.pending
+    assert again.pending == first.pending  # still waiting for their entity
     assert again.skipped == first.skipped  # the same reasons, nothing new
     assert counts(svc) == before  # not a row, not a change-log entry
 
@@ -148,7 +149,7 @@ def test_dry_run_writes_nothing_and_reports_what_the_run_does(store):
     dry = import_source(svc, graphs, ME, "basic-memory", SOURCES["basic-memory"], dry_run=True)
     assert counts(svc) == before
     real = import_source(svc, graphs, ME, "basic-memory", SOURCES["basic-memory"])
-    for key in ("created", "byKind", "categories", "skipped", "alreadyImported"):
+    for key in ("created", "byKind", "categories", "skipped", "alreadyImported", "pending"):
         assert getattr(dry, key) == getattr(real, key), key
     assert dry.dryRun and set(dry.samples) == set(dry.byKind)
     assert dry.samples["relation"] == "shop-api -links_to-> Checkout Flow"
@@ -234,6 +235,23 @@ def test_secrets_under_redact_are_stored_redacted_with_a_warning(store, tmp_path
     assert SECRET not in rec.content and "[REDACTED:" in rec.content
 
 
+@pytest.mark.parametrize("policy", [SecretPolicy.warn, None])
+def test_an_import_stores_secrets_redacted_whatever_the_store_policy(store, tmp_path, policy):
+    """Nobody reads an import item by item: under warn (the default) or with the secret scan
+    off, a secret is stored redacted, in the memories and the graph alike, and the report
+    tells the person who ran it."""
+    db, notes = _with_secret(tmp_path)
+    svc, graphs = store(WritePolicy(secrets=policy))
+    res = import_source(svc, graphs, ME, "claude-mem", db)
+    graph = import_source(svc, graphs, ME, "basic-memory", notes)
+    assert res.created == {"memory": 9} and graph.created["entity"] == 4
+    assert res.warningCount >= 2 and any("observation:" in w for w in res.warnings)
+    rows = svc.store.reader.execute("SELECT content, metadata FROM records").fetchall()
+    assert not any(SECRET in r[0] or SECRET in r[1] for r in rows)
+    assert sum("[REDACTED:" in r[0] for r in rows) >= 3  # two memories, one observation
+    assert svc.policy.secret_policy is policy  # after the import: the store's own policy again
+
+
 def test_too_long_empty_and_duplicate_items_are_skipped_with_their_reason(store, tmp_path):
     big = "word " * 7000
     doc = {"results": [
@@ -266,7 +284,7 @@ def test_export_to_basic_memory_and_back(store, tmp_path):
     out = export_basic_memory(svc, graphs, ME, tmp_path / "out")
     assert (out.entities, out.relations, out.memories) == (4, 7, 10)
     assert out.notes == 4 + 7  # a note per entity (their texts inside), one per other memory
-    note = (tmp_path / "out" / "payment-retries.md").read_text(encoding="utf-8")
+    note = (tmp_path / "out" / "notes" / "payment-retries.md").read_text(encoding="utf-8")
     assert "type: decision" in note and "- implements [[Checkout Flow]]" in note
     assert '- "decided by" [[Dana Ortiz]]' in note and "We retry a card charge" in note
     assert "- [constraint] Never retry a declined card #payments" in note
@@ -279,10 +297,7 @@ def test_export_to_basic_memory_and_back(store, tmp_path):
     assert {r.key() for r in g1.relations} <= {r.key() for r in g2.relations}
     texts = {r.content for r in memories(svc2).values()}
     assert any("Retry card payments three times" in t for t in texts)
-    assert again.skippedItems == [  # the forward reference in the note's text, as before
-        "relation:checkout-flow:links_to:Order States: relation to an entity in neither the "
-        "graph nor the source"
-    ]
+    assert again.skippedItems == [] and again.pending == 2  # the forward references kept
 
 
 # ---------------------------------------------------------------------- the command

@@ -16,20 +16,33 @@ metadata), then a body in which
 Reading: each note is an entity (its title and type) whose observations are its observation
 lines as written (``[category] content #tags (context)``); its relations are relations; its
 remaining prose, if any, is a memory carrying the note's tags, permalink, dates and custom
-metadata. Writing (:func:`write_notes`): the same layout back, one note per entity.
+metadata. Writing (:func:`note_files`): the same layout back, one note per entity, a note that
+came from basic-memory at its own path.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .items import EntityItem, MemoryItem, Read, RelationItem, kept, parse_time, unreadable
+from pydantic import ValidationError
+
+from .bounded import SourceError
+from .items import (
+    EntityItem,
+    MemoryItem,
+    Read,
+    RelationItem,
+    invalid,
+    kept,
+    parse_time,
+    unreadable,
+)
 from .markdown import FrontMatterError, dump_front_matter, outside_fences, split_front_matter
+from .source_files import read_text, root_of, walk
 from .sqlite_source import describe
 
 SOURCE = "basic-memory"
@@ -40,7 +53,6 @@ OBSERVATION = re.compile(r"^\[([^\[\]()]+)\]\s+(.+)$")
 RELATION = re.compile(
     r"""^(?:"([^"]+)"|'([^']+)'|([^\s\[\]"']+))\s+\[\[([^\]]+)\]\](?:\s*\((.*)\))?\s*$"""
 )
-WIKILINK = re.compile(r"\[\[([^\]]+)\]\]")
 TAG = re.compile(r"(?:^|\s)#([\w/-]+)")
 CHECKBOX = {"", "x", "X", "-"}
 STRUCTURE = re.compile(r"^\s*#{1,6}\s+(Observations|Relations)\s*$")
@@ -48,6 +60,23 @@ STRUCTURE = re.compile(r"^\s*#{1,6}\s+(Observations|Relations)\s*$")
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "note"
+
+
+def wikilinks(line: str) -> list[str]:
+    """The targets of the ``[[…]]`` links in ``line`` (what ``\\[\\[([^\\]]+)\\]\\]`` finds),
+    in time linear in the line (the pattern backtracks on a line of ``[``)."""
+    out: list[str] = []
+    pos = 0
+    while (start := line.find("[[", pos)) != -1:
+        end = line.find("]", start + 2)
+        if end == -1:
+            break
+        if end > start + 2 and line.startswith("]]", end):
+            out.append(line[start + 2 : end])
+            pos = end + 2
+        else:
+            pos = end + 1
+    return out
 
 
 def _target(link: str) -> str:
@@ -89,7 +118,7 @@ def parse_note(text: str, rel_path: str, mtime: datetime | None = None) -> Note:
         if item and _list_item(note, item.group(1).strip()):
             continue
         if not fenced:
-            note.relations += [("links_to", _target(t)) for t in WIKILINK.findall(line)]
+            note.relations += [("links_to", _target(t)) for t in wikilinks(line)]
         prose.append(line)
     note.prose = _prose(prose, title)
     return note
@@ -106,10 +135,11 @@ def _list_item(note: Note, text: str) -> bool:
         kind = rel.group(1) or rel.group(2) or rel.group(3)
         note.relations.append((kind, _target(rel.group(4))))
         return True
-    if WIKILINK.fullmatch(text):
-        note.relations.append(("links_to", _target(text[2:-2])))
+    links = wikilinks(text)
+    if links == [text[2:-2]] and text.startswith("[[") and text.endswith("]]"):
+        note.relations.append(("links_to", _target(links[0])))
         return True
-    if not obs and TAG.search(text) and not WIKILINK.search(text):
+    if not obs and TAG.search(text) and not links:
         note.observations.append(f"[Note] {text}")
         return True
     return False
@@ -129,35 +159,39 @@ def default_permalink(rel_path: str) -> str:
     return "/".join(slug(part) for part in Path(rel_path).with_suffix("").parts)
 
 
-def _notes(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        found += [Path(dirpath) / f for f in sorted(filenames)
-                  if f.endswith(".md") and not f.startswith(".")]  # fmt: skip
-    return found
+def _hidden(name: str, depth: int = 0) -> bool:
+    return name.startswith(".")
+
+
+def _notes(path: Path) -> tuple[Path, Path, list[Path], list[tuple[Path, str]]]:
+    """(the folder everything read must lie in, the folder paths are relative to, the notes,
+    what was not read and why) of PATH: a folder of notes, or one note."""
+    root = root_of(path)
+    if root.is_dir():
+        files, skipped = walk(
+            root,
+            want_file=lambda n: n.endswith(".md") and not _hidden(n),
+            want_dir=lambda n, _depth: not _hidden(n),
+        )
+        return root, root, files, skipped
+    if root.is_file() and path.suffix == ".md":
+        return root, root.parent, [root], []
+    raise unreadable(SOURCE, path, EXPECTED, describe(path))
 
 
 def read(path: Path) -> Read:
-    if not (path.is_dir() or (path.is_file() and path.suffix == ".md")):
-        raise unreadable(SOURCE, path, EXPECTED, describe(path))
-    files = _notes(path)
-    if not files:
+    root, base, files, not_read = _notes(path)
+    if not files and not not_read:
         raise unreadable(SOURCE, path, EXPECTED, "a folder without Markdown notes")
-    base = path if path.is_dir() else path.parent
     out = Read()
+    out.skipped += [(f"note:{p.relative_to(base).as_posix()}", why) for p, why in not_read]
     notes: list[Note] = []
     for f in files:
         rel = f.relative_to(base).as_posix()
         try:
-            text = f.read_text(encoding="utf-8")
-            mtime = datetime.fromtimestamp(f.stat().st_mtime, UTC)
+            text, mtime = read_text(f, root)
             notes.append(parse_note(text, rel, mtime))
-        except (OSError, UnicodeDecodeError) as exc:
-            out.skipped.append((f"note:{rel}", f"unreadable ({type(exc).__name__})"))
-        except FrontMatterError as exc:
+        except (SourceError, FrontMatterError) as exc:
             out.skipped.append((f"note:{rel}", str(exc)))
     names = {}
     for n in notes:  # a link names a note by title or permalink
@@ -165,34 +199,49 @@ def read(path: Path) -> Read:
             names.setdefault(key, n.title)
             names.setdefault(key.lower(), n.title)
     for n in notes:
-        out.items += _items(n, names)
+        items, skipped = _items(n, names)
+        out.items += items
+        out.skipped += skipped
     return out
 
 
-def _items(n: Note, names: dict[str, str]) -> list:
+def _items(n: Note, names: dict[str, str]) -> tuple[list, list[tuple[str, str]]]:
+    """(the items of note ``n``, the ones that are not valid items with the reason): a note
+    whose entity is not valid is skipped whole."""
     created = parse_time(n.meta.get("created")) or n.mtime
     updated = parse_time(n.meta.get("modified")) or n.mtime
     custom = {k: v for k, v in n.meta.items() if k not in STANDARD}
     common = dict(createdAt=created, updatedAt=updated)
     fields = kept(permalink=n.permalink, path=n.path, tags=_tags(n.meta.get("tags")), **custom)
-    out: list = [
-        EntityItem(sourceId=f"note:{n.permalink}", name=n.title,
-                   entityType=str(n.meta.get("type") or "note"),
-                   observations=list(dict.fromkeys(n.observations)), fields=fields, **common)
-    ]  # fmt: skip
+    skipped: list[tuple[str, str]] = []
+    try:
+        out: list = [
+            EntityItem(sourceId=f"note:{n.permalink}", name=n.title,
+                       entityType=str(n.meta.get("type") or "note"),
+                       observations=list(dict.fromkeys(n.observations)), fields=fields, **common)
+        ]  # fmt: skip
+    except ValidationError as exc:
+        return [], [(f"note:{n.path}", invalid(exc))]
     for kind, target in dict.fromkeys(n.relations):
         to = names.get(target) or names.get(target.lower()) or target
         if to == n.title and kind == "links_to":
             continue
-        out.append(RelationItem(sourceId=f"relation:{n.permalink}:{kind}:{to}",
-                                **{"from": n.title}, to=to, relationType=kind, **common))  # fmt: skip
+        sid = f"relation:{n.permalink}:{kind}:{to}"
+        try:
+            out.append(RelationItem(sourceId=sid, **{"from": n.title}, to=to, relationType=kind,
+                                    **common))  # fmt: skip
+        except ValidationError as exc:
+            skipped.append((sid[:200], invalid(exc)))
     if n.prose:
-        out.append(MemoryItem(
-            sourceId=f"note:{n.permalink}:text", content=n.prose, title=n.title,
-            category=str(n.meta.get("type") or "note"), tags=_tags(n.meta.get("tags")),
-            fields={**fields, "entity": n.title}, **common,
-        ))  # fmt: skip
-    return out
+        try:
+            out.append(MemoryItem(
+                sourceId=f"note:{n.permalink}:text", content=n.prose, title=n.title,
+                category=str(n.meta.get("type") or "note"), tags=_tags(n.meta.get("tags")),
+                fields={**fields, "entity": n.title}, **common,
+            ))  # fmt: skip
+        except ValidationError as exc:
+            skipped.append((f"note:{n.path}:text", invalid(exc)))
+    return out, skipped
 
 
 # ---------------------------------------------------------------------- writing
@@ -210,6 +259,8 @@ class NoteOut:
     modified: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     folder: str = ""
+    path: str = ""  # the note's own file (``notes/x.md``) when it came from basic-memory
+    permalink: str = ""  # and its permalink there
 
 
 def render(note: NoteOut, permalink: str) -> str:
@@ -237,22 +288,22 @@ def render(note: NoteOut, permalink: str) -> str:
     return "\n".join(parts)
 
 
-def write_notes(folder: Path, notes: list[NoteOut]) -> list[Path]:
-    """Write ``notes`` under ``folder`` (one file each, ``<folder>/<slug of title>.md``; a title
-    taken twice gets a numbered file); returns the files written."""
-    written: list[Path] = []
-    taken: set[str] = set()
+def note_files(notes: list[NoteOut]) -> dict[str, str]:
+    """{path under the folder: text} of ``notes``: a note that came from basic-memory at its
+    own path (and permalink), any other at ``<folder>/<slug of title>.md`` (a path taken twice
+    gets a numbered file)."""
+    out: dict[str, str] = {}
+    own = {n.path for n in notes if n.path}
     for note in notes:
-        base = "/".join(p for p in (note.folder, slug(note.title)) if p)
-        permalink, n = base, 1
-        while permalink in taken:
-            n += 1
-            permalink = f"{base}-{n}"
-        taken.add(permalink)
-        target = folder / f"{permalink}.md"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        tmp.write_text(render(note, permalink), encoding="utf-8")
-        os.replace(tmp, target)
-        written.append(target)
-    return written
+        if note.path and note.path not in out:
+            path = note.path
+            permalink = note.permalink or default_permalink(path)
+        else:
+            base = "/".join(p for p in (note.folder, slug(note.title)) if p)
+            permalink, n = base, 1
+            while f"{permalink}.md" in out or f"{permalink}.md" in own:
+                n += 1
+                permalink = f"{base}-{n}"
+            path = f"{permalink}.md"
+        out[path] = render(note, permalink)
+    return out

@@ -21,13 +21,16 @@ written, not followed.
 
 from __future__ import annotations
 
-import os
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
-from .items import MemoryItem, Read, kept, unreadable
+from pydantic import ValidationError
+
+from .bounded import SourceError
+from .items import MemoryItem, Read, invalid, kept, unreadable
 from .markdown import FrontMatterError, sections, split_front_matter
+from .source_files import read_text, root_of, shown, walk
 from .sqlite_source import describe
 
 SOURCE = "claude-code"
@@ -46,10 +49,6 @@ def display(path: Path) -> str:
     p = path.resolve()
     home = Path.home().resolve()
     return f"~/{p.relative_to(home).as_posix()}" if p.is_relative_to(home) else p.as_posix()
-
-
-def _mtime(path: Path) -> datetime:
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC)
 
 
 def _is_user_home(folder: Path) -> bool:
@@ -72,19 +71,25 @@ def _level(path: Path) -> str:
 
 
 def _walk(root: Path, names: set[str]) -> list[Path]:
-    """Files named ``names`` under ``root`` (hidden folders and build output skipped)."""
-    found = []
-    base = len(root.parts)
-    for dirpath, dirnames, filenames in os.walk(root):
-        depth = len(Path(dirpath).parts) - base
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                             and d not in SKIP_DIRS and depth < MAX_DEPTH)  # fmt: skip
-        found += [Path(dirpath) / f for f in sorted(filenames) if f in names]
-    return found
+    """Files named ``names`` under ``root`` (hidden folders and build output skipped; links
+    out of the folder are left to :func:`read`, which reports them)."""
+    found, _ = walk(
+        root_of(root),
+        want_file=lambda n: n in names,
+        want_dir=lambda n, _depth: not n.startswith(".") and n not in SKIP_DIRS,
+        max_depth=MAX_DEPTH,
+        links=True,
+    )
+    return [root / f.relative_to(root_of(root)) for f in found]
 
 
 def _rules(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.md")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    real = root_of(folder)
+    found, _ = walk(real, want_file=lambda n: n.endswith(".md"), want_dir=lambda n, _d: True,
+                    links=True)  # fmt: skip
+    return sorted(folder / f.relative_to(real) for f in found)
 
 
 def _memory_dirs(claude_home: Path) -> list[Path]:
@@ -122,27 +127,27 @@ def read(path: Path) -> Read:
     files = files_of(path)
     if not files:
         raise unreadable(SOURCE, path, EXPECTED, describe(path))
+    root = root_of(path)  # nothing outside PATH is read (a link out of it is reported)
     out = Read()
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            out.skipped.append((display(f), f"unreadable ({type(exc).__name__})"))
-            continue
-        try:
+            text, when = read_text(f, root)
             meta, body = split_front_matter(text, lenient=True)  # written by a model
-        except FrontMatterError as exc:
-            out.skipped.append((display(f), str(exc)))
+        except (SourceError, FrontMatterError) as exc:
+            out.skipped.append((shown(f), str(exc)))
             continue
         level = _level(f)
-        if level == "auto-memory" and f.name != "MEMORY.md":
-            item = _topic(f, meta, body)
-            if item is None:
-                out.skipped.append((display(f), "empty"))
+        try:
+            if level == "auto-memory" and f.name != "MEMORY.md":
+                item = _topic(f, meta, body, when)
+                if item is None:
+                    out.skipped.append((display(f), "empty"))
+                else:
+                    out.items.append(item)
             else:
-                out.items.append(item)
-        else:
-            out.items += _sections(f, meta, body, level)
+                out.items += _sections(f, meta, body, level, when)
+        except ValidationError as exc:
+            out.skipped.append((display(f), invalid(exc)))
     return out
 
 
@@ -151,12 +156,11 @@ def _project(f: Path) -> str | None:
     return f.parent.parent.name if f.parent.name == "memory" else None
 
 
-def _topic(f: Path, meta: dict, body: str) -> MemoryItem | None:
+def _topic(f: Path, meta: dict, body: str, when: datetime) -> MemoryItem | None:
     text = body.strip()
     if not text:
         return None
     kind = str(meta.get("type") or "topic")
-    when = _mtime(f)
     return MemoryItem(
         sourceId=display(f), content=text, title=str(meta.get("name") or f.stem),
         category=kind, author="claude-code", project=_project(f), createdAt=when,
@@ -166,15 +170,22 @@ def _topic(f: Path, meta: dict, body: str) -> MemoryItem | None:
     )  # fmt: skip
 
 
-def _sections(f: Path, meta: dict, body: str, level: str) -> list[MemoryItem]:
+def _beside(f: Path, name: str) -> bool:
+    """``name`` (a MEMORY.md pointer) is a topic file beside ``f``."""
+    try:
+        return (f.parent / name).is_file()
+    except (OSError, ValueError):  # a name the system cannot hold (a NUL byte)
+        return False
+
+
+def _sections(f: Path, meta: dict, body: str, level: str, when: datetime) -> list[MemoryItem]:
     """One memory per section of an instruction file (or of MEMORY.md, without the lines that
     only point to a topic file beside it)."""
     if f.name == "MEMORY.md":
         body = "\n".join(
             ln for ln in body.split("\n")
-            if not ((m := POINTER.match(ln)) and (f.parent / m.group(1)).is_file())
+            if not ((m := POINTER.match(ln)) and _beside(f, m.group(1)))
         )  # fmt: skip
-    when = _mtime(f)
     kind = {"auto-memory": "memory-index", "local": "local-instructions", "rules": "rules",
             "user-rules": "rules"}.get(level, "instructions")  # fmt: skip
     out = []
@@ -184,7 +195,7 @@ def _sections(f: Path, meta: dict, body: str, level: str) -> list[MemoryItem]:
             continue  # a heading with nothing under it (its subsections carry its name)
         key = s.title or "(top)"
         seen[key] = seen.get(key, 0) + 1
-        sid = f"{display(f)}#{key}" + (f" ({seen[key]})" if seen[key] > 1 else "")
+        sid = f"{display(f)}#{key[:300]}" + (f" ({seen[key]})" if seen[key] > 1 else "")
         out.append(MemoryItem(
             sourceId=sid, content=s.text, title=s.title or f.name, category=kind,
             author="claude-code" if level == "auto-memory" else None, project=_project(f),

@@ -25,8 +25,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import sqlite_source as db
-from .items import MemoryItem, Read, from_epoch, kept
+from .bounded import SourceError, load_json, plain, text, texts
+from .items import MemoryItem, Read, from_epoch, invalid, kept
 
 SOURCE = "claude-mem"
 EXPECTED = "a claude-mem database (~/.claude-mem/claude-mem.db) with an observations table"
@@ -36,36 +39,45 @@ SUMMARY_SECTIONS = (
 )  # fmt: skip
 
 
+def _parsed(value: Any) -> Any:
+    """A JSON column's value; the text itself when it is not JSON (or over a limit)."""
+    raw = text(value)
+    try:
+        return load_json(raw, "a JSON column")
+    except (json.JSONDecodeError, SourceError):
+        return raw
+
+
 def json_list(value: Any) -> list[str]:
     """A JSON array column (``["a","b"]``); a plain string is one item."""
     if value is None or value == "":
         return []
-    try:
-        parsed = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        return [str(value)]
-    if isinstance(parsed, list):
-        return [str(x) for x in parsed if x not in (None, "")]
-    return [str(parsed)]
+    parsed = _parsed(value)
+    return texts(parsed) if isinstance(parsed, list) else texts(text(parsed))
 
 
 def json_dict(value: Any) -> dict:
     if not value:
         return {}
-    try:
-        parsed = json.loads(value)
-    except (TypeError, json.JSONDecodeError):
-        return {"raw": str(value)}
+    parsed = _parsed(value)
+    if isinstance(parsed, str):
+        return {"raw": parsed}
     return parsed if isinstance(parsed, dict) else {"value": parsed}
 
 
 def _get(row, name: str) -> Any:
-    return row[name] if name in row.keys() else None
+    """A column's value, JSON-able (a BLOB as text, an integer past 64 bits as text)."""
+    return plain(row[name]) if name in row.keys() else None
+
+
+def _text(row, name: str) -> str | None:
+    """A text column as text (SQLite keeps any type in any column: a number, a BLOB)."""
+    return text(_get(row, name))
 
 
 def observation_text(row) -> str:
-    head = [x.strip() for x in (_get(row, "title"), _get(row, "subtitle")) if x and x.strip()]
-    body = (_get(row, "narrative") or _get(row, "text") or "").strip()
+    head = [x.strip() for x in (_text(row, "title"), _text(row, "subtitle")) if x and x.strip()]
+    body = (_text(row, "narrative") or _text(row, "text") or "").strip()
     facts = [f"- {f}" for f in json_list(_get(row, "facts"))]
     parts = ["\n".join(head), body, "\n".join(facts)]
     return "\n\n".join(p for p in parts if p)
@@ -73,14 +85,14 @@ def observation_text(row) -> str:
 
 def summary_text(row) -> str:
     parts = [
-        f"{label}: {str(row[col]).strip()}"
+        f"{label}: {text(row[col]).strip()}"
         for col, label in SUMMARY_SECTIONS
-        if col in row.keys() and row[col] and str(row[col]).strip()
+        if col in row.keys() and row[col] and text(row[col]).strip()
     ]
     return "\n".join(parts)
 
 
-def _sessions(conn) -> dict[str, Any]:
+def _sessions(conn, path: Path) -> dict[str, Any]:
     """{memory session id: sdk_sessions row} (empty for a database without the table)."""
     if "sdk_sessions" not in db.tables(conn):
         return {}
@@ -88,15 +100,16 @@ def _sessions(conn) -> dict[str, Any]:
     key = "memory_session_id" if "memory_session_id" in cols else "sdk_session_id"
     if key not in cols:
         return {}
-    return {r[key]: r for r in conn.execute("SELECT * FROM sdk_sessions") if r[key]}
+    rows = db.rows(conn, "sdk_sessions", path, SOURCE, EXPECTED)
+    return {text(r[key]): r for r in rows if r[key]}
 
 
 def _author(row, session) -> str | None:
-    sub = _get(row, "agent_id") or _get(row, "agent_type")
+    sub = _text(row, "agent_id") or _text(row, "agent_type")
     if sub:
-        return str(sub)
-    platform = _get(session, "platform_source") if session is not None else None
-    return str(platform) if platform else None
+        return sub
+    platform = _text(session, "platform_source") if session is not None else None
+    return platform or None
 
 
 def read(path: Path) -> Read:
@@ -106,14 +119,22 @@ def read(path: Path) -> Read:
                    {"observations": ("id", "project", "type", "created_at_epoch")})  # fmt: skip
         obs_cols = db.columns(conn, "observations")
         sess_col = "memory_session_id" if "memory_session_id" in obs_cols else "sdk_session_id"
-        sessions = _sessions(conn)
+        sessions = _sessions(conn, path)
         out = Read()
-        for row in db.rows(conn, "SELECT * FROM observations ORDER BY id", path, SOURCE, EXPECTED):
-            out.items.append(_observation(row, sess_col, sessions))
+        for row in db.rows(conn, "observations", path, SOURCE, EXPECTED, out.skipped,
+                           "observation"):  # fmt: skip
+            try:
+                out.items.append(_observation(row, sess_col, sessions))
+            except ValidationError as exc:
+                out.skipped.append((f"observation:{row['_rowid_']}", invalid(exc)))
         if "session_summaries" in db.tables(conn):
-            sql = "SELECT * FROM session_summaries ORDER BY id"
-            for row in db.rows(conn, sql, path, SOURCE, EXPECTED):
-                item = _summary(row, sess_col, sessions)
+            for row in db.rows(conn, "session_summaries", path, SOURCE, EXPECTED, out.skipped,
+                               "summary"):  # fmt: skip
+                try:
+                    item = _summary(row, sess_col, sessions)
+                except ValidationError as exc:
+                    out.skipped.append((f"summary:{row['_rowid_']}", invalid(exc)))
+                    continue
                 if item.content:
                     out.items.append(item)
                 else:
@@ -124,24 +145,24 @@ def read(path: Path) -> Read:
 
 
 def _observation(row, sess_col: str, sessions: dict) -> MemoryItem:
-    session_id = _get(row, sess_col)
+    session_id = _text(row, sess_col)
     session = sessions.get(session_id)
-    created = from_epoch(row["created_at_epoch"], millis=True)
+    created = from_epoch(_get(row, "created_at_epoch"), millis=True)
     return MemoryItem(
-        sourceId=f"observation:{row['id']}",
+        sourceId=f"observation:{_text(row, 'id')}",
         content=observation_text(row),
-        title=_get(row, "title"),
-        category=row["type"],
+        title=_text(row, "title"),
+        category=_text(row, "type"),
         tags=json_list(_get(row, "concepts")),
         author=_author(row, session),
-        project=_get(row, "merged_into_project") or row["project"],
+        project=_text(row, "merged_into_project") or _text(row, "project"),
         createdAt=created,
         updatedAt=created,
         fields=kept(
             table="observations", subtitle=_get(row, "subtitle"), session=session_id,
             sessionTitle=_get(session, "custom_title") if session is not None else None,
             platform=_get(session, "platform_source") if session is not None else None,
-            project=row["project"], promptNumber=_get(row, "prompt_number"),
+            project=_get(row, "project"), promptNumber=_get(row, "prompt_number"),
             filesRead=json_list(_get(row, "files_read")),
             filesModified=json_list(_get(row, "files_modified")),
             agentType=_get(row, "agent_type"), agentId=_get(row, "agent_id"),
@@ -154,20 +175,20 @@ def _observation(row, sess_col: str, sessions: dict) -> MemoryItem:
 
 
 def _summary(row, sess_col: str, sessions: dict) -> MemoryItem:
-    session_id = _get(row, sess_col if sess_col in row.keys() else "memory_session_id")
+    session_id = _text(row, sess_col if sess_col in row.keys() else "memory_session_id")
     session = sessions.get(session_id)
-    created = from_epoch(row["created_at_epoch"], millis=True)
+    created = from_epoch(_get(row, "created_at_epoch"), millis=True)
     return MemoryItem(
-        sourceId=f"summary:{row['id']}",
+        sourceId=f"summary:{_text(row, 'id')}",
         content=summary_text(row),
-        title=(_get(session, "custom_title") if session is not None else None),
+        title=(_text(session, "custom_title") if session is not None else None),
         category="session-summary",
         author=_author(row, session),
-        project=_get(row, "merged_into_project") or row["project"],
+        project=_text(row, "merged_into_project") or _text(row, "project"),
         createdAt=created,
         updatedAt=created,
         fields=kept(
-            table="session_summaries", session=session_id, project=row["project"],
+            table="session_summaries", session=session_id, project=_get(row, "project"),
             promptNumber=_get(row, "prompt_number"),
             filesRead=json_list(_get(row, "files_read")),
             filesEdited=json_list(_get(row, "files_edited")),

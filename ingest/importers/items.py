@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.errors import InvalidInput
 
@@ -97,6 +97,13 @@ def unreadable(source: str, path: Path | str, expected: str, found: str) -> Inva
     )
 
 
+def invalid(exc: ValidationError) -> str:
+    """Why a unit of a source is not a valid item (the first problem), in one line."""
+    first = exc.errors()[0]
+    where = ".".join(map(str, first["loc"])) or "item"
+    return f"not a valid item ({where}: {first['msg']})"[:300]
+
+
 def from_epoch(value: Any, *, millis: bool = False) -> datetime | None:
     """A Unix time (seconds, or milliseconds) as an aware UTC datetime; None when absent or
     not a number."""
@@ -147,5 +154,5 @@ def kept(**values: Any) -> dict[str, Any]:
 
 __all__ = [
     "EntityItem", "Item", "LessonItem", "MemoryItem", "Read", "RelationItem", "clean",
-    "from_epoch", "kept", "parse_time", "unreadable",
+    "from_epoch", "invalid", "kept", "parse_time", "unreadable",
 ]  # fmt: skip

@@ -2,35 +2,82 @@
 
 Shared by the basic-memory and Claude Code importers (and the basic-memory export, which
 writes front matter back). Headings inside fenced code blocks are not headings.
+
+Front matter is outside input, read within bounds: at most :data:`MAX_FRONT_MATTER_BYTES`, no
+YAML aliases (``*name``: an alias is a reference a small text can multiply into billions of
+values, or make recursive), at most :data:`MAX_NODES` values nested at most
+:data:`~.bounded.MAX_DEPTH` levels. Past any of them the note's front matter is one clear
+:class:`FrontMatterError`. Headings are read without a regular expression that could
+backtrack.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 import yaml
 
+from .bounded import MAX_DEPTH, plain, size_text
+
 FENCE = re.compile(r"^\s*(```|~~~)")
-HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+HEADING_START = re.compile(r"^(#{1,6})\s+")
 LENIENT = re.compile(r"^([A-Za-z_][\w-]*)\s*:\s?(.*)$")
+MAX_FRONT_MATTER_BYTES = 64 * 1024
+MAX_NODES = 2_000
 
 
 class FrontMatterError(ValueError):
-    """Front matter that is not a YAML mapping."""
+    """Front matter that is not a YAML mapping, or over a limit."""
 
 
-def _plain(value: Any) -> Any:
-    """YAML values as JSON-able ones (dates as ISO strings)."""
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+class _Refused(yaml.YAMLError):
+    """Front matter over a limit (never read leniently)."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases, with at most :data:`MAX_NODES` values nested at
+    most :data:`~.bounded.MAX_DEPTH` levels."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(f"a YAML alias (*{event.anchor}); aliases are not read")
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise _Refused(f"more than {MAX_NODES} YAML values")
+        if self._depth >= MAX_DEPTH:
+            raise _Refused(f"YAML values nested deeper than {MAX_DEPTH} levels")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_yaml(raw: str) -> Any:
+    """The YAML value of ``raw`` through :class:`BoundedLoader`."""
+    loader = BoundedLoader(raw)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line (``## Text ##``), None for any other line; the
+    closing hashes and spaces are stripped as Markdown does, in time linear in the line."""
+    m = HEADING_START.match(line)
+    if m is None:
+        return None
+    title = line[m.end() :].rstrip().rstrip("#").rstrip()
+    return len(m.group(1)), title
 
 
 def _lenient(raw: str) -> dict[str, Any] | None:
@@ -60,18 +107,27 @@ def split_front_matter(text: str, *, lenient: bool = False) -> tuple[dict[str, A
     for i in range(1, len(lines)):
         if lines[i].strip() in ("---", "..."):
             raw = "\n".join(lines[1:i])
+            size = len(raw.encode("utf-8", errors="replace"))
+            if size > MAX_FRONT_MATTER_BYTES:
+                raise FrontMatterError(
+                    f"front matter of {size_text(size)} "
+                    f"(at most {size_text(MAX_FRONT_MATTER_BYTES)} are read)"
+                )
             try:
-                meta = yaml.safe_load(raw) if raw.strip() else {}
-            except yaml.YAMLError as exc:
+                meta = load_yaml(raw) if raw.strip() else {}
+            except _Refused as exc:
+                raise FrontMatterError(f"front matter with {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - not YAML, or a value YAML cannot build
+                # (a date that does not exist, a number too long to convert): the note's error
                 meta = _lenient(raw) if lenient else None
                 if meta is None:
-                    first = str(exc).split("\n", 1)[0]
+                    first = str(exc).split("\n", 1)[0][:200]
                     raise FrontMatterError(f"front matter is not valid YAML ({first})") from None
             if meta is None:
                 meta = {}
             if not isinstance(meta, dict):
                 raise FrontMatterError("front matter is not a YAML mapping")
-            return _plain(meta), "\n".join(lines[i + 1 :])
+            return plain(meta), "\n".join(lines[i + 1 :])
     return {}, text
 
 
@@ -107,10 +163,10 @@ def sections(body: str) -> list[Section]:
     for line in body.split("\n"):
         if FENCE.match(line):
             fenced = not fenced
-        m = None if fenced else HEADING.match(line)
-        if m:
-            level = len(m.group(1))
-            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2))]
+        h = None if fenced else heading(line)
+        if h:
+            level, title = h
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
             out.append(Section([t for _, t in stack], level, [line]))
         else:
             out[-1].lines.append(line)

@@ -26,18 +26,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from . import sqlite_source as db
-from .items import MemoryItem, Read, from_epoch, kept, parse_time
+from .bounded import SourceError, load_json, plain, text
+from .items import MemoryItem, Read, from_epoch, invalid, kept, parse_time
 
 SOURCE = "mcp-memory-service"
 EXPECTED = "an mcp-memory-service database (sqlite_vec.db) with a memories table"
 
 
-def split_tags(value: str | None) -> list[str]:
-    return [t.strip() for t in (value or "").split(",") if t.strip()]
+def split_tags(value: object) -> list[str]:
+    return [t.strip() for t in (text(value) or "").split(",") if t.strip()]
 
 
-def _edges(conn) -> dict[str, list[dict]]:
+def _json(value: object) -> object:
+    """A JSON column's value; its text when it is not JSON (or over a limit)."""
+    raw = text(value)
+    try:
+        return load_json(raw, "a JSON column") if raw else None
+    except (json.JSONDecodeError, SourceError):
+        return raw
+
+
+def _edges(conn, path: Path) -> dict[str, list[dict]]:
     """{source content hash: [{to, type, similarity, connections}, …]} from memory_graph."""
     if "memory_graph" not in db.tables(conn):
         return {}
@@ -45,18 +57,14 @@ def _edges(conn) -> dict[str, list[dict]]:
     if not {"source_hash", "target_hash"} <= cols:
         return {}
     out: dict[str, list[dict]] = {}
-    for r in conn.execute("SELECT * FROM memory_graph ORDER BY rowid"):
-        try:
-            kinds = json.loads(r["connection_types"]) if "connection_types" in cols else None
-        except (TypeError, json.JSONDecodeError):
-            kinds = r["connection_types"]
+    for r in db.rows(conn, "memory_graph", path, SOURCE, EXPECTED):
         edge = kept(
-            to=r["target_hash"],
-            type=r["relationship_type"] if "relationship_type" in cols else "related",
-            similarity=r["similarity"] if "similarity" in cols else None,
-            connections=kinds,
+            to=text(r["target_hash"]),
+            type=text(r["relationship_type"]) if "relationship_type" in cols else "related",
+            similarity=plain(r["similarity"]) if "similarity" in cols else None,
+            connections=_json(r["connection_types"]) if "connection_types" in cols else None,
         )
-        out.setdefault(r["source_hash"], []).append(edge)
+        out.setdefault(text(r["source_hash"]) or "", []).append(edge)
     return out
 
 
@@ -65,19 +73,21 @@ def read(path: Path) -> Read:
     try:
         db.require(conn, path, SOURCE, EXPECTED,
                    {"memories": ("content", "content_hash", "tags", "created_at")})  # fmt: skip
-        edges = _edges(conn)
+        edges = _edges(conn, path)
         out = Read()
-        sql = "SELECT * FROM memories ORDER BY id"
-        for row in db.rows(conn, sql, path, SOURCE, EXPECTED):
+        for row in db.rows(conn, "memories", path, SOURCE, EXPECTED, out.skipped, "memory row"):
             keys = row.keys()
-            sid = f"memory:{row['content_hash']}"
+            sid = f"memory:{text(row['content_hash'])}"
             if "deleted_at" in keys and row["deleted_at"] is not None:
                 out.skipped.append((sid, "deleted in the source"))
                 continue
             if "superseded_by" in keys and row["superseded_by"]:
                 out.skipped.append((sid, "superseded in the source"))
                 continue
-            out.items.append(_memory(row, edges.get(row["content_hash"], [])))
+            try:
+                out.items.append(_memory(row, edges.get(text(row["content_hash"]) or "", [])))
+            except ValidationError as exc:
+                out.skipped.append((sid, invalid(exc)))
         return out
     finally:
         conn.close()
@@ -87,7 +97,7 @@ def _memory(row, edges: list[dict]) -> MemoryItem:
     keys = row.keys()
 
     def col(name: str):
-        return row[name] if name in keys else None
+        return plain(row[name]) if name in keys else None
 
     tags, authors, projects = [], [], []
     for tag in split_tags(row["tags"]):
@@ -98,16 +108,15 @@ def _memory(row, edges: list[dict]) -> MemoryItem:
             projects.append(value)
         if tag != "untagged":  # the service's placeholder for a memory without tags
             tags.append(tag)
-    try:
-        meta = json.loads(col("metadata")) if col("metadata") else {}
-    except json.JSONDecodeError:
-        meta = {"raw": col("metadata")}
-    created = from_epoch(row["created_at"]) or parse_time(col("created_at_iso"))
+    meta = _json(col("metadata")) or {}
+    if isinstance(meta, str):
+        meta = {"raw": meta}
+    created = from_epoch(col("created_at")) or parse_time(col("created_at_iso"))
     updated = from_epoch(col("updated_at")) or parse_time(col("updated_at_iso")) or created
     return MemoryItem(
-        sourceId=f"memory:{row['content_hash']}",
-        content=row["content"] or "",
-        category=col("memory_type"),
+        sourceId=f"memory:{text(row['content_hash'])}",
+        content=text(row["content"]) or "",
+        category=text(col("memory_type")),
         tags=tags,
         author=authors[0] if authors else None,
         project=projects[0] if projects else None,
@@ -115,7 +124,7 @@ def _memory(row, edges: list[dict]) -> MemoryItem:
         updatedAt=updated,
         related=[f"memory:{e['to']}" for e in edges if e.get("to")],
         fields=kept(
-            contentHash=row["content_hash"], memoryType=col("memory_type"),
+            contentHash=col("content_hash"), memoryType=col("memory_type"),
             metadata=meta if isinstance(meta, dict) else {"value": meta},
             parentId=col("parent_id"), version=col("version"), confidence=col("confidence"),
             lastAccessed=from_epoch(col("last_accessed")),

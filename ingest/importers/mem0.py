@@ -22,14 +22,30 @@ whose ``expiration_date`` has passed are left out, and counted.
 
 from __future__ import annotations
 
-import gzip
 import json
+import os
+import stat
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .items import MemoryItem, Read, kept, parse_time, unreadable
+from pydantic import ValidationError
+
+from .bounded import (
+    MAX_DOCUMENT_BYTES,
+    SourceError,
+    gunzip,
+    load_json,
+    read_capped,
+    read_member,
+    size_text,
+    text,
+    texts,
+    zip_members,
+)
+from .items import MemoryItem, Read, invalid, kept, parse_time, unreadable
+from .source_files import OPEN_FLAGS
 from .sqlite_source import describe
 
 SOURCE = "mem0"
@@ -45,13 +61,13 @@ def _bad(path: Path, found: str) -> Exception:
     return unreadable(SOURCE, path, EXPECTED, found)
 
 
-def _lines(text: str, path: Path) -> list[dict]:
+def _lines(text: str, path: Path, name: str) -> list[dict]:
     out = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = load_json(line, f"{name} line {i}")
         except json.JSONDecodeError as exc:
             raise _bad(path, f"line {i} is not JSON ({exc.msg})") from None
         if not isinstance(row, dict):
@@ -61,12 +77,9 @@ def _lines(text: str, path: Path) -> list[dict]:
 
 
 def _decode(data: bytes, name: str, path: Path) -> Any:
-    """The JSON document (or list of JSON lines) in ``data``."""
+    """The JSON document (or list of JSON lines) in ``data`` (gzip inflated within bounds)."""
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise _bad(path, f"{name}: a damaged gzip stream ({exc})") from None
+        data = gunzip(data, name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -76,24 +89,48 @@ def _decode(data: bytes, name: str, path: Path) -> Any:
         raise _bad(path, f"{name}: an empty file")
     if stripped[0] in "[{":
         try:
-            return json.loads(text)
+            return load_json(text, name)
         except json.JSONDecodeError as exc:
             if stripped[0] == "{" and "\n{" in stripped:  # JSON lines
-                return _lines(text, path)
+                return _lines(text, path, name)
             raise _bad(path, f"{name}: invalid JSON ({exc.msg}, line {exc.lineno})") from None
     raise _bad(path, f"{name}: text that is not JSON (starts with {stripped[:20]!r})")
 
 
-def _zip(path: Path) -> tuple[Any, str]:
+def _zip(path: Path, fh) -> tuple[Any, str]:
+    names: dict[str, zipfile.ZipInfo] = {}
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = {n.rsplit("/", 1)[-1]: n for n in zf.namelist() if not n.endswith("/")}
+        zip_members(fh, path.name)
+        with zipfile.ZipFile(fh) as zf:
+            # by their base name: a member is only read, never written anywhere
+            names = {i.filename.rsplit("/", 1)[-1]: i for i in zf.infolist() if not i.is_dir()}
             for wanted in ("memories.json", "memories.jsonl.gz", "memories.jsonl"):
                 if wanted in names:
-                    return _decode(zf.read(names[wanted]), wanted, path), wanted
+                    return _decode(read_member(zf, names[wanted], path.name), wanted, path), wanted
     except zipfile.BadZipFile as exc:
         raise _bad(path, f"a damaged zip file ({exc})") from None
-    raise _bad(path, f"a zip without memories.json or memories.jsonl.gz ({', '.join(names)})")
+    listed = ", ".join(list(names)[:8])
+    raise _bad(path, f"a zip without memories.json or memories.jsonl.gz ({listed})")
+
+
+def _document(path: Path) -> Any:
+    """The export's JSON: the file is opened once (not following a final link swapped in, not
+    waiting on a named pipe), must be a regular file of at most ``MAX_DOCUMENT_BYTES``."""
+    try:
+        fd = os.open(path.resolve(), OPEN_FLAGS)
+    except OSError as exc:
+        raise _bad(path, f"a file that cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise _bad(path, describe(path))
+        if st.st_size > MAX_DOCUMENT_BYTES:
+            raise _bad(path, f"a file of {size_text(st.st_size)} "
+                             f"(at most {size_text(MAX_DOCUMENT_BYTES)} are read)")  # fmt: skip
+        if zipfile.is_zipfile(fh):
+            return _zip(path, fh)[0]
+        fh.seek(0)
+        return _decode(read_capped(fh, MAX_DOCUMENT_BYTES, path.name), path.name, path)
 
 
 def _memories(doc: Any, path: Path) -> tuple[list[dict], dict]:
@@ -105,37 +142,45 @@ def _memories(doc: Any, path: Path) -> tuple[list[dict], dict]:
         rows, ctx = doc["results"], {}
     elif isinstance(doc, dict) and isinstance(doc.get("memories"), list):  # memories.json
         rows = doc["memories"]
+        user = doc.get("user")
         ctx = {
-            "user": (doc.get("user") or {}).get("user_id"),
-            "apps": {a.get("id"): a.get("name") for a in doc.get("apps") or []},
-            "categories": {c.get("id"): c.get("name") for c in doc.get("categories") or []},
+            "user": text(user.get("user_id")) if isinstance(user, dict) else None,
+            "apps": _names(doc.get("apps")),
+            "categories": _names(doc.get("categories")),
         }
     else:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
-        raise _bad(path, f"JSON without a results or memories list (keys: {keys})")
+        raise _bad(path, f"JSON without a results or memories list (keys: {keys[:200]})")
     bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
     if bad is not None:
         raise _bad(path, f"memory #{bad} is not a JSON object")
     return rows, ctx
 
 
+def _names(value: Any) -> dict[str, str | None]:
+    """{id: name} of OpenMemory's apps or categories (rows that are not objects ignored)."""
+    if not isinstance(value, list):
+        return {}
+    return {text(a.get("id")) or "": text(a.get("name")) for a in value if isinstance(a, dict)}
+
+
 def read(path: Path, now: datetime | None = None) -> Read:
     if not path.is_file():
         raise _bad(path, describe(path))
-    if zipfile.is_zipfile(path):
-        doc, _ = _zip(path)
-    else:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise _bad(path, f"a file that cannot be read ({exc.strerror})") from None
-        doc = _decode(data, path.name, path)
+    try:
+        doc = _document(path)
+    except SourceError as exc:
+        raise _bad(path, str(exc)) from None
     rows, ctx = _memories(doc, path)
     now = now or datetime.now(UTC)
     out = Read()
     for i, row in enumerate(rows):
-        item = _memory(row, ctx, i)
-        state = str(row.get("state") or "active")
+        try:
+            item = _memory(row, ctx, i)
+        except ValidationError as exc:
+            out.skipped.append((f"memory:{text(row.get('id')) or i}"[:200], invalid(exc)))
+            continue
+        state = text(row.get("state")) or "active"
         expires = parse_time(row.get("expiration_date"))
         if state == "deleted" or row.get("deleted_at"):
             out.skipped.append((item.sourceId, "deleted in the source"))
@@ -149,12 +194,12 @@ def read(path: Path, now: datetime | None = None) -> Read:
 
 
 def _memory(row: dict, ctx: dict, index: int) -> MemoryItem:
-    text = row.get("memory") or row.get("content") or row.get("data") or ""
-    app = row.get("app") or ctx.get("apps", {}).get(row.get("app_id"))
-    categories = row.get("categories") or [
+    content = row.get("memory") or row.get("content") or row.get("data") or ""
+    app = text(row.get("app")) or ctx.get("apps", {}).get(text(row.get("app_id")))
+    categories = texts(row.get("categories")) or [
         ctx["categories"][c]
-        for c in row.get("category_ids") or []
-        if c in ctx.get("categories", {})
+        for c in texts(row.get("category_ids"))
+        if ctx.get("categories", {}).get(c)
     ]
     metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
     promoted = {k: row.get(k) for k in PROMOTED}
@@ -162,11 +207,11 @@ def _memory(row: dict, ctx: dict, index: int) -> MemoryItem:
         promoted["user_id"] = ctx["user"]
     created = parse_time(row.get("created_at"))
     return MemoryItem(
-        sourceId=f"memory:{row.get('id') or row.get('hash') or index}",
-        content=str(text),
-        category=str(categories[0]) if categories else None,
-        tags=[str(c) for c in categories],
-        author=row.get("agent_id") or row.get("actor_id") or app,
+        sourceId=f"memory:{text(row.get('id') or row.get('hash')) or index}",
+        content=text(content),
+        category=categories[0] if categories else None,
+        tags=categories,
+        author=text(row.get("agent_id") or row.get("actor_id")) or app,
         createdAt=created,
         updatedAt=parse_time(row.get("updated_at")) or created,
         fields=kept(

@@ -1,16 +1,22 @@
 """Reading another server's SQLite database: read-only, and one clear error when it is not one.
 
-The file is opened read-only (``mode=ro``): an import never writes its source. Tables that need
-an extension this Python does not have (sqlite-vec's ``vec0``, say) are never touched: only
-the plain tables an importer names are read.
+The file is opened read-only (``mode=ro``, ``query_only``, an untrusted schema): an import never
+writes its source, and nothing the file declares runs. Tables that need an extension this Python
+does not have (sqlite-vec's ``vec0``, say) are never touched: only the plain tables an importer
+names are read. A value is read only up to :data:`~.bounded.MAX_FIELD_CHARS` bytes: a row holding
+a larger one is skipped, and counted, by :func:`rows` (the others are read).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import sqlite3
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .bounded import MAX_FIELD_CHARS, size_text
 from .items import unreadable
 
 MAGIC = b"SQLite format 3\x00"
@@ -18,14 +24,24 @@ MAGIC = b"SQLite format 3\x00"
 
 def describe(path: Path) -> str:
     """What ``path`` is, in a few words (for an error that says what was found)."""
-    if not path.exists():
-        return "nothing at that path"
-    if path.is_dir():
-        names = sorted(p.name for p in path.iterdir())[:5]
-        return f"a folder ({', '.join(names) or 'empty'})"
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(16)
+        st = path.stat()
+    except OSError:
+        return "a broken symbolic link" if path.is_symlink() else "nothing at that path"
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            names = sorted(e.name for e in itertools.islice(os.scandir(path), 200))[:5]
+        except OSError as exc:
+            return f"a folder that cannot be read ({exc.strerror or exc})"
+        return f"a folder ({', '.join(names) or 'empty'})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{special(st.st_mode)}, not a file"
+    try:  # non-blocking: a FIFO swapped in meanwhile must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            head = os.read(fd, 16)
+        finally:
+            os.close(fd)
     except OSError as exc:
         return f"a file that cannot be read ({exc.strerror or exc})"
     if not head:
@@ -33,6 +49,15 @@ def describe(path: Path) -> str:
     if head == MAGIC:
         return "an SQLite database"
     return f"a file starting with {head[:12]!r}"
+
+
+def special(mode: int) -> str:
+    """What a file that is not a regular file or a folder is."""
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def open_readonly(path: Path, source: str, expected: str) -> sqlite3.Connection:
@@ -45,6 +70,9 @@ def open_readonly(path: Path, source: str, expected: str) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_FIELD_CHARS)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         raise unreadable(source, path, expected, f"a damaged SQLite file ({exc})") from None
@@ -84,9 +112,44 @@ def require(
             )  # fmt: skip
 
 
-def rows(conn: sqlite3.Connection, sql: str, path: Path, source: str, expected: str) -> list:
-    """All rows of ``sql``; a read error (a damaged page) is :func:`~.items.unreadable`."""
-    try:
-        return conn.execute(sql).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise unreadable(source, path, expected, f"a damaged SQLite file ({exc})") from None
+TOO_BIG = f"a value larger than {size_text(MAX_FIELD_CHARS)} in the source"
+
+
+def rows(
+    conn: sqlite3.Connection, table: str, path: Path, source: str, expected: str,
+    skipped: list[tuple[str, str]] | None = None, label: str = "row",
+) -> Iterator[sqlite3.Row]:  # fmt: skip
+    """The rows of ``table`` in rowid order. A row holding a value over the length limit is
+    left out and added to ``skipped`` as ``(f"{label}:{rowid}", reason)``; any other read
+    error (a damaged page) is :func:`~.items.unreadable`."""
+    after = None
+    while True:
+        where, args = ("", ()) if after is None else (" WHERE rowid > ?", (after,))
+        sql = f"SELECT rowid AS _rowid_, * FROM {table}{where} ORDER BY rowid"
+        try:
+            for row in conn.execute(sql, args):
+                after = row["_rowid_"]
+                yield row
+            return
+        except sqlite3.DataError:
+            # a row holds a value over the limit: the next row or the one after it (the
+            # cursor reads a row ahead); read the next one alone to tell
+            nxt = conn.execute(
+                f"SELECT rowid FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 1",
+                (-(1 << 63) if after is None else after,),
+            ).fetchone()
+            if nxt is None:
+                return
+            after = nxt[0]
+            try:
+                one = conn.execute(
+                    f"SELECT rowid AS _rowid_, * FROM {table} WHERE rowid = ?", (after,)
+                ).fetchone()
+            except sqlite3.DataError:
+                if skipped is not None:
+                    skipped.append((f"{label}:{after}", TOO_BIG))
+                continue
+            if one is not None:
+                yield one
+        except sqlite3.DatabaseError as exc:
+            raise unreadable(source, path, expected, f"a damaged SQLite file ({exc})") from None

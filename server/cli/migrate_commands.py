@@ -5,7 +5,8 @@ they are), then writes the items itself under the store lock, or, when a daemon 
 sends them to the daemon's ``import-from`` tool in batches (the daemon writes with this shell's
 identity). Either way every item passes the store's write policy, a second run writes nothing
 and an interrupted run resumes. ``export-to`` writes a scope's graph and memories in another
-server's format (refused while a daemon owns the store, like ``export``).
+server's format (refused while a daemon owns the store, like ``export``); it never replaces a
+file without ``--force``, and then keeps each one it replaces as a backup, named on stderr.
 """
 
 from __future__ import annotations
@@ -131,6 +132,11 @@ def summary(res) -> str:
     if res.categories:
         lines.append("  into " + ", ".join(f"{k}: {n}" for k, n in res.categories.items()))
     lines.append(f"already imported: {res.alreadyImported}")
+    if res.pending:
+        lines.append(
+            f"pending: {res.pending} relations to entities in neither the graph nor the source "
+            "(kept; each is made when its entity is created)"
+        )
     if res.filtered:
         lines.append(f"other source projects (--source-project): {res.filtered}")
     skipped = sum(res.skipped.values())
@@ -155,11 +161,14 @@ def cmd_export_to(args: argparse.Namespace) -> int:
     try:
         rt = Runtime.start(model="off")
         try:
-            res = export_to(rt.service, rt.graphs, rt.identity, args.format, args.path, args.scope)
+            res = export_to(rt.service, rt.graphs, rt.identity, args.format, args.path,
+                            args.scope, force=args.force)  # fmt: skip
         finally:
             rt.close()
     finally:
         owner.release()
+    for line in res.backups:
+        print(f"replaced (kept as a backup): {line}", file=sys.stderr)
     print(json.dumps(res.model_dump(), ensure_ascii=False))
     return 0
 
@@ -186,4 +195,6 @@ def register(sub) -> None:
     t.add_argument("format", choices=["basic-memory", "memory-jsonl"], help="the format to write")
     t.add_argument("path", help="basic-memory: a folder of notes; memory-jsonl: the file")
     t.add_argument("--scope", default="team", help="scope to export (default team)")
+    t.add_argument("--force", action="store_true",
+                   help="replace files already there, each kept first as <name>.bak-<time>")  # fmt: skip
     t.set_defaults(fn=cmd_export_to)

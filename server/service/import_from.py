@@ -27,20 +27,27 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from graph.compat import classify, read_rows
 from ingest.importers import basic_memory, claude_code, claude_mem, mcp_memory_service, mem0
+from ingest.importers.bounded import MAX_FIELD_CHARS, SourceError, check_tree
 from ingest.importers.items import (
     EntityItem,
     Item,
     LessonItem,
+    MemoryItem,
     Read,
     RelationItem,
+    invalid,
     unreadable,
 )
+from retrieval.errors import PatternError
 from retrieval.records import Scope
 
 from .errors import InvalidInput
 from .identity import Identity
 
 MEMORY_JSONL = "memory-jsonl"
+MEMORY_JSONL_EXPECTED = (
+    "the official memory server's memory.jsonl (JSON lines of entities and relations)"
+)
 SOURCES: dict[str, Callable[[Path], Read]] = {
     "claude-mem": claude_mem.read,
     "mcp-memory-service": mcp_memory_service.read,
@@ -49,8 +56,17 @@ SOURCES: dict[str, Callable[[Path], Read]] = {
     MEMORY_JSONL: lambda path: read_memory_jsonl(path),
     "claude-code": claude_code.read,
 }
+EXPECTED = {
+    "claude-mem": claude_mem.EXPECTED, "mcp-memory-service": mcp_memory_service.EXPECTED,
+    "mem0": mem0.EXPECTED, "basic-memory": basic_memory.EXPECTED,
+    MEMORY_JSONL: MEMORY_JSONL_EXPECTED, "claude-code": claude_code.EXPECTED,
+}  # fmt: skip
 ALIASES = {"openmemory": "mem0", "memory.jsonl": MEMORY_JSONL, "official": MEMORY_JSONL}
 MAX_LISTED = 50  # skipped items and warnings listed in a report (all are counted)
+MAX_ITEM_CHARS = 4 * MAX_FIELD_CHARS  # every text of one item, in all
+# reasons counted by their kind, the words before " (" (the rest names the item's own case)
+COUNTED_BY_KIND = ("too long", "too large", "too deep", "limit", "not a valid item",
+                   "front matter", "unreadable")  # fmt: skip
 
 
 class ImportFromResult(BaseModel):
@@ -81,6 +97,11 @@ class ImportFromResult(BaseModel):
     skippedItems: list[str] = Field(
         default_factory=list, description=f"The first {MAX_LISTED}: 'source id: reason'."
     )
+    pending: int = Field(
+        0,
+        description="Relations kept pending: an entity they link is in neither the graph nor "
+        "the source yet (a forward reference); each is made when that entity is created.",
+    )
     filtered: int = Field(0, description="Items of other source projects (--source-project).")
     warnings: list[str] = Field(default_factory=list)
     warningCount: int = 0
@@ -88,7 +109,7 @@ class ImportFromResult(BaseModel):
     interrupted: bool = False
 
     def skip(self, source_id: str, reason: str) -> None:
-        key = reason.split(" (", 1)[0] if reason.startswith(("too long", "limit")) else reason
+        key = reason.split(" (", 1)[0] if reason.startswith(COUNTED_BY_KIND) else reason
         key = "duplicate" if key.startswith("duplicate") else key
         self.skipped[key] = self.skipped.get(key, 0) + 1
         if len(self.skippedItems) < MAX_LISTED:
@@ -167,7 +188,7 @@ def source_name(source: str) -> str:
 def read_memory_jsonl(path: Path) -> Read:
     """The official memory server's ``memory.jsonl`` (and the lessons fork's ``lesson.json``),
     read as ``import-graph`` reads them."""
-    expected = "the official memory server's memory.jsonl (JSON lines of entities and relations)"
+    expected = MEMORY_JSONL_EXPECTED
     if not path.is_file():
         from ingest.importers.sqlite_source import describe
 
@@ -187,8 +208,8 @@ def read_memory_jsonl(path: Path) -> Read:
                 out.items.append(LessonItem(sourceId=f"lesson:{row.get('name', i)}", row=row))
             else:
                 out.items.append(EntityItem.model_validate({**row, "sourceId": f"row:{i}"}))
-        except ValueError as exc:  # pydantic's ValidationError: a row without its fields
-            out.skipped.append((f"row:{i}", f"not an entity, relation or lesson ({exc})"[:200]))
+        except ValidationError as exc:  # a row without its fields
+            out.skipped.append((f"row:{i}", f"not an entity, relation or lesson: {invalid(exc)}"))
     return out
 
 
@@ -197,7 +218,15 @@ def read_source(source: str, path: str | Path, source_project: str | None = None
     ``source_project``, only the memories of that project of the source (the others are
     counted in ``Read.skipped`` as filtered)."""
     name = source_name(source)
-    read = SOURCES[name](Path(path).expanduser())
+    where = Path(path).expanduser()
+    try:
+        read = SOURCES[name](where)
+    except PatternError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a reader meets, the user gets one line
+        found = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise unreadable(name, where, EXPECTED[name], found) from None
+    read = bounded(read)
     if source_project:
         kept: list[Item] = []
         for item in read.items:
@@ -206,6 +235,37 @@ def read_source(source: str, path: str | Path, source_project: str | None = None
             else:
                 read.skipped.append((item.sourceId, "filtered"))
         read.items = kept
+    return read
+
+
+def _texts(item: Item) -> list:
+    """Every value of ``item`` a person or a scan reads (its texts and fields)."""
+    if isinstance(item, MemoryItem):
+        return [item.content, item.title, item.category, item.tags, item.author, item.project,
+                item.related, item.fields]  # fmt: skip
+    if isinstance(item, EntityItem):
+        return [item.name, item.entityType, item.observations, item.fields]
+    if isinstance(item, RelationItem):
+        return [item.from_, item.to, item.relationType, item.fields]
+    return [item.row, item.fields]
+
+
+def bounded(read: Read) -> Read:
+    """``read`` without the items over a limit (a text over ``MAX_FIELD_CHARS``, texts over
+    ``MAX_ITEM_CHARS`` in all, a value nested deeper than ``bounded.MAX_DEPTH``), each
+    counted with its reason."""
+    kept: list[Item] = []
+    for item in read.items:
+        try:
+            check_tree(_texts(item), max_total=MAX_ITEM_CHARS)
+        except SourceError as exc:
+            why = str(exc)
+            read.skipped.append(
+                (item.sourceId, f"too long ({why})" if "nested" not in why else f"too deep ({why})")
+            )
+            continue
+        kept.append(item)
+    read.items = kept
     return read
 
 
@@ -229,6 +289,7 @@ def merge(total: ImportFromResult, part: ImportFromResult) -> ImportFromResult:
     for key, text in part.samples.items():
         total.samples.setdefault(key, text)
     total.read += part.read
+    total.pending += part.pending
     total.alreadyImported += part.alreadyImported
     total.filtered += part.filtered
     total.skippedItems += part.skippedItems[: max(0, MAX_LISTED - len(total.skippedItems))]
@@ -239,6 +300,7 @@ def merge(total: ImportFromResult, part: ImportFromResult) -> ImportFromResult:
 
 
 __all__ = [
-    "ALIASES", "ImportFromResult", "ImportPart", "Item", "MEMORY_JSONL", "SOURCES", "fold", "merge", "parse_items", "read_memory_jsonl",
-    "read_source", "reason", "source_name",
+    "ALIASES", "EXPECTED", "ImportFromResult", "ImportPart", "Item", "MEMORY_JSONL", "SOURCES",
+    "bounded", "fold", "merge", "parse_items", "read_memory_jsonl", "read_source", "reason",
+    "source_name",
 ]  # fmt: skip

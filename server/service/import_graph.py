@@ -4,7 +4,9 @@ target scope's graph by ``import-graph``'s own :func:`graph.compat.import_rows`.
 What is there already is recognised by name (an entity that has every observation it brings),
 by triple (a relation) and by name (a lesson): a second run writes nothing. A relation whose
 endpoint is in neither the graph nor the source (a forward reference in basic-memory, a
-dangling relation in memory.jsonl) is skipped and counted. Each entity's observations keep the
+dangling relation in memory.jsonl) is kept pending (``graph.pending``): counted in the report,
+out of the graph until that entity is created, then made in the same transaction (by a later
+import, ``create_entities``, a lesson). Each entity's observations keep the
 entity's date and provenance (``graph.common.Origin``). Under a ``block`` write policy an entity
 whose name or observations are refused is skipped alone: its batch is written entity by entity.
 """
@@ -14,9 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+from graph import pending
 from graph.common import Origin
 from graph.compat import import_rows
-from graph.models import ImportGraphResult
+from graph.models import ImportGraphResult, Relation
 from ingest.importers.items import EntityItem, Item, LessonItem, RelationItem
 
 from .errors import InvalidInput
@@ -76,16 +79,15 @@ class GraphImport(ImportPart):
         ends = [n for r in rels for n in (r.from_, r.to)]
         known = set(graph.entity_rows(self.bucket, ends)) | {e.name for e in todo}
         triples = self._triples()
-        relations = []
+        relations, waiting = [], []
         for r in rels:
-            if r.from_ not in known or r.to not in known:
-                self.res.skip(r.sourceId, DANGLING)
-            elif (r.from_, r.to, r.relationType) in triples:
+            if (r.from_, r.to, r.relationType) in triples:
                 self.res.alreadyImported += 1
-            else:
-                triples.add((r.from_, r.to, r.relationType))
-                relations.append(r)
+                continue
+            triples.add((r.from_, r.to, r.relationType))
+            (relations if r.from_ in known and r.to in known else waiting).append(r)
         yield from self._relations(relations, stop)
+        yield from self._pending(waiting, stop)
         yield from self._lessons([i for i in items if isinstance(i, LessonItem)])
 
     def _triples(self) -> set[tuple[str, str, str]]:
@@ -147,6 +149,29 @@ class GraphImport(ImportPart):
                     include={"from_", "to", "relationType"}, by_alias=True)} for r in part]))  # fmt: skip
             for r in part:
                 self._count("relation", 0, f"{r.from_} -{r.relationType}-> {r.to}")
+            yield len(part)
+
+    def _pending(self, waiting: list[RelationItem], stop) -> Iterator[int]:
+        """Keep ``waiting`` (an endpoint in neither the graph nor the source) pending."""
+        for start in range(0, len(waiting), RELATION_BATCH):
+            if self.stopped(stop):
+                return
+            part = waiting[start : start + RELATION_BATCH]
+            if self.dry_run:
+                self.res.pending += len(part)
+            else:
+                rels = [Relation.model_validate(r.model_dump(
+                    include={"from_", "to", "relationType"}, by_alias=True)) for r in part]  # fmt: skip
+                try:
+                    kept = pending.keep(self.graphs.graph, self.who, rels, self.scope.value)
+                except InvalidInput as exc:  # a name the write policy refuses (block)
+                    for r in part:
+                        self.res.skip(r.sourceId, reason(exc))
+                    yield len(part)
+                    continue
+                self.res.pending += kept.pending
+                self._count("relation", kept.created)
+                self.res.warn(kept.warnings)
             yield len(part)
 
     def _lessons(self, lessons: list[LessonItem]) -> Iterator[int]:

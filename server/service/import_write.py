@@ -10,16 +10,19 @@ source kind, author, source project, tags (the first ten; the rest in ``sourceFi
 every other source field, ``relatedTo`` links and the provenance
 (``source: "imported from claude-mem, id observation:42"``).
 
-Each record passes the write policy (:meth:`Engine.screen_record`): under ``block`` a secret or
-an instruction refuses that item alone (counted); ``redact`` stores it redacted. Items too long
+Each record passes the write policy (:meth:`Engine.screen_record`) as a write no person reads
+item by item (``trust.policy.unattended("import")``): a secret is stored redacted whatever the
+store's policy (``warn`` and off become ``redact``), and the report lists the warnings to the
+person who ran the import; under ``block`` a secret or an instruction refuses that item alone
+(counted). Items too long
 for a record (32 KB), empty, or with the same text as a memory already in the bucket (or
 earlier in the source) are skipped and counted. Each batch is one transaction that re-checks,
 inside it, the limits and that its ids are still free.
 
 Entities, relations and lessons go through :func:`graph.compat.import_rows` (new entities
-created, existing ones given the observations they lack, relations whose endpoints are in
-neither the graph nor the source skipped), with each entity's date and provenance kept on its
-observations (``graph.common.Origin``).
+created, existing ones given the observations they lack; a relation whose endpoint is in
+neither the graph nor the source kept pending, ``graph.pending``), with each entity's date and
+provenance kept on its observations (``graph.common.Origin``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from .identity import Identity
 from .import_from import ImportFromResult, ImportPart, fold, read_source, reason, source_name
 from .import_graph import GraphImport
 from .memory import MemoryService
+from .trust.policy import unattended
 
 BATCH = 256  # memories per transaction
 NAMESPACE = uuid.UUID("5f2b6a3e-8d0c-4e1f-9a57-2c4b7d9e0f13")  # of imported record ids
@@ -221,7 +225,18 @@ def import_items(
     items: list[Item], scope: str | None = None, *, dry_run: bool = False,
     progress: Callable[[Progress], None] | None = None, stop: threading.Event | None = None,
 ) -> ImportFromResult:  # fmt: skip
-    """Write ``items`` (read from ``source``) into ``scope`` (default team) as ``who``."""
+    """Write ``items`` (read from ``source``) into ``scope`` (default team) as ``who``, as a
+    write no person reads item by item (secrets at least redacted, see the module docstring)."""
+    with unattended("import"):
+        return _import_items(svc, graphs, who, source, items, scope, dry_run=dry_run,
+                             progress=progress, stop=stop)  # fmt: skip
+
+
+def _import_items(
+    svc: MemoryService, graphs: GraphServices, who: Identity, source: str,
+    items: list[Item], scope: str | None, *, dry_run: bool,
+    progress: Callable[[Progress], None] | None, stop: threading.Event | None,
+) -> ImportFromResult:  # fmt: skip
     started = time.monotonic()
     try:
         sc = Scope(scope or "team")
