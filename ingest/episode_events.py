@@ -25,17 +25,22 @@ made or first seen). A call still waiting ``dangling_s`` after that (the session
 bound, ``PATTERN_SESSION_DANGLING_S``) is given up on when a read reaches the end of the file:
 dropped with its arguments (a client killed mid-call never writes its result; without a result
 the call is no event of the detector's). The caller screens the row before it stores it.
+
+Bounds: a line longer than :data:`MAX_LINE_BYTES` is skipped unread, a line that is not a JSON
+object is passed over (``transcripts.parse_line``), a read takes about ``max_bytes``, a waiting
+call keeps :data:`CUT_DEPTH` levels of its arguments, 20 items each, and an edit's diff reads
+:data:`INPUT_CHARS` of each side.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from . import transcripts
 from .episodes import Event
 from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text, waiting_since
 
@@ -43,6 +48,8 @@ MAX_OUTPUT = 20_000  # of a command's output: its head and its tail beyond this
 HUNK_CHARS = 1200  # of one edit's diff
 INPUT_CHARS = 6000  # of a waiting call's string arguments
 MAX_PENDING = 64
+MAX_LINE_BYTES = 64 * 2**20  # a longer line is skipped, never held whole
+CUT_DEPTH = 4  # of a waiting call's nested arguments kept
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 SHELL_TOOLS = frozenset({"Bash", "shell", "run_shell_command", "execute_command"})
 
@@ -79,7 +86,8 @@ def edit_hunk(tool: str, args: dict) -> str:
                  for e in args.get("edits") or [] if isinstance(e, dict)]  # fmt: skip
         text = "\n".join(p for p in parts if p)
     elif tool == "Edit":
-        text = _diff(str(args.get("old_string", "")), str(args.get("new_string", "")))
+        text = _diff(str(args.get("old_string", ""))[:INPUT_CHARS],
+                     str(args.get("new_string", ""))[:INPUT_CHARS])  # fmt: skip
     else:
         body = str(args.get("content") or args.get("new_source") or "")
         text = "\n".join("+" + ln for ln in body.splitlines()[:15])
@@ -109,13 +117,15 @@ def _small(tool: str, args: object) -> dict:
     if not isinstance(args, dict) or not (tool in SHELL_TOOLS or tool in EDIT_TOOLS):
         return {}
 
-    def cut(v):
+    def cut(v, depth: int = 0):
         if isinstance(v, str):
             return v[:INPUT_CHARS]
+        if depth >= CUT_DEPTH and isinstance(v, list | dict):
+            return None
         if isinstance(v, list):
-            return [cut(x) for x in v[:20]]
+            return [cut(x, depth + 1) for x in v[:20]]
         if isinstance(v, dict):
-            return {k: cut(x) for k, x in v.items()}
+            return {k: cut(x, depth + 1) for k, x in list(v.items())[:20]}
         return v
 
     return {k: cut(v) for k, v in args.items() if k != "description"}
@@ -146,7 +156,7 @@ def claude_events(e: dict, path: Path, prog: FeedProgress,
     kind, blocks = message_blocks(e)
     if kind is None:
         return []
-    session, at = _session(e, path), e.get("timestamp")
+    session, at = _session(e, path), transcripts.str_field(e.get("timestamp"))
     out: list[tuple[str, Event]] = []
     texts: list[str] = []
     for b in blocks:
@@ -182,7 +192,7 @@ def claude_events(e: dict, path: Path, prog: FeedProgress,
 
 def generic_events(e: dict, path: Path) -> list[tuple[str, Event]]:
     role = str(e.get("role") or "").strip().lower()
-    session, at = str(e.get("session") or path.stem), e.get("timestamp")
+    session, at = str(e.get("session") or path.stem), transcripts.str_field(e.get("timestamp"))
     content = e.get("content")
     text = content if isinstance(content, str) else result_text(content)
     if role == "user" and text.strip():
@@ -219,21 +229,27 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
         read = 0
         ended = False  # the read reached the end of what is written
         while read < max_bytes:
-            line = fh.readline(64 * 2**20)
+            line = fh.readline(MAX_LINE_BYTES + 1)
             if not line:
                 ended = True
                 break
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):  # skipped, not held
+                nl, _ = transcripts.find_newline(fh, prog.offset + len(line))
+                if nl is None:
+                    ended = True
+                    break
+                read += nl + 1 - prog.offset
+                prog.offset = nl + 1
+                fh.seek(prog.offset)
+                continue
             if not line.endswith(b"\n") and not (final and line.rstrip().endswith(b"}")):
                 ended = True
                 break
             read += len(line)
             prog.offset += len(line)
             prog.line_hash, prog.line_len = line_hash(line[-65536:]), len(line[-65536:])
-            try:
-                e = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if not isinstance(e, dict):
+            e = transcripts.parse_line(line)
+            if e is None:
                 continue
             if prog.format is None:
                 prog.format = ("claude-code" if "message" in e or e.get("type") else

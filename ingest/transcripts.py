@@ -37,6 +37,13 @@ is a whole JSON entry; the bytes of such a line already scanned are reported
 (:attr:`ReadResult.partial`) so that the next read looks for its end from there instead of
 reading it all again. A line longer than ``MAX_LINE_BYTES`` is skipped (a bad line) without
 being held in memory.
+
+Bounds: a line of at most ``MAX_LINE_BYTES`` is parsed (:func:`parse_line`: not JSON, not
+UTF-8, nested beyond the parser, a number of thousands of digits: a bad line; a lone surrogate
+in a string becomes ``?``); a read stops at its first checkpoint after ``max_bytes`` or
+``max_seconds``; at most :data:`MAX_WAITING` calls wait for their results (the oldest are
+recorded without them); the lookups from a file's end read its last ``max_bytes``, the
+session's folder its first :data:`CWD_SCAN_BYTES`.
 """
 
 from __future__ import annotations
@@ -58,6 +65,9 @@ COMPACT_PREFIX = "This session is being continued from a previous conversation"
 MAX_LINE_BYTES = 64 * 1024 * 1024  # a longer line is skipped as a bad line, never held whole
 SCAN_CHUNK = 1024 * 1024  # looking for the end of a long line
 ABANDONED_KEPT = 32  # given-up calls remembered, so a late result still names its tool
+MAX_WAITING = 256  # calls waiting for their results; beyond, the oldest is given up
+MAX_READ_SECONDS = 10.0  # a read stops at its first checkpoint after this long
+CWD_SCAN_BYTES = 1024 * 1024  # of a transcript's start, looked through for its folder
 
 # the arguments that say what a call did (Claude Code's tool names); others: first scalars
 KEY_ARGS = {
@@ -82,6 +92,51 @@ FAILED_LINE = re.compile(
     r"^npm ERR!|panicked at|Segmentation fault|command not found",
     re.MULTILINE,
 )
+
+
+def parse_line(raw: bytes | str) -> dict | None:
+    """One transcript line as a JSON object; None for anything else (not JSON, not UTF-8,
+    nested beyond the parser, a number too long to read, not an object). A lone surrogate
+    (``"\\ud800"`` escaped in the line) becomes ``?``: the text is stored, which needs UTF-8."""
+    try:
+        entry = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(entry, dict):
+        return None
+    if _ESCAPED_SURROGATE.search(raw if isinstance(raw, bytes) else raw.encode("utf-8", "replace")):
+        entry = _without_surrogates(entry)
+    return entry
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _utf8(s: str) -> str:
+    return s.encode("utf-8", "replace").decode("utf-8")
+
+
+def _without_surrogates(value: dict) -> dict:
+    """``value`` with every string (keys too) made encodable (a walk without recursion)."""
+    root: list = [value]
+    stack: list = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        v = holder[key]
+        if isinstance(v, str):
+            holder[key] = _utf8(v)
+        elif isinstance(v, list):
+            stack.extend((v, i) for i in range(len(v)))
+        elif isinstance(v, dict):
+            fixed = {(_utf8(k) if isinstance(k, str) else k): x for k, x in v.items()}
+            holder[key] = fixed
+            stack.extend((fixed, k) for k in fixed)
+    return root[0]
+
+
+def str_field(value: object) -> str | None:
+    """An entry's field that must be a string (a folder, a branch, a time): else none."""
+    return value if isinstance(value, str) else None
 
 
 def line_hash(line: bytes) -> str:
@@ -290,8 +345,8 @@ class _ClaudeCode:
 
     def _turn(self, e: dict, role: str, text: str, key: str) -> Turn:
         session, parent = self._session(e)
-        return Turn(session, role, text, key, e.get("timestamp"), e.get("cwd"),
-                    e.get("gitBranch"), parent)  # fmt: skip
+        return Turn(session, role, text, key, str_field(e.get("timestamp")),
+                    str_field(e.get("cwd")), str_field(e.get("gitBranch")), parent)  # fmt: skip
 
     def flush_reply(self) -> list[Turn]:
         if not self.reply:
@@ -338,11 +393,14 @@ class _ClaudeCode:
                     self.reply.append(str(b["text"]))
                 elif b.get("type") == "tool_use":
                     out += self.flush_reply()
-                    name = str(b.get("name") or "tool")
-                    self.calls[str(b.get("id") or f"{e.get('_at')}")] = {
+                    name = str(b.get("name") or "tool")[:200]
+                    self.calls[str(b.get("id") or f"{e.get('_at')}")[:200]] = {
                         "name": name, "args": _small_args(name, b.get("input")),
-                        "entry": {k: e[k] for k in _ENTRY_FIELDS if k in e}, "seen": self.now,
+                        "entry": {k: e[k] for k in _ENTRY_FIELDS
+                                  if k in e and isinstance(e[k], str | bool)}, "seen": self.now,
                     }  # fmt: skip
+                    if len(self.calls) > MAX_WAITING:
+                        out += self._abandon(list(self.calls)[: len(self.calls) - MAX_WAITING])
             return out
         out += self.flush_reply()
         texts = []
@@ -376,8 +434,9 @@ def _generic_turn(e: dict, path: Path, at: int) -> list[Turn]:
     session = str(e.get("session") or path.stem)
     digest = hashlib.sha256(f"{role}\x00{text}".encode()).hexdigest()[:16]
     key = f"{e.get('timestamp') or f'@{at}'}#{digest}"  # the same line read again: same key
-    return [Turn(session, role, clip(text), key, e.get("timestamp"), e.get("cwd"),
-                 e.get("gitBranch"), e.get("parentSession"))]  # fmt: skip
+    return [Turn(session, role, clip(text), key, str_field(e.get("timestamp")),
+                 str_field(e.get("cwd")), str_field(e.get("gitBranch")),
+                 str_field(e.get("parentSession")))]  # fmt: skip
 
 
 def valid_offset(path: Path, offset: int, expected_hash: str, length: int) -> bool:
@@ -394,7 +453,7 @@ def valid_offset(path: Path, offset: int, expected_hash: str, length: int) -> bo
         return False
 
 
-def _find_newline(fh, start: int) -> tuple[int | None, int]:
+def find_newline(fh, start: int) -> tuple[int | None, int]:
     """(offset of the first newline at or after ``start``, or None; where the scan stopped),
     reading ``SCAN_CHUNK`` at a time: a long line is never held whole."""
     fh.seek(start)
@@ -419,11 +478,13 @@ def _ends_like_json(fh, end: int) -> bool:
 def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flush: bool = False,
                final: bool = False, max_bytes: int | None = None, pending: dict | None = None,
                dangling_s: float | None = None, now: float | None = None,
-               scanned: int = 0) -> ReadResult:  # fmt: skip
+               scanned: int = 0,
+               max_seconds: float | None = MAX_READ_SECONDS) -> ReadResult:  # fmt: skip
     """Parse complete lines from ``offset``. ``flush``: the reply at the end is complete (the
     client said its turn ended); ``final``: the session is over, calls without results are
     recorded too, and an unfinished last line is read if it is a whole entry. ``max_bytes``:
-    stop at the first checkpoint after about that much (a long backfill in parts).
+    stop at the first checkpoint after about that much (a long backfill in parts), and
+    ``max_seconds``: after that long.
     ``pending``: the calls waiting at ``offset`` (the committed checkpoint's); ``dangling_s``:
     give up on a call waiting longer (recorded without its result; ``now``: the wall clock).
     ``scanned``: bytes after ``offset`` known to hold no newline (the previous read's
@@ -432,6 +493,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
     path = Path(path)
     res = ReadResult(fmt)
     now = time.time() if now is None else now
+    until = None if max_seconds is None else time.monotonic() + max_seconds
     cc = _ClaudeCode(path, pending, now)
     start_pending = cc.pending()
     pos, last = offset, b""
@@ -439,7 +501,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
         if 0 < scanned and offset + scanned <= size:
-            nl, stop = _find_newline(fh, offset + scanned)
+            nl, stop = find_newline(fh, offset + scanned)
             if nl is None and not (final and stop > offset + scanned
                                    and _ends_like_json(fh, stop)):  # fmt: skip
                 unfinished = stop - offset  # still the line seen last time: not read again
@@ -451,7 +513,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
             start = pos
             if not line.endswith(b"\n"):
                 if len(line) > MAX_LINE_BYTES:  # far too long to parse: skip it as a bad line
-                    nl, stop = _find_newline(fh, start + len(line))
+                    nl, stop = find_newline(fh, start + len(line))
                     if nl is None:
                         unfinished = stop - start
                         break
@@ -486,6 +548,8 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
                                                   cc.pending()))  # fmt: skip
                 if max_bytes is not None and pos - offset >= max_bytes:
                     return res
+                if until is not None and time.monotonic() > until:
+                    return res
     before = len(res.turns)
     if flush or final:
         res.turns += cc.flush_reply()
@@ -505,11 +569,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
 
 
 def _entry(line: bytes) -> dict | None:
-    try:
-        entry = json.loads(line)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser
-        return None
-    return entry if isinstance(entry, dict) else None
+    return parse_line(line)
 
 
 def _tail(path: str | Path, max_bytes: int) -> bytes | None:
@@ -518,7 +578,7 @@ def _tail(path: str | Path, max_bytes: int) -> bytes | None:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(max(0, size - max_bytes))
-            return fh.read()
+            return fh.read(max_bytes)
     except OSError:
         return None
 
@@ -531,11 +591,8 @@ def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
     if data is None:
         return None
     for raw in reversed(data.splitlines()):
-        try:
-            e = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if not isinstance(e, dict):
+        e = parse_line(raw)
+        if e is None:
             continue
         if detect_format(e) == "generic":
             turns = _generic_turn(e, path, 0)
@@ -549,18 +606,17 @@ def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
 
 
 def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
-    """The first ``cwd`` a transcript names (it decides the project, as for identity)."""
+    """The first ``cwd`` a transcript names (it decides the project, as for identity), among
+    its first ``max_lines`` lines within its first :data:`CWD_SCAN_BYTES`."""
     try:
         with open(path, "rb") as fh:
-            for _, raw in zip(range(max_lines), fh, strict=False):
-                try:
-                    e = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue
-                if isinstance(e, dict) and isinstance(e.get("cwd"), str) and e["cwd"]:
-                    return e["cwd"]
+            data = fh.read(CWD_SCAN_BYTES)
     except OSError:
         return None
+    for raw in data.split(b"\n")[:max_lines]:
+        e = parse_line(raw)
+        if e is not None and isinstance(e.get("cwd"), str) and e["cwd"]:
+            return e["cwd"]
     return None
 
 
@@ -573,11 +629,9 @@ def tool_result_text(path: str | Path, tool_use_id: str, max_bytes: int = 262_14
     for raw in reversed(data.splitlines()):
         if needle not in raw:
             continue
-        try:
-            e = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        content = (e.get("message") or {}).get("content") if isinstance(e, dict) else None
+        e = parse_line(raw)
+        msg = e.get("message") if e is not None else None
+        content = msg.get("content") if isinstance(msg, dict) else None
         for b in content if isinstance(content, list) else []:
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 if b.get("tool_use_id") == tool_use_id:

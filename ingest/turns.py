@@ -26,9 +26,20 @@ def context_spec(spec: str | set[str]) -> set[str]:
     return {s.strip() for s in spec.split(",") if s.strip()}
 
 
+MAX_NEIGHBOURS = 8  # turns on each side a spec may ask for
+
+
 def turn_text(turn: Mapping) -> str:
-    """``Speaker: text`` (a turn is a mapping with ``speaker`` and ``text``)."""
-    return f"{turn['speaker']}: {turn['text']}"
+    """``Speaker: text`` (a turn is a mapping with ``speaker`` and ``text``; a missing one is
+    empty)."""
+    return f"{turn.get('speaker', '')}: {turn.get('text', '')}"
+
+
+def _neighbours(spec: set[str], side: str) -> int:
+    """How many turns on one side ``spec`` asks for (``prev2``, ``next1``), at most
+    :data:`MAX_NEIGHBOURS`."""
+    asked = [s[4:] for s in spec if re.fullmatch(rf"{side}\d{{1,3}}", s)]
+    return min(MAX_NEIGHBOURS, max([int(n) for n in asked] or [0]))
 
 
 def turn_context(turns: Sequence[Mapping], i: int, date: str, spec: set[str] | str) -> str:
@@ -40,15 +51,14 @@ def turn_context(turns: Sequence[Mapping], i: int, date: str, spec: set[str] | s
     parts = []
     head = [f"[{date}]"] if "date" in spec and date else []
     if "speaker" in spec:
-        head.append(str(turns[i]["speaker"]))
+        head.append(str(turns[i].get("speaker", "")))
     if head:
         parts.append(" ".join(head))
-    n_prev = max([int(s[4:]) for s in spec if re.fullmatch(r"prev\d+", s)] or [0])
-    n_next = max([int(s[4:]) for s in spec if re.fullmatch(r"next\d+", s)] or [0])
+    n_prev, n_next = _neighbours(spec, "prev"), _neighbours(spec, "next")
     for j in range(max(0, i - n_prev), i):
         parts.append(turn_text(turns[j]))
     if "caption" in spec and turns[i].get("blip_caption"):
-        parts.append(f"{turns[i]['speaker']} shared {turns[i]['blip_caption']}")
+        parts.append(f"{turns[i].get('speaker', '')} shared {turns[i]['blip_caption']}")
     for j in range(i + 1, min(len(turns), i + 1 + n_next)):
         parts.append(turn_text(turns[j]))
     return "\n".join(parts)

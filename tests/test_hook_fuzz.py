@@ -4,7 +4,10 @@ environments (console encodings such as cp1252 and ascii, locales, deadlines suc
 ``nan`` and garbage, bad settings and identities), stdin bytes (empty, binary, huge, truncated
 or deeply nested JSON, non-ASCII text) and daemons: missing, a stale address, hung, crashing
 (closing, resetting, garbage, half or malformed HTTP answers) and answering with non-ASCII
-text. The store's lock is held by the test, so no real daemon is ever started."""
+text. The store's lock is held by the test, so no real daemon is ever started. On the
+daemon's side, its hook route answers any body (random JSON in the client's shape, random
+bytes, deep nesting, lone surrogates, huge numbers) over a real store, or refuses it with one
+clear error; a body past its bound is refused unread."""
 
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from server.hooks.install import CLIENT
+from server.service.hook_events import EVENTS as HOOK_EVENTS
 
 SEED = 20_261_204
 CASES = 36
@@ -273,3 +279,94 @@ def test_the_hook_client_exits_0_in_time_on_anything(homes):
         if proc.stdout or case.get("answers"):  # UTF-8 JSON, whatever the console's encoding
             assert case["kind"] == "answer", what
             assert json.loads(proc.stdout.decode("utf-8")) == OUTPUT, what
+
+
+# ---------------------------------------------------------------------------- the daemon's side
+# What the client forwards from its stdin reaches the daemon's hook route: any JSON body, any
+# bytes, any event, through the real route and handlers over a real store.
+SECRET = "fuzz-secret"
+SCALAR = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=60),
+    st.sampled_from(["May 0000", "y" * 1000 + "ed", "9" * 5000, "\ud800", "\x00\x01",
+                     "\U0001f680" * 2000, "what changed last week?", "yes, do that",
+                     "/work/none/t.jsonl", "Bash", "Edit", "pytest -q"]),
+)  # fmt: skip
+JSON = st.recursive(SCALAR, lambda c: st.lists(c, max_size=4)
+                    | st.dictionaries(st.text(max_size=10), c, max_size=4), max_leaves=15)  # fmt: skip
+HOOK_INPUT = st.fixed_dictionaries({}, optional={
+    key: JSON for key in ("session_id", "prompt", "transcript_path", "cwd", "hook_event_name",
+                          "source", "tool_name", "tool_input", "tool_response", "tool_use_id",
+                          "error", "is_interrupt", "trigger", "reason", "x")
+})  # fmt: skip
+CONFIG = st.fixed_dictionaries({}, optional={
+    "threshold": st.floats(), "max_items": st.integers(), "prompt_tokens": st.integers(),
+    "briefing_tokens": JSON, "lesson_threshold": JSON,
+})  # fmt: skip
+BODY = st.one_of(
+    st.fixed_dictionaries({}, optional={"input": st.one_of(HOOK_INPUT, JSON),
+                                        "config": st.one_of(CONFIG, JSON)})
+    .map(lambda d: json.dumps(d).encode("utf-8", "surrogatepass")),
+    st.binary(max_size=300),
+    st.sampled_from([b"[" * 100_000, b'{"input": ' + b"[" * 50_000 + b"}", b"[1, 2]", b'"x"',
+                     b"null", b"{", b'{"input": {"prompt": ' + b"9" * 10_000 + b"}}",
+                     b'{"input": {"prompt": "\\ud800 deploys last week"}}', b"\xff\xfe"]),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def daemon_routes(tmp_path_factory):
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from retrieval.embedder import HashEmbedder
+    from retrieval.engine import Engine
+    from server.hooks.routes import hook_routes
+    from server.service.hook_events import HookService
+    from server.service.memory import MemoryService
+    from tests.mcp_util import identity_env, in_process, runtime_on
+
+    root = tmp_path_factory.mktemp("routes")
+    svc = MemoryService(Engine(root / "store", HashEmbedder()))
+    rt = runtime_on(svc, identity_env(root / "store", "proj", "agent-a"), root)
+    hooks = HookService(svc, rt.graphs)
+    app = Starlette(routes=hook_routes(hooks, SECRET))
+
+    async def daemon(scope, receive, send):  # the daemon's auth middleware sets the caller
+        if scope["type"] == "http":
+            scope.setdefault("state", {})["pattern_identity"] = rt.identity
+        await app(scope, receive, send)
+
+    try:
+        with in_process(rt) as client, TestClient(daemon, raise_server_exceptions=False) as http:
+            for text in ("Deploys go out on Fridays from the release branch.",
+                         "Planned for May 0000: the template's placeholder date.",
+                         "Log: " + "y" * 1000 + "ed"):  # fmt: skip
+                client.ok("remember", {"content": text, "scope": "team"})
+            yield http
+    finally:
+        hooks.close()
+        svc.engine.close()
+
+
+@settings(max_examples=50, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.data_too_large])  # fmt: skip
+@given(event=st.sampled_from([*HOOK_EVENTS, "Nope"]), body=BODY)
+def test_the_daemon_answers_any_hook_input_or_refuses_it_in_one_line(daemon_routes, event, body):
+    started = time.monotonic()
+    r = daemon_routes.post(f"/hooks/{event}", content=body,
+                           headers={"Authorization": f"Bearer {SECRET}"})  # fmt: skip
+    assert time.monotonic() - started < 5.0
+    assert r.status_code in (200, 400, 404), (r.status_code, r.text[:300])
+    answer = r.json()
+    if r.status_code != 200:  # one clear error: its code and what was expected
+        assert answer["error"] in ("invalid_input", "not_found") and answer["message"]
+
+
+def test_a_body_past_the_bound_is_refused_unread(daemon_routes):
+    from server.hooks.routes import MAX_BODY_BYTES
+
+    big = b'{"input": {"prompt": "' + b"a" * (MAX_BODY_BYTES + 1) + b'"}}'
+    r = daemon_routes.post("/hooks/UserPromptSubmit", content=big,
+                           headers={"Authorization": f"Bearer {SECRET}"})  # fmt: skip
+    assert r.status_code == 413 and "at most" in r.json()["message"]

@@ -39,6 +39,23 @@ from ..service.identity import Identity
 # a hook's vector query waits at most this (a hook's own deadline is 1.5 s by default): a
 # vector index that does not answer in time leaves the hook its lexical candidates
 HOOK_VECTOR_S = 0.5
+# a request body read at most (the hook client sends each string field up to 64 KB)
+MAX_BODY_BYTES = 16 * 2**20
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, refused past :data:`MAX_BODY_BYTES` (never held whole beyond)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class PreviewRequest(BaseModel):
@@ -74,7 +91,19 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
         if who is None or not _local(request, secret):
             return _error(403, "access_denied", "hook routes accept the local secret only")
         try:
-            body = json.loads(await request.body() or b"{}")
+            body = json.loads(await _body(request) or b"{}")
+        except _TooLarge:
+            return _error(413, "invalid_input", f"expected a body of at most {MAX_BODY_BYTES} "
+                          "bytes; found a longer one")  # fmt: skip
+        except RecursionError:
+            return _error(400, "invalid_input", "expected a JSON object; found JSON nested "
+                          "deeper than the parser reads")  # fmt: skip
+        except ValueError as exc:
+            return _error(400, "invalid_input", f"expected a JSON object; {str(exc)[:200]}")
+        if not isinstance(body, dict):
+            return _error(400, "invalid_input", "expected a JSON object; found a JSON "
+                          f"{type(body).__name__}")  # fmt: skip
+        try:
             return JSONResponse(await anyio.to_thread.run_sync(fn, who, body))
         except ValidationError as exc:  # never the values sent: the client logs this answer
             return _error(400, "invalid_input", invalid_fields(exc)[:2000])

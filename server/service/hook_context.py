@@ -58,6 +58,7 @@ DEFAULT_THRESHOLD = gate.THRESHOLD
 # silent for 97 %).
 DEFAULT_LESSON_THRESHOLD = 0.85
 ERROR_QUERY_WORDS = 48  # the head of an error is its query (never a "long query")
+MAX_PROMPT_CHARS = 65_536  # of a prompt searched (as much as the hook client sends)
 
 _REFERS = re.compile(
     r"\b(yes|yeah|yep|ok|okay|sure|do (it|that|this|so)|go (ahead|on)|that|this|it|those|these|"
@@ -223,7 +224,7 @@ def select_for_prompt(
     (:func:`learned_text`); ``pending=False`` (``PATTERN_AUTO_LESSONS=review``) leaves out one
     nobody accepted."""
     config = config or HookConfig()
-    query = prompt.strip()
+    query = prompt.strip()[:MAX_PROMPT_CHARS]
     if last_turn and refers_back(query):
         query = f"{last_turn.strip()}\n{query}"
     sel = Selection(query=query)
