@@ -370,3 +370,12 @@ def test_a_body_past_the_bound_is_refused_unread(daemon_routes):
     r = daemon_routes.post("/hooks/UserPromptSubmit", content=big,
                            headers={"Authorization": f"Bearer {SECRET}"})  # fmt: skip
     assert r.status_code == 413 and "at most" in r.json()["message"]
+
+
+def test_the_client_refuses_an_input_past_its_bound_before_calling_anyone(tmp_path):
+    from server.hooks import hookclient
+
+    big = b'{"prompt": "' + b"a" * hookclient.MAX_STDIN + b'"}'
+    with pytest.raises(hookclient.HookError, match="at most"):
+        hookclient.run("UserPromptSubmit", big, {}, tmp_path / "nowhere", time.monotonic() + 5)
+    assert not (tmp_path / "nowhere").exists()  # no daemon was started for it

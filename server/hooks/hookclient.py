@@ -17,7 +17,9 @@ A hook never breaks or slows its client:
   environment, the daemon's answer and the console's encoding included: the output is
   ASCII JSON, written as bytes, so a ``cp1252`` or ``ascii`` stdout cannot fail it);
 - no daemon: one is started detached, and the hook waits for it only within the deadline
-  (the daemon answers before its model is loaded: it ranks lexically meanwhile).
+  (the daemon answers before its model is loaded: it ranks lexically meanwhile);
+- a bounded input: at most ``MAX_STDIN`` bytes of stdin are read (a longer input is refused,
+  one line in the log), each string field is sent up to ``MAX_FIELD`` characters.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ except BaseException:  # noqa: BLE001 - a broken install still never fails the c
 DEFAULT_DEADLINE = 1.5
 MAX_DEADLINE = 60.0  # a longer deadline is cut to this (the client waits on every hook)
 MAX_FIELD = 65_536  # a tool output longer than this is sent as its head and tail
+MAX_STDIN = 64 * 2**20  # of the client's hook JSON read; a longer input is refused unparsed
 CONFIG_ENV = {  # client-side settings forwarded to the daemon (validated there)
     "PATTERN_HOOK_BRIEFING_TOKENS": ("briefing_tokens", int),
     "PATTERN_HOOK_PROMPT_TOKENS": ("prompt_tokens", int),
@@ -198,6 +201,8 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
 def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
     if not event:
         raise HookError("usage: pattern-memory hook EVENT")
+    if len(stdin) > MAX_STDIN:
+        raise HookError(f"expected a hook input of at most {MAX_STDIN} bytes; found more")
     data = json.loads(stdin or b"{}")
     if not isinstance(data, dict):
         raise HookError("the hook input is not a JSON object")
@@ -270,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
 
         disarm = _arm(deadline, expired)
         try:
-            text = run(event, sys.stdin.buffer.read(), env, home, start + deadline - 0.02)
+            stdin = sys.stdin.buffer.read(MAX_STDIN + 1)
+            text = run(event, stdin, env, home, start + deadline - 0.02)
         finally:
             disarm()
         if text:
