@@ -143,7 +143,9 @@ def give_up(prog: FeedProgress, now: float, after_s: float) -> list[str]:
     """Drop the calls waiting at least ``after_s`` (:func:`~.transcripts.waiting_since`); their
     ids. A call kept before calls had a time is taken as first seen ``now``."""
     for v in prog.pending.values():
-        v.setdefault("seen", now)
+        seen = v.get("seen")
+        if isinstance(seen, bool) or not isinstance(seen, int | float) or seen != seen:
+            v["seen"] = now  # absent (or not a time): first seen now
     gone = [c for c, v in prog.pending.items() if now - waiting_since(v, now) >= after_s]
     for cid in gone:
         del prog.pending[cid]

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ingest.episode_events import MAX_PENDING, FeedProgress, read_events
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service import unattended_warnings as ww
@@ -300,3 +304,36 @@ def test_a_hostile_episode_leaves_no_secret_in_any_file_of_the_store(world, tmp_
     assert ww.count(hooks.svc, who) > 0  # and a person is told
     close(hooks)
     assert files_holding(home, HOSTILE_MARKERS) == []
+
+
+TIMES = st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),
+                  st.sampled_from(["2025-03-04T09:30:00Z", "2999-01-01T00:00:00+00:00", "Z"]))  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["Bash", "Write", "Edit", "Read"]), TIMES,
+                          st.booleans()), max_size=80),
+       st.dictionaries(st.text(max_size=8), st.dictionaries(st.text(max_size=8), TIMES),
+                       max_size=5))  # fmt: skip
+def test_the_episode_readers_waiting_calls_are_bounded_and_given_up_whatever_they_hold(calls, kept):
+    """Waiting calls with any timestamp (and rows of any shape kept before) never fail a read;
+    at most ``MAX_PENDING`` wait; a read past the bound gives every one of them up."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.jsonl"
+        lines = []
+        for i, (tool, at, answered) in enumerate(calls):
+            use = {"type": "assistant", "sessionId": "s", "timestamp": at,
+                   "message": {"content": [{"type": "tool_use", "id": f"c{i}", "name": tool,
+                                            "input": {"command": "pytest", "file_path": "a"}}]}}  # fmt: skip
+            lines.append(json.dumps(use))
+            if answered:
+                lines.append(json.dumps({"type": "user", "sessionId": "s", "message": {"content": [
+                    {"type": "tool_result", "tool_use_id": f"c{i}", "content": "ok"}]}}))  # fmt: skip
+        path.write_text("".join(f"{ln}\n" for ln in lines))
+        prog = FeedProgress(pending={k: {"name": "Bash", "args": {}, **v} for k, v in kept.items()})
+        read_events(path, prog, dangling_s=3600, now=time.time())
+        assert len(prog.pending) <= MAX_PENDING + len(kept)
+        read_events(path, prog, dangling_s=1, now=time.time() + 10**10)
+        assert prog.pending == {}
