@@ -33,7 +33,9 @@ rank first.
   best score) by how new they are (:func:`recent_gain`): of two statements of about the same
   relevance, the newer is more likely the current one. A question about a past event ("what
   did … paint?") is left alone. Dates less than :data:`RECENT_SPAN` apart count as nearly one
-  time (a memory written a minute after another is not the newer version of it).
+  time (a memory written a minute after another is not the newer version of it). A record
+  dated more than :data:`AHEAD_S` after the question (a wrong clock, a placeholder date) has no
+  date for the prior.
 
 Weights are in units of the fused score (in [0, 1]); chosen on the dev sets
 (docs/benchmarks.md, "Time and updates").
@@ -71,6 +73,7 @@ STATED_CHARS = 2000  # of each text
 MENTION_CHARS = 32 * 1024  # of a text searched for a mention of a time (a memory's limit)
 STATED_MAX = timedelta(days=31)  # a wider window ("last year") dates nothing precisely
 RECENT_SPAN = 86400.0  # seconds: the spread of dates that earns the full recency gain
+AHEAD_S = 86400.0  # a record dated later than this after the question has no date for it
 
 
 @dataclass
@@ -321,6 +324,8 @@ class TimePrior:
             wanted = [ids[i] for i in np.argsort(-fused, kind="stable")[:depth]]
         known = self.dates(wanted, content=when or read_stated)
         t = np.array([known[r][0].timestamp() if r in known else np.nan for r in ids])
+        asked_at = (f.now or utcnow()).timestamp()
+        t[t > asked_at + AHEAD_S] = np.nan  # a date the clock has not reached is no date
 
         def read(i: int) -> list[float]:
             r = ids[i]

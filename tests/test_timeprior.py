@@ -157,3 +157,31 @@ def test_a_pasted_report_names_no_window(engine):
     report = " ".join(["The broker crashed yesterday with an OutOfMemoryError."] * 30)
     hits = engine.search(report, RecordFilter(now=NOW), 3)
     assert hits and all("time" not in h.explanation.boosts for h in hits)
+
+
+def test_a_date_the_clock_has_not_reached_earns_no_recency(engine):
+    """A record dated years ahead (a wrong clock, a foreign store's placeholder) is not the
+    newest statement: its date counts as unknown; a day ahead (another machine's clock) still
+    counts."""
+    ahead = datetime(9999, 12, 31, 23, 0, tzinfo=UTC)
+    engine.add([rec(t, 50) for t in FILLER])
+    engine.add([Record(project_id="p", agent_id="a", scope=Scope.team,
+                       content="the staging database is on the db-9 host",
+                       created_at=ahead, updated_at=ahead),
+                rec("the staging database is on the db-3 host", 40),
+                rec("the staging database is on the db-7 host", 2)])  # fmt: skip
+    got = engine.search("which host is the staging database on?", RecordFilter(now=NOW), 3,
+                        mode="lexical")  # fmt: skip
+    assert got[0].record.content.endswith("db-7 host"), [h.record.content for h in got]
+    future = next(h for h in got if h.record.content.endswith("db-9 host"))
+    assert "recent" not in future.explanation.boosts
+
+
+def test_a_record_a_few_hours_ahead_is_still_the_newest(engine):
+    engine.add([rec(t, 50) for t in FILLER])
+    engine.add([rec("the staging database is on the db-3 host", 40),
+                rec("the staging database is on the db-7 host", -0.2)])  # fmt: skip
+    got = engine.search("which host is the staging database on?", RecordFilter(now=NOW), 2,
+                        mode="lexical")  # fmt: skip
+    assert got[0].record.content.endswith("db-7 host")
+    assert "recent" in got[0].explanation.boosts
