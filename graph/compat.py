@@ -30,7 +30,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ingest.importers.bounded import MAX_DOCUMENT_BYTES, SourceError, load_json
+from ingest.importers.bounded import (
+    MAX_DOCUMENT_BYTES,
+    SourceError,
+    check_count,
+    check_values,
+    load_json,
+)
 from ingest.importers.source_files import read_bytes, root_of
 from retrieval.errors import InvalidInput
 
@@ -59,6 +65,7 @@ def read_rows(path: str | Path) -> list[dict]:
 
 
 def _rows(p: Path, text: str) -> list[dict]:
+    check_values(text, "the file")
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -83,6 +90,7 @@ def _rows(p: Path, text: str) -> list[dict]:
                 raise InvalidInput(
                     f"{p} line {i} is not valid JSON: {exc.msg}", path=str(p), line=i
                 ) from None
+    check_count(len(rows))
     bad = [i for i, r in enumerate(rows) if not isinstance(r, dict)]
     if bad:
         raise InvalidInput(f"{p}: item {bad[0]} is not a JSON object", path=str(p))

@@ -408,3 +408,85 @@ def test_a_symlinked_secret_never_reaches_the_store(tmp_path):
     for f in (tmp_path / "store").rglob("*"):
         if f.is_file():
             assert b"wJalrXUtnFEMI" not in f.read_bytes(), f
+
+
+# ---------------------------------------------------------------------- odd names, loops, counts
+def test_text_that_is_not_unicode_skips_its_item_and_the_report_still_prints(
+    tmp_path, monkeypatch, capsys
+):
+    path = tmp_path / "m.json"
+    path.write_text('[{"id": "1", "memory": "Good text.", "categories": ["c\\udc00"]},'
+                    ' {"id": "2", "memory": "Also good."}]')  # fmt: skip
+    read = read_source("mem0", path)
+    assert [i.sourceId for i in read.items] == ["memory:2"]
+    assert read.skipped == [("memory:1", "not Unicode text (a lone surrogate U+DC00)")]
+    bm = tmp_path / "bm"
+    bm.mkdir()
+    (bm / "ok.md").write_text("# ok\n\ntext\n")
+    (Path(os.fsdecode(bytes(bm) + b"/\xff.md"))).write_text("# odd name\n\ntext\n")
+    assert ("note:\udcff.md", source_files.NOT_UTF8) in basic_memory.read(bm).skipped
+    for key, value in {"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
+                       "PATTERN_PROJECT_ID": "proj", "PATTERN_AGENT_ID": "agent"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    assert main(["import-from", "basic-memory", str(bm), "--quiet"]) == 0
+    assert f"note:?.md: {source_files.NOT_UTF8}" in capsys.readouterr().out
+
+
+def test_a_symbolic_link_loop_is_skipped_not_followed(tmp_path):
+    bm = tmp_path / "bm"
+    bm.mkdir()
+    (bm / "ok.md").write_text("# ok\n\ntext\n")
+    os.symlink("b.md", bm / "a.md")
+    os.symlink("a.md", bm / "b.md")
+    read = within(5, basic_memory.read, bm)
+    assert {sid for sid, _ in read.skipped} == {"note:a.md", "note:b.md"}
+    assert all(why.startswith("unreadable") for _, why in read.skipped)
+
+
+def test_a_source_of_more_items_than_the_limit_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(bounded, "MAX_ITEMS", 3)
+    rows = [(i, "shop", "decision", 1_700_000_000_000, f"t{i}", "Uses make.", "s1")
+            for i in range(1, 6)]  # fmt: skip
+    db = claude_mem_db(tmp_path / "cm.db", rows)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"id": str(i), "memory": f"m{i}"} for i in range(5)]))
+    for source, where in (("claude-mem", db), ("mem0", path)):
+        with pytest.raises(InvalidInput, match="found more than 3 items"):
+            read_source(source, where)
+
+
+def test_a_note_of_more_parts_than_the_limit_is_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(basic_memory, "MAX_NOTE_PARTS", 5)
+    bm = tmp_path / "bm"
+    bm.mkdir()
+    (bm / "index.md").write_text("# Index\n\n" + "".join(f"- [[Note {i}]]\n" for i in range(9)))
+    (bm / "ok.md").write_text("# ok\n\n- [fact] one\n")
+    read = basic_memory.read(bm)
+    assert read.skipped == [("note:index.md", "too large (a note of 9 observations and "
+                                              "relations; at most 5 are read)")]  # fmt: skip
+
+
+def test_json_of_too_many_values_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    monkeypatch.setattr(bounded, "MAX_JSON_VALUES", 1000)
+    lines = tmp_path / "memory.jsonl"
+    lines.write_text('{"type":"entity","name":"a","entityType":"b","observations":[]}\n' * 20_000)
+    doc = tmp_path / "m.json"
+    doc.write_text(json.dumps([{"id": str(i), "memory": "m"} for i in range(50_000)]))
+    for source, where in (("memory-jsonl", lines), ("mem0", doc)):
+        with pytest.raises(InvalidInput, match="more than 1000 JSON objects, arrays and strings"):
+            read_source(source, where)
+
+
+def test_items_an_agent_sends_are_held_to_the_same_limits():
+    from server.service.import_from import parse_items
+
+    deep: object = "x"
+    for _ in range(70):
+        deep = [deep]
+    for fields, found in (({"a": deep}, "nested deeper than 64 levels"),
+                          ({"k\udc00": "v"}, "not Unicode text"),
+                          ({"a": "x" * (bounded.MAX_FIELD_CHARS + 1)}, "a text of")):  # fmt: skip
+        item = {"kind": "memory", "sourceId": "s", "content": "text", "fields": fields}
+        with pytest.raises(InvalidInput, match=found):
+            parse_items([item])

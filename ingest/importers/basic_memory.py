@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .bounded import SourceError
+from .bounded import SourceError, check_count
 from .items import (
     EntityItem,
     MemoryItem,
@@ -56,6 +56,7 @@ RELATION = re.compile(
 TAG = re.compile(r"(?:^|\s)#([\w/-]+)")
 CHECKBOX = {"", "x", "X", "-"}
 STRUCTURE = re.compile(r"^\s*#{1,6}\s+(Observations|Relations)\s*$")
+MAX_NOTE_PARTS = 10_000  # observations and relations of one note
 
 
 def slug(text: str) -> str:
@@ -121,6 +122,12 @@ def parse_note(text: str, rel_path: str, mtime: datetime | None = None) -> Note:
             note.relations += [("links_to", _target(t)) for t in wikilinks(line)]
         prose.append(line)
     note.prose = _prose(prose, title)
+    parts = len(note.observations) + len(dict.fromkeys(note.relations))
+    if parts > MAX_NOTE_PARTS:
+        raise SourceError(
+            f"too large (a note of {parts} observations and relations; at most "
+            f"{MAX_NOTE_PARTS} are read)"
+        )
     return note
 
 
@@ -186,6 +193,7 @@ def read(path: Path) -> Read:
     out = Read()
     out.skipped += [(f"note:{p.relative_to(base).as_posix()}", why) for p, why in not_read]
     notes: list[Note] = []
+    parts = 0
     for f in files:
         rel = f.relative_to(base).as_posix()
         try:
@@ -193,6 +201,9 @@ def read(path: Path) -> Read:
             notes.append(parse_note(text, rel, mtime))
         except (SourceError, FrontMatterError) as exc:
             out.skipped.append((f"note:{rel}", str(exc)))
+            continue
+        parts += 1 + len(notes[-1].observations) + len(notes[-1].relations)
+        check_count(parts + len(out.skipped))
     names = {}
     for n in notes:  # a link names a note by title or permalink
         for key in (n.title, n.permalink):

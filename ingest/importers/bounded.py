@@ -10,7 +10,10 @@ The limits, none of which a real source comes near (``docs/migrate.md`` lists th
 * :data:`MAX_MEMBERS`: the entries of a zip archive;
 * :data:`MAX_DEPTH`: the nesting of a JSON or YAML value;
 * :data:`MAX_FIELD_CHARS`: one string of an item (its text, title, any field), and one value of
-  an SQLite row (``sqlite_source``).
+  an SQLite row (``sqlite_source``);
+* :data:`MAX_JSON_VALUES`: the objects, arrays and strings of one JSON document (each becomes
+  an object in memory many times its size in the text: ``{}`` is 2 bytes, its dict 64);
+* :data:`MAX_ITEMS`: the items (and skipped units) one source yields (:func:`check_count`).
 
 :class:`SourceError` says what was found; the importer turns it into its one ``unreadable``
 error (the whole source) or a skipped item (one unit of it).
@@ -35,6 +38,8 @@ RATIO_FREE_BYTES = MiB  # a small member may inflate as much as it likes
 MAX_MEMBERS = 10_000
 MAX_DEPTH = 64
 MAX_FIELD_CHARS = MiB
+MAX_JSON_VALUES = 10_000_000
+MAX_ITEMS = 1_000_000
 CHUNK = MiB
 
 
@@ -53,11 +58,13 @@ def size_text(n: int) -> str:
 # ---------------------------------------------------------------------- values
 def check_tree(
     value: Any, what: str = "", max_depth: int = MAX_DEPTH, max_total: int | None = None,
-    max_text: int | None = MAX_FIELD_CHARS,
+    max_text: int | None = MAX_FIELD_CHARS, unicode: bool = False,
 ) -> None:  # fmt: skip
     """Raise :class:`SourceError` when ``value`` (JSON-like) nests deeper than ``max_depth``
     levels, holds a string longer than ``max_text`` characters, or strings longer than
-    ``max_total`` characters in all; iterative, so any depth is measured without recursion."""
+    ``max_total`` characters in all, or (``unicode``) a string that is not Unicode text (a
+    lone surrogate, which JSON's ``\\ud800`` and a file name that is not UTF-8 can hold: it
+    cannot be stored); iterative, so any depth is measured without recursion."""
     where = f"{what}: " if what else ""
     total = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -71,6 +78,14 @@ def check_tree(
                 )
             if max_total is not None and total > max_total:
                 raise SourceError(f"{where}texts of more than {max_total} characters in all")
+            if unicode and not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    lone = ord(v[exc.start])
+                    raise SourceError(
+                        f"{where}not Unicode text (a lone surrogate U+{lone:04X})"
+                    ) from None
             continue
         if isinstance(v, dict):
             children: Iterable = [*v.keys(), *v.values()]
@@ -81,6 +96,14 @@ def check_tree(
         if depth > max_depth:
             raise SourceError(f"{where}a value nested deeper than {max_depth} levels")
         stack.extend((c, depth + 1) for c in children)
+
+
+def printable(text: str) -> str:
+    """``text`` as it can be printed and stored: what is not Unicode (a lone surrogate from a
+    file name that is not UTF-8) replaced by ``?``."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def plain(value: Any) -> Any:
@@ -129,6 +152,20 @@ def texts(value: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------------- JSON
+def check_values(data: str | bytes, what: str) -> None:
+    """Raise :class:`SourceError` when the JSON text ``data`` (a document, or JSON lines)
+    holds more than :data:`MAX_JSON_VALUES` objects, arrays and strings; counted before it is
+    parsed, in C (an overcount: brackets inside strings count too)."""
+    if len(data) <= MiB:
+        return
+    if isinstance(data, str):
+        values = data.count("{") + data.count("[") + data.count('"') // 2
+    else:
+        values = data.count(b"{") + data.count(b"[") + data.count(b'"') // 2
+    if values > MAX_JSON_VALUES:
+        raise SourceError(f"{what}: more than {MAX_JSON_VALUES} JSON objects, arrays and strings")
+
+
 def _number(raw: str) -> float | str:
     """A JSON number with a fraction or exponent: a float, or its text when no float holds it
     (``1e400``)."""
@@ -141,6 +178,7 @@ def load_json(data: str | bytes, what: str) -> Any:
     caller says where) and :class:`SourceError` for a number too long to read or a value
     nested deeper than :data:`MAX_DEPTH` levels (a long text is left to the item that holds
     it: it skips that item alone)."""
+    check_values(data, what)
     try:
         value = json.loads(data, parse_float=_number, parse_constant=str)
     except json.JSONDecodeError:
@@ -152,6 +190,13 @@ def load_json(data: str | bytes, what: str) -> Any:
         raise SourceError(f"{what}: a number too long to read ({first})") from None
     check_tree(value, what, max_text=None)
     return value
+
+
+def check_count(n: int) -> None:
+    """Raise :class:`SourceError` once a source has yielded more than :data:`MAX_ITEMS` items
+    and skipped units (call as they are made: the check bounds the memory they take)."""
+    if n > MAX_ITEMS:
+        raise SourceError(f"more than {MAX_ITEMS} items (import the source in parts)")
 
 
 # ---------------------------------------------------------------------- archives
@@ -253,7 +298,8 @@ def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, what: str) -> bytes:
 
 
 __all__ = [
-    "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_FIELD_CHARS", "MAX_INFLATED_BYTES", "MAX_MEMBERS",
-    "MAX_RATIO", "SourceError", "check_tree", "gunzip", "load_json", "plain", "read_capped",
-    "read_member", "size_text", "text", "texts", "zip_members",
+    "MAX_DEPTH", "MAX_DOCUMENT_BYTES", "MAX_FIELD_CHARS", "MAX_INFLATED_BYTES", "MAX_ITEMS",
+    "MAX_JSON_VALUES", "MAX_MEMBERS", "MAX_RATIO", "SourceError", "check_count", "check_tree",
+    "check_values", "gunzip", "load_json", "plain", "printable", "read_capped", "read_member",
+    "size_text", "text", "texts", "zip_members",
 ]  # fmt: skip

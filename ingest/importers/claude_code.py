@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .bounded import SourceError
+from .bounded import SourceError, check_count
 from .items import MemoryItem, Read, invalid, kept, unreadable
 from .markdown import FrontMatterError, sections, split_front_matter
 from .source_files import read_text, root_of, shown, walk
@@ -148,6 +148,7 @@ def read(path: Path) -> Read:
                 out.items += _sections(f, meta, body, level, when)
         except ValidationError as exc:
             out.skipped.append((display(f), invalid(exc)))
+        check_count(len(out.items) + len(out.skipped))
     return out
 
 

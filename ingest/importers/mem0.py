@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from .bounded import (
     MAX_DOCUMENT_BYTES,
     SourceError,
+    check_count,
     gunzip,
     load_json,
     read_capped,
@@ -172,6 +173,7 @@ def read(path: Path, now: datetime | None = None) -> Read:
     except SourceError as exc:
         raise _bad(path, str(exc)) from None
     rows, ctx = _memories(doc, path)
+    check_count(len(rows))
     now = now or datetime.now(UTC)
     out = Read()
     for i, row in enumerate(rows):

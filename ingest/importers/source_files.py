@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,9 +36,18 @@ MAX_FILES = 100_000
 MAX_DEPTH = 32
 OUTSIDE = "a symbolic link to a file outside the source folder (not read)"
 FOLDER_LINK = "a symbolic link to a folder (not followed)"
+NOT_UTF8 = "a name that is not UTF-8 (not read)"
 OPEN_FLAGS = (
     os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 )
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def root_of(path: Path) -> Path:
@@ -57,10 +67,22 @@ def shown(path: Path) -> str:
 
 
 def _opened_path(fd: int) -> Path | None:
+    """Where the open file ``fd`` really is: Linux's ``/proc/self/fd``, macOS's
+    ``F_GETPATH``; None where the system does not tell (:func:`read_bytes` then compares the
+    file it opened with the one the path names)."""
     try:
         return Path(os.readlink(f"/proc/self/fd/{fd}"))
     except OSError:
-        return None
+        pass
+    if sys.platform == "darwin":
+        try:
+            import fcntl
+
+            raw = fcntl.fcntl(fd, getattr(fcntl, "F_GETPATH", 50), b"\0" * 1024)
+            return Path(os.fsdecode(raw.split(b"\0", 1)[0]))
+        except OSError:
+            return None
+    return None
 
 
 def read_bytes(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[bytes, datetime]:
@@ -143,6 +165,9 @@ def walk(
         below: list[Path] = []
         for entry in entries:
             path = Path(entry.path)
+            if not entry.name.isascii() and not _utf8(entry.name):
+                skipped.append((path, NOT_UTF8))
+                continue
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir(follow_symlinks=False)

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .bounded import MAX_FIELD_CHARS, size_text
+from .bounded import MAX_FIELD_CHARS, check_count, size_text
 from .items import unreadable
 
 MAGIC = b"SQLite format 3\x00"
@@ -121,14 +121,18 @@ def rows(
 ) -> Iterator[sqlite3.Row]:  # fmt: skip
     """The rows of ``table`` in rowid order. A row holding a value over the length limit is
     left out and added to ``skipped`` as ``(f"{label}:{rowid}", reason)``; any other read
-    error (a damaged page) is :func:`~.items.unreadable`."""
+    error (a damaged page) is :func:`~.items.unreadable`; more than ``bounded.MAX_ITEMS`` rows
+    is :class:`~.bounded.SourceError`."""
     after = None
+    seen = 0
     while True:
         where, args = ("", ()) if after is None else (" WHERE rowid > ?", (after,))
         sql = f"SELECT rowid AS _rowid_, * FROM {table}{where} ORDER BY rowid"
         try:
             for row in conn.execute(sql, args):
                 after = row["_rowid_"]
+                seen += 1
+                check_count(seen)
                 yield row
             return
         except sqlite3.DataError:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from graph.compat import classify, read_rows
 from ingest.importers import basic_memory, claude_code, claude_mem, mcp_memory_service, mem0
-from ingest.importers.bounded import MAX_FIELD_CHARS, SourceError, check_tree
+from ingest.importers.bounded import MAX_FIELD_CHARS, SourceError, check_tree, printable
 from ingest.importers.items import (
     EntityItem,
     Item,
@@ -66,7 +66,7 @@ MAX_LISTED = 50  # skipped items and warnings listed in a report (all are counte
 MAX_ITEM_CHARS = 4 * MAX_FIELD_CHARS  # every text of one item, in all
 # reasons counted by their kind, the words before " (" (the rest names the item's own case)
 COUNTED_BY_KIND = ("too long", "too large", "too deep", "limit", "not a valid item",
-                   "front matter", "unreadable")  # fmt: skip
+                   "front matter", "unreadable", "not Unicode text")  # fmt: skip
 
 
 class ImportFromResult(BaseModel):
@@ -109,6 +109,7 @@ class ImportFromResult(BaseModel):
     interrupted: bool = False
 
     def skip(self, source_id: str, reason: str) -> None:
+        source_id, reason = printable(source_id), printable(reason)
         key = reason.split(" (", 1)[0] if reason.startswith(COUNTED_BY_KIND) else reason
         key = "duplicate" if key.startswith("duplicate") else key
         self.skipped[key] = self.skipped.get(key, 0) + 1
@@ -116,6 +117,7 @@ class ImportFromResult(BaseModel):
             self.skippedItems.append(f"{source_id}: {reason}")
 
     def warn(self, messages: list[str]) -> None:
+        messages = [printable(m) for m in messages]
         self.warningCount += len(messages)
         room = MAX_LISTED - len(self.warnings)
         self.warnings += messages[: max(0, room)]
@@ -167,11 +169,17 @@ ITEMS = TypeAdapter(list[Item])
 def parse_items(raw: list[dict]) -> list[Item]:
     """Items as the ``import-from`` tool receives them (JSON), validated."""
     try:
-        return ITEMS.validate_python(raw)
+        items = ITEMS.validate_python(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"]))
         raise InvalidInput(f"invalid import item at {where}: {first['msg']}", at=where) from None
+    for i, item in enumerate(items):  # items an agent sends are outside input too
+        try:
+            check_item(item)
+        except SourceError as exc:
+            raise InvalidInput(f"invalid import item at {i}: {exc}", at=str(i)) from None
+    return items
 
 
 def source_name(source: str) -> str:
@@ -223,6 +231,8 @@ def read_source(source: str, path: str | Path, source_project: str | None = None
         read = SOURCES[name](where)
     except PatternError:
         raise
+    except SourceError as exc:  # over a limit, or not what it should be: what was found
+        raise unreadable(name, where, EXPECTED[name], str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - whatever a reader meets, the user gets one line
         found = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         raise unreadable(name, where, EXPECTED[name], found) from None
@@ -250,6 +260,21 @@ def _texts(item: Item) -> list:
     return [item.row, item.fields]
 
 
+def check_item(item: Item) -> None:
+    """Raise :class:`~ingest.importers.bounded.SourceError` for an item over a limit of
+    :func:`bounded` or holding a text that is not Unicode."""
+    check_tree(_texts(item), max_total=MAX_ITEM_CHARS, unicode=True)
+    if not item.sourceId.isascii():
+        check_tree(item.sourceId, unicode=True)
+
+
+def _kind_of(why: str) -> str:
+    """A limit's message as a reason the report counts by kind."""
+    if why.startswith("not Unicode"):
+        return why
+    return f"too deep ({why})" if "nested" in why else f"too long ({why})"
+
+
 def bounded(read: Read) -> Read:
     """``read`` without the items over a limit (a text over ``MAX_FIELD_CHARS``, texts over
     ``MAX_ITEM_CHARS`` in all, a value nested deeper than ``bounded.MAX_DEPTH``), each
@@ -257,12 +282,9 @@ def bounded(read: Read) -> Read:
     kept: list[Item] = []
     for item in read.items:
         try:
-            check_tree(_texts(item), max_total=MAX_ITEM_CHARS)
+            check_item(item)
         except SourceError as exc:
-            why = str(exc)
-            read.skipped.append(
-                (item.sourceId, f"too long ({why})" if "nested" not in why else f"too deep ({why})")
-            )
+            read.skipped.append((item.sourceId, _kind_of(str(exc))))
             continue
         kept.append(item)
     read.items = kept
