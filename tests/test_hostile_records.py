@@ -45,7 +45,9 @@ HOSTILE = {
 # too large for ``remember``: stored as an import or an indexed file would store them
 LARGE = {
     "50k emoji": "deploys " + "\U0001f680" * 50_000,
-    "a megabyte": "deploys " + " ".join(f"Word{i}yyy" for i in range(50_000)) + " "
+    "a megabyte": "deploys "
+    + " ".join(f"Word{i}yyy" for i in range(50_000))
+    + " "
     + "QUJD" * 140_000,  # words, then one token of half a megabyte
 }
 EDGE = datetime(9999, 12, 31, 23, 0, tzinfo=UTC)
@@ -161,6 +163,12 @@ def test_a_lesson_success_rate_that_is_not_a_finite_number_earns_no_boost(world)
     nan = boosts["deploys lesson with a success rate that is not a number"]
     assert "success_rate" not in nan and "priority" not in nan
     assert boosts["deploys lesson with a success rate past one"]["success_rate"] == 0.05
+
+
+def test_a_record_dated_at_the_end_of_the_calendar_earns_no_recency(world):
+    res = world["client"].ok("recall", {"query": "deploys written at the end of the calendar"})
+    hit = next(i for i in res["items"] if i["content"].startswith("deploys written at the end"))
+    assert "recency" not in hit["explanation"]["boosts"]
 
 
 def test_texts_that_are_not_text_get_one_clear_error(world):

@@ -5,7 +5,8 @@ query -> hybrid search over every visible kind (memories, observations, lessons,
 
 Boosts (added to the fused score, which lies in [0, 1]):
 - priority: +0.04 for priority 1, -0.04 for priority 3;
-- recency: +0.03 * 2^(-age_days / 30) (a memory from today gets +0.03, from last month +0.015);
+- recency: +0.03 * 2^(-age_days / 30) (a memory from today gets +0.03, from last month +0.015;
+  one dated more than a day ahead, none);
 - lessons: +0.10 * (successRate - 0.5), so a fix that works lifts its lesson.
 Citations: an item whose cited code changed or was deleted since it was written has its score
 (fused + boosts) multiplied by ``CitationService.stale_factor`` (0.9, measured: docs/benchmarks.md
@@ -62,8 +63,9 @@ def boosts(rec: Record, now) -> dict[str, float]:
     pr = rec.priority
     if pr in (1, 3):  # another value (a foreign store's) counts as the default, 2
         out["priority"] = 0.04 * (2 - pr)
-    age_days = max(0.0, (now - rec.updated_at).total_seconds() / 86400)
-    out["recency"] = round(0.03 * 2 ** (-age_days / 30), 4)
+    age_days = (now - rec.updated_at).total_seconds() / 86400
+    if age_days >= -1.0:  # a date more than a day ahead (a wrong clock) earns no recency
+        out["recency"] = round(0.03 * 2 ** (-max(0.0, age_days) / 30), 4)
     rate = rec.metadata.get("successRate")
     if rec.kind is Kind.lesson and isinstance(rate, int | float) and math.isfinite(rate):
         out["success_rate"] = round(0.10 * (min(1.0, max(0.0, float(rate))) - 0.5), 4)
