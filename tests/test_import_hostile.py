@@ -244,6 +244,13 @@ def test_an_inflated_size_over_the_limit_is_refused(tmp_path, monkeypatch):
         mem0.read(path)
 
 
+def test_a_gzip_stream_of_endless_empty_members_is_refused(tmp_path):
+    path = tmp_path / "memories.jsonl.gz"
+    path.write_bytes(gzip.compress(b"") * (bounded.MAX_MEMBERS + 1))
+    with pytest.raises(InvalidInput, match="a gzip stream of more than 10000 members"):
+        mem0.read(path)
+
+
 def test_an_encrypted_zip_is_one_clear_error(tmp_path):
     raw = bytearray(zipped({"memories.json": json.dumps({"memories": []}).encode()}))
     for sig, off in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):

@@ -7,7 +7,7 @@ The limits, none of which a real source comes near (``docs/migrate.md`` lists th
 * :data:`MAX_DOCUMENT_BYTES`: a JSON document, a JSON lines file or a zip archive on disk;
 * :data:`MAX_INFLATED_BYTES`, :data:`MAX_RATIO`: a zip member or a gzip stream, inflated, and
   how much larger than its compressed size it may be (beyond its first MiB);
-* :data:`MAX_MEMBERS`: the entries of a zip archive;
+* :data:`MAX_MEMBERS`: the entries of a zip archive, the members of a gzip stream;
 * :data:`MAX_DEPTH`: the nesting of a JSON or YAML value;
 * :data:`MAX_FIELD_CHARS`: one string of an item (its text, title, any field), and one value of
   an SQLite row (``sqlite_source``);
@@ -226,9 +226,12 @@ def gunzip(data: bytes, what: str, limit: int | None = None) -> bytes:
     (``max_length``), never the whole stream at once."""
     limit = MAX_INFLATED_BYTES if limit is None else limit
     out: list[bytes] = []
-    size = 0
+    size = members = 0
     rest = data
     while rest:
+        members += 1
+        if members > MAX_MEMBERS:  # a stream of many tiny members: a loop, not a file
+            raise SourceError(f"{what}: a gzip stream of more than {MAX_MEMBERS} members")
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         pending = rest
         while True:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from graph import pending
 from graph.common import parse_scope
 from graph.compat import export_rows
-from ingest.importers.basic_memory import STANDARD, NoteOut, note_files
+from ingest.importers.basic_memory import STANDARD, NoteOut, note_files, slug
 from ingest.importers.export_files import safe_relative, write_files
 from retrieval.records import Kind, Record, RecordFilter
 from retrieval.store import parse_ts
@@ -91,7 +91,7 @@ def memory_note(rec: Record) -> NoteOut:
         extra={"memory_id": rec.id, "scope": rec.scope.value, "category": rec.category,
                **({"source": meta["source"]} if meta.get("source") else {}),
                **origin.get("extra", {})},
-        folder=f"memories/{rec.category}", path=origin.get("path", ""),
+        folder=f"memories/{slug(rec.category)}", path=origin.get("path", ""),
         permalink=origin.get("permalink", ""),
     )  # fmt: skip
 
