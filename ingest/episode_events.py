@@ -27,7 +27,8 @@ dropped with its arguments (a client killed mid-call never writes its result; wi
 the call is no event of the detector's). The caller screens the row before it stores it.
 
 Bounds: a line longer than :data:`MAX_LINE_BYTES` is skipped unread, a line that is not a JSON
-object is passed over (``transcripts.parse_line``), a read takes about ``max_bytes``, a waiting
+object is passed over (``transcripts.parse_line``), a read takes about ``max_bytes`` and at
+most :data:`MAX_READ_SECONDS` (and the line it is reading then), a waiting
 call keeps :data:`CUT_DEPTH` levels of its arguments, 20 items each, and an edit's diff reads
 :data:`INPUT_CHARS` of each side.
 """
@@ -49,6 +50,7 @@ HUNK_CHARS = 1200  # of one edit's diff
 INPUT_CHARS = 6000  # of a waiting call's string arguments
 MAX_PENDING = 64
 MAX_LINE_BYTES = 64 * 2**20  # a longer line is skipped, never held whole
+MAX_READ_SECONDS = 10.0  # a read stops after the line it is reading then
 CUT_DEPTH = 4  # of a waiting call's nested arguments kept
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 SHELL_TOOLS = frozenset({"Bash", "shell", "run_shell_command", "execute_command"})
@@ -230,7 +232,8 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
         fh.seek(prog.offset)
         read = 0
         ended = False  # the read reached the end of what is written
-        while read < max_bytes:
+        until = time.monotonic() + MAX_READ_SECONDS
+        while read < max_bytes and time.monotonic() < until:
             line = fh.readline(MAX_LINE_BYTES + 1)
             if not line:
                 ended = True

@@ -205,3 +205,18 @@ TURN = st.dictionaries(st.sampled_from(["speaker", "text", "blip_caption", "x"])
 def test_a_turns_context_is_read_from_any_turns(turns, date, spec):
     for i in range(len(turns)):
         assert isinstance(turn_context(turns, i, date, spec), str)
+
+
+def test_a_read_past_its_time_stops_at_a_checkpoint_and_the_next_goes_on(tmp_path):
+    path = tmp_path / "t.jsonl"
+    lines = [json.dumps({"role": "user", "content": f"message {i}"}) for i in range(5)]
+    path.write_text("\n".join(lines) + "\n")
+    first = read_turns(path, max_seconds=0.0)
+    assert len(first.turns) == 1 and first.checkpoints[-1].turns == 1
+    rest = read_turns(path, first.checkpoints[-1].offset, first.format)
+    assert [t.text for t in rest.turns] == [f"message {i}" for i in range(1, 5)]
+    prog = FeedProgress()
+    with mock.patch.object(episode_events, "MAX_READ_SECONDS", 0.0):
+        assert read_events(path, prog) == ([], {})  # out of time before the first line
+    events, _ = read_events(path, prog)
+    assert [ev.text for _, ev in events] == [f"message {i}" for i in range(5)]
