@@ -8,7 +8,7 @@ another store's data. The process that opens stores (the daemon, a CLI command, 
 :class:`~retrieval.engine.Engine`) handles every text, so it never writes them: it asks its
 *spawner* for a child per store.
 
-The spawner is a fresh interpreter (``python -m retrieval.vector_spawner FD``), started once per
+The spawner is a fresh interpreter (``python -P -m retrieval.vector_spawner FD``), started once per
 opening process (:func:`spawner`), with:
 
 - a minimal environment (:func:`child_env`): no variable of the user's, the Chroma settings
@@ -122,7 +122,8 @@ class Spawner:
         start = tempfile.mkdtemp(prefix="pattern-vectors-")  # empty, 0700: no .env in it
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "retrieval.vector_spawner", str(theirs.fileno())],
+                # -P: nothing is imported from its working folder
+                [sys.executable, "-P", "-m", "retrieval.vector_spawner", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), cwd=start, env=child_env(),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True,
             )  # fmt: skip
@@ -189,6 +190,10 @@ class Spawner:
             self._cancel_idle()
         self._sock.close()
         code = self.proc.wait()
+        try:
+            os.rmdir(self.start_dir)  # left behind by a spawner that died importing Chroma
+        except OSError:
+            pass
         for child in left:  # a forked child died with the spawner (PR_SET_PDEATHSIG)
             child._exited(-signal.SIGKILL if child._pid is not None else code)
 
