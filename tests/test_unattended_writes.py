@@ -337,3 +337,18 @@ def test_the_episode_readers_waiting_calls_are_bounded_and_given_up_whatever_the
         assert len(prog.pending) <= MAX_PENDING + len(kept)
         read_events(path, prog, dangling_s=1, now=time.time() + 10**10)
         assert prog.pending == {}
+
+
+def test_a_secret_bearing_file_the_agent_names_is_never_cited(world, tmp_path):
+    """``secrets.yaml:1`` in the agent's words would cite that line (its text kept, a value the
+    scanner cannot tell from a word in the clear): a file made to hold secrets is not cited."""
+    hooks, who, repo, home = world(SecretPolicy.warn)
+    plain = "correct-horse-battery-staple"
+    (repo / "secrets.yaml").write_text(f"db: {plain}\n")
+    write = ("Write", {"file_path": str(repo / "secrets.yaml"), "content": f"db: {plain}\n"})
+    episode(hooks, who, repo, tmp_path / "c1.jsonl", [write, edit_upload(repo)],
+            explain="The password is in secrets.yaml:1 now, app/upload.py reads it.")  # fmt: skip
+    cited = [r[0] for r in hooks.svc.store.reader.execute("SELECT path FROM citations")]
+    assert cited and "secrets.yaml" not in cited  # app/upload.py is
+    close(hooks)
+    assert files_holding(home, (plain,)) == []

@@ -6,7 +6,8 @@
 (:mod:`retrieval.cite`), reading each file once, before the write transaction; the returned
 :class:`Pending` writes the rows inside it. The cited lines a row keeps pass the write policy
 like any stored text: a secret in them refuses an explicit citation (``block``; a mentioned
-file is then not cited) or is redacted (``redact``). Paths resolve against the caller's project root
+file is then not cited) or is redacted (``redact``). A mentioned file made to hold secrets
+(``.env``, a key, ``credentials``: ``trust.secret_files.secret_bearing``) is never cited. Paths resolve against the caller's project root
 (``Identity.root``) and must lie in ``Settings.allowed_for(who)``: an explicit citation
 outside is refused (``access_denied``), a mention outside is simply not cited; a caller without
 a root (a remote agent) cannot cite files.
@@ -54,6 +55,7 @@ from retrieval.records import utcnow
 from retrieval.store import SQLiteStore, ts
 
 from .errors import AccessDenied, InvalidInput, NotFound
+from .trust.secret_files import secret_bearing
 
 MAX_FILE_BYTES = 16 * 2**20
 RACY_NS = 2_000_000_000  # a file modified this close to its last check may keep its stat
@@ -266,6 +268,8 @@ class CitationService:
             for m in mentions(text or ""):
                 if len(out) >= MAX_CITATIONS:
                     break
+                if secret_bearing(m.path):  # ".env:3" named in a text: never its lines
+                    continue
                 try:
                     r = self._resolve_one(who, m.path, m.start, m.end, "detected", allowed)
                 except (AccessDenied, InvalidInput, NotFound):
