@@ -86,12 +86,12 @@ def close(hooks: HookService) -> None:
 
 
 def episode(hooks, who, repo: Path, path: Path, edits, *, pending=None, explain: str = "",
-            failing: str = "pytest tests/test_upload.py") -> None:  # fmt: skip
+            failing: str = "pytest tests/test_upload.py", output: str = FAIL) -> None:  # fmt: skip
     """A session: the upload test fails, the agent edits (``edits``: (tool, args)), it passes;
     ``pending``: a last call whose result never came."""
     t = TranscriptWriter(path, session=path.stem, cwd=str(repo))
     t.user("the upload test fails")
-    t.tool("Bash", {"command": failing}, FAIL, is_error=True)
+    t.tool("Bash", {"command": failing}, output, is_error=True)
     t.assistant(explain or "The test cannot find AWS credentials; the client reads them from .env.")
     for name, args in edits:
         t.tool(name, args, "File created successfully")
@@ -287,6 +287,8 @@ HOSTILE = {
         ("Write", {"file_path": str(repo / "app/keys.py"), "content": f"KEY_B64 = '{PEM_B64}'\n"})]},
     "a token in base64 in the agent's words": lambda repo: {
         "edits": [edit_upload(repo)], "explain": f"The CI secret is {TOKEN_B64} (base64)."},
+    "token in a parametrized test's id": lambda repo: {
+        "edits": [edit_upload(repo)], "output": FAIL.replace("test_upload_report", f"test_auth[{GHP}]")},
     "a Kubernetes secret": lambda repo: {"edits": [("Write", {
         "file_path": str(repo / "k8s/db.yaml"),
         "content": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: "

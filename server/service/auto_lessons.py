@@ -47,10 +47,12 @@ from retrieval.errors import NotFound, PatternError
 from .graph_services import GraphServices
 from .identity import Identity
 from .memory import MemoryService
+from .trust import secrets
 from .trust.secret_files import (
     secret_bearing,
     secret_text,
     withheld_files,
+    without_encoded,
     without_encoded_tree,
 )
 from .unattended_warnings import watched
@@ -67,10 +69,12 @@ LESSON_SCOPE = "team"
 
 def lesson_name(episode: Episode) -> str:
     """``AssertionFailedError-AbstractCategoryItemRendererTests.test2947660-3fa2c1``: the error,
-    where it failed, and the start of its signature's digest."""
+    where it failed, and the start of its signature's digest. A secret in the test's name (a
+    parametrized id) is redacted first: once its brackets become ``_`` the scanner would no
+    longer see it."""
     sig = episode.failure.signature
     kind = re.sub(r"\W+", "", sig.type.rsplit(".", 1)[-1]) or "error"
-    where = sig.test
+    where = secrets.apply_policy(without_encoded(sig.test)[0], secrets.SecretPolicy.redact)[0]
     if "::" in where:
         cls, _, method = where.partition("::")
         where = f"{cls.rsplit('.', 1)[-1].rsplit('/', 1)[-1]}.{method}"
