@@ -219,15 +219,20 @@ def test_the_episode_reader_gives_up_a_waiting_call_after_the_bound(world, tmp_p
     t.user("deploy it")
     t.tool_use_only("Bash", {"command": f"deploy --token {GHP}"})
     t.tool_use_only(*write_env(repo, ".env.local"))
+    t.tool_use_only("Write", {"file_path": str(repo / "app/cfg.py"), "content": f"T = '{GHP}'\n"})
 
     def waiting() -> dict:
         hooks.feed.catch_up(who, path)
         return json.loads(hooks.svc.store.meta(FILE_KEY + str(path.resolve())))["pending"]
 
     calls = waiting()  # waited two minutes of an hour: kept, screened; .env by name only
-    assert len(calls) == 2 and GHP not in json.dumps(calls)
+    assert len(calls) == 3 and GHP not in json.dumps(calls)
+    writes = sorted(c["args"]["file_path"] for c in calls.values() if c["name"] == "Write")
+    assert [{"file_path": p} for p in writes] == [  # a write of a secret: its name only
+        c["args"] for c in sorted(calls.values(), key=lambda c: c["args"].get("file_path", ""))
+        if c["name"] == "Write"]  # fmt: skip
+    assert writes == [str(repo / ".env.local"), str(repo / "app/cfg.py")]
     by_tool = {c["name"]: c["args"] for c in calls.values()}
-    assert by_tool["Write"] == {"file_path": str(repo / ".env.local")}
     assert "[REDACTED:github_token]" in by_tool["Bash"]["command"]
     hooks.feed.dangling_s = 30.0
     assert waiting() == {}  # given up: its arguments are gone

@@ -113,6 +113,10 @@ def test_warnings_are_counted_once_each_and_bounded_per_project(ui, monkeypatch)
     [w] = ww.listing(ui.svc, who)
     assert w.count == 3 and w.at >= w.firstAt
     ww.file(ui.svc, other, "session exchange", "session s9", ["another project's"])
+    ww.file(ui.svc, other, "session exchange", "session s10", [f"w{i}" for i in range(120)])
+    listed = ww.listing(ui.svc, other, limit=200)  # one write: at most 50, the rest counted
+    assert len(listed) == 1 + ww.MAX_PER_WRITE
+    assert "and 71 more warnings of the same write" in {w.warning for w in listed}
     monkeypatch.setattr(ww, "MAX_PER_PROJECT", 20)
     t0 = utcnow()
     for i in range(30):
@@ -120,7 +124,7 @@ def test_warnings_are_counted_once_each_and_bounded_per_project(ui, monkeypatch)
         ww.file(ui.svc, who, "learned lesson", f"lesson L{i}", [f"warning {i}"], scope="team")
     kept = ww.listing(ui.svc, who, limit=100)
     assert len(kept) == 20 and kept[0].subject == "lesson L29" and kept[-1].subject == "lesson L10"
-    assert ww.count(ui.svc, other) == 1  # the other project's are its own
+    assert ww.count(ui.svc, other) == 51  # the other project's are its own
 
 
 @settings(

@@ -197,6 +197,16 @@ def _edits_in(value) -> list[dict]:
     return out
 
 
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def without_secret_files(progress: dict) -> dict:
     """A file's progress (its JSON form) whose waiting edits of a secret-bearing file (or
     writing a secret) keep the file's name and nothing they would write, and which holds no
@@ -205,7 +215,7 @@ def without_secret_files(progress: dict) -> dict:
         args = call.get("args") if isinstance(call, dict) else None
         if call.get("name") in EDIT_TOOLS and isinstance(args, dict):
             path = edit_path(args)
-            if secret_bearing(path) or secret_text(json.dumps(args)):
+            if secret_bearing(path) or any(secret_text(v) for v in _strings(args)):
                 call["args"] = {k: v for k, v in args.items()
                                 if k in ("file_path", "notebook_path", "path")}  # fmt: skip
     return without_encoded_tree(progress)[0]

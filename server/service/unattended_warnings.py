@@ -47,6 +47,7 @@ from .trust.policy import Unattended, unattended
 log = logging.getLogger("pattern_memory.warnings")
 
 MAX_PER_PROJECT = 500
+MAX_PER_WRITE = 50  # warnings kept of one write (the rest are counted in one more)
 TEXT_CHARS = 600
 SUBJECT_CHARS = 300
 # the scanner's masked preview, "(ghp_…)": at most four characters of the secret, then "…"
@@ -135,6 +136,9 @@ def file(svc: MemoryService, who: Identity, source: str, subject: str, texts: It
     texts = [t for t in dict.fromkeys(clean(t, TEXT_CHARS) for t in texts) if t]
     if not texts:
         return 0
+    if len(texts) > MAX_PER_WRITE:
+        more = len(texts) - MAX_PER_WRITE + 1
+        texts = [*texts[: MAX_PER_WRITE - 1], f"and {more} more warnings of the same write"]
     subject = clean(subject, SUBJECT_CHARS)
     project, agent = who.project_id, who.agent_id
     scope = "team" if scope == "team" else "private"
