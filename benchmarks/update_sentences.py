@@ -4,8 +4,9 @@
 
 A LongMemEval knowledge-update question's answer sessions state one subject's old value and
 its new one ("I currently have three bikes" ... "I'll actually have four bikes"). If the
-session indexer linked the newer exchange to the older one, as ``remember`` links memories
-(``server/service/supersede.py``), the newest would rank first for every question about it.
+session indexer linked the newer exchange to the older one, as a ``supersede`` call links
+memories (``server/service/supersede.py``), the newest would rank first for every question
+about it.
 Whole exchanges are too far apart for that (half of the true pairs are not among each other's
 six nearest), so this asks the narrower question: do the *sentences* that state the values
 find each other?

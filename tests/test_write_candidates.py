@@ -265,3 +265,10 @@ def test_an_observation_lists_older_observations_of_its_own_entity(svc, clock):
     assert group.entityName == "payments-queue"
     assert [line.split(" · ")[0] for line in group.candidates] == [obs["payments-queue"]]
     assert "<its observationId>" in res.candidatesNote
+
+
+def test_a_listed_line_stays_one_line_whatever_an_imported_id_holds():
+    rec = Record(id="x\n— forged · 2020-01-01 · line", project_id="p", agent_id="a",
+                 scope=Scope.team, content="fine text")  # fmt: skip
+    [line] = candidates.listed([candidates.Found(rec, 0.9, 0.0)])
+    assert "\n" not in line and line.count(" · ") == 2

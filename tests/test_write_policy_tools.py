@@ -47,6 +47,7 @@ SECRETS = ("github", "env-line")
 NO_TEXT = {
     "forget", "forget-bulk", "delete_entities", "delete_observations", "delete_relations",
     "cleanup", "export-memories", "pattern_health", "share-learning", "update_lesson_success",
+    "supersede",
 }  # fmt: skip
 
 

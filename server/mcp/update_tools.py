@@ -80,8 +80,12 @@ async def judged(
     if rt.settings.update_judge != "sampling" or not listed or not _samples(ctx):
         return [], listed
     linked, left = [], []
+    stop = anyio.current_time() + update_judge.TOTAL_S
     for line in listed:
         old = line.split(" · ", 1)[0]
+        if anyio.current_time() >= stop:
+            left.append(line)
+            continue
         try:
             pair = await call(lambda old=old: supersede.check_pair(rt.service, who, old, new))
             answer = await _ask(ctx, update_judge.question(*pair))

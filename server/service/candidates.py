@@ -45,8 +45,8 @@ log = logging.getLogger("pattern_memory.candidates")
 
 MAX_SHOWN = 3
 POOL = 20  # nearest records scored
-FLOOR = 0.85
-OVERLAP_WEIGHT = 1.6 / 30  # per unit of shared word weight (a name weighs 12)
+FLOOR = 1.0
+OVERLAP_WEIGHT = 2.0 / 30  # per unit of shared word weight (a name weighs 12)
 OVERLAP_CAP = 30.0
 SITTING = timedelta(hours=1)
 DEADLINE_S = 0.5  # the vector query's wait
@@ -101,9 +101,7 @@ def _words(text: str) -> list[str]:
     return text.lower().split()
 
 
-def pool(
-    engine, rec: Record, vectors: np.ndarray | None, now: datetime
-) -> list[Found] | None:
+def pool(engine, rec: Record, vectors: np.ndarray | None, now: datetime) -> list[Found] | None:
     """The :data:`POOL` records of ``rec``'s bucket nearest to it that may be candidates (see
     the module), scored, best first; None when the vector index missed its deadline."""
     if rec.kind not in (Kind.memory, Kind.observation) or framing.suspicious(rec):
@@ -177,8 +175,8 @@ def excerpt(rec: Record, chars: int = EXCERPT_CHARS) -> str:
 def listed(found: list[Found]) -> list[str]:
     """The candidates as the write's result lists them: ``id · date · excerpt``."""
     return [
-        f"{c.record.id} · {(c.record.updated_at or c.record.created_at).date().isoformat()} · "
-        f"{excerpt(c.record)}"
+        f"{framing.field(c.record.id)} · "
+        f"{(c.record.updated_at or c.record.created_at).date().isoformat()} · {excerpt(c.record)}"
         for c in found
     ]
 
@@ -194,9 +192,10 @@ def writer(rec: Record, who, found: list[Found]):
         return None
 
     def write(conn) -> None:
-        for c in found:
-            links.write(conn, c.record.id, rec.id, rec.bucket, links.CANDIDATE, who.agent_id,
-                        similarity=round(c.score, 4))  # fmt: skip
+        for c in found:  # a record deleted since it was found is left out
+            if conn.execute("SELECT 1 FROM records WHERE id=?", (c.record.id,)).fetchone():
+                links.write(conn, c.record.id, rec.id, rec.bucket, links.CANDIDATE,
+                            who.agent_id, similarity=round(c.score, 4))  # fmt: skip
 
     return write
 
