@@ -34,8 +34,8 @@ from ingest.importers.items import Read
 from retrieval.errors import InvalidInput
 from server.service.import_from import read_memory_jsonl
 
-FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SECONDS = 3.0
 PEAK_BYTES = 64 << 20
 
