@@ -90,7 +90,9 @@ def _not_found(exc: BaseException) -> bool:
 
 class VectorIndex:
     """Embedded ``PersistentClient`` by default; ``HttpClient`` when a Chroma host is given.
-    :class:`~retrieval.vector_process.VectorProcess` serves the same API from a child process."""
+    :class:`~retrieval.vector_process.VectorProcess` serves the same API from a child process,
+    the only process that opens a store's folder with it: the process that opens a folder here
+    writes bytes of its own memory into the HNSW files (:mod:`retrieval.vector_spawner`)."""
 
     ready = True  # open once constructed (a VectorProcess may still be opening its store)
     error: str | None = None  # why the index cannot be used (a VectorProcess's child failed)

@@ -85,7 +85,8 @@ def seen(pid):
     limits = [l for l in open(f"/proc/{pid}/limits") if l.startswith("Max core file size")]
     return {"environ": open(f"/proc/{pid}/environ", "rb").read().decode(),
             "cmdline": open(f"/proc/{pid}/cmdline", "rb").read().decode(),
-            "cwd": os.readlink(f"/proc/{pid}/cwd"), "fds": fds, "core": limits[0].split()[4:6]}
+            "cwd": os.readlink(f"/proc/{pid}/cwd"), "fds": fds, "core": limits[0].split()[4:6],
+            "threads": len(os.listdir(f"/proc/{pid}/task"))}
 
 from retrieval import vector_spawner
 start_dir = vector_spawner._current[1].start_dir
@@ -123,6 +124,7 @@ def test_the_child_and_its_spawner_have_nothing_of_their_openers_environment(tmp
         assert all(t.startswith(allowed) for t in mine), (who, mine)  # nothing of the opener's
     assert seen["child"]["cwd"] == str(store / "chroma")  # a .env there would be the store's
     assert seen["spawner"]["cwd"] == "/"  # it imported Chroma in an empty folder, now gone
+    assert seen["spawner"]["threads"] == 1  # a fork copies one thread: no lock held by another
     assert not os.path.exists(seen["start_dir"])
 
 
@@ -244,3 +246,32 @@ def test_the_child_is_given_ids_and_vectors_only(tmp_path, make_record, monkeypa
         assert not any(w in flat for w in words), (method, flat[:300])
     upserted = [it for m, a in sent if m == "upsert" for it in a[2]]
     assert [it.record_id for it in upserted] == [rec.id] and upserted[0].metadata == {}
+
+
+START_IN = """
+import os, sys
+from server.http.daemonfiles import spawn_daemon
+spawn_daemon(sys.argv[1], dict(os.environ))
+"""
+
+
+@pytest.mark.slow
+def test_a_daemon_started_in_a_project_imports_nothing_from_it(tmp_path):
+    """The hook client and the bridge start the daemon in the project's folder: a package of
+    the project named like one of ours (``server/``) must not be what the daemon runs."""
+    project, home = tmp_path / "project", tmp_path / "store"
+    (project / "server").mkdir(parents=True)
+    (project / "server" / "__init__.py").write_text("raise SystemExit('the project ran')\n")
+    env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_EMBEDDER": "hash",
+           "PYTHONPATH": ROOT}  # fmt: skip
+    subprocess.run([sys.executable, "-P", "-c", START_IN, str(home)], cwd=project, env=env,
+                   check=True, timeout=60)  # fmt: skip
+    from server.http.daemon import read_info
+
+    info = wait_until(lambda: read_info(home), 60)
+    try:
+        assert info, (home / "daemon.log").read_text() if (home / "daemon.log").exists() else ""
+    finally:
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+            wait_until(lambda: not alive(info["pid"]), 30)

@@ -59,7 +59,9 @@ def spawn_daemon(home, env: dict[str, str]) -> None:
     """Start the store's daemon detached (``pattern-memory daemon``, its own session: nobody
     waits for it), its output appended to ``daemon.log``. A second one started meanwhile exits
     at the store lock. The checkout holding this package is put on the child's ``PYTHONPATH``
-    (the hook client runs from a checkout with ``python -S``)."""
+    (the hook client runs from a checkout with ``python -S``); the folder it starts in (the
+    project's, for the hook client and the bridge) is not: a project's own ``server/`` would
+    be run instead of ours."""
     import subprocess
     import sys
 
@@ -72,7 +74,8 @@ def spawn_daemon(home, env: dict[str, str]) -> None:
     log_path = os.path.join(home, "daemon.log")
     with open(log_path, "ab", opener=private.opener) as log:  # the child keeps its own copy
         subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "daemon", "--home", home],
+            # -P: the project folder it starts in is not on its import path
+            [sys.executable, "-P", "-m", "server.cli", "daemon", "--home", home],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
