@@ -118,3 +118,24 @@ def test_every_candidate_has_a_decision(engine):
     tight = ar.HookConfig(threshold=0.0, prompt_tokens=5)
     sel = ar.select_for_prompt(svc, WHO, "checkout deploy helm upgrade", config=tight)
     assert "dropped: over the token budget" in [d.verdict for d in sel.decisions]
+
+
+def test_the_hooks_load_the_background_words_before_the_first_prompt(tmp_path):
+    import time
+
+    from retrieval.embedder import HashEmbedder
+    from retrieval.engine import Engine
+    from server.service import vocabulary
+    from server.service.graph_services import graph_services
+    from server.service.hook_events import HookService
+
+    svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
+    hooks = HookService(svc, graph_services(svc))
+    try:
+        deadline = time.monotonic() + 30
+        while vocabulary._frequencies is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert vocabulary._frequencies, "no prompt was asked: the daemon loaded them itself"
+    finally:
+        hooks.close()
+        svc.engine.close()

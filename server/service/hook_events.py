@@ -39,6 +39,7 @@ from retrieval.errors import InvalidInput
 
 from . import failure_lessons as fl
 from . import hook_context as ar
+from . import vocabulary
 from .auto_lessons import AutoLessons
 from .envsettings import AUTO_LESSONS_DEFAULT
 from .episode_feed import EpisodeFeed, prune_states
@@ -138,6 +139,7 @@ class HookService:
         self._worker_lock = threading.Lock()
         self._pending: set[tuple] = set()
         self._seq = itertools.count()
+        vocabulary.warm()  # the prompt gate's background words, loaded before the first prompt
         if self.learner.enabled:  # what is indexed is read for episodes, on the worker
             self.indexer.after = self.schedule_episodes
 

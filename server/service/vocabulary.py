@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from retrieval.analyzer import STOPWORDS, query_terms
 from retrieval.stemmer import stem
@@ -39,15 +39,34 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
-@lru_cache(maxsize=1)
+_loading = threading.Lock()
+_frequencies: dict[str, float] | None = None
+
+
 def frequencies() -> dict[str, float]:
-    """wordfreq's large English list: {word: frequency} (loaded once, ~0.1 s; {} without
-    wordfreq, when every word weighs :data:`UNKNOWN_WEIGHT`)."""
+    """wordfreq's large English list: {word: frequency} (loaded once: importing wordfreq and
+    reading the list take about a second; {} without wordfreq, when every word weighs
+    :data:`UNKNOWN_WEIGHT`). Threads asking while it loads wait for that one load."""
+    global _frequencies
+    if _frequencies is None:
+        with _loading:
+            if _frequencies is None:
+                _frequencies = _load()
+    return _frequencies
+
+
+def _load() -> dict[str, float]:
     try:
         import wordfreq
     except ImportError:  # pragma: no cover - a dependency; kept usable without it
         return {}
     return wordfreq.get_frequency_dict(LANGUAGE, wordlist="large")
+
+
+def warm() -> None:
+    """Load :func:`frequencies` in a background thread (a daemon does it when it starts: the
+    first prompt would otherwise spend its hook's deadline on it)."""
+    threading.Thread(target=frequencies, name="vocabulary", daemon=True).start()
 
 
 def weight(word: str) -> float:
