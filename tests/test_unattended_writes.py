@@ -21,12 +21,14 @@ from hypothesis import strategies as st
 from ingest.episode_events import MAX_PENDING, FeedProgress, read_events
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
+from retrieval.records import Kind, RecordFilter
 from server.service import unattended_warnings as ww
 from server.service.episode_feed import FILE_KEY
 from server.service.hook_context import HookConfig
 from server.service.hook_events import HookInput, HookRequest, HookService
 from server.service.identity import Identity
 from server.service.memory import MemoryService
+from server.service.sessions import PROGRESS_KEY
 from server.service.trust.secrets import SecretPolicy
 from tests import transcript_util
 from tests.mcp_util import identity_env, runtime_on
@@ -359,3 +361,22 @@ def test_a_secret_bearing_file_the_agent_names_is_never_cited(world, tmp_path):
     assert cited and "secrets.yaml" not in cited  # app/upload.py is
     close(hooks)
     assert files_holding(home, (plain,)) == []
+
+
+def test_an_exchange_keeps_the_name_of_a_secret_file_it_read_never_its_lines(world, tmp_path):
+    """A call naming ``.env`` keeps no output in the exchange nor in the indexer's progress (a
+    value no scanner can tell from a word would be kept in the clear)."""
+    hooks, who, repo, home = world(SecretPolicy.warn)
+    plain = "correcthorsebatterystaple"
+    t = TranscriptWriter(tmp_path / "r1.jsonl", session="r1", cwd=str(repo))
+    t.user("which bucket does the upload use?")
+    t.tool("Read", {"file_path": str(repo / ".env")}, f"SAUCE={plain}\nBUCKET=reports")
+    t.tool("Bash", {"command": "source .env && deploy"}, f"error: SAUCE={plain} refused",
+           is_error=True)  # fmt: skip
+    t.tool("Bash", {"command": "deploy --dry-run"}, "error: no bucket reports", is_error=True)
+    t.assistant("It uses the reports bucket.")
+    hooks.indexer.index_file(who, t.path, flush=True)  # the exchange stays open: progress row
+    [text] = [r.content for r in hooks.svc.store.list(RecordFilter(kinds=[Kind.turn]))]
+    assert "Bash(command=source .env && deploy)" in text and plain not in text  # its name only
+    assert "error: no bucket reports" in text  # another call's output is kept
+    assert plain not in hooks.svc.store.meta(PROGRESS_KEY + str(t.path.resolve()))

@@ -10,11 +10,15 @@ client writes it to its transcript (``SessionState.early``), and the indexer com
 very record when it reads the prompt and its answer: no duplicate, the same id. A prompt the
 transcript never holds (another hook refused it) gives its position, and its record, to the
 next prompt read.
+
+A tool call that names a file made to hold secrets keeps its name and not its output
+(:func:`without_secret_output`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from datetime import UTC, datetime
 
@@ -25,8 +29,10 @@ from ingest.transcripts import NAMESPACE, Turn
 from retrieval.records import Kind, Record, Scope
 
 from .identity import Identity
+from .trust.secret_files import secret_bearing
 
 CATEGORY = "turn"
+ARG_WORDS = re.compile(r"[\s=,()'\"`;|&<>]+")  # what separates a call's words (a class: linear)
 MAX_OPEN_CALLS = 2 * exchanges.MAX_TOOL_CALLS  # tool calls of the open exchange kept as text
 MAX_EARLY = 8  # prompts stored early and not read yet, per session
 
@@ -187,3 +193,15 @@ def keep_turn(state: SessionState, turn: OpenTurn) -> None:
             state.open_calls += 1
             return
     state.open.append(turn)
+
+
+def without_secret_output(turn: Turn) -> str:
+    """A turn's text; a tool call that names a file made to hold secrets (``Read(file_path=
+    .env)``, ``cat .env``, ``grep KEY .env``; ``trust.secret_files.secret_bearing``) without
+    its output (the first lines the indexer keeps of it): the file's name, never its lines."""
+    if turn.role != "tool":
+        return turn.text
+    head, arrow, _output = turn.text.partition(" → ")
+    if arrow and any(secret_bearing(w) for w in ARG_WORDS.split(head) if w):
+        return f"{head} → (output not kept: the call names a file that holds secrets)"
+    return turn.text

@@ -37,10 +37,9 @@ line is left for the next run, which looks for its end from where this one stopp
 The write policy (secrets, injection) applies to every turn's text before it joins an exchange
 (``block`` leaves the turn out, ``redact`` keeps it redacted) and to every stored part; the
 progress row passes its secret policy too (``WritePolicy.screen_state``: a waiting call's
-arguments, the first turn's ``cwd``), redacted under ``block`` as under ``redact``. An indexing
-run is a write no person asked for (``unattended_warnings.watched``): the secret policy is at
-least ``redact`` whatever the store's (``warn`` would keep a secret and warn nobody), and its
-warnings, and the turns it left out, are filed for the review inbox under the session.
+arguments, the first turn's ``cwd``), redacted under ``block`` as under ``redact``. A run is a
+write no person asked for (``unattended_warnings.watched``): at least ``redact``, whatever the
+store's policy, its warnings and the turns it left out filed for the review inbox.
 """
 
 from __future__ import annotations
@@ -82,6 +81,7 @@ from .session_records import (
     part_id,
     read_prompt,
     unit_records,
+    without_secret_output,
 )
 from .trust.secret_files import without_encoded, without_encoded_tree
 from .unattended_warnings import note, watched
@@ -288,7 +288,7 @@ class SessionIndexer:
         for session, items in by_session.items():
             state = after.sessions.setdefault(session, SessionState())
             for t in items:
-                text = self.screen(t.text)
+                text = self.screen(without_secret_output(t))
                 if text is None:
                     report.withheld += 1
                     text = WITHHELD if t.role == "user" else None

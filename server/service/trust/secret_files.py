@@ -56,7 +56,7 @@ ENCODED = "[REDACTED:encoded_secret]"
 # runs of base64 characters, standard and URL-safe (a class then padding: linear, no backtracking)
 BASE64_RUNS = (re.compile(r"[A-Za-z0-9+/]+=*"), re.compile(r"[A-Za-z0-9_-]+=*"))
 MIN_BLOB = 32  # characters of a base64 run worth decoding
-MAX_BLOBS = 32
+MAX_BLOBS = 256
 BLOB_BYTES = 16_384
 MAX_DEPTH = 2  # base64 of base64
 
