@@ -168,6 +168,12 @@ def test_a_secret_in_base64_is_found_even_with_a_word_glued_in_front(noise, glue
     assert secret_text(base64.b64encode(blob.encode()).decode())  # twice encoded
 
 
+def test_a_secret_in_base64_behind_many_decoys_is_found():
+    decoys = " ".join(base64.b64encode(bytes([i]) * 30).decode() for i in range(100))
+    token = base64.b64encode(f"GITHUB_TOKEN={GHP}".encode()).decode()
+    assert secret_text(f"{decoys} {token}") and not secret_text(decoys)
+
+
 def test_reading_a_large_text_for_secrets_is_bounded():
     runs = ("QUJD" * 20 + " ") * 12_000  # about 1 MB of base64 runs with nothing in them
     t0 = time.perf_counter()
