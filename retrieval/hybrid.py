@@ -221,8 +221,9 @@ class HybridRanker:
                 top = self.lexical.search(" ".join(terms), f, 1, terms=terms) if terms else []
                 return top[0][1] if top else 0.0
 
-            qv = longquery.views(query, self.lexical.doc_freqs, self.lexical.doc_count(),
-                                 probe if cfg.probe_windows else None, cfg.long_max_terms)  # fmt: skip
+            qv = guarded("long query views", longquery.views, query, self.lexical.doc_freqs,
+                         self.lexical.doc_count(), probe if cfg.probe_windows else None,
+                         cfg.long_max_terms, default=qv)  # the query as it is  # fmt: skip
         lex_futures = []
         if use_lex:
             lex_futures.append(self._pool.submit(

@@ -21,6 +21,10 @@ from tests.mcp_util import identity_env, in_process, runtime_on
 
 NORMAL = "The deploys moved to Fridays after the incident review with the payments team."
 QUERIES = [
+    "The deploys failed again yesterday on the release branch and the incident review of the "
+    "payments team says the rollback took an hour; what did we change about the deploys since "
+    "then, and who reviewed it last week before the Friday release? The pipeline logs show "
+    "the same timeout in the payment service twice.",  # a long query
     "what changed about the deploys last week?",  # a window: stated times
     "when did the deploys move to Fridays after the incident review?",  # asks when
     "deploys Fridays incident review",
@@ -87,6 +91,7 @@ FAULTS = {
     "the diversification": ("server.service.recall", "diversify"),
     "the current version first": ("retrieval.hybrid", "_current_first"),
     "code in prose": ("retrieval.modality", "is_prose_query"),
+    "the views of a long query": ("retrieval.longquery", "views"),
     "the framing of an item": ("server.service.trust.framing", "source"),
 }
 
