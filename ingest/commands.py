@@ -7,18 +7,21 @@ tests. A command line becomes a :class:`CommandKey`: the checks it runs, each a
 :class:`Check`, with
 
 - the shell's plumbing removed: ``cd``/``export``/``source``/``echo``/``sleep`` steps, variable
-  assignments, redirections (``2>&1``, ``> log``), output filters after a pipe (``| tail``,
-  ``| grep``, ``| tee``), fallbacks after ``||`` (``|| true``), and wrappers (``sudo``,
-  ``env``, ``time``, ``timeout N``, ``nice``, ``uv run``, ``poetry run``, ``npx``,
-  ``python -m``);
+  assignments (kept aside: ``PYTEST_ADDOPTS``, ``GOFLAGS`` and a switch such as
+  ``SKIP_SLOW=1`` change what runs), redirections (``2>&1``, ``> log``), output filters after
+  a pipe (``| tail``, ``| grep``, ``| tee``), fallbacks after ``||`` (``|| true``), and
+  wrappers (``sudo``, ``env``, ``time``, ``timeout N``, ``nice``, ``uv run``, ``poetry run``,
+  ``npx``, ``python -m``);
 - options that change only what is printed (``-q``, ``-v``, ``--tb=short``, ``--color``,
   ``--quiet``) left out;
-- what it checks read per runner (:mod:`ingest.check_targets`): pytest paths and node ids and
-  ``-k``; JUnit tests as ``Class::method`` (``defects4j test -t``, Maven ``-Dtest=C#m``,
-  Gradle ``--tests``); ``go test`` packages and ``-run``; ``cargo test`` filters and
-  ``cargo build``'s profile and package; jest/vitest paths and ``-t``; a task runner's task
-  (``make``, ``just``, ``npm run``, ``tox``, ...); anything else is compared as its normalised
-  text (``python3 -c "…"``, ``./run.sh``).
+- what it checks, selects and leaves out read per runner (:mod:`ingest.runner_args`, the
+  :class:`Check` of :mod:`ingest.check_targets`); anything else is compared as its
+  normalised text (``python3 -c "…"``, ``./run.sh``).
+
+Whether the command line's exit status is its checks' own is kept too
+(:attr:`CommandKey.sure`): in ``pytest || true``, ``pytest; exit 0``, ``pytest | tail`` (without
+``set -o pipefail``) or ``pytest &`` it is another command's, so exit 0 says nothing. A command
+line is read up to :data:`MAX_COMMAND` characters and :data:`MAX_CHECKS` checks.
 
 Commands that inspect, navigate, install or talk to a remote (``ls``, ``cat``, ``grep``,
 ``git``, ``gh``, ``curl``, ``pip install``, ``apt-get``, ...) are not checks: their failing

@@ -37,7 +37,8 @@ _M = 8  # re.MULTILINE
 _STATUS = r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
 _PYTEST_V = linear(r"^(\S+::\S+) " + _STATUS + r"\b", _M)
 _PYTEST_R = linear(r"^(?:\[gw\d+\] \[ *\d+%\] )?" + _STATUS + r" (\S+::\S+)", _M)
-_PYTEST_SUMMARY = linear(r"^[= ]*(?:(?:\d+ [a-z]+(?:, )?)+ in [\d.]+s\b|no tests ran\b).*$", _M)
+_PYTEST_SUMMARY = linear(r"^[= ]*(?:(?:\d+ [a-z]+(?:, )?)+ in [\d.]+ ?s(?:econds)?\b|no tests ran\b)"
+                         r".*$", _M)  # fmt: skip
 _COUNT = linear(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b")
 _CARGO_TEST = linear(r"^test (\S+) \.\.\. (ok|FAILED|ignored)\b", _M)
 _CARGO_RESULT = linear(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored"

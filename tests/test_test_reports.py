@@ -33,6 +33,7 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
     [
         (PYTEST_V, {"passed": 1, "failed": 1, "skipped": 2, "deselected": 2}, 2),
         ("3 passed, 1 deselected in 0.12s", {"passed": 3, "deselected": 1}, 3),
+        ("=== 4 passed, 1 skipped, 2 warnings in 0.40 seconds ===", {"passed": 4, "skipped": 1}, 4),
         ("===== no tests ran in 0.01s =====", {}, 0),
         ("===== 2 errors in 0.3s =====", {"failed": 2}, 2),
         (CARGO, {"passed": 2, "skipped": 1, "filtered": 3}, 2),
