@@ -309,11 +309,14 @@ def _reruns(failed_command: str, tests: list[str], passed: CommandKey, cwd: str 
 
 def _proven(f: Failure | Outcome, key: CommandKey, cwd: str | None, ran: str | None,
             output: str) -> bool:  # fmt: skip
-    """Whether the pass ``key`` re-ran ``f``: by its command line, then by its output."""
+    """Whether the pass ``key`` re-ran ``f``: by its command line, then by its output. A
+    narrower run must select the test the failure's signature names (its first failing
+    test): a run of another of its failing tests proves nothing of that error."""
     failed = command_key(f.command, cwd)
-    if not related(failed, key, tuple(f.tests), ran):
+    tests = tuple(f.tests[:1])
+    if not related(failed, key, tests, ran):
         return False
-    kinds = [c.rerun_kind(g, tuple(f.tests)) for c in key.checks for g in failed.checks]
+    kinds = [c.rerun_kind(g, tests) for c in key.checks for g in failed.checks]
     return proves(f.tests, f.counts, f.runner, kinds, key.checks, read_report(output))
 
 

@@ -99,10 +99,12 @@ def read_report(output: str) -> Report:
     text = _bounded(output)
     r = Report(clipped=CLIPPED in text)
     _names(r, text)
-    last = _last(_PYTEST_SUMMARY, text)  # pytest prints one per run
-    if last is not None:
-        counts = _pytest_counts(last.group(0))
+    summaries = [_pytest_counts(m.group(0)) for m in _PYTEST_SUMMARY.finditer(text)]
+    if summaries:  # the last (pytest prints one per run), with the most any line left out
+        counts = summaries[-1]
         r.ran_nothing = counts.pop("nothing", 0) > 0
+        for kind in ("skipped", "deselected"):  # a line a test prints cannot hide them
+            counts[kind] = max(c.get(kind, 0) for c in summaries)
         for kind, n in counts.items():
             _add(r.counts, kind, n)
         r.summary = True

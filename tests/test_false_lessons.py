@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.episodes import Event, SessionEpisodes, feed, finish
+from ingest.test_reports import read_report
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service.hook_events import HookService
@@ -220,6 +221,28 @@ EPISODES = {
 def test_real_fixes_and_narrower_reruns_of_the_failing_test_are_still_episodes(steps):
     [ep] = detect(*steps)
     assert ep.edits
+
+
+def test_a_rerun_of_another_failing_test_is_no_fix_of_the_first_ones_error():
+    other = "tests/test_api.py::test_upload_small"
+    both = py_fail().replace("===== 1 failed", f"FAILED {other} - {EXC}\n===== 2 failed")
+    st = SessionEpisodes(session="s", cwd=CWD)
+    for i, (command, output, ok) in enumerate([("pytest tests/test_api.py", both, False),
+                                               (None, None, None), (f"pytest {other}", py_pass(1), True)]):  # fmt: skip
+        if command is None:
+            feed(st, Event(kind="edit", call=f"c{i}", path=f"{CWD}/app/api.py", hunk="+y"))
+        else:
+            feed(st, Event(kind="run", call=f"c{i}", command=command, output=output, ok=ok))
+    assert st.ready == [] and st.open == [] and len(st.failures) == 1
+    feed(st, Event(kind="run", call="c9", command=f"pytest {API}", output=py_pass(1)))
+    finish(st)
+    [ep] = st.ready
+    assert ep.failure.signature.test == API
+
+
+def test_a_printed_summary_line_cannot_hide_the_real_ones_skips():
+    r = read_report(py_pass(5, ", 1 skipped") + "\n===== 6 passed in 0.40s =====")
+    assert r.counts["skipped"] == 1
 
 
 def test_a_docs_edit_beside_the_fix_is_left_out_of_the_episode():
