@@ -39,8 +39,8 @@ from retrieval.records import Kind, RecordFilter
 
 from .common import Caller, parse_scope
 from .entities import GraphService
-from .models import ScoredEntity
-from .withheld import Flag, GraphFlags, MarkedScoredEntity, MarkedSearchNodesResult
+from .models import MarkedScoredEntity, MarkedSearchNodesResult, ScoredEntity
+from .withheld import Flag, GraphFlags
 
 OBS_WEIGHTS = (1.0, 0.3, 0.1)
 NAME_WEIGHT = 0.5

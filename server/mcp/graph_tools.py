@@ -18,11 +18,13 @@ from graph.models import (
     CreateRelationsResult,
     DeleteResult,
     EntityInput,
+    MarkedGraph,
+    MarkedGraphPage,
+    MarkedSearchNodesResult,
     ObservationDeletion,
     ObservationInput,
     Relation,
 )
-from graph.withheld import MarkedGraph, MarkedGraphPage, MarkedSearchNodesResult
 
 from ..service.graph_services import GraphServices
 from ..service.identity import Identity

@@ -16,12 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph.common import Caller, parse_scope
-from graph.compat import export_files, import_files
+from graph.compat import export_files, import_rows
 from graph.entities import GraphService
 from graph.lessons import LessonService
-from graph.models import ExportGraphResult, ImportGraphResult
+from graph.models import (
+    ExportGraphResult,
+    ImportGraphResult,
+    MarkedGraph,
+    MarkedGraphPage,
+    MarkedSearchNodesResult,
+)
 from graph.search import search_nodes
-from graph.withheld import Flag, MarkedGraph, MarkedGraphPage, MarkedSearchNodesResult, mark_graph
+from graph.withheld import Flag, mark_graph
+from ingest.importers.json_rows import read_rows
 
 from .memory import MemoryService
 from .withheld import read_flag
@@ -67,7 +74,8 @@ class GraphServices:
         self, who: Caller, paths: Iterable[str | Path], scope: str | None = None
     ) -> ImportGraphResult:
         """The official server's memory.jsonl and/or the lessons fork's lesson.json."""
-        return import_files(self.graph, self.lessons, who, paths, scope)
+        rows = [row for p in paths for row in read_rows(p)]
+        return import_rows(self.graph, self.lessons, who, rows, scope)
 
     def export_files(
         self,

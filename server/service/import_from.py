@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from graph.compat import classify, read_rows
+from graph.compat import classify
 from ingest.importers import basic_memory, claude_code, claude_mem, mcp_memory_service, mem0
 from ingest.importers.bounded import MAX_FIELD_CHARS, SourceError, check_tree, printable
 from ingest.importers.items import (
@@ -38,6 +38,7 @@ from ingest.importers.items import (
     invalid,
     unreadable,
 )
+from ingest.importers.json_rows import read_rows
 from retrieval.errors import PatternError
 from retrieval.records import Scope
 
