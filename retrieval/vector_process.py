@@ -8,6 +8,11 @@ store hold it ~1.9 s. In the serving process that stalled every other request an
 embedding workers (docs/benchmarks.md, "the vector index in a child process"). In a child the cost runs beside them, on
 the other core, and the server starts without importing chromadb at all: until the child has
 opened the store, the ranker scores the stored vectors exactly (:attr:`VectorProcess.ready`).
+And the process that writes a store's HNSW files must never have held a text: hnswlib writes
+new blocks to disk before filling them. So the child is not started by this process, which
+handles every text, but forked by its spawner (:mod:`retrieval.vector_spawner`), and it is the
+only way an :class:`~retrieval.engine.Engine` opens a store's index; two engines of one process
+over one folder share its child (:meth:`VectorProcess.shared`).
 
 Protocol (:mod:`retrieval.vector_child`, which holds both sides of it): pickled tuples over a
 private socket pair. Calls may be in flight from several threads at once (the child runs them

@@ -36,6 +36,7 @@ Control protocol (a ``SOCK_SEQPACKET`` pair; JSON messages): to the spawner ``{"
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
@@ -60,10 +61,13 @@ _MAX_MSG = 65536
 
 def child_env() -> dict[str, str]:
     """The whole environment of the spawner and its children: what Python needs to find this
-    package and Chroma (this process's ``PYTHONPATH``, made absolute), Chroma's settings, one
-    thread per numeric library, :data:`ZEROED_MALLOC`. Nothing else of the caller's."""
+    package and Chroma (this process's ``PYTHONPATH``, made absolute, and ``LD_LIBRARY_PATH``
+    when the interpreter was started with one), Chroma's settings, one thread per numeric
+    library, :data:`ZEROED_MALLOC`. Nothing else of the caller's."""
     given = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    libraries = os.environ.get("LD_LIBRARY_PATH")
     return {
+        **({"LD_LIBRARY_PATH": libraries} if libraries else {}),
         "PATH": os.defpath,
         "PYTHONPATH": os.pathsep.join(dict.fromkeys([_ROOT, *given])),
         "LC_ALL": "C.UTF-8",
@@ -198,6 +202,7 @@ class Spawner:
             child._exited(-signal.SIGKILL if child._pid is not None else code)
 
     def _arm_idle(self) -> None:
+        self._cancel_idle()
         self._idle = threading.Timer(IDLE_S, self._close_if_idle)
         self._idle.daemon = True
         self._idle.start()
@@ -236,6 +241,7 @@ def _preload() -> None:
     os.umask(0o077)  # what a child creates in its store is its user's alone
     import chromadb  # noqa: F401
     import chromadb.api.rust  # noqa: F401
+    import chromadb.telemetry.product.posthog  # noqa: F401 - imported by every client
 
     from . import vector_child, vectors  # noqa: F401
 
@@ -290,6 +296,8 @@ def main(fd: int) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     ctl = socket.socket(fileno=fd)
     _preload()
+    gc.collect()
+    gc.freeze()  # a child's collections skip what it inherits: fewer pages copied on write
     start = os.getcwd()
     os.chdir("/")
     try:
