@@ -23,10 +23,8 @@ written as entity rows with all their lesson fields (the official server reads t
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from datetime import UTC
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -35,7 +33,7 @@ from retrieval.errors import InvalidInput
 from .common import MAX_BATCH, Caller, Origin, parse_scope
 from .entities import GraphService
 from .lessons import LessonService
-from .models import EntityInput, ExportGraphResult, ImportGraphResult, Relation
+from .models import EntityInput, ImportGraphResult, Relation
 
 
 def classify(row: dict) -> str:
@@ -182,31 +180,8 @@ def export_rows(
     return rows, [lesson_row(x) for x in by_name.values()]
 
 
-def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
-    """Atomically write JSON lines (a crash never leaves half a file), readable by the user
-    alone (0600: the graph of a scope)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with open(fd, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
-    os.replace(tmp, target)
-
-
-def export_files(
-    graph: GraphService, lessons: LessonService, who: Caller, path: str | Path,
-    lessons_path: str | Path | None = None, scope: str | None = None,
-) -> ExportGraphResult:  # fmt: skip
-    rows, lesson_docs = export_rows(graph, lessons, who, scope, with_lessons=lessons_path is None)
-    write_jsonl(path, rows)
-    if lessons_path is not None:
-        write_jsonl(lessons_path, lesson_docs)
-    return ExportGraphResult(
-        path=str(Path(path).resolve()),
-        entities=sum(r["type"] == "entity" for r in rows)
-        + (len(lesson_docs) if lessons_path else 0),
-        relations=sum(r["type"] == "relation" for r in rows),
-        lessons=len(lesson_docs),
+def jsonl_text(rows: Iterable[dict]) -> str:
+    """Rows as the official server writes them: one compact JSON object per line."""
+    return "".join(
+        json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n" for row in rows
     )

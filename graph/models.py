@@ -147,6 +147,9 @@ class ExportGraphResult(BaseModel):
     entities: int
     relations: int
     lessons: int
+    backups: list[str] = Field(
+        default_factory=list, description="With force: 'file -> its backup', per file replaced."
+    )
 
 
 # ------------------------------------------ graph reads with what the write policy flagged

@@ -90,7 +90,7 @@ def test_lessons_round_trip_as_array_and_as_lines(cli, tmp_path):
     assert graph.read_text() == ""  # only lessons in this graph
     # without --lessons, lessons travel inside memory.jsonl as entity rows (the official server
     # reads them as entities of type "lesson"), and come back as lessons
-    cli("export-graph", str(graph))
+    cli("export-graph", str(graph), "--force")  # it held the lessons alone: kept as a backup
     rows = [json.loads(x) for x in graph.read_text().splitlines()]
     assert rows[0] == {"type": "entity", **LESSON}
     assert rows[0]["observations"] == LESSON["observations"]

@@ -55,6 +55,7 @@ def svc(open_service):
 
 
 def export(svc, allowed, name="backup.json", who=ME, **kw) -> dict:
+    kw.setdefault("force", True)  # one file exported again and again (each kept as a backup)
     res = transfer.export_memories(svc, who, [allowed], output_path=name, **kw)
     doc = json.loads(Path(res.filepath).read_text(encoding="utf-8"))
     assert res.exported == doc["count"] == len(doc["memories"])

@@ -1,23 +1,28 @@
-"""Writing an export's files into a folder the user already keeps: nothing there is replaced
-without a backup, nothing is written through a link, and what is written is the user's alone.
+"""Writing an export's files where the user keeps files: nothing there is replaced without a
+backup, nothing is written through a link, and what is written is the user's alone. Every
+export writes through here (``export-to``, ``export-graph``, ``export-memories``/``export``).
 
-:func:`write_files` takes every file of one export (its path under the folder, its text) and
+:func:`write_files` takes every file of one export (its path under the folder, its text);
+:func:`write_paths` takes files each named by its own path (``export-graph``'s graph and
+lessons files, ``export-memories``' one file). Both
 
-* first checks them all, writing nothing: a file already there with other content is refused
+* first check every file, writing nothing: a file already there with other content is refused
   (one error naming it, and how many more) unless ``force``; one with the same content is left
-  as it is (counted unchanged);
-* with ``force``, renames each such file to ``<name>.bak-<UTC time>`` (a free name: ``-2``,
-  ``-3`` … when taken) before writing the new one, and says so;
-* walks to each file's folder by folder descriptors opened with ``O_NOFOLLOW``: a folder along
+  as it is (counted unchanged); a folder, a named pipe or a device at a file's name is refused
+  even with ``force`` (it is not a file an export could have written);
+* with ``force``, rename each such file to ``<name>.bak-<UTC time>`` (a free name: ``-2``,
+  ``-3`` … when taken) before writing the new one, and say so;
+* walk to each file's folder by folder descriptors opened with ``O_NOFOLLOW``: a folder along
   the way that is a symbolic link (or not a folder) is refused, so a link planted in the export
-  folder (``notes -> ~/.ssh``) never receives a file; the final name is created with
-  ``link(2)`` from a private temporary file, which fails rather than replace a file that
-  appeared meanwhile;
-* creates files 0600 and folders 0700 (the folders it creates; the export folder itself, when
-  it exists, is left as the user keeps it).
+  folder (``notes -> ~/.ssh``) never receives a file; a file's name that is a link (dangling or
+  not) is an existing file: refused, or moved aside with ``force``, never followed; the final
+  name is created with ``link(2)`` from a private temporary file, which fails rather than
+  replace a file that appeared meanwhile;
+* create files 0600 and folders 0700 (the folders they create; the export folder itself, when
+  it exists, is left as the user keeps it, and a link the user names as that folder is theirs).
 
-A path must be relative, without ``..``, ``.`` or empty parts (and without hidden parts, unless
-the caller allows them).
+A path under a folder must be relative, without ``..``, ``.`` or empty parts (and without
+hidden parts, unless the caller allows them).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -76,16 +82,31 @@ class _Folder:
 
     def __init__(self, folder: Path) -> None:
         self.path = folder
-        if not folder.exists():
-            _make_dirs(folder)
+        self.fds: dict[str, int] = {}
+        if os.path.exists(folder):
+            self._open()
+            return
+        p = folder  # created only when a file is written; a link to nothing is refused now
+        while not os.path.exists(p):
+            if os.path.lexists(p):
+                raise InvalidInput(
+                    f"{p} is a symbolic link to nothing; nothing was written (the export "
+                    "creates only real folders)",
+                    path=str(p),
+                )
+            p = p.parent
+
+    def _open(self) -> int:
         try:
-            self.fd = os.open(folder, DIR_FLAGS)
+            fd = os.open(self.path, DIR_FLAGS)
         except OSError as exc:
             raise InvalidInput(
-                f"{folder} is not a folder the notes can be written in ({exc.strerror})",
-                path=str(folder),
+                f"{self.path} is not a folder an export can be written in ({exc.strerror}); "
+                "nothing was written",
+                path=str(self.path),
             ) from None
-        self.fds: dict[str, int] = {"": self.fd}
+        self.fds[""] = fd
+        return fd
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -96,6 +117,11 @@ class _Folder:
         ``create`` is false); a part that is a link or not a folder is refused."""
         if rel_dir in self.fds:
             return self.fds[rel_dir]
+        if not rel_dir:  # the export folder, not there when the export began
+            if not create:
+                return None
+            _make_dirs(self.path)
+            return self._open()
         parent, _, name = rel_dir.rpartition("/")
         pfd = self.dir_fd(parent, create)
         if pfd is None:
@@ -135,7 +161,7 @@ class _Folder:
         except OSError:
             return st, None
         with os.fdopen(ffd, "rb") as fh:
-            return st, fh.read()
+            return st, fh.read(st.st_size + 1)  # a file that grew differs anyway
 
 
 def _make_dirs(folder: Path) -> None:
@@ -157,41 +183,82 @@ def write_files(
     hidden: bool = False,
 ) -> Written:  # fmt: skip
     """Write ``files`` ({relative path: text}) under ``folder`` (see the module docstring;
-    ``hidden``: a path may have hidden parts, as a single file named by the user may)."""
+    ``hidden``: a path may have hidden parts). Paths are reported relative to ``folder``."""
     for rel in files:
         if safe_relative(rel, hidden=hidden) != rel:
             raise InvalidInput(f"export path {rel!r} would leave {folder}", path=rel)
+    return _write([(folder, rel, rel, text) for rel, text in files.items()], force, now)
+
+
+def write_paths(
+    files: Sequence[tuple[str | Path, str]], *, force: bool = False, now: datetime | None = None
+) -> Written:
+    """Write ``files`` ((path, text) pairs), each at the path the user named (see the module
+    docstring): all of them are checked before any is written, and one path given twice is
+    refused. Paths are reported as given, made absolute."""
+    items: list[tuple[Path, str, str, str]] = []
+    seen: set[Path] = set()
+    for raw, text in files:
+        path = Path(os.path.abspath(Path(raw).expanduser()))
+        if path.name in ("", ".", ".."):
+            raise InvalidInput(f"{raw} names a folder; give the file to write", path=str(raw))
+        key = Path(os.path.realpath(path.parent)) / path.name
+        if key in seen:
+            raise InvalidInput(
+                f"{path} is given twice; nothing was written (give each file its own name)",
+                path=str(path),
+            )
+        seen.add(key)
+        items.append((path.parent, path.name, str(path), text))
+    return _write(items, force, now)
+
+
+def _write(items: list[tuple[Path, str, str, str]], force: bool, now: datetime | None) -> Written:
+    """``items``: (folder, path under it, path as reported, text). Check all, then write."""
     out = Written()
-    root = _Folder(folder)
+    roots: dict[Path, _Folder] = {}
     try:
-        todo: dict[str, bytes] = {}
-        taken: list[str] = []
-        for rel, text in files.items():
+        todo: list[tuple[_Folder, str, str, bytes]] = []
+        taken: list[tuple[_Folder, str, str]] = []
+        for folder, rel, shown, text in items:
+            root = roots.get(folder) or roots.setdefault(folder, _Folder(folder))
             data = text.encode("utf-8")
             st, there = root.existing(rel)
+            if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                raise InvalidInput(
+                    f"{folder / rel} is {what}, not a file; nothing was written (give the "
+                    "file to write another name)",
+                    path=str(folder / rel),
+                )
             if st is None:
-                todo[rel] = data
+                todo.append((root, rel, shown, data))
             elif there == data:
-                out.unchanged.append(rel)
+                out.unchanged.append(shown)
             else:
-                taken.append(rel)
-                todo[rel] = data
+                taken.append((root, rel, shown))
+                todo.append((root, rel, shown, data))
         if taken and not force:
+            first = taken[0][0].path / taken[0][1]
             more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
             raise InvalidInput(
-                f"{folder / taken[0]} already exists{more}; nothing was written. Export into "
-                "an empty folder, or pass --force to keep each such file as "
-                "<name>.bak-<time> and write the new one",
-                path=str(folder / taken[0]), existing=taken[:50], count=len(taken),
+                f"{first} already exists{more}; nothing was written. Export to another name "
+                "or an empty folder, or pass --force (the tool's force) to keep each such file "
+                "as <name>.bak-<time> and write the new one",
+                path=str(first), existing=[s for _r, _p, s in taken[:50]], count=len(taken),
             )  # fmt: skip
         stamp = _stamp(now)
-        for rel, data in todo.items():
-            if rel in taken:
-                out.backups.append(f"{rel} -> {_backup(root, rel, stamp)}")
+        replaced = {(id(r), rel) for r, rel, _s in taken}
+        for root, rel, shown, data in todo:
+            if (id(root), rel) in replaced:
+                backup = _backup(root, rel, stamp)
+                shown_dir = shown[: len(shown) - len(rel.rpartition("/")[2])]
+                out.backups.append(f"{shown} -> {shown_dir}{backup.rpartition('/')[2]}")
             _create(root, rel, data)
-            out.written.append(rel)
+            out.written.append(shown)
     finally:
-        root.close()
+        for root in roots.values():
+            root.close()
     return out
 
 
@@ -249,4 +316,4 @@ def _create(root: _Folder, rel: str, data: bytes) -> None:
             pass
 
 
-__all__ = ["DIR_MODE", "FILE_MODE", "Written", "safe_relative", "write_files"]
+__all__ = ["DIR_MODE", "FILE_MODE", "Written", "safe_relative", "write_files", "write_paths"]

@@ -84,12 +84,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         rt = runtime()
         dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
-        res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope, args.category)
-        rt.close()
+        try:
+            res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope,
+                                  args.category, force=args.force)  # fmt: skip
+        finally:
+            rt.close()
     finally:
         owner.release()
+    _show_backups(res.backups)
     print(res.model_dump_json())
     return 0
+
+
+def _show_backups(lines: list[str]) -> None:
+    for line in lines:
+        print(f"replaced (kept as a backup): {line}", file=sys.stderr)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -134,10 +143,14 @@ def cmd_export_graph(args: argparse.Namespace) -> int:
     owner = sole("export-graph", "Its `read_graph` tool reads the graph through the daemon. ")
     try:
         rt = runtime()
-        res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope)
-        rt.close()
+        try:
+            res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope,
+                                         force=args.force)  # fmt: skip
+        finally:
+            rt.close()
     finally:
         owner.release()
+    _show_backups(res.backups)
     print(res.model_dump_json())
     return 0
 
@@ -228,6 +241,8 @@ def register(sub) -> None:
     )
     e.add_argument("--scope", help="only this scope (private, personal, team, public)")
     e.add_argument("--category", help="only this category")
+    e.add_argument("--force", action="store_true",
+                   help="replace the file if it exists, kept first as <name>.bak-<time>")  # fmt: skip
     e.set_defaults(fn=cmd_export)
     i = sub.add_parser("import", help="import an export file")
     i.add_argument("file", help="a file written by export (or export-memories)")
@@ -247,6 +262,8 @@ def register(sub) -> None:
         "--lessons", metavar="FILE", help="write lessons here (lesson.json) instead of FILE"
     )
     eg.add_argument("--scope", default="team", help="graph to export (default team)")
+    eg.add_argument("--force", action="store_true",
+                    help="replace files already there, each kept first as <name>.bak-<time>")  # fmt: skip
     eg.set_defaults(fn=cmd_export_graph)
     v = sub.add_parser(
         "verify",

@@ -40,8 +40,15 @@ async def export_memories(
     category: str | None = None,
     since: datetime | None = None,
     includeExpired: bool = False,
+    force: Annotated[
+        bool,
+        Field(
+            description="Replace a file already at outputPath, keeping it first as <name>.bak-<time>; without it an existing file is an error."
+        ),
+    ] = False,
 ) -> ExportResult:
-    """Export the memories you can see to a JSON file (unencrypted: keep it safe)."""
+    """Export the memories you can see to a JSON file (unencrypted: keep it safe). An existing
+    file is never replaced unless force (then kept as a backup first)."""
     rt, who = session_of(ctx)
     return await call(
         lambda: transfer.export_memories(
@@ -53,6 +60,7 @@ async def export_memories(
             category,
             since,
             includeExpired,
+            force=force,
         )  # fmt: skip
     )
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph.common import Caller, parse_scope
-from graph.compat import export_files, import_rows
+from graph.compat import export_rows, import_rows, jsonl_text
 from graph.entities import GraphService
 from graph.lessons import LessonService
 from graph.models import (
@@ -28,6 +28,7 @@ from graph.models import (
 )
 from graph.search import search_nodes
 from graph.withheld import Flag, mark_graph
+from ingest.importers.export_files import write_paths
 from ingest.importers.json_rows import read_rows
 
 from .memory import MemoryService
@@ -83,9 +84,27 @@ class GraphServices:
         path: str | Path,
         lessons_path: str | Path | None = None,
         scope: str | None = None,
+        *,
+        force: bool = False,
     ) -> ExportGraphResult:
-        """The graph as the official memory.jsonl (lessons inline, or in ``lessons_path``)."""
-        return export_files(self.graph, self.lessons, who, path, lessons_path, scope)
+        """The graph as the official memory.jsonl (lessons inline, or in ``lessons_path``),
+        written as every export is (``ingest.importers.export_files``): an existing file is
+        refused unless ``force``, which keeps it as a backup first."""
+        rows, lesson_docs = export_rows(
+            self.graph, self.lessons, who, scope, with_lessons=lessons_path is None
+        )
+        files = [(path, jsonl_text(rows))]
+        if lessons_path is not None:
+            files.append((lessons_path, jsonl_text(lesson_docs)))
+        done = write_paths(files, force=force)
+        return ExportGraphResult(
+            path=str(Path(path).expanduser().absolute()),
+            entities=sum(r["type"] == "entity" for r in rows)
+            + (len(lesson_docs) if lessons_path else 0),
+            relations=sum(r["type"] == "relation" for r in rows),
+            lessons=len(lesson_docs),
+            backups=done.backups,
+        )
 
 
 def graph_services(svc: MemoryService) -> GraphServices:

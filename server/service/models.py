@@ -250,6 +250,9 @@ class ExportResult(BaseModel):
         description="Exported memories flagged as possible instructions to the model: in the "
         "file with their metadata.suspicious (import-memories screens them again).",
     )
+    backups: list[str] = Field(
+        default_factory=list, description="With force: 'file -> its backup' when one was replaced."
+    )
 
 
 class ImportResult(BaseModel):

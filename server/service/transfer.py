@@ -5,6 +5,11 @@ File format (``version`` 1)::
     {"format": "pattern-memory", "version": 1, "exportedAt": "...", "projectId": "...",
      "agentId": "...", "count": N, "memories": [Memory, ...]}
 
+The file is written as every export is (``ingest.importers.export_files``): an existing file
+is refused unless ``force``, which keeps it as ``<name>.bak-<time>`` first; it is 0600, the
+folders made for it 0700, and nothing is written through a symbolic link (a link at its name,
+even one that stays inside the allowed directories, is an existing file).
+
 Every field of a memory round-trips. Imported memories belong to the importing agent and
 project. Pattern's own export files (``"version": "1.0"``) are accepted too. Every imported
 memory passes the write policy (:mod:`.policy`): under ``block`` an entry with a secret or an
@@ -15,13 +20,13 @@ under ``redact`` it is stored redacted, and a flagged entry is stored marked ``s
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ingest.importers.export_files import write_paths
 from retrieval.records import Kind, RecordFilter, Scope
 
 from . import scopes as rules
@@ -67,12 +72,18 @@ def export_memories(
     category: str | None = None,
     since: datetime | None = None,
     include_expired: bool = False,
+    *,
+    force: bool = False,
 ) -> ExportResult:
     now = svc.clock()
     if scope is not None and scope not in {s.value for s in Scope}:
         raise InvalidInput(f"invalid scope {scope!r}: use private, personal, team or public")
     name = output_path or f"memories-backup-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    target = check_path(name, allowed, must_exist=False)
+    check_path(name, allowed, must_exist=False)  # where a link at the name would lead, too
+    # written at its own name in its resolved folder: a link at the name is never followed
+    given = Path(name).expanduser()
+    given = given if given.is_absolute() else Path(allowed[0]) / given
+    target = check_path(given.parent, allowed, must_exist=False) / given.name
     f = RecordFilter(
         buckets=who.visible_buckets([scope] if scope else None),
         kinds=[Kind.memory],
@@ -95,14 +106,12 @@ def export_memories(
         "memories": [m.model_dump(mode="json") for m in memories],
     }
     data = json.dumps(doc, ensure_ascii=False, indent=2).encode("utf-8")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)  # a crash never leaves a half-written backup
+    done = write_paths([(target, data.decode("utf-8"))], force=force)
     flagged = sum(bool(m.metadata.get(SUSPICIOUS)) for m in memories)
     return ExportResult(
-        exported=len(memories), filepath=str(target), bytes=len(data), suspicious=flagged
-    )
+        exported=len(memories), filepath=str(target), bytes=len(data), suspicious=flagged,
+        backups=done.backups,
+    )  # fmt: skip
 
 
 def _load(path: Path) -> list:
