@@ -12,11 +12,12 @@ Rules, in order:
   anyway, and cycles are impossible); a file symlink is followed only when its resolved target
   lies inside the root; nothing outside the root is ever opened;
 - files over the size cap are skipped by ``stat`` alone; binaries (a NUL byte or invalid UTF-8)
-  are detected by :func:`read_text`.
+  are detected by :func:`decode_text`.
 
-The walk itself only lists and stats; reading happens in :func:`read_text`, which re-checks the
-opened file (``O_NOFOLLOW`` on the resolved path, ``fstat``) so a swap after the walk cannot
-make it read outside the root.
+The walk itself only lists and stats; reading happens in :func:`read_bytes` (through
+``ingest.file_inside``), which re-checks the file when it opens it (``O_NOFOLLOW`` and
+``O_NONBLOCK`` on the resolved path, ``fstat``), so a swap after the walk cannot make it read
+outside the root, nor wait on a named pipe.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
+
+from .file_inside import NotRead, read_inside, special
 
 DEFAULT_MAX_FILE_KB = 512
 
@@ -266,53 +269,31 @@ def read_bytes(path: Path, root: Path, max_bytes: int) -> bytes:
     return read_within(path, [root], max_bytes)
 
 
-def _real_path_of(fd: int) -> Path | None:
-    """Where an open file really is (Linux: ``/proc/self/fd``), or None where the system does
-    not tell."""
-    try:
-        return Path(os.readlink(f"/proc/self/fd/{fd}"))
-    except OSError:
-        return None
-
-
 def read_within(path: str | Path, roots: Sequence[str | Path], max_bytes: int) -> bytes:
     """The bytes of the regular file ``path``, which must lie inside one of ``roots`` when it
-    is read, not only when it was found: the last component is opened with ``O_NOFOLLOW`` (a
-    symlink swapped in is refused), the opened file's real path is checked against the
-    (resolved) roots (where the system does not tell it, the path is resolved just before
-    opening and the opened file must be the one it names), and at most ``max_bytes`` are read
-    (a larger file, or one that grows while it is read, is refused).
+    is read, not only when it was found (``ingest.file_inside``: opened by its resolved path
+    with ``O_NOFOLLOW`` and ``O_NONBLOCK``, so neither a link nor a named pipe swapped in after
+    the walk is followed or waited on; the open file checked against the roots; at most
+    ``max_bytes`` read, a larger file or one that grows while it is read refused).
 
-    Raises ``PermissionError`` (outside the roots), ``ValueError`` (too large), ``OSError``
-    (missing, a symlink, not a regular file, unreadable)."""
-    resolved = [Path(r).resolve() for r in roots]
-    real = Path(os.path.realpath(path))
-    if not any(_inside(real, r) for r in resolved):
-        raise PermissionError(f"{path} is outside the allowed directories")
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    Raises ``PermissionError`` (outside the roots, or swapped while opened), ``ValueError``
+    (too large), ``OSError`` (missing, not a regular file, unreadable)."""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        opened = _real_path_of(fd)
-        if opened is not None:
-            if not any(_inside(opened, r) for r in resolved):
-                raise PermissionError(f"{path} is outside the allowed directories")
-        else:
-            now = os.stat(real)
-            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                raise PermissionError(f"{path} changed while it was opened")
-        if st.st_size > max_bytes:
-            raise ValueError(f"too large ({st.st_size // 1024} KB > {max_bytes // 1024} KB)")
-        chunks, size = [], 0
-        while size <= max_bytes and (data := os.read(fd, min(1 << 20, max_bytes + 1 - size))):
-            chunks.append(data)
-            size += len(data)
-        if size > max_bytes:
-            raise ValueError(f"too large (grew past {max_bytes // 1024} KB while read)")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return read_inside(path, roots, max_bytes)[0]
+    except NotRead as exc:
+        if exc.kind in ("outside", "changed"):
+            what = "is outside the allowed directories" if exc.kind == "outside" else (
+                "changed while it was opened")  # fmt: skip
+            raise PermissionError(f"{path} {what}") from None
+        if exc.kind == "too_large":
+            raise ValueError(
+                f"too large ({exc.size // 1024} KB > {max_bytes // 1024} KB)"
+            ) from None
+        if exc.kind == "grew":
+            raise ValueError(f"too large (grew past {max_bytes // 1024} KB while read)") from None
+        if exc.kind == "special":
+            raise OSError(f"{path}: {special(exc.mode)}, not a regular file") from None
+        raise exc.error or OSError(f"{path}: unreadable") from None
 
 
 def decode_text(data: bytes) -> str | None:

@@ -8,10 +8,11 @@ keeps. So:
 * the folder given is resolved once (a link *to* the folder is the user's own choice), and a
   file is read only when its real path lies inside it: a link to a file inside is read, a link
   out of it is skipped and reported; a link to a folder is never entered (:func:`walk`);
-* a file is opened by its real path without following a final symbolic link (``O_NOFOLLOW``)
-  and without waiting on a named pipe (``O_NONBLOCK``); it must be a regular file, and where
-  the system tells (Linux), the open file's own path is checked against the folder again, so a
-  link swapped in between the check and the open is caught (:func:`read_text`);
+* a file is read by ``ingest.file_inside`` (:func:`read_text`): opened by its real path without
+  following a final symbolic link (``O_NOFOLLOW``) and without waiting on a named pipe
+  (``O_NONBLOCK``); it must be a regular file, and where the system tells, the open file's own
+  path is checked against the folder again, so a link swapped in between the check and the
+  open is caught;
 * at most :data:`MAX_FILE_BYTES` of a file are read, at most :data:`MAX_FILES` files walked,
   at most :data:`MAX_DEPTH` folders deep.
 
@@ -23,13 +24,12 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..file_inside import OPEN_FLAGS, NotRead, inside, read_inside, special
 from .bounded import SourceError, size_text
-from .sqlite_source import special
 
 MAX_FILE_BYTES = 8 << 20  # a Markdown note or instruction file
 MAX_FILES = 100_000
@@ -37,9 +37,6 @@ MAX_DEPTH = 32
 OUTSIDE = "a symbolic link to a file outside the source folder (not read)"
 FOLDER_LINK = "a symbolic link to a folder (not followed)"
 NOT_UTF8 = "a name that is not UTF-8 (not read)"
-OPEN_FLAGS = (
-    os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
 
 
 def _utf8(name: str) -> bool:
@@ -56,73 +53,38 @@ def root_of(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def inside(real: Path, root: Path) -> bool:
-    return real == root or real.is_relative_to(root)
-
-
 def shown(path: Path) -> str:
     """A path as reported when it is not read: its folder resolved, its own name as it is
     (a link is named, not its target)."""
     return (Path(os.path.realpath(path.parent)) / path.name).as_posix()
 
 
-def _opened_path(fd: int) -> Path | None:
-    """Where the open file ``fd`` really is: Linux's ``/proc/self/fd``, macOS's
-    ``F_GETPATH``; None where the system does not tell (:func:`read_bytes` then compares the
-    file it opened with the one the path names)."""
-    try:
-        return Path(os.readlink(f"/proc/self/fd/{fd}"))
-    except OSError:
-        pass
-    if sys.platform == "darwin":
-        try:
-            import fcntl
-
-            raw = fcntl.fcntl(fd, getattr(fcntl, "F_GETPATH", 50), b"\0" * 1024)
-            return Path(os.fsdecode(raw.split(b"\0", 1)[0]))
-        except OSError:
-            return None
-    return None
-
-
 def read_bytes(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[bytes, datetime]:
     """(the bytes, the modification time) of the regular file ``path``, which must lie inside
-    ``root`` when it is opened. Raises :class:`~.bounded.SourceError` saying why it was not
-    read (outside the folder, not a regular file, too large, unreadable)."""
-    real = Path(os.path.realpath(path))
-    if not inside(real, root):
-        raise SourceError(OUTSIDE)
+    ``root`` when it is opened (``ingest.file_inside``). Raises :class:`~.bounded.SourceError`
+    saying why it was not read (outside the folder, not a regular file, too large,
+    unreadable)."""
     try:
-        fd = os.open(real, OPEN_FLAGS)
-    except OSError as exc:
-        raise SourceError(f"unreadable ({exc.strerror or type(exc).__name__})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SourceError(f"{special(st.st_mode)}, not a file")
-        opened = _opened_path(fd)
-        if opened is not None and not inside(opened, root):
-            raise SourceError(OUTSIDE)
-        if opened is None:
-            now = os.stat(real, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                raise SourceError("changed while it was opened (not read)")
-        if st.st_size > max_bytes:
-            raise SourceError(
-                f"too large (a file of {size_text(st.st_size)}; at most {size_text(max_bytes)} "
-                "are read)"
-            )
-        chunks, size = [], 0
-        while size <= max_bytes and (data := os.read(fd, min(1 << 20, max_bytes + 1 - size))):
-            chunks.append(data)
-            size += len(data)
-        if size > max_bytes:
-            raise SourceError(f"too large (grew past {size_text(max_bytes)} while it was read)")
-        return b"".join(chunks), datetime.fromtimestamp(st.st_mtime, UTC)
-    except OSError as exc:
-        raise SourceError(f"unreadable ({exc.strerror or type(exc).__name__})") from None
-    finally:
-        os.close(fd)
+        data, st = read_inside(path, [root], max_bytes)
+    except NotRead as exc:
+        raise SourceError(_why(exc, max_bytes)) from None
+    return data, datetime.fromtimestamp(st.st_mtime, UTC)
+
+
+def _why(exc: NotRead, max_bytes: int) -> str:
+    if exc.kind == "outside":
+        return OUTSIDE
+    if exc.kind == "special":
+        return f"{special(exc.mode)}, not a file"
+    if exc.kind == "changed":
+        return "changed while it was opened (not read)"
+    if exc.kind == "too_large":
+        return (f"too large (a file of {size_text(exc.size)}; at most {size_text(max_bytes)} "
+                "are read)")  # fmt: skip
+    if exc.kind == "grew":
+        return f"too large (grew past {size_text(max_bytes)} while it was read)"
+    err = exc.error
+    return f"unreadable ({(err.strerror if err else None) or type(err).__name__})"
 
 
 def read_text(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, datetime]:
@@ -201,6 +163,7 @@ def walk(
 
 
 __all__ = [
-    "FOLDER_LINK", "MAX_DEPTH", "MAX_FILES", "MAX_FILE_BYTES", "OUTSIDE", "inside", "read_bytes",
+    "FOLDER_LINK", "MAX_DEPTH", "MAX_FILES", "MAX_FILE_BYTES", "OPEN_FLAGS", "OUTSIDE", "inside",
+    "read_bytes",
     "read_text", "root_of", "shown", "walk",
 ]  # fmt: skip

@@ -16,6 +16,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ..file_inside import special
 from .bounded import MAX_FIELD_CHARS, check_count, size_text
 from .items import unreadable
 
@@ -49,15 +50,6 @@ def describe(path: Path) -> str:
     if head == MAGIC:
         return "an SQLite database"
     return f"a file starting with {head[:12]!r}"
-
-
-def special(mode: int) -> str:
-    """What a file that is not a regular file or a folder is."""
-    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
-        if test(mode):
-            return name
-    return "a special file"
 
 
 def open_readonly(path: Path, source: str, expected: str) -> sqlite3.Connection:
