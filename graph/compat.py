@@ -11,13 +11,16 @@ Reading accepts both layouts (JSON lines or one JSON array) and any mix of rows:
 ``errorPattern`` (or ``entityType: "lesson"``) is a lesson, ``type: "relation"`` (or
 ``from``/``to``/``relationType``) a relation, anything else with ``name``/``entityType`` an
 entity. Import merges: new entities are created, existing ones get the observations they lack,
-lessons that already exist are skipped, and relations whose endpoint is in neither the graph
-nor the file are skipped (the official server tolerates such dangling relations; this graph
-does not) — every skip is reported.
+lessons that already exist are skipped (reported), and a relation whose endpoint is in neither
+the graph nor the file (the official server keeps such relations) is kept pending
+(:mod:`.pending`), counted in ``pending``: out of every read of the graph until that entity is
+created, then made a relation in the same transaction, as ``import-from`` keeps them.
 
-Writing produces the official layout: entities (creation order), then relations. Lessons are
-written as entity rows with all their lesson fields (the official server reads them as
-``lesson`` entities with their observations), or into their own ``lesson.json`` when asked.
+:func:`export_rows` produces the official layout: entities (creation order), then relations;
+:func:`pending_rows` the relations still pending, written after them, so a file the official
+server wrote comes back as it was. Lessons are entity rows with all their lesson fields (the official server reads them
+as ``lesson`` entities with their observations), or rows of their own ``lesson.json`` when
+asked. Writing the files is the service's (``GraphServices.export_files``), as every export.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pydantic import ValidationError
 
 from retrieval.errors import InvalidInput
 
+from . import pending
 from .common import MAX_BATCH, Caller, Origin, parse_scope
 from .entities import GraphService
 from .lessons import LessonService
@@ -119,19 +123,16 @@ def import_rows(
     for part in _batches(todo):
         lessons.create_lessons(who, part, sc, keep_timestamps=True)
         res.lessons += len(part)
-    # relations: only between entities that exist now
+    # relations between entities that exist now; the others wait for their entity (pending)
     known = set(graph.entity_rows(bucket, [n for r in relations for n in (r.from_, r.to)]))
-    ok = []
-    for r in relations:
-        missing = [n for n in (r.from_, r.to) if n not in known]
-        if missing:
-            res.skipped.append(
-                f"relation {r.from_} -{r.relationType}-> {r.to}: no entity {', '.join(missing)}"
-            )
-        else:
-            ok.append(r)
+    ok = [r for r in relations if r.from_ in known and r.to in known]
+    waiting = [r for r in relations if not (r.from_ in known and r.to in known)]
     for part in _batches(ok):
         res.relations += len(graph.create_relations(who, part, sc).created)
+    for part in _batches(waiting):
+        kept = pending.keep(graph, who, part, sc)
+        res.relations += kept.created
+        res.pending += kept.pending
     return res
 
 
@@ -178,6 +179,13 @@ def export_rows(
         )
     rows += [{"type": "relation", **r.dump()} for r in graph.all_relations(bucket)]
     return rows, [lesson_row(x) for x in by_name.values()]
+
+
+def pending_rows(graph: GraphService, who: Caller, scope: str | None = None) -> list[dict]:
+    """The relations still pending in the scope's graph, as memory.jsonl relation rows."""
+    bucket = who.bucket(parse_scope(scope).value)
+    return [{"type": "relation", "from": f, "to": t, "relationType": k}
+            for f, t, k in pending.of(graph.reader, bucket)]  # fmt: skip
 
 
 def jsonl_text(rows: Iterable[dict]) -> str:

@@ -139,6 +139,10 @@ class ImportGraphResult(BaseModel):
     relations: int = 0
     observations: int = 0
     lessons: int = 0
+    pending: int = Field(
+        0, description="Relations kept pending: an entity they link is in neither the graph nor "
+        "the file yet (made when it is created).",
+    )  # fmt: skip
     skipped: list[str] = Field(default_factory=list, description="What was not imported, and why.")
 
 
@@ -147,6 +151,7 @@ class ExportGraphResult(BaseModel):
     entities: int
     relations: int
     lessons: int
+    pending: int = Field(0, description="Relations still waiting for an entity, written too.")
     backups: list[str] = Field(
         default_factory=list, description="With force: 'file -> its backup', per file replaced."
     )

@@ -100,10 +100,16 @@ def test_lessons_round_trip_as_array_and_as_lines(cli, tmp_path):
     ]
 
 
-def test_dangling_relations_and_bad_rows_are_reported_not_imported(cli, tmp_path):
+def test_bad_rows_are_reported_and_dangling_relations_kept_pending(cli, tmp_path):
     src = tmp_path / "memory.jsonl"
+    nowhere = {
+        "type": "relation",
+        "from": "John_Smith",
+        "to": "Nowhere",
+        "relationType": "lives_in",
+    }
     rows = OFFICIAL[:2] + [
-        {"type": "relation", "from": "John_Smith", "to": "Nowhere", "relationType": "lives_in"},
+        nowhere,
         {"type": "entity", "name": "", "entityType": "x", "observations": []},
         {
             "type": "entity",
@@ -115,16 +121,44 @@ def test_dangling_relations_and_bad_rows_are_reported_not_imported(cli, tmp_path
     ]
     src.write_text(js_lines(rows), encoding="utf-8")
     res = cli("import-graph", str(src))
-    assert res["entities"] == 2 and res["relations"] == 1
+    assert res["entities"] == 2 and res["relations"] == 1 and res["pending"] == 1
     assert res["observations"] == 5  # the duplicate Anthropic row merged its new observation
-    assert any("Nowhere" in s for s in res["skipped"]) and any(
-        s.startswith("entity #3") for s in res["skipped"]
-    )
+    assert not any("Nowhere" in s for s in res["skipped"])
+    assert any(s.startswith("entity #3") for s in res["skipped"])
     out = tmp_path / "out.jsonl"
-    cli("export-graph", str(out))
-    exported = [json.loads(x) for x in out.read_text().splitlines()]
-    assert exported[1]["observations"] == ["AI safety company", "Makes Claude"]
-    assert [r for r in exported if r["type"] == "relation"] == [OFFICIAL[4]]
+    exported = cli("export-graph", str(out))
+    assert (exported["relations"], exported["pending"]) == (1, 1)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines[1]["observations"] == ["AI safety company", "Makes Claude"]
+    # the pending relation is written back, after the others (the official server keeps it)
+    assert [r for r in lines if r["type"] == "relation"] == [OFFICIAL[4], nowhere]
+    # a second run keeps it once; the entity, when it comes, makes it a relation
+    assert cli("import-graph", str(src))["pending"] == 1
+    later = tmp_path / "later.jsonl"
+    later.write_text(js_lines([{"type": "entity", "name": "Nowhere", "entityType": "city",
+                                "observations": []}]), encoding="utf-8")  # fmt: skip
+    assert cli("import-graph", str(later))["entities"] == 1
+    cli("export-graph", str(out), "--force")
+    relations = [json.loads(x) for x in out.read_text().splitlines() if '"relation"' in x]
+    assert relations == [OFFICIAL[4], nowhere]
+    assert cli("export-graph", str(tmp_path / "again.jsonl"))["pending"] == 0
+
+
+def test_a_relation_between_two_missing_entities_waits_for_both(cli, tmp_path):
+    src = tmp_path / "memory.jsonl"
+    ghost = {"type": "relation", "from": "Ghost_A", "to": "Ghost_B", "relationType": "knows"}
+    src.write_text(js_lines([ghost]), encoding="utf-8")
+    assert cli("import-graph", str(src))["pending"] == 1
+    half = tmp_path / "half.jsonl"
+    half.write_text(js_lines([{"type": "entity", "name": "Ghost_A", "entityType": "person",
+                               "observations": []}]), encoding="utf-8")  # fmt: skip
+    cli("import-graph", str(half))
+    assert cli("export-graph", str(tmp_path / "one.jsonl"))["pending"] == 1
+    (tmp_path / "other.jsonl").write_text(js_lines([{"type": "entity", "name": "Ghost_B",
+                                                      "entityType": "person", "observations": []}]))  # fmt: skip
+    cli("import-graph", str(tmp_path / "other.jsonl"))
+    res = cli("export-graph", str(tmp_path / "two.jsonl"))
+    assert (res["relations"], res["pending"]) == (1, 0)
 
 
 def test_unreadable_files_are_clear_errors(cli, tmp_path, capsys):

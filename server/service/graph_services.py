@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph.common import Caller, parse_scope
-from graph.compat import export_rows, import_rows, jsonl_text
+from graph.compat import export_rows, import_rows, jsonl_text, pending_rows
 from graph.entities import GraphService
 from graph.lessons import LessonService
 from graph.models import (
@@ -93,6 +93,8 @@ class GraphServices:
         rows, lesson_docs = export_rows(
             self.graph, self.lessons, who, scope, with_lessons=lessons_path is None
         )
+        waiting = pending_rows(self.graph, who, scope)  # the official server keeps them
+        rows += waiting
         files = [(path, jsonl_text(rows))]
         if lessons_path is not None:
             files.append((lessons_path, jsonl_text(lesson_docs)))
@@ -101,7 +103,8 @@ class GraphServices:
             path=str(Path(path).expanduser().absolute()),
             entities=sum(r["type"] == "entity" for r in rows)
             + (len(lesson_docs) if lessons_path else 0),
-            relations=sum(r["type"] == "relation" for r in rows),
+            relations=sum(r["type"] == "relation" for r in rows) - len(waiting),
+            pending=len(waiting),
             lessons=len(lesson_docs),
             backups=done.backups,
         )

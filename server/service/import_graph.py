@@ -194,6 +194,7 @@ class GraphImport(ImportPart):
         self._count("observation", done.observations)
         self._count("relation", done.relations)
         self._count("lesson", done.lessons)
+        self.res.pending += done.pending  # an endpoint refused meanwhile (a block policy)
         for message in done.skipped:
             what, _, why = message.partition(": ")
             self.res.skip(what, DANGLING if why.startswith("no entity") else why)
