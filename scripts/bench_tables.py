@@ -203,12 +203,57 @@ LOCOMO_CATS = [("1 multi-hop", "1"), ("2 temporal", "2"), ("3 open-domain", "3")
                ("4 single-hop", "4"), ("5 adversarial", "5")]  # fmt: skip
 
 
-LINKS = [("unrelated similar pairs (LoCoMo 100, LongMemEval 100)", "false_pairs", "d"),
-         ("their mean cosine", "false_pairs_mean_cosine", ".3f"),
-         ("false links", "false_links", "d"), ("false-link rate", "false_link_rate", "pct"),
-         ("true update pairs (hand-written)", "true_pairs", "d"), ("true links", "true_links", "d"),
-         ("true-link rate", "true_link_rate", "pct"),
-         ("the LongMemEval pairs as one agent's: link rate", "same_author_link_rate/0.70", "pct")]  # fmt: skip
+CANDIDATE_TARGETS = [
+    ("candidate recall: the older answer turn listed when the newest is written",
+     "candidate_recall@3", ".3f", None),
+    ("writes that list any candidate", "writes_with_candidates", "pct", None),
+    ("knowledge-update newest_first, a judge accepting exactly the true candidates",
+     "newest_first_oracle", ".3f", None),
+    ("the same, a judge accepting nothing (an agent ignoring the hint)",
+     "newest_first_no_judge", ".3f", "newest_first_as_ranked"),
+    ("links made without a call", "false_links_without_call", "d", "false_links_without_call"),
+    ("tokens a listing adds to a write's result (median)", "median_tokens_added", ".1f", None),
+    ("questions (30 of them with an older answer turn in another session)", "questions", "d",
+     "questions"),
+]  # fmt: skip
+
+
+def candidate_targets() -> Table:
+    """Each target of the write-time candidates, this version beside the version before them
+    (``update-candidates-main``: the same protocol, no judge)."""
+    rows = []
+    for label, key, spec, main_key in CANDIDATE_TARGETS:
+        main = ("update-candidates-main", main_key or "-", spec)  # "-": not measured there
+        rows.append((label, [("update-candidates", f"targets/{key}", "str"),
+                             ("update-candidates", key, spec), main]))  # fmt: skip
+    return Table(["measure", "target", "now", "before (links it made by itself)"], rows)
+
+
+def candidate_curve(weight: float, floors: list[float]) -> Table:
+    """candidate recall and writes listing any, replayed at other floors (one weight)."""
+    curve = load("update-candidates")["result"]["fit"]["curve"]
+    at = {(round(r["weight"], 2), round(r["floor"], 2)): i for i, r in enumerate(curve)}
+    rows = [(f"{fl:.2f}", [("update-candidates", f"fit/curve/{at[(weight, fl)]}/{k}", spec)
+                           for k, spec in (("candidate_recall@3", ".3f"),
+                                           ("writes_with_candidates", "pct"))])
+            for fl in floors if (weight, fl) in at]  # fmt: skip
+    return Table(["floor", "candidate recall@3", "writes listing any"], rows, bold=("1.00",))
+
+
+CANDIDATE_CHECKS = [
+    *((f"LongMemEval {t} (first 6): writes listing any", f"other_types/{t}/writes_with_candidates",
+       "pct") for t in ("temporal-reasoning", "multi-session", "single-session-user",
+                        "single-session-assistant", "single-session-preference")),
+    ("LoCoMo dev, every turn: writes listing any", "locomo/writes_with_candidates", "pct"),
+    ("hand-written update pairs, a day apart: candidate recall", "review/update_pairs/candidate_recall@3",
+     ".3f"),
+    ("20 distinct facts in quick succession: writes listing any", "review/facts/with_candidates", "d"),
+    ("the README's paragraphs in quick succession: writes listing any",
+     "review/readme/with_candidates", "d"),
+    ("10 same-subject pairs, quickly: listed", "review/same_subject_pairs/with_candidates", "d"),
+    ("10 same-subject pairs, a day apart: listed",
+     "review/same_subject_pairs_a_day_apart/with_candidates", "d"),
+]  # fmt: skip
 
 
 def main_vs_time(stem: str, rows: list[tuple[str, str]], cols, first: str) -> Table:
@@ -305,7 +350,31 @@ TABLES: dict[str, Table] = {
         ],
         first="chosen on",
     ),
-    "update-links": pairs([(label, "update-links", key, spec) for label, key, spec in LINKS]),
+    "update-candidates": candidate_targets(),
+    "update-candidates-curve": candidate_curve(2.0, [round(0.8 + 0.05 * i, 2) for i in range(7)]),
+    "update-candidates-checks": pairs(
+        [
+            (label, "update-candidates", f"checks/{key}", spec)
+            for label, key, spec in CANDIDATE_CHECKS
+        ]
+    ),
+    "update-candidates-split": grid(
+        "update-candidates",
+        [
+            ("fit on the first half, held-out second", "fit/split_half/fit_on_first_half"),
+            ("fit on the second half, held-out first", "fit/split_half/fit_on_second_half"),
+            ("fit on all (shipped)", "fit"),
+        ],
+        [
+            ("weight", "chosen/weight", ".1f"),
+            ("floor", "chosen/floor", ".2f"),
+            ("recall (fit)", "chosen/candidate_recall@3", ".3f"),
+            ("writes (fit)", "chosen/writes_with_candidates", "pct"),
+            ("recall (held out)", "held_out/candidate_recall@3", ".3f"),
+            ("writes (held out)", "held_out/writes_with_candidates", "pct"),
+        ],
+        first="setting",
+    ),
     "update-sentences": Table(
         [
             "cosine at least",
