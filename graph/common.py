@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
+from retrieval import guard
 from retrieval.analyzer import identifier_parts
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
@@ -126,10 +127,11 @@ def first_revisions(conn: sqlite3.Connection, bucket: str, names: Sequence[str])
 
 
 def observation_records(
-    conn: sqlite3.Connection, bucket: str, names: Sequence[str]
+    conn: sqlite3.Connection, bucket: str, names: Sequence[str], *, damaged: bool = False
 ) -> dict[str, list[sqlite3.Row]]:
     """{entity name: [row (id, content, metadata), …]} of plain observations, in insertion
-    order."""
+    order; a row whose content is not text is left out (logged), unless ``damaged`` (a
+    deletion: it goes with its entity)."""
     out: dict[str, list[sqlite3.Row]] = {}
     for part in chunks(list(dict.fromkeys(names))):
         rows = conn.execute(
@@ -138,6 +140,9 @@ def observation_records(
             [bucket, *part],
         ).fetchall()
         for r in rows:
+            if not damaged and not isinstance(r["content"], str):  # left out, the read answers
+                guard.dropped("observation row", TypeError("its content is not text"), r["id"])
+                continue
             out.setdefault(r["entity_name"], []).append(r)
     return out
 
@@ -245,10 +250,12 @@ class GraphBase:
         return self._rows_by_name("entities", bucket, names, conn)
 
     def observation_rows(
-        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None
-    ) -> dict[str, list[tuple[str, str]]]:
-        """{entity name: [(record id, content), …]} of plain observations, in insertion order."""
-        found = observation_records(conn or self.reader, bucket, names)
+        self, bucket: str, names: Sequence[str], conn: sqlite3.Connection | None = None,
+        *, damaged: bool = False,
+    ) -> dict[str, list[tuple[str, str]]]:  # fmt: skip
+        """{entity name: [(record id, content), …]} of plain observations, in insertion order
+        (``damaged``: with the rows whose content is not text, see :func:`observation_records`)."""
+        found = observation_records(conn or self.reader, bucket, names, damaged=damaged)
         return {n: [(r["id"], r["content"]) for r in rows] for n, rows in found.items()}
 
     def lesson_rows(

@@ -191,7 +191,8 @@ class GraphService(GraphBase):
             if not rows:
                 return DeleteResult(deleted=0, message="no such entities")
             present = list(rows)
-            ids = [rid for obs in self.observation_rows(bucket, present).values() for rid, _ in obs]
+            found = self.observation_rows(bucket, present, damaged=True)
+            ids = [rid for obs in found.values() for rid, _ in obs]
             ids += [r["record_id"] for r in self.lesson_rows(bucket, present).values()]
 
             def extra(conn) -> None:

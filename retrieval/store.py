@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import links, private
+from . import guard, links, private
 from .analyzer import identifier_parts
 from .buckets import bucket_token
 from .errors import NotFound, StoreUnavailable, storage_error
@@ -60,6 +60,19 @@ def _metadata(raw: str | None) -> dict:
     except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def readable(row: sqlite3.Row) -> Record | None:
+    """The record of ``row``, or None when the row cannot be read as one (a kind or scope no
+    version wrote, a date that is not one, a value missing or of another type): one bad row
+    never fails a read; it is left out, and logged once an hour per error type
+    (:func:`~retrieval.guard.dropped`), by id, never by its text."""
+    try:
+        return _row_to_record(row)
+    except Exception as exc:  # noqa: BLE001 - any damage: the row is left out, the read answers
+        rid = row["id"]
+        guard.dropped("record row", exc, record=rid if isinstance(rid, str) else repr(rid)[:80])
+        return None
 
 
 def _row_to_record(row: sqlite3.Row) -> Record:
@@ -480,7 +493,7 @@ class SQLiteStore:
             ).fetchone()
             if row is None:
                 continue
-            rec = _row_to_record(row)
+            rec = readable(row)  # a row that cannot be read is deleted all the same
             rowid = row["rowid"]
             for table, col in (
                 ("records_fts", "rowid"),
@@ -491,9 +504,22 @@ class SQLiteStore:
                 conn.execute(f"DELETE FROM {table} WHERE {col}=?", (rowid,))
             conn.execute("DELETE FROM citations WHERE record_id=?", (rec_id,))
             links.forget(conn, rec_id)
+            if rec is None:
+                self._log_unreadable(conn, row)
+                continue
             self._log(conn, rec, "delete")
             gone.append(rec)
         return gone
+
+    def _log_unreadable(self, conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+        """The change-log and outbox rows of deleting a row that cannot be read as a record:
+        its stored bucket, kind and revision as they are (a stream reader sees it go)."""
+        revision = row["revision"] if isinstance(row["revision"], int) else 0
+        self.log_change(conn, row["id"], "delete", str(row["kind"]), str(row["bucket"]), revision)
+        conn.execute(
+            "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
+            (row["id"], "delete", str(row["bucket"])),
+        )
 
     def put_embeddings(
         self, conn: sqlite3.Connection, model_id: str, items: Iterable[tuple[str, str, np.ndarray]]
@@ -525,14 +551,17 @@ class SQLiteStore:
             rows = self.reader.execute(
                 f"SELECT {COLUMNS} FROM records WHERE id IN ({','.join('?' * len(part))})", part
             ).fetchall()
-            out.update((r["id"], _row_to_record(r)) for r in rows)
+            out.update((rec.id, rec) for r in rows if (rec := readable(r)) is not None)
         return self._marked(out)
 
     def _marked(self, records: dict[str, Record]) -> dict[str, Record]:
         """``records`` with ``updated_by`` set where a newer record updates them."""
         if records:
-            for rid, by in links.updaters(self.reader, list(records)).items():
-                records[rid].updated_by = by
+            found = guard.guarded("update links", links.updaters, self.reader, list(records),
+                                  default={})  # fmt: skip
+            for rid, by in found.items():
+                if rid in records:
+                    records[rid].updated_by = by
         return records
 
     def get_one(self, rec_id: str) -> Record:
@@ -554,7 +583,8 @@ class SQLiteStore:
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             params = [*params, limit, offset]
-        found = [_row_to_record(r) for r in self.reader.execute(sql, params).fetchall()]
+        rows = self.reader.execute(sql, params).fetchall()
+        found = [rec for r in rows if (rec := readable(r)) is not None]
         return list(self._marked({r.id: r for r in found}).values()) if found else found
 
     def filter_ids(self, f: RecordFilter, ids: Sequence[str]) -> list[str]:
