@@ -305,6 +305,17 @@ class SQLiteStore:
             problems.append(f"records and FTS rows differ by {fts}")
         return problems
 
+    def purge_text_index(self) -> None:
+        """Merge the full-text index into one segment with SQLite's ``secure_delete`` on: FTS5
+        keeps the tokens of a replaced or deleted text in its older segments until they merge,
+        so a text redacted after the fact (a secret) is gone from the file only after this. It
+        rewrites the whole index: a one-time step, not one for every write."""
+        with self.local_transaction() as conn:
+            before = int(conn.execute("PRAGMA secure_delete").fetchone()[0])
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("INSERT INTO records_fts(records_fts) VALUES('optimize')")
+            conn.execute(f"PRAGMA secure_delete = {before}")
+
     # ------------------------------------------------------------------ transactions
     # PostgreSQL mode (retrieval/pg): set to the node's Canonical / Cluster, else None
     canonical = None

@@ -22,6 +22,7 @@ from .citations import CitationService
 from .config import Settings
 from .graph_services import GraphServices, graph_services
 from .identity import Identity, identity_from_env
+from .lesson_scrub import scrub_at_start
 from .memory import MemoryService
 from .trust.policy import WritePolicy
 
@@ -53,6 +54,7 @@ class Runtime:
             )  # fmt: skip
         if self.graphs is None:
             self.graphs = graph_services(self.service)
+        scrub_at_start(self.service, self.graphs)  # once per store (lesson_scrub)
 
     @property
     def tokens(self) -> TokenStore:
