@@ -18,9 +18,10 @@ created, then made a relation in the same transaction, as ``import-from`` keeps 
 
 :func:`export_rows` produces the official layout: entities (creation order), then relations;
 :func:`pending_rows` the relations still pending, written after them, so a file the official
-server wrote comes back as it was. Lessons are entity rows with all their lesson fields (the official server reads them
-as ``lesson`` entities with their observations), or rows of their own ``lesson.json`` when
-asked. Writing the files is the service's (``GraphServices.export_files``), as every export.
+server wrote comes back as it was. Lessons are entity rows with all their lesson fields (the
+official server reads them as ``lesson`` entities with their observations), or rows of their own
+``lesson.json`` when asked. Writing the files is the service's (``GraphServices.export_files``),
+as every export.
 """
 
 from __future__ import annotations
@@ -69,13 +70,13 @@ def import_rows(
     res = ImportGraphResult()
     entities: dict[str, EntityInput] = {}
     lesson_rows: dict[str, dict] = {}
-    relations: list[Relation] = []
+    relations: list[tuple[int, Relation]] = []  # (row number, relation)
     for i, row in enumerate(rows):
         kind = classify(row)
         label = row.get("name") or f"#{i}"
         try:
             if kind == "relation":
-                relations.append(Relation.model_validate(row))
+                relations.append((i, Relation.model_validate(row)))
             elif kind == "lesson":
                 if "errorPattern" not in row:
                     raise InvalidInput("entityType 'lesson' without errorPattern")
@@ -124,16 +125,35 @@ def import_rows(
         lessons.create_lessons(who, part, sc, keep_timestamps=True)
         res.lessons += len(part)
     # relations between entities that exist now; the others wait for their entity (pending)
-    known = set(graph.entity_rows(bucket, [n for r in relations for n in (r.from_, r.to)]))
-    ok = [r for r in relations if r.from_ in known and r.to in known]
-    waiting = [r for r in relations if not (r.from_ in known and r.to in known)]
-    for part in _batches(ok):
-        res.relations += len(graph.create_relations(who, part, sc).created)
-    for part in _batches(waiting):
-        kept = pending.keep(graph, who, part, sc)
-        res.relations += kept.created
-        res.pending += kept.pending
+    known = set(graph.entity_rows(bucket, [n for _, r in relations for n in (r.from_, r.to)]))
+    ok = [(i, r) for i, r in relations if r.from_ in known and r.to in known]
+    waiting = [(i, r) for i, r in relations if not (r.from_ in known and r.to in known)]
+
+    def made(part: list[Relation]) -> int:
+        return len(graph.create_relations(who, part, sc).created)
+
+    def kept(part: list[Relation]) -> int:
+        done = pending.keep(graph, who, part, sc)
+        res.pending += done.pending
+        return done.created
+
+    for items, write in ((ok, made), (waiting, kept)):
+        for part in _batches(items):
+            res.relations += _refusable(write, part, res)
     return res
+
+
+def _refusable(write, part: list[tuple[int, Relation]], res: ImportGraphResult) -> int:
+    """``write(relations)`` for a batch; when the write policy refuses it (``block``), each
+    relation alone, the refused ones reported by row number (their names may hold what the
+    policy refused)."""
+    try:
+        return write([r for _, r in part])
+    except InvalidInput as exc:
+        if len(part) == 1:
+            res.skipped.append(f"relation #{part[0][0]}: {exc.message}")
+            return 0
+    return sum(_refusable(write, [item], res) for item in part)
 
 
 def js_time(dt) -> str | None:

@@ -491,7 +491,7 @@ class SQLiteStore:
             )
         self._log(conn, rec, "update")
         if forget is not None and rec.kind is Kind.memory:
-            was = (row["content"], json.loads(row["metadata"] or "{}"))
+            was = (row["content"], _metadata(row["metadata"]))  # damaged: read without it
             forget_dropped(conn, rec.id, was, (rec.content, rec.metadata), forget)
         return rowid
 

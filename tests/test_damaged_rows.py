@@ -120,6 +120,10 @@ def test_recall_and_the_graph_tools_answer_through_an_mcp_session(damaged):
         assert client.ok("search_nodes", {"query": "billing"})["entities"]
         # a record that cannot be read is not found, in one clear line
         assert "[not_found]" in client.error("forget", {"memoryId": damaged.bad["kind"]})
+        # a memory read without its damaged metadata can be edited (its metadata starts anew)
+        edit = {"memoryId": damaged.bad["metadata"], "content": "Deploys wait for the freeze."}
+        assert client.ok("update-memory", edit)["revision"] == 2
+        assert client.ok("export-memories", {"outputPath": "all.json"})["exported"] >= 2
         # deleting an entity deletes its observation that cannot be read too
         client.ok("delete_entities", {"entityNames": ["billing"]})
         assert client.ok("open_nodes", {"names": ["billing"]})["entities"] == []

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.importers.export_files import write_paths
 from retrieval.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
@@ -209,3 +210,39 @@ def test_export_command_refuses_then_keeps_a_backup_with_force(cli, tmp_path, mo
     assert "kept as a backup" in err
     [backup] = backups(tmp_path, "backup.json")
     assert backup.read_text() == "mine" and mode(target) == 0o600
+
+
+# ---------------------------------------------------------------------------- attacked
+def test_a_pipe_at_the_files_name_is_refused_at_once_even_with_force(cli, tmp_path):
+    target = tmp_path / "memory.jsonl"
+    os.mkfifo(target)
+    for extra in ((), ("--force",)):
+        code, _, err = cli("export-graph", str(target), *extra)
+        assert code == 2 and f"{target} is a named pipe (FIFO), not a file" in err
+    assert stat.S_ISFIFO(target.lstat().st_mode)
+
+
+def test_a_folder_that_cannot_be_made_stops_the_export_before_any_file(cli, tmp_path):
+    (tmp_path / "plain").write_text("a file, not a folder")
+    lessons = tmp_path / "lesson.json"
+    code, _, err = cli("export-graph", str(tmp_path / "plain" / "sub" / "g.jsonl"),
+                       "--lessons", str(lessons))  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and f"{tmp_path / 'plain'} is not a folder" in err
+    assert not lessons.exists()
+
+
+def test_a_folder_the_system_refuses_to_make_stops_the_export_before_any_file(
+    tmp_path, monkeypatch
+):
+    real_mkdir = os.mkdir
+
+    def refuse(path, *args, **kw):
+        if Path(path).name == "new":
+            raise PermissionError(13, "Permission denied")
+        return real_mkdir(path, *args, **kw)
+
+    monkeypatch.setattr(os, "mkdir", refuse)
+    lessons = tmp_path / "lesson.json"
+    with pytest.raises(InvalidInput, match=r"new cannot be made \(Permission denied\)"):
+        write_paths([(lessons, "[]"), (tmp_path / "new" / "g.jsonl", "")])
+    assert not lessons.exists()

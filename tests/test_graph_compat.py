@@ -167,3 +167,22 @@ def test_unreadable_files_are_clear_errors(cli, tmp_path, capsys):
     capsys.readouterr()
     assert main(["import-graph", str(bad)]) == 2
     assert "line 2 is not valid JSON" in capsys.readouterr().err
+
+
+def test_a_relation_the_policy_refuses_is_reported_and_the_rest_imported(
+    cli, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PATTERN_SECRET_POLICY", "block")
+    token = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
+    src = tmp_path / "memory.jsonl"
+    leak = {
+        "type": "relation",
+        "from": "John_Smith",
+        "to": f"token {token}",
+        "relationType": "uses",
+    }
+    src.write_text(js_lines([*OFFICIAL[:2], leak, OFFICIAL[4]]), encoding="utf-8")
+    res = cli("import-graph", str(src))
+    assert (res["entities"], res["relations"], res["pending"]) == (2, 1, 0)
+    [skip] = res["skipped"]
+    assert skip.startswith("relation #2: ") and "credentials" in skip and token not in skip

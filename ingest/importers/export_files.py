@@ -37,6 +37,8 @@ from pathlib import Path, PurePosixPath
 
 from retrieval.errors import InvalidInput
 
+from ..file_inside import special
+
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -95,6 +97,11 @@ class _Folder:
                     path=str(p),
                 )
             p = p.parent
+        if not os.path.isdir(p):
+            raise InvalidInput(
+                f"{p} is not a folder, so {folder} cannot be made; nothing was written",
+                path=str(p),
+            )
 
     def _open(self) -> int:
         try:
@@ -225,10 +232,9 @@ def _write(items: list[tuple[Path, str, str, str]], force: bool, now: datetime |
             data = text.encode("utf-8")
             st, there = root.existing(rel)
             if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
                 raise InvalidInput(
-                    f"{folder / rel} is {what}, not a file; nothing was written (give the "
-                    "file to write another name)",
+                    f"{folder / rel} is {special(st.st_mode)}, not a file; nothing was written "
+                    "(give the file to write another name)",
                     path=str(folder / rel),
                 )
             if st is None:
@@ -247,6 +253,8 @@ def _write(items: list[tuple[Path, str, str, str]], force: bool, now: datetime |
                 "as <name>.bak-<time> and write the new one",
                 path=str(first), existing=[s for _r, _p, s in taken[:50]], count=len(taken),
             )  # fmt: skip
+        for root, rel, _shown, _data in todo:  # every folder first: a file is written only
+            _folder_of(root, rel)  # once none can fail to be made
         stamp = _stamp(now)
         replaced = {(id(r), rel) for r, rel, _s in taken}
         for root, rel, shown, data in todo:
@@ -260,6 +268,21 @@ def _write(items: list[tuple[Path, str, str, str]], force: bool, now: datetime |
         for root in roots.values():
             root.close()
     return out
+
+
+def _folder_of(root: _Folder, rel: str) -> int | None:
+    """The descriptor of ``rel``'s folder, made (0700) when missing; one clear error when it
+    cannot be."""
+    rel_dir = rel.rpartition("/")[0]
+    try:
+        fd = root.dir_fd(rel_dir, create=True)
+    except OSError as exc:
+        where = root.path / rel_dir if rel_dir else root.path
+        raise InvalidInput(
+            f"{where} cannot be made ({exc.strerror or exc}); nothing was written",
+            path=str(where),
+        ) from None
+    return fd
 
 
 def _backup(root: _Folder, rel: str, stamp: str) -> str:

@@ -24,8 +24,13 @@ metadata changed, the record's text and vector stay as they are (its revision go
 change is logged); when its text changed, it is rewritten through the normal update path
 (``Engine.apply``: screened, re-embedded, re-indexed), with the lesson's trace fingerprints
 added back to its search terms; the full-text index is then merged once
-(``SQLiteStore.purge_text_index``), since FTS5 keeps a replaced text's tokens until then. A lesson that cannot be read is logged and left; a failure
-stops the run (the next start goes on from where it stopped) without stopping the runtime.
+(``SQLiteStore.purge_text_index``), since FTS5 keeps a replaced text's tokens until then. A text
+today's write policy refuses (it only lost secrets, but may read as an instruction under
+``block``) is written through the store all the same. A lesson whose record cannot be read as
+one still loses what is dropped from its row and metadata (logged). A lesson written meanwhile
+is planned again (three times, then left to the next start, which also runs while :data:`KEY` is
+not set); any other failure stops the run, logged, without stopping the runtime, and the next
+start goes on from where it stopped.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ class Scrubbed:
     hunks: int = 0  # diff hunks dropped
     redacted: int = 0  # secrets redacted from strings
     reembedded: int = 0  # lessons whose text changed (rewritten through Engine.apply)
-    unreadable: list[str] = field(default_factory=list)  # lessons left as they were
+    busy: list[str] = field(default_factory=list)  # changing meanwhile: left for now
 
 
 # ---------------------------------------------------------------------------- the rule
@@ -208,17 +213,21 @@ def _metadata_only(svc: MemoryService, plan: _Plan) -> None:
         _done(conn, plan)
 
 
-def _retext(svc: MemoryService, graphs: GraphServices, plan: _Plan) -> None:
+def _retext(svc: MemoryService, graphs: GraphServices, plan: _Plan) -> bool:
     """The lesson with its record's text changed: through ``Engine.apply`` (screened,
-    re-embedded, re-indexed), its trace fingerprints added back to its search terms."""
+    re-embedded, re-indexed), its trace fingerprints added back to its search terms. When
+    today's write policy refuses the text (it only lost secrets, but it may read as an
+    instruction under ``block``), the same rows through the store (re-indexed; its vector made
+    again from the outbox). False (nothing written) when the record cannot be read as one."""
     old = svc.store.get([plan.record_id]).get(plan.record_id)
-    if old is None:  # a record that cannot be read as one: its raw columns, as they are planned
-        raise Conflict("the lesson's record cannot be read")
+    if old is None:
+        return False
     meta = plan.record.get("metadata")
+    doc = json.loads(meta) if isinstance(meta, str) else old.metadata
     rec = old.model_copy(update={
         "content": plan.record.get("content", old.content),
         "context": plan.record.get("context", old.context),
-        "metadata": json.loads(meta) if isinstance(meta, str) else old.metadata,
+        "metadata": doc if isinstance(doc, dict) else {},  # not an object: read as none
     })  # fmt: skip
 
     def extra(conn) -> None:
@@ -231,7 +240,18 @@ def _retext(svc: MemoryService, graphs: GraphServices, plan: _Plan) -> None:
         _done(conn, plan)
 
     with unattended("lesson scrub"), graphs.graph.lock:
-        svc.engine.apply(replace=[rec], check=lambda conn: _unchanged(conn, plan), extra=extra)
+        try:
+            svc.engine.apply(replace=[rec], check=lambda c: _unchanged(c, plan), extra=extra)
+        except PatternError as exc:
+            if isinstance(exc, Conflict):
+                raise
+            log.warning("lesson %s: its scrubbed text is kept unscreened (%s)", plan.lesson_id,
+                        exc.message)  # fmt: skip
+            with svc.store.transaction() as conn:
+                _unchanged(conn, plan)
+                svc.store.replace(conn, rec)
+                extra(conn)
+    return True
 
 
 def _scrub_one(svc: MemoryService, graphs: GraphServices, lesson_id: int, out: Scrubbed) -> None:
@@ -241,19 +261,15 @@ def _scrub_one(svc: MemoryService, graphs: GraphServices, lesson_id: int, out: S
         if plan is None:
             return
         try:
+            retexted = False
             if {"content", "context"} & plan.record.keys():
-                try:
-                    _retext(svc, graphs, plan)
+                retexted = _retext(svc, graphs, plan)
+                if retexted:
                     out.reembedded += 1
-                except PatternError as exc:
-                    if isinstance(exc, Conflict):
-                        raise
-                    # refused by today's policy: what is dropped still goes, the text stays
-                    log.warning("lesson %s: its text was left as it is (%s)", lesson_id,
-                                exc.message)  # fmt: skip
+                else:  # what is dropped still goes; the text of a row no reader reads stays
+                    log.warning("lesson %s: its record cannot be read as one", lesson_id)
                     plan.record = {k: v for k, v in plan.record.items() if k == "metadata"}
-                    _metadata_only(svc, plan)
-            else:
+            if not retexted:
                 _metadata_only(svc, plan)
         except Conflict:
             continue
@@ -261,7 +277,7 @@ def _scrub_one(svc: MemoryService, graphs: GraphServices, lesson_id: int, out: S
         out.hunks += probe.hunks
         out.redacted += probe.redacted
         return
-    out.unreadable.append(str(lesson_id))
+    out.busy.append(str(lesson_id))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -278,14 +294,15 @@ def scrub_learned_lessons(svc: MemoryService, graphs: GraphServices) -> Scrubbed
         _scrub_one(svc, graphs, lesson_id, out)
     if out.reembedded:  # the old text's tokens stay in the index's older segments until merged
         store.purge_text_index()
-    with store.transaction() as conn:
-        store.set_meta(conn, KEY, VERSION)
-    if out.lessons or out.unreadable:
+    if not out.busy:  # else the next start tries those again
+        with store.transaction() as conn:
+            store.set_meta(conn, KEY, VERSION)
+    if out.lessons or out.busy:
         log.warning(
             "learned lessons scrubbed: %d rewritten (%d diff hunks dropped, %d secrets "
             "redacted, %d re-embedded)%s", out.lessons, out.hunks, out.redacted, out.reembedded,
-            f"; left as they were (changed meanwhile): {', '.join(out.unreadable)}"
-            if out.unreadable else "",
+            f"; changing meanwhile, tried again at the next start: {', '.join(out.busy)}"
+            if out.busy else "",
         )  # fmt: skip
     return out
 
