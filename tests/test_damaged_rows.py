@@ -118,6 +118,8 @@ def test_recall_and_the_graph_tools_answer_through_an_mcp_session(damaged):
         ctx = client.ok("recall-context", {"limit": 50})
         assert damaged.healthy in {m["id"] for m in ctx["team"]}
         assert client.ok("search_nodes", {"query": "billing"})["entities"]
+        page = client.ok("changes", {"cursor": 0, "limit": 100})  # the stream reads around it
+        assert damaged.healthy in json.dumps(page)
         # a record that cannot be read is not found, in one clear line
         assert "[not_found]" in client.error("forget", {"memoryId": damaged.bad["kind"]})
         # a memory read without its damaged metadata can be edited (its metadata starts anew)
