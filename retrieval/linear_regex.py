@@ -88,7 +88,21 @@ class _Translator:
         return _RELAXED_CLASSES if self.relaxed else _UNI_CLASSES
 
     def seq(self, items) -> str:
-        return "".join(self.node(op, av) for op, av in items)
+        items = list(items)
+        out = []
+        for i, (op, av) in enumerate(items):
+            if (
+                self.relaxed
+                and op is C.AT
+                and av == C.AT_BOUNDARY
+                and (_ascii_word_edge(items[:i], last=True) or _ascii_word_edge(items[i + 1 :]))
+            ):
+                out.append(
+                    r"\b"
+                )  # next to an ASCII word character: RE2's holds where Python's does
+            else:
+                out.append(self.node(op, av))
+        return "".join(out)
 
     def node(self, op, av) -> str:  # noqa: C901 - one branch per node kind
         if op is C.LITERAL:
@@ -142,9 +156,9 @@ class _Translator:
 
     def repeat(self, op, lo: int, hi: int, item) -> str:
         body = self.seq(item)
-        if self.relaxed and hi is not C.MAXREPEAT and len(body) > 40:
-            # a counted repetition of an alternation is copied ``hi`` times into RE2's program;
-            # relaxed, it is any ``lo * shortest`` to ``hi * longest`` characters
+        if self.relaxed and hi is not C.MAXREPEAT and len(body) > 40 and hi * len(body) > 4000:
+            # a counted repetition of a long alternation is copied ``hi`` times into RE2's
+            # program; relaxed, it is any ``lo * shortest`` to ``hi * longest`` characters
             shortest, longest = _parser.SubPattern(_parser.State(), item).getwidth()
             if longest < C.MAXREPEAT and hi * longest <= 4 * _MAX_REPEAT:
                 return self.counted("(?s:.)", lo * shortest, hi * longest, "")
@@ -244,44 +258,118 @@ class _Translator:
         return (f"(?{prefix})" if prefix else "") + body, dict(state.groupdict)
 
 
+def _edge(items, last: bool) -> tuple[set[int] | None, bool]:
+    """The characters the sequence ``items`` can begin (``last``: end) with, None if any, and
+    whether it can match nothing."""
+    chars: set[int] = set()
+    for op, av in reversed(items) if last else items:
+        if op is C.LITERAL:
+            return chars | {av}, False
+        if op is C.IN:
+            if any(o is not C.LITERAL for o, _ in av):
+                return None, False
+            return chars | {a for _, a in av}, False
+        if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+            continue
+        if op is C.SUBPATTERN:
+            inner, empty = _edge(av[3], last)
+        elif op is C.BRANCH:
+            inner, empty = set(), False
+            for alt in av[1]:
+                got, e = _edge(alt, last)
+                inner = None if got is None or inner is None else inner | got
+                empty = empty or e
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            inner, empty = _edge(av[2], last)
+            empty = empty or av[0] == 0
+        else:
+            return None, False
+        if inner is None:
+            return None, False
+        chars |= inner
+        if not empty:
+            return chars, False
+    return chars, True
+
+
+def _ascii_word_edge(items, last: bool = False) -> bool:
+    """Whether ``items`` always begin (``last``: end) with an ASCII letter, digit or ``_``."""
+    chars, empty = _edge(items, last)
+    return (
+        not empty
+        and chars is not None
+        and bool(chars)
+        and all(c < 0x80 and (chr(c).isalnum() or c == 0x5F) for c in chars)
+    )
+
+
 def translate(pattern: str, flags: int = 0) -> str:
     """``pattern`` in RE2's syntax, with Python's meaning (see the module's docstring)."""
     return _Translator(flags).translate(pattern, flags)[0]
+
+
+def relaxed_alternatives(pattern: str, flags: int = 0) -> list[tuple[str, list]] | None:
+    """For a pattern that is an alternation at its top (``a|b|c``): each alternative's relaxed
+    form in RE2's syntax (see :class:`Windowed`), with its parsed items; None otherwise."""
+    tree = _parser.parse(pattern, flags)
+    if len(tree) != 1 or tree[0][0] is not C.BRANCH:
+        return None
+    translator = _Translator(flags, relaxed=True)
+    translator.translate(pattern, flags)  # the groups' bodies, for a back reference
+    prefix = "".join(c for f, c in _FLAG_LETTERS if tree.state.flags & f)
+    prefix = f"(?{prefix})" if prefix else ""
+    return [(prefix + translator.seq(alt), list(alt)) for alt in tree[0][1][1]]
 
 
 # ---------------------------------------------------------------------- the text, encoded once
 
 
 class _Encoded:
-    """A text as UTF-8, and the character <-> byte offsets when it is not ASCII."""
+    """A text as UTF-8, and the character <-> byte offsets when it is not ASCII (computed when
+    first needed: a search that finds nothing needs none)."""
 
     __slots__ = ("_bytes_of", "_chars_of", "data", "text")
 
     def __init__(self, text: str):
         self.text = text
+        self._bytes_of = self._chars_of = None
         if text.isascii():
             self.data = text.encode("ascii")
-            self._bytes_of = None
         else:
             self.data = text.encode("utf-8", "surrogatepass")
-            codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            widths = (1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)).astype(np.int32)
-            self._bytes_of = np.concatenate(([0], np.cumsum(widths, dtype=np.int32)))
-            # the character each byte belongs to, and one past the end
-            chars = np.repeat(np.arange(len(text), dtype=np.int32), widths)
-            self._chars_of = np.concatenate((chars, [len(text)])).astype(np.int32)
+
+    def _tables(self) -> None:
+        raw = np.frombuffer(self.data, dtype=np.uint8)
+        lead = (raw & 0xC0) != 0x80  # the first byte of each character
+        self._bytes_of = np.flatnonzero(lead)  # where each character starts
+        self._chars_of = np.cumsum(lead, dtype=np.int32) - 1  # the character of each byte
 
     def to_bytes(self, pos: int) -> int:
-        return pos if self._bytes_of is None else int(self._bytes_of[pos])
+        if len(self.data) == len(self.text) or pos <= 0:
+            return pos
+        if pos >= len(self.text):
+            return len(self.data)
+        if self._bytes_of is None:
+            self._tables()
+        return int(self._bytes_of[pos])
 
     def to_chars(self, offset: int) -> int:
-        if self._bytes_of is None or offset < 0:
+        if len(self.data) == len(self.text) or offset <= 0:
             return offset
+        if offset >= len(self.data):
+            return len(self.text)
+        if self._chars_of is None:
+            self._tables()
         return int(self._chars_of[offset])
 
 
 _RECENT = threading.local()  # the last few texts matched by this thread, encoded
 _KEEP = 4
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as RE2 reads it (kept for the next patterns applied to it)."""
+    return _encoded(text).data
 
 
 def _encoded(text: str) -> _Encoded:
@@ -381,6 +469,19 @@ class Pattern:
     def __init__(self, pattern: str, flags: int = 0, relaxed: bool = False):
         self.pattern, self.flags = pattern, flags
         self.translated, self.groupindex = _Translator(flags, relaxed).translate(pattern, flags)
+        self._compile()
+
+    @classmethod
+    def of_re2(cls, translated: str) -> Pattern:
+        """A pattern the code writes in RE2's syntax (a class of characters, literal strings),
+        never one from outside."""
+        self = object.__new__(cls)
+        self.pattern = self.translated = translated
+        self.flags, self.groupindex = 0, {}
+        self._compile()
+        return self
+
+    def _compile(self) -> None:
         options = re2.Options()
         options.max_mem = _MAX_MEM
         options.log_errors = False

@@ -69,44 +69,40 @@ Measured by ``benchmarks/poisoning.py`` (docs/security.md).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
-import re
-import unicodedata
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from retrieval import linear_regex
-
 from .injection_escape import ESCAPE
+from .injection_fold import MIXED_SCRIPT, fold_parts, variants
 from .injection_intent import DESTRUCTIVE, INTENT
+from .injection_mention import closes_its_own, in_inline_code, is_mention
 from .injection_rules import (
     BIDI,
-    CLOSING,
     DISCUSSION,
     FLAG_SEQUENCE,
+    HIDDEN,
     INVISIBLE_OPS,
     MARKUP,
     MEDIUM,
-    OPENING,
     OVERRIDES,
     ROLE_HEADER,
     RULES,
     STRONG,
     TAGS,
-    URL,
     WEAK,
     ZW_IN_WORD,
     ZW_RUN,
     ZWJ_IN_ASCII,
     Rule,
 )
+from .scan_text import VARIANTS, ScanText
 from .secrets import env_policy
 
 __all__ = [
+    "DISCUSSION",
     "Finding",
     "InjectionPolicy",
     "Verdict",
@@ -156,149 +152,19 @@ class Verdict(BaseModel):
     score: float = 0.0
 
 
-# --------------------------------------------------------------------------- normalisation
-
-_CF = linear_regex.compile(  # format characters: invisible, dropped before phrases are matched
-    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
-    "\U000e0000-\U000e007f]"
-)
-_ACCENT = linear_regex.compile(r"([a-z])[\u0300-\u036f]+")  # the marks after a Latin letter
-# Cyrillic and Greek letters that look like Latin ones (text is case-folded first)
-_CONFUSABLE = str.maketrans(
-    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u0261"
-    "\u03bf\u03b1\u03b5\u03ba\u03bd\u03c1\u03c4\u03c5\u03c7",
-    "aeopcyxijsdlgoaeknptux",
-)
-_MIXED_SCRIPT = linear_regex.compile(r"[a-z][\u0370-\u04ff]|[\u0370-\u04ff][a-z]")
-_LEET = str.maketrans("013457@$", "oieastas")
-_PUNCT = ".,;:!?()[]{}\"'`*"
-_LEET_TRIGGERS = frozenset(
-    "ignore disregard forget override bypass previous prior instructions rules guidelines "
-    "prompt system assistant".split()
-)
-_SPACED_HINT = linear_regex.compile(r"\b\w \w \w \w \w\b")
-# letter-spaced words: the run (group 1) between spaces or the ends of the text
-_SPACED = linear_regex.compile(r"(?:^|\s)((?:\w {1,3}){4,}\w)(?:\s|$)")
-_WIDE_GAP = linear_regex.compile(r" {2,}")
-# (``re``: one run per word, no choice to go back on, and faster than RE2 on a match per word;
-# linear: tests/test_linear_regex.py)
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-_B64_TOKEN = linear_regex.compile(r"[A-Za-z0-9+/]+={0,2}[.,;:)\"']?")
-_SENTENCE_BREAK = linear_regex.compile(r"[.!?]\s+|\n\s*\n")
-# how far a match's line is read around it (quotes, code spans): a text of one long line would
-# otherwise be read again for every match on it
-_LINE_REACH = 2000
-
-
-def _fold(text: str) -> str:
-    """Case-folded, compatibility-normalised, invisible format characters removed, accents of
-    Latin letters dropped (``précédentes`` -> ``precedentes``)."""
-    if text.isascii():
-        return text.lower()
-    text = unicodedata.normalize("NFKD", _CF.sub("", text).casefold())
-    return unicodedata.normalize("NFC", _ACCENT.sub(r"\1", text))
-
-
-def _despaced(folded: str) -> str:
-    """``i g n o r e   a l l`` -> ``ignore all``: letter-spaced words joined again."""
-
-    out: list[str] = []
-    end = 0
-    pos = 0
-    while (m := _SPACED.search(folded, pos)) is not None:
-        start, stop = m.span(1)
-        out += [folded[end:start], _WIDE_GAP.sub("\0", m[1]).replace(" ", "").replace("\0", " ")]
-        end = pos = stop  # the space after a run may open the next one
-    out.append(folded[end:])
-    return "".join(out)
-
-
-def _decoded_b64(text: str) -> list[str]:
-    out = []
-    for tok in text.split():
-        if len(tok) < 24 or not _B64_TOKEN.fullmatch(tok):
-            continue
-        blob = tok.rstrip(".,;:)\"'")
-        try:
-            s = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            continue
-        if " " in s and sum(c.isprintable() for c in s) >= 0.95 * len(s):
-            out.append(s)
-    return out
-
-
-def _tag_payload(text: str) -> str:
-    """ASCII smuggled in Unicode tag characters (U+E0020-E007E), decoded."""
-    return "".join(chr(ord(c) - 0xE0000) for c in text if 0xE0020 <= ord(c) <= 0xE007E)
-
-
 def _excerpt(text: str, start: int, end: int, width: int = 60) -> str:
     snippet = " ".join(text[start:end].split())
     return snippet if len(snippet) <= width else snippet[: width - 1] + "…"
 
 
-def _is_mention(text: str, start: int, end: int, quotes: bool = True) -> bool:
-    """A phrase in a sentence about attacks, or quoted (inside a short quotation on its line;
-    ``quotes=False``: not for a rule whose words are quoted anyway, such as a tool's name), is
-    discussed rather than issued."""
-    before = URL.sub(" ", text[max(0, start - 160) : start])
-    breaks = list(_SENTENCE_BREAK.finditer(before))
-    sentence = before[breaks[-1].end() :] if breaks else before
-    if DISCUSSION.search(sentence):
-        return True
-    if not quotes:
-        return False
-    line_start = text.rfind("\n", max(0, start - _LINE_REACH), start) + 1
-    head = text[max(line_start, start - _LINE_REACH) : start]
-    tail = text[end : end + 60].split("\n", 1)[0]
-    if head and head[-1] in OPENING and any(q in tail for q in CLOSING):
-        return True
-    for open_, close in (('"', '"'), ("“", "”"), ("'", "'"), ("‘", "’"), ("«", "»"), ("「", "」")):
-        opened = head.count(open_) - (head.count(close) if close != open_ else 0)
-        if open_ == close:
-            opened = head.count(open_) % 2
-        if opened > 0 and close in tail:
-            return True
-    return False
-
-
-def _in_inline_code(text: str, start: int, end: int) -> bool:
-    """Inside a one-line `code span` (a document naming a token, not a payload)."""
-    line_start = max(text.rfind("\n", max(0, start - _LINE_REACH), start) + 1, start - _LINE_REACH)
-    line_end = text.find("\n", end, end + _LINE_REACH)
-    line_end = min(len(text), end + _LINE_REACH) if line_end < 0 else line_end
-    return (
-        text[line_start:start].replace("``", "`").count("`") % 2 == 1
-        and "`" in text[end:line_end]
-        and "```" not in text[line_start:line_end]
-    )
-
-
-def _closes_its_own(text: str, m: re.Match[str], opened: dict[str, int]) -> bool:
-    """A closing tag (the pattern's ``tag`` group) of an element the text opened before it: an
-    XML sample (``<context>…</context>`` in a README), not the end of the framing's quote.
-    ``opened``: where each tag is first opened (found once per tag, not once per match)."""
-    tag = m.groupdict().get("tag")
-    if tag is None:
-        return False
-    if tag not in opened:
-        first = min(
-            (i for i in (text.find(f"<{tag}{c}") for c in " \t\n\r\f\v>") if i >= 0),
-            default=len(text),
-        )
-        opened[tag] = first
-    return opened[tag] < m.start()
-
-
-def _matches(rule: Rule, folded: str) -> Iterator[re.Match]:
+def _matches(rule: Rule, st: ScanText) -> Iterator:
     """The rule's matches in order; one its ``accept`` rejects is as if its pattern had not
     matched there (the search goes on from the next character, not past the match)."""
     if rule.accept is None:
-        yield from rule.rx.finditer(folded)
+        yield from rule.finditer(st)
         return
     pos = 0
-    while (m := rule.rx.search(folded, pos)) is not None:
+    while (m := rule.search(st, pos)) is not None:
         if rule.accept(m):
             yield m
             pos = max(m.end(), m.start() + 1)
@@ -307,26 +173,28 @@ def _matches(rule: Rule, folded: str) -> Iterator[re.Match]:
 
 
 def _apply(
-    rules: tuple[Rule, ...], folded: str, words: set[str], kind: str | None = None
+    rules: tuple[Rule, ...], st: ScanText, kind: str | None = None, known=(), least: float = 0.0
 ) -> dict[int, Finding]:
-    """{id of the rule: its first finding} for the rules that fire on ``folded``."""
+    """{id of the rule: its first finding} for the rules that fire on the folded text (not
+    those in ``known``, nor those weighing less than ``least``)."""
     found: dict[int, Finding] = {}
-    ascii_only = folded.isascii()
     opened: dict[str, int] = {}
     for rule in rules:
-        if not rule.applies(folded, words, ascii_only):
+        if id(rule) in known or rule.weight < least:
             continue
-        for m in _matches(rule, folded):
-            if rule.mentionable and _is_mention(folded, m.start(), m.end(), rule.quotable):
+        if rule.absent(st) or not rule.applies(st):
+            continue
+        for m in _matches(rule, st):
+            if rule.mentionable and is_mention(st, m.start(), m.end(), rule.quotable):
                 continue
-            if rule.kind == "markup" and _in_inline_code(folded, m.start(), m.end()):
+            if rule.kind == "markup" and in_inline_code(st, m.start(), m.end()):
                 continue
-            if _closes_its_own(folded, m, opened):
+            if closes_its_own(st, m, opened):
                 continue
             found[id(rule)] = Finding(
                 kind=kind or rule.kind,
                 weight=rule.weight,
-                excerpt=_excerpt(folded, m.start(), m.end()),
+                excerpt=_excerpt(st.text, m.start(), m.end()),
             )
             break
     return found
@@ -335,11 +203,15 @@ def _apply(
 def _roles(folded: str, found: dict[object, Finding]) -> None:
     """A fake dialogue: two role headers, one of them the model's (``Human:`` …
     ``Assistant:``), or a ``SYSTEM:`` line (medium: a log may have one)."""
-    heads = list(ROLE_HEADER.finditer(folded))
-    roles = {m.group(1) for m in heads}
-    if not heads:
+    first = None
+    roles: set[str] = set()
+    for m in ROLE_HEADER.finditer(folded):
+        first = first or m
+        roles.add(m.group(1))
+        if len(roles) >= 2 and roles & {"assistant", "ai", "system"}:
+            break  # strong: no later header changes it
+    if first is None:
         return
-    first = heads[0]
     if len(roles) >= 2 and roles & {"assistant", "ai", "system"}:
         weight = STRONG
     elif "system" in roles:
@@ -353,6 +225,9 @@ def _roles(folded: str, found: dict[object, Finding]) -> None:
 
 
 def _hidden(text: str, found: dict[object, Finding]) -> None:
+    if HIDDEN.search(text) is None:
+        return
+
     def add(what: str) -> None:
         found.setdefault(f"hidden:{what}", Finding(kind="hidden", weight=STRONG, excerpt=what))
 
@@ -368,45 +243,29 @@ def _hidden(text: str, found: dict[object, Finding]) -> None:
         add("a zero-width character inside a word")
 
 
-def _variants(text: str, folded: str) -> list[str]:
-    """The text with each obfuscation undone (only those it shows signs of)."""
-    out = []
-    if not text.isascii():
-        if _MIXED_SCRIPT.search(folded):
-            out.append(folded.translate(_CONFUSABLE))
-        if payload := _tag_payload(text):
-            out.append(_fold(payload))
-    leet = {w.strip(_PUNCT).translate(_LEET) for w in folded.split() if not w.isalpha()}
-    if not _LEET_TRIGGERS.isdisjoint(leet):
-        out.append(folded.translate(_LEET))
-    if _SPACED_HINT.search(folded):
-        out.append(_despaced(folded))
-    out += [_fold(s) for s in _decoded_b64(text)]
-    return out
-
-
 def scan(text: str) -> list[Finding]:
     """Every instruction-like finding in ``text`` (at most one per rule)."""
     if not text or not text.strip():
         return []
     found: dict[object, Finding] = {}
-    folded = _fold(text)
+    folded, outside = fold_parts(text)
+    st = ScanText(folded, outside)
     if not text.isascii():
         _hidden(text, found)
-        if _MIXED_SCRIPT.search(folded):
+        if MIXED_SCRIPT.search(folded):
             found["mixed"] = Finding(
                 kind="hidden", weight=MEDIUM, excerpt="Latin and Cyrillic/Greek letters mixed"
             )
-    words = set(_WORD.findall(folded))
-    found.update(_apply(MARKUP, folded, words))
+    found.update(_apply(MARKUP, st))
     _roles(folded, found)
-    found.update(_apply(PHRASES, folded, words))
-    for variant in _variants(text, folded):
+    found.update(_apply(PHRASES, st))
+    for variant, derived in variants(text, folded, st.bounded):
+        if variant == folded:
+            continue  # the rules found all they find in it already
         # a rule that fires only once an obfuscation is undone
-        vwords = set(_WORD.findall(variant))
-        for key, f in _apply(OVERRIDES, variant, vwords, kind="obfuscated").items():
-            if f.weight >= MEDIUM and key not in found:
-                found[key] = f
+        vst = ScanText(variant, outside if derived else None, VARIANTS)
+        for key, f in _apply(OVERRIDES, vst, "obfuscated", found, MEDIUM).items():
+            found.setdefault(key, f)
     return list(found.values())
 
 

@@ -40,7 +40,8 @@ _TAG_CORE = (
 # quoted data (:func:`_data_element`): a pattern of optional parts around the core word tries
 # every split of a long ``</user_a_a_a…`` run
 _NAME = r"[a-z][a-z0-9_-]{0,60}"
-_DATA_ELEMENT = linear_regex.compile(rf"(?:[a-z]+[_-]){{0,8}}{_TAG_CORE}(?:[_-][a-z]+){{0,8}}")
+_DATA_NAME = rf"(?:[a-z]+[_-]){{0,8}}{_TAG_CORE}(?:[_-][a-z]+){{0,8}}"
+_DATA_ELEMENT = linear_regex.compile(_DATA_NAME)
 
 
 def _data_element(m: re.Match) -> bool:
@@ -50,55 +51,74 @@ def _data_element(m: re.Match) -> bool:
     return name is None or _DATA_ELEMENT.fullmatch(name) is not None
 
 
-_CLOSER = (
-    # "--- End of reference material ---", "(end of quoted data)", "END QUOTE", "unquote"
-    rf"(?:^|[.!?;:]\s+|\s[-–—=~*#|/]{{2,}}\s*){_DECOR}"
-    rf"(?:(?:end|ends|ended|close|closes|closed|closing|stop|finish|finished)(?: of)?"
-    rf"(?: the| this| that| all| your)? (?:{_QUOTED}(?: {_QUOTED}){{0,8}}(?: {_QUOTE_NOUN})?|"
-    r"quotes?|quotation|context|data|memory|memories|references|documents?)|end ?quote|unquote)"
-    # … and nothing more on its line or in its sentence ("End of the reference material for
-    # chapter 3" is a textbook's heading)
-    r"(?:[ \t]*[\]\)>}*_=~\-–—|/]+[ \t\]\)>}*_=~\-–—.:!|/]*(?=$|\s)|[ \t]*[.:!;,]?[ \t]*$"
-    r"|[ \t]*[.:!;,](?=\s))"
-    # "the reference material ends here", "quoted data is over", "that concludes the quote"
-    rf"|\b(?:{_QUOTED} ){{1,8}}{_QUOTE_NOUN} (?:ends|ended|stops|is over|is closed|closes|"
-    r"finishes)(?: here| now)?\b"
-    rf"|\b{_QUOTE_NOUN} (?:ends|ended|stops|is over|closes|finishes) (?:here|now)\b"
-    rf"|\b(?:this|that|which|here) (?:concludes|ends|closes|is the end of|marks the end of) "
-    rf"(?:the |this )?(?:{_QUOTED} ){{0,8}}"
-    rf"(?:{_QUOTE_NOUN}|quote)\b"
-    # closing tags of data: </context>, </recalled_memories>, [/reference], [END OF DATA],
-    # <<END>> (``tag``: a text that opened the element itself holds a sample, not an escape)
-    rf"|</(?P<tag>{_NAME})\s*>"
-    rf"|\[/(?P<btag>{_NAME})\]"
-    r"|\[(?:end|/)\s*(?:of )?(?:the )?(?:quote|data|context|reference|memory|document|input|"
-    r"material|recalled \w+|quoted \w+)s?\]|<<\s*end\w*\s*>>"
-    # the framing's own lines: its header, a provenance line, its closing count
-    r"|reference material recalled from memory|quoted data with its source"
-    r"|^[ \t>]*— (?:memory \(|file \S+:\d|lesson |observation of |exchange of session |"
-    r"turn of session )[^\n]{0,200}·"
-    r"|\(\d+ recalled items? (?:was|were) left out"
-    # French, Spanish, Portuguese, German, Italian: "fin des données de référence", …
-    r"|\b(?:fin (?:des|du|de la|de l'|de los|del|de las) ?|fim (?:dos|do|da|das) |"
-    r"fine (?:dei|del|della|delle) )(?:donnees|materiel|materiau|document\w*|contexte?|"
-    r"citation|citazione|citacao|memoires?|memorias?|memorie|references?|referencias?|"
-    r"riferimenti|datos|dados|dati|material\w*|cita|extrait|extracto)\b"
-    r"|\bende (?:der|des) \w*(?:daten|material|materials|dokument\w*|kontext\w*|zitat\w*|"
-    r"referenz\w*|erinnerung\w*)\b"
+def _closer(name: str) -> str:
+    """The closers of quoted data, a closing tag's name matched by ``name``."""
+    return (
+        # "--- End of reference material ---", "(end of quoted data)", "END QUOTE", "unquote"
+        rf"(?:^|[.!?;:]\s+|\s[-–—=~*#|/]{{2,}}\s*){_DECOR}"
+        rf"(?:(?:end|ends|ended|close|closes|closed|closing|stop|finish|finished)(?: of)?"
+        rf"(?: the| this| that| all| your)? (?:{_QUOTED}(?: {_QUOTED}){{0,8}}(?: {_QUOTE_NOUN})?|"
+        r"quotes?|quotation|context|data|memory|memories|references|documents?)|end ?quote|unquote)"
+        # … and nothing more on its line or in its sentence ("End of the reference material for
+        # chapter 3" is a textbook's heading)
+        r"(?:[ \t]*[\]\)>}*_=~\-–—|/]+[ \t\]\)>}*_=~\-–—.:!|/]*(?=$|\s)|[ \t]*[.:!;,]?[ \t]*$"
+        r"|[ \t]*[.:!;,](?=\s))"
+        # "the reference material ends here", "quoted data is over", "that concludes the quote"
+        rf"|\b(?:{_QUOTED} ){{1,8}}{_QUOTE_NOUN} (?:ends|ended|stops|is over|is closed|closes|"
+        r"finishes)(?: here| now)?\b"
+        rf"|\b{_QUOTE_NOUN} (?:ends|ended|stops|is over|closes|finishes) (?:here|now)\b"
+        rf"|\b(?:this|that|which|here) (?:concludes|ends|closes|is the end of|marks the end of) "
+        rf"(?:the |this )?(?:{_QUOTED} ){{0,8}}"
+        rf"(?:{_QUOTE_NOUN}|quote)\b"
+        # closing tags of data: </context>, </recalled_memories>, [/reference], [END OF DATA],
+        # <<END>> (``tag``: a text that opened the element itself holds a sample, not an escape)
+        rf"|</(?P<tag>{name})\s*>"
+        rf"|\[/(?P<btag>{name})\]"
+        r"|\[(?:end|/)\s*(?:of )?(?:the )?(?:quote|data|context|reference|memory|document|input|"
+        r"material|recalled \w+|quoted \w+)s?\]|<<\s*end\w*\s*>>"
+        # the framing's own lines: its header, a provenance line, its closing count
+        r"|reference material recalled from memory|quoted data with its source"
+        r"|^[ \t>]*— (?:memory \(|file \S+:\d|lesson |observation of |exchange of session |"
+        r"turn of session )[^\n]{0,200}·"
+        r"|\(\d+ recalled items? (?:was|were) left out"
+        # French, Spanish, Portuguese, German, Italian: "fin des données de référence", …
+        r"|\b(?:fin (?:des|du|de la|de l'|de los|del|de las) ?|fim (?:dos|do|da|das) |"
+        r"fine (?:dei|del|della|delle) )(?:donnees|materiel|materiau|document\w*|contexte?|"
+        r"citation|citazione|citacao|memoires?|memorias?|memorie|references?|referencias?|"
+        r"riferimenti|datos|dados|dati|material\w*|cita|extrait|extracto)\b"
+        r"|\bende (?:der|des) \w*(?:daten|material|materials|dokument\w*|kontext\w*|zitat\w*|"
+        r"referenz\w*|erinnerung\w*)\b"
+    )
+
+
+_CLOSER = _closer(_NAME)
+
+# instructions for the reader
+_FOR_READER = (
+    r"you\b|the (?:assistant|agent|ai|model|llm)s?\b|(?:all )?(?:agents|assistants|ais|models|"
+    r"llms)\b"
 )
-_AUTHORITY = (
-    # "new instructions", "updated system prompt", "admin override"
+# "new instructions", "updated system prompt", "admin override"
+_NEW_AUTHORITY = (
     r"\b(?:new|updated|revised|real|actual|true|additional|priority|urgent|override|system|"
     r"admin|administrator|operator|developer|root|security|maintenance|emergency)"
     r"(?: \w+)? (?:instructions?|directives?|orders|commands|tasks?|rules|policy|prompt|"
     r"guidance|notice|override|mode)\b"
-    # (not instructions for someone else, or where they are kept: "new instructions for
-    # contributors are in CONTRIBUTING.md")
-    r"(?! (?:for (?!you\b|the (?:assistant|agent|ai|model|llm)s?\b|(?:all )?(?:agents|assistants|"
-    r"ais|models|llms)\b)|(?:are|is) (?:in|listed|published|available|documented|described|kept|"
-    r"found)\b|can be found\b|live in\b|lives in\b))"
+)
+# (not instructions for someone else, or where they are kept: "new instructions for
+# contributors are in CONTRIBUTING.md")
+_ELSEWHERE = (
+    rf"(?! (?:for (?!{_FOR_READER})|(?:are|is) (?:in|listed|published|available|documented|"
+    r"described|kept|found)\b|can be found\b|live in\b|lives in\b))"
+)
+# what may follow a new authority, spelled out for RE2 (it has no lookahead): a superset of
+# what _ELSEWHERE lets through, that leaves out " for <someone else>"
+_NOT_FOR_OTHERS = (
+    rf"(?:\Z|[^ ]| (?:\Z|[^f]|f(?:\Z|[^o]|o(?:\Z|[^r]|r(?:\Z|[^ ]| (?:{_FOR_READER}))))))"
+)
+_OTHER_AUTHORITY = (
     # "instructions from the administrator", "a message from your operator"
-    r"|\b(?:instructions?|directives?|orders|commands|messages?|notices?|notes?|updates?|"
+    r"\b(?:instructions?|directives?|orders|commands|messages?|notices?|notes?|updates?|"
     r"override|memo|announcement|requests?) (?:from|by|of) (?:the |your |an? )?(?:\w+ )?"
     r"(?:system|administrator|admin|sysadmin|operator|developer|owner|maintainer|security team|"
     r"root|supervisor|orchestrator|platform|provider|anthropic|openai|it department|"
@@ -138,6 +158,7 @@ _AUTHORITY = (
     r"|\bnuove (?:istruzioni|direttive|regole)"
     r"|\b(?:istruzioni|messaggio|ordini) (?:dell'|del )(?:amministratore|sistema|operatore)"
 )
+_AUTHORITY = f"{_NEW_AUTHORITY}{_ELSEWHERE}|{_OTHER_AUTHORITY}"
 _CLOSER_WORDS = (
     "end ends ended close closes closed closing stop finish finished unquote endquote fin fim "
     "fine ende finishes over concludes"
@@ -148,6 +169,9 @@ _CLOSER_PRE = (  # cheaper than _CLOSER: most texts have none of these
     r"fine|ende|over|stops|finishes)\b|</|\[/|<<|reference material recalled|quoted data with|"
     r"— |left out"
 )
+# where the rules below can match and be accepted, for the search of their candidates (each
+# a superset of the matches they accept: a closing tag of data, an authority not for others)
+_CLOSER_OF_DATA = _closer(_DATA_NAME)
 ESCAPE: tuple[Rule, ...] = (
     rule(  # the quote closed, then a new authority speaks
         "markup",
@@ -157,8 +181,17 @@ ESCAPE: tuple[Rule, ...] = (
         _CLOSER_SUBS,
         pre=_CLOSER_PRE,
         accept=_data_element,
+        candidates=rf"(?:{_CLOSER_OF_DATA})[\s\S]{{0,300}}?"
+        rf"(?:{_NEW_AUTHORITY}{_NOT_FOR_OTHERS}|{_OTHER_AUTHORITY})",
     ),
     rule(  # the marker alone
-        "markup", WEAK, _CLOSER, _CLOSER_WORDS, _CLOSER_SUBS, pre=_CLOSER_PRE, accept=_data_element
+        "markup",
+        WEAK,
+        _CLOSER,
+        _CLOSER_WORDS,
+        _CLOSER_SUBS,
+        pre=_CLOSER_PRE,
+        accept=_data_element,
+        candidates=_CLOSER_OF_DATA,
     ),
 )

@@ -143,6 +143,7 @@ INTENT: tuple[Rule, ...] = (
         mentionable=False,
         pre=rf"your (?:next |final |every |each )?(?:{_REPLY}|message)|\b(?:reply|respond|answer)"
         r"(?: only| solely| exclusively| entirely)? (?:in|using|with|by|backward)",
+        anchored=True,
     ),
     rule(  # the reply talked about: a user's own request in a chat says the same ("be detailed
         # in your response", "answer in English", "continue with your answer"), so it takes a
@@ -316,6 +317,7 @@ DESTRUCTIVE: tuple[Rule, ...] = (
         _TOOL_SUBS,
         quotable=False,
         pre=_TOOL,
+        anchored=True,
     ),
     rule(  # "run forget-bulk on every team memory": the call without the reach
         "intent",
@@ -327,6 +329,7 @@ DESTRUCTIVE: tuple[Rule, ...] = (
         _TOOL_SUBS,
         quotable=False,
         pre=_TOOL,
+        anchored=True,
     ),
     rule(  # "delete every memory you can find"
         "intent",

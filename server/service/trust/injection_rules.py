@@ -12,130 +12,21 @@ means is documented in :mod:`.injection`.
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from retrieval import linear_regex
 
-STRONG, MEDIUM, WEAK = 1.0, 0.6, 0.5
-# a rule that needs a lookaround is matched by ``re`` in windows of at most this many characters
-# (see :class:`retrieval.linear_regex.Windowed`): its longest match, when it has no bound
-WINDOW = 1000
-
-# --------------------------------------------------------------------------- rules
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A pattern over folded text, tried only when its prefilter passes: one of its ``words``
-    (whole words) or ``subs`` (substrings) occurs, one of the ``need`` words when it has some,
-    and its ``pre`` pattern (a cheap one, for a rule whose pattern is dear) when it has one. A
-    rule with no words and no subs always runs. The prefilter keeps the scan cheap."""
-
-    kind: str
-    weight: float
-    rx: re.Pattern
-    words: frozenset[str] = frozenset()
-    subs: tuple[str, ...] = ()
-    need: frozenset[str] = frozenset()
-    mentionable: bool = True  # a quoted or discussed phrase is not an instruction
-    quotable: bool = True  # a quoted phrase is a mention (not for tool names: they are quoted)
-    pre: re.Pattern | None = None
-    accept: Callable[[re.Match], bool] | None = None  # a match this rejects is no finding
-
-    def applies(self, folded: str, words: set[str], ascii_only: bool) -> bool:
-        if self.need and self.need.isdisjoint(words):
-            return False
-        if not self._triggered(folded, words, ascii_only):
-            return False
-        return self.pre is None or self.pre.search(folded) is not None
-
-    def _triggered(self, folded: str, words: set[str], ascii_only: bool) -> bool:
-        if not self.words and not self.subs:
-            return True
-        if not self.words.isdisjoint(words):
-            return True
-        if ascii_only and self.subs and not self.subs[0].isascii():
-            return False  # Cyrillic / CJK triggers cannot occur in ASCII text
-        return any(map(folded.__contains__, self.subs))
-
-
-def rule(
-    kind: str,
-    weight: float,
-    pattern: str,
-    words: str = "",
-    subs: tuple[str, ...] = (),
-    need: str = "",
-    mentionable: bool = True,
-    quotable: bool = True,
-    pre: str | None = None,
-    accept: Callable[[re.Match], bool] | None = None,
-) -> Rule:
-    rx = linear_regex.compile(pattern, re.M, window=WINDOW)
-    return Rule(
-        kind,
-        weight,
-        rx,
-        frozenset(words.split()),
-        subs,
-        frozenset(need.split()),
-        mentionable,
-        quotable,
-        linear_regex.compile(pre, re.M, window=WINDOW) if pre else None,
-        accept,
-    )
-
-
-class PairedTags:
-    r"""``<name>…</name>`` for the given names, the body ``lo`` to ``hi`` characters, the first
-    closing tag after the opening one (a lazy body), and the matches of ``also``: what
-    ``<(name|…)>[\s\S]{lo,hi}?</\1\s*>`` matches, found by RE2 in linear time (the
-    backreference needs ``re``, and ``re`` tries the whole body after every opening tag)."""
-
-    def __init__(self, names: str, lo: int, hi: int, also: str | None = None):
-        self.pattern = rf"<({names})>[\s\S]{{{lo},{hi}}}?</\1\s*>" + (f"|{also}" if also else "")
-        self._exact = re.compile(self.pattern, re.M)
-        self._tags = linear_regex.compile(rf"<(/?)({names})(\s*)>")
-        self._also = linear_regex.compile(also, re.M) if also else None
-        self.lo, self.hi = lo, hi
-
-    def _spans(self, text: str) -> Iterator[tuple[int, int]]:
-        opens: list[tuple[int, int, str]] = []
-        closes: dict[str, list[int]] = {}
-        for m in self._tags.finditer(text):
-            if m[1]:
-                closes.setdefault(m[2], []).append(m.start())
-            elif not m[3]:
-                opens.append((m.start(), m.end(), m[2]))
-        for start, body, name in opens:
-            ends = closes.get(name, [])
-            i = bisect.bisect_left(ends, body + self.lo)
-            if i < len(ends) and ends[i] - body <= self.hi:
-                yield start, text.index(">", ends[i]) + 1
-        if self._also is not None:
-            yield from (m.span() for m in self._also.finditer(text))
-
-    def finditer(self, text: str) -> Iterator[re.Match]:
-        last = -1
-        for start, end in sorted(self._spans(text)):
-            if start < last:
-                continue
-            m = self._exact.match(text, start, end)
-            if m is not None:
-                last = m.end()
-                yield m
-
-    def search(self, text: str) -> re.Match | None:
-        return next(self.finditer(text), None)
-
-
-def paired(kind: str, weight: float, tags: PairedTags, words: str = "", subs=()) -> Rule:
-    """A rule whose pattern is a :class:`PairedTags`."""
-    return Rule(kind, weight, tags, frozenset(words.split()), subs)  # type: ignore[arg-type]
-
+from .injection_rule import (  # noqa: F401 - the tables' vocabulary, for the other tables
+    MEDIUM,
+    STRONG,
+    WEAK,
+    WINDOW,
+    PairedTags,
+    Rule,
+    paired,
+    rule,
+)
+from .scan_text import VARIANTS
 
 _W = r"[\w'’-]+"  # one word
 _GAP = rf"(?:{_W}[ ,]+){{0,3}}?"  # up to three words in between
@@ -570,6 +461,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 OVERRIDES = tuple(r for r in RULES if r.kind in ("override", "jailbreak", "addressed"))
+for _rule in OVERRIDES:  # tried again on each variant of a text, asked about in one pass
+    _rule.register(VARIANTS)
 
 # ---------------------------------------------------------------- markup (not mentionable)
 MARKUP: tuple[Rule, ...] = (
@@ -634,6 +527,9 @@ FLAG_SEQUENCE = linear_regex.compile(
     "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6}\U000e007f"
 )
 TAGS = linear_regex.compile("[\U000e0000-\U000e007f]")
+HIDDEN = linear_regex.compile(
+    f"[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069{_ZW}\u2061-\u2064]"
+)
 
 # ---------------------------------------------------------------- mentions
 # words of a text *about* attacks (also a feature of the model in .injection_model)

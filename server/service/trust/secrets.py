@@ -69,7 +69,6 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 from urllib.parse import unquote
@@ -77,28 +76,18 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidInput
-from .secret_checks import PORT_LIKE, generic_ok, is_placeholder, key_words, password_ok, preview_of
+from .secret_assignments import Candidate, assignments
+from .secret_checks import PORT_LIKE, is_placeholder, preview_of
 from .secret_rules import (
-    ASCII_LOWER,
-    ASSIGNMENT_TAIL,
-    KEY_QUALIFIERS,
-    KEY_RUN,
-    KEYWORD,
-    MAX_KEY,
-    NON_SECRET_TOKEN_QUALIFIERS,
     PEM_BEGIN,
     PEM_BODY,
     PEM_END,
     PEM_MATERIAL,
     PEM_MAX,
-    RANK_GENERIC,
-    RANK_PASSWORD,
     RANK_PRIVATE_KEY,
     RANK_URL,
     RULES,
     SCHEME_CHARS,
-    SECRET_LAST,
-    SHORT_PASSWORD_WORDS,
     URL_CREDENTIALS,
     WEB_SCHEMES,
 )
@@ -172,14 +161,6 @@ class Finding(BaseModel):
 # --------------------------------------------------------------------------- rules
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    kind: str
-    start: int
-    end: int
-    rank: int  # lower wins an overlap
-
-
 def _private_keys(text: str) -> Iterator[tuple[int, int]]:
     pos = 0
     while (begin := PEM_BEGIN.search(text, pos)) is not None:
@@ -196,72 +177,14 @@ def _private_keys(text: str) -> Iterator[tuple[int, int]]:
         pos = stop
 
 
-def _classify_key(key: str) -> str | None:
-    words = key_words(key)
-    if not words:
-        return None
-    last = words[-1]
-    prev = words[-2] if len(words) > 1 else ""
-    if last.endswith(("password", "passwd", "passphrase")):
-        return "password"
-    if last in SHORT_PASSWORD_WORDS:
-        # "db_pass", "SMTP-PWD"; alone, "pass" is an English word and "PWD" the working
-        # directory, and "GraphPass"/"RenderPass" are compiler and GPU passes
-        return "password" if prev and key[-len(last) - 1] in "_-." else None
-    if last == "key":
-        return "generic" if prev in KEY_QUALIFIERS else ("bare_key" if not prev else None)
-    if last == "token" and prev in NON_SECRET_TOKEN_QUALIFIERS:
-        return None
-    if last in SECRET_LAST or last.endswith(("secret", "apikey", "token")):
-        return "generic"
-    return None
-
-
-def _assignments(text: str, low: str) -> Iterator[_Candidate]:
-    n = len(text)
-    backwards = low[::-1]  # lets the key's left edge be found by a regex too
-    run_end = -1  # keys already looked at, and values already reported, are skipped
-    for hit in KEYWORD.finditer(low):
-        if hit.start() < run_end:
-            continue
-        left = KEY_RUN.match(backwards, n - hit.start())
-        start = hit.start() - (left.end() - left.start() if left is not None else 0)
-        right = KEY_RUN.match(text, hit.end())
-        end = run_end = right.end() if right is not None else hit.end()
-        if end - start > MAX_KEY or text[start - 1 : start] == ":":  # arn:…:secret:name-1a2b
-            continue
-        key = text[start:end].lstrip("0123456789.-").rstrip(".-")
-        cls = _classify_key(key) if key else None
-        if cls is None:
-            continue
-        m = ASSIGNMENT_TAIL.match(text, end)
-        if m is None or m.group("op") == "==":  # "==" is a comparison, not an assignment
-            continue
-        if m.group("q") is not None and m.group("closing") != m.group("q"):
-            continue  # "'value\"": no quoted value (a quote character cannot be a bare one)
-        group = "qv" if m.group("qv") is not None else "uv"
-        value = m.group(group)
-        v_start, v_end = m.span(group)
-        if group == "uv" and text[start - 1 : start] in ("?", "&"):
-            value = value.split("&", 1)[0]  # a URL query parameter ends at the next "&"
-            v_end = v_start + len(value)
-        if cls == "password":
-            if not password_ok(value, group == "qv", text, v_end):
-                continue
-            yield _Candidate("password_assignment", v_start, v_end, RANK_PASSWORD)
-        elif text[v_end : v_end + 1] not in ("(", "[") and generic_ok(value, cls == "bare_key"):
-            yield _Candidate("generic_api_key_assignment", v_start, v_end, RANK_GENERIC)
-        else:
-            continue
-        run_end = v_end
-
-
-def _candidates(text: str) -> list[_Candidate]:
-    low = text.translate(ASCII_LOWER)  # same length and offsets as text
-    found: list[_Candidate] = []
+def _candidates(text: str) -> list[Candidate]:
+    # ASCII lower-cased, same length and offsets as text (on the bytes: no byte of a character
+    # outside ASCII is an ASCII one)
+    low = text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
+    found: list[Candidate] = []
     if "-----begin " in low:
         found.extend(
-            _Candidate("private_key", s, e, RANK_PRIVATE_KEY) for s, e in _private_keys(text)
+            Candidate("private_key", s, e, RANK_PRIVATE_KEY) for s, e in _private_keys(text)
         )
 
     for rank, rule in enumerate(RULES):
@@ -273,7 +196,7 @@ def _candidates(text: str) -> list[_Candidate]:
                 continue
             if rule.check is not None and not rule.check(m.group(rule.group)):
                 continue
-            found.append(_Candidate(rule.kind, start, end, rank))
+            found.append(Candidate(rule.kind, start, end, rank))
 
     for m in URL_CREDENTIALS.finditer(text):
         pw = m.group("pw")
@@ -287,9 +210,9 @@ def _candidates(text: str) -> list[_Candidate]:
         if not scheme or not scheme[0].isalpha():
             continue
         kind = "basic_auth_url" if scheme in WEB_SCHEMES else "connection_string"
-        found.append(_Candidate(kind, *m.span("pw"), RANK_URL))
+        found.append(Candidate(kind, *m.span("pw"), RANK_URL))
 
-    found.extend(_assignments(text, low))
+    found.extend(assignments(text, low))
     return found
 
 
@@ -309,7 +232,7 @@ def scan(text: str) -> list[Finding]:
     """Every suspected credential in ``text``, in order of position, without overlaps."""
     if not text:
         return []
-    kept: list[_Candidate] = []  # non-overlapping, sorted by start
+    kept: list[Candidate] = []  # non-overlapping, sorted by start
     starts: list[int] = []
     for cand in sorted(_candidates(text), key=lambda c: (c.rank, c.start - c.end, c.start)):
         i = bisect.bisect_right(starts, cand.start)
