@@ -168,7 +168,7 @@ COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",") if c.strip() != "id"]
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(damage=st.dictionaries(st.sampled_from(COLUMN_NAMES), VALUES, min_size=1))
 def test_a_row_damaged_in_any_columns_never_fails_a_read(tmp_path_factory, damage):
