@@ -83,12 +83,16 @@ class Daemon:
             self.proc.wait(30)
 
     def vector_child(self, timeout: float = 60.0) -> int:
-        """The pid of the daemon's vector index process (once it runs)."""
+        """The pid of the daemon's vector index process (once it runs): the living child of the
+        spawner the daemon started (retrieval/vector_spawner.py)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            for pid in children(self.proc.pid):
-                if b"retrieval.vector_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    return pid
+            for spawner in children(self.proc.pid):
+                if b"retrieval.vector_spawner" not in Path(f"/proc/{spawner}/cmdline").read_bytes():
+                    continue
+                living = [pid for pid in children(spawner) if _alive(pid)]
+                if living:
+                    return living[-1]
             time.sleep(0.05)
         raise AssertionError("the daemon has no vector index process")
 
@@ -145,6 +149,13 @@ class Daemon:
         """Every memory id the caller sees (recall-context's team section, paged whole)."""
         seen = self.ok("recall-context", {"limit": 100})
         return {m["id"] for m in seen["team"]}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
 
 
 def children(pid: int) -> list[int]:
