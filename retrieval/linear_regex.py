@@ -22,6 +22,7 @@ scan of many patterns over one text, or a loop of ``search(text, pos)``, stays l
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -325,14 +326,16 @@ def relaxed_alternatives(pattern: str, flags: int = 0) -> list[tuple[str, list]]
 
 
 class _Encoded:
-    """A text as UTF-8, and the character <-> byte offsets when it is not ASCII (computed when
-    first needed: a search that finds nothing needs none)."""
+    """A text as UTF-8, and the character <-> byte offsets when it is not ASCII: measured from
+    the nearest offset already known (a scan's offsets mostly move forward), and as two tables
+    once the measures have read the text twice over."""
 
-    __slots__ = ("_bytes_of", "_chars_of", "data", "text")
+    __slots__ = ("_bytes_of", "_chars_of", "_known_b", "_known_c", "_read", "data", "text")
 
     def __init__(self, text: str):
         self.text = text
         self._bytes_of = self._chars_of = None
+        self._known_c, self._known_b, self._read = [0], [0], 0
         if text.isascii():
             self.data = text.encode("ascii")
         else:
@@ -344,12 +347,25 @@ class _Encoded:
         self._bytes_of = np.flatnonzero(lead)  # where each character starts
         self._chars_of = np.cumsum(lead, dtype=np.int32) - 1  # the character of each byte
 
+    def _known(self, char: int, byte: int) -> None:
+        i = bisect.bisect_left(self._known_c, char)
+        if i == len(self._known_c) or self._known_c[i] != char:
+            self._known_c.insert(i, char)
+            self._known_b.insert(i, byte)
+
     def to_bytes(self, pos: int) -> int:
         if len(self.data) == len(self.text) or pos <= 0:
             return pos
         if pos >= len(self.text):
             return len(self.data)
         if self._bytes_of is None:
+            i = bisect.bisect_right(self._known_c, pos) - 1
+            char, byte = self._known_c[i], self._known_b[i]
+            self._read += pos - char
+            if self._read <= 2 * len(self.text):
+                byte += len(self.text[char:pos].encode("utf-8", "surrogatepass"))
+                self._known(pos, byte)
+                return byte
             self._tables()
         return int(self._bytes_of[pos])
 
@@ -359,6 +375,17 @@ class _Encoded:
         if offset >= len(self.data):
             return len(self.text)
         if self._chars_of is None:
+            i = bisect.bisect_right(self._known_b, offset) - 1
+            char, byte = self._known_c[i], self._known_b[i]
+            self._read += offset - byte
+            if self._read <= 2 * len(self.data):
+                try:
+                    char += len(self.data[byte:offset].decode("utf-8", "surrogatepass"))
+                except UnicodeDecodeError:  # not where a character starts
+                    self._read = 3 * len(self.data)
+                else:
+                    self._known(char, offset)
+                    return char
             self._tables()
         return int(self._chars_of[offset])
 

@@ -13,6 +13,8 @@ import binascii
 import re
 import unicodedata
 
+import numpy as np
+
 from retrieval import linear_regex
 
 # format characters: invisible, dropped before phrases are matched
@@ -31,7 +33,6 @@ _CF_DROP = dict.fromkeys(
 # (``re``, on the parts of a text outside ASCII: the marks after a Latin letter; one run per
 # match, nothing to go back on)
 _ACCENT = re.compile(r"([a-z])[\u0300-\u036f]+")
-_OUTSIDE_ASCII = linear_regex.compile(r"[^\x00-\x7f]+")
 # Cyrillic and Greek letters that look like Latin ones (text is case-folded first)
 _LOOKALIKES = (
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u0261"
@@ -71,21 +72,23 @@ def fold_parts(text: str) -> tuple[str, str]:
     """
     if text.isascii():
         return text.lower(), ""
-    # ASCII lower-cased on the bytes (no byte of another character is ASCII)
-    low = text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
-    parts, pieces, end = [], [], 0
-    for m in _OUTSIDE_ASCII.finditer(text):
-        start = m.start() - 1 if m.start() > 0 else 0  # with the character before it
-        parts.append(low[end:start])
-        pieces.append(low[start : m.end()])
-        end = m.end()
+    # on the UTF-8 bytes, where no byte of a character outside ASCII is an ASCII one: ASCII
+    # lower-cased, each run of bytes of other characters found by numpy
+    low = text.encode("utf-8", "surrogatepass").lower()
+    outside = np.frombuffer(low, dtype=np.uint8) >= 0x80
+    edges = np.flatnonzero(np.diff(outside.view(np.int8), prepend=0, append=0))
+    spans = [(max(0, int(a) - 1), int(b)) for a, b in zip(edges[0::2], edges[1::2], strict=True)]
+    pieces = [low[a:b].decode("utf-8", "surrogatepass") for a, b in spans]
     if "\x00" not in text:
         folded = _fold_all("\x00".join(pieces)).split("\x00")
     else:
         folded = [_fold_all(p) for p in pieces]
-    out = [x for pair in zip(parts, folded, strict=True) for x in pair]
+    out, end = [], 0
+    for (a, b), part in zip(spans, folded, strict=True):
+        out += [low[end:a], part.encode("utf-8", "surrogatepass")]
+        end = b
     out.append(low[end:])
-    return "".join(out), "".join(folded)
+    return b"".join(out).decode("utf-8", "surrogatepass"), "".join(folded)
 
 
 def _fold_all(text: str) -> str:

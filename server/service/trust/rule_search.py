@@ -71,15 +71,50 @@ class _Candidates:
         self.needs = tuple((_literals(n.strings), n.lo, n.hi) for n in picked)
         self.classes = tuple(c for c, _ in f.width.runs) if self.needs else ()
         self.width = f.width.bound(RUN)
+        # every match starts with one of the head's strings and holds one of the driver's a
+        # bounded distance after its start (a rarer set): tried at the heads near each driver
+        heads = [n for n in needs if n.lo == n.hi == 0]
+        drivers = [n for n in needs if n.hi is not None and (n.lo, n.hi) != (0, 0)]
+        self.head = _literals(heads[0].strings) if heads and drivers else None
+        self.driver = (
+            (_literals(drivers[0].strings), drivers[0].lo, drivers[0].hi)
+            if heads and drivers and rarity(drivers[0].strings) > rarity(heads[0].strings)
+            else None
+        )
 
     def first(self, st: ScanText, pos: int):
         """The first match at or after ``pos`` (remembered for the next, later, ``pos``)."""
         known = st.memo.get(self)
         if known is not None and known[0] <= pos and (known[1] is None or known[1].start() >= pos):
             return known[1]
-        m = self._first(st, pos)
+        m = self._headed(st, pos) if self.driver is not None else self._first(st, pos)
         st.memo[self] = (pos, m)
         return m
+
+    def _headed(self, st: ScanText, pos: int):
+        """The first match at or after ``pos``: a match that starts at s holds the driver's
+        strings at s + lo to s + hi, so it starts within hi before the first of them at or
+        after pos + lo, or after it; there it is tried at each head (RE2 anchored there)."""
+        text = st.bounded if self.bounded else st.text
+        driver, lo, hi = self.driver
+        while pos <= st.n:
+            at = driver.next_in(st, pos + lo)
+            if at is None:
+                return None
+            start, last = max(pos, at - hi), at - lo
+            while start <= last:
+                head = self.head.next_in(st, start)
+                if head is None:
+                    return None
+                if head > last:
+                    break
+                end = st.reach(self.classes, head + self.width, self.width)
+                m = self.rx.match(text, head, end)
+                if m is not None:
+                    return m
+                start = head + 1
+            pos = last + 1
+        return None
 
     def _first(self, st: ScanText, pos: int):
         """A match that starts at s holds one of each set's strings from ``lo`` to ``hi`` after

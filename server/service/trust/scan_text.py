@@ -21,7 +21,6 @@ import re
 from re import _constants as C  # noqa: N812
 from re import _parser
 
-import numpy as np
 import re2
 
 from retrieval import linear_regex
@@ -212,10 +211,8 @@ class ScanText:
         of :data:`RUN` or more (a character outside ASCII counts as one of every class: more
         runs than there are, never fewer)."""
         if cls not in self._runs:
-            codes = self.memo.get(_CODES)
-            if codes is None:
-                codes = self.memo[_CODES] = _codes(self.text)
-            self._runs[cls] = _runs_of(_MEMBERS[cls], codes, 0)
+            rx = _RUNS[cls]
+            self._runs[cls] = [m.span() for m in rx.finditer(self.text)] if self.n >= RUN else []
         return self._runs[cls]
 
     def first_run(self, classes: tuple[str, ...], lo: int, hi: int) -> tuple[int, int] | None:
@@ -232,7 +229,7 @@ class ScanText:
             if asked < LOCAL:
                 self.memo[LOCAL] = asked + 1
                 a, b = max(0, lo - RUN), min(self.n, hi + RUN)
-                if not _runs_of(_union(classes), _codes(self.text[a:b]), a):
+                if _any_run(classes).search(self.text, a, b) is None:
                     return None
         best = None
         for cls in classes:
@@ -251,42 +248,32 @@ class ScanText:
         return min(end, self.n)
 
 
-_MEMBERS: dict[str, np.ndarray] = {}  # for each class, which ASCII characters are in it
-_UNIONS: dict[tuple[str, ...], np.ndarray] = {}
-_CODES = "codes"  # the text's code points, once asked for
-LOCAL = 16  # questions about long runs a text answers by a look at a stretch of it
+_MEMBERS: dict[str, str] = {}  # for each class, its ASCII characters (as an RE2 class body)
+_RUNS: dict[str, linear_regex.Pattern] = {}
+_ANY_RUN: dict[tuple[str, ...], linear_regex.Pattern] = {}
+LOCAL = 64  # questions about long runs a text answers by a look at a stretch of it
+
+
+def _run_of(members: str) -> linear_regex.Pattern:
+    """RUN or more characters of a class, a character outside ASCII counting as one of it."""
+    return linear_regex.Pattern.of_re2(f"[{members}\\x{{80}}-\\x{{10ffff}}]{{{RUN},}}")
 
 
 def run_class(cls: str) -> str:
     """Register ``cls`` (a class in RE2's syntax) for :meth:`ScanText.long_runs`."""
     if cls not in _MEMBERS:
         rx = linear_regex.Pattern.of_re2(cls)
-        _MEMBERS[cls] = np.array([rx.fullmatch(chr(c)) is not None for c in range(128)])
+        inside = [c for c in range(128) if rx.fullmatch(chr(c)) is not None]
+        _MEMBERS[cls] = "".join(f"\\x{{{c:x}}}" for c in inside)
+        _RUNS[cls] = _run_of(_MEMBERS[cls])
     return cls
 
 
-def _union(classes: tuple[str, ...]) -> np.ndarray:
-    if classes not in _UNIONS:
-        _UNIONS[classes] = np.logical_or.reduce([_MEMBERS[c] for c in classes])
-    return _UNIONS[classes]
-
-
-def _codes(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-
-
-def _runs_of(members: np.ndarray, codes: np.ndarray, offset: int) -> list[tuple[int, int]]:
-    """The runs of :data:`RUN` or more characters in the class (``members``: its ASCII
-    characters; any other counts as in it) of ``codes``, as spans offset by ``offset``."""
-    inside = np.ones(len(codes), dtype=bool)
-    ascii_ = codes < 128
-    inside[ascii_] = members[codes[ascii_]]
-    edges = np.flatnonzero(np.diff(np.concatenate(([False], inside, [False])).view(np.int8)))
-    starts, ends = edges[0::2], edges[1::2]
-    long = (ends - starts) >= RUN
-    return [
-        (int(a) + offset, int(b) + offset) for a, b in zip(starts[long], ends[long], strict=True)
-    ]
+def _any_run(classes: tuple[str, ...]) -> linear_regex.Pattern:
+    """A long run of any of ``classes`` (of their union: a superset)."""
+    if classes not in _ANY_RUN:
+        _ANY_RUN[classes] = _run_of("".join(sorted({_MEMBERS[c] for c in classes})))
+    return _ANY_RUN[classes]
 
 
 def token_pattern(words: frozenset[str], loose: bool = False) -> str:
