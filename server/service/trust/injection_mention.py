@@ -24,7 +24,9 @@ REACH = 2000
 QUOTE_PAIRS = (('"', '"'), ("“", "”"), ("'", "'"), ("‘", "’"), ("«", "»"), ("「", "」"))
 # (``re``: Python's word boundary, on the 160 characters before a match)
 _DISCUSSION = re.compile(DISCUSSION.pattern)
-_SENTENCE_BREAK = linear_regex.compile(r"[.!?]\s+|\n\s*\n")
+# (``re``: on the 160 characters before a match; a break is one run of spaces after a mark or
+# between two line breaks, read once)
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*\n")
 # the opening tags of a text (for a closing tag of data: did the text open it itself?)
 _OPENING_TAG = linear_regex.compile(r"<([a-z][a-z0-9_-]*)[\s>]")
 
@@ -98,9 +100,14 @@ def is_mention(st: ScanText, start: int, end: int, quotes: bool = True) -> bool:
     ``quotes=False``: not for a rule whose words are quoted anyway, such as a tool's name), is
     discussed rather than issued."""
     text = st.text
-    before = URL.sub(" ", text[max(0, start - 160) : start])
-    breaks = list(_SENTENCE_BREAK.finditer(before))
-    sentence = before[breaks[-1].end() :] if breaks else before
+    before = text[max(0, start - 160) : start]
+    if "://" in before:
+        before = URL.sub(" ", before)
+    if any(c in before for c in ".!?\n"):  # where its sentence starts (a break holds one)
+        ends = [m.end() for m in _SENTENCE_BREAK.finditer(before)]
+        sentence = before[ends[-1] :] if ends else before
+    else:
+        sentence = before
     if _DISCUSSION.search(sentence):
         return True
     if not quotes:

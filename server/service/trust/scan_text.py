@@ -231,14 +231,13 @@ class ScanText:
                 a, b = max(0, lo - RUN), min(self.n, hi + RUN)
                 if _any_run(classes).search(self.text, a, b) is None:
                     return None
-        best = None
-        for cls in classes:
-            runs = self.long_runs(cls)
-            i = bisect.bisect_right(runs, (lo, self.n + 1))
-            for span in runs[i - 1 : i + 1] if i else runs[:1]:
-                if span[0] < hi and span[1] > lo and (best is None or span[0] < best[0]):
-                    best = span
-        return best
+        runs = self.memo.get(classes)
+        if runs is None:  # the runs of all of them, by where they start
+            runs = self.memo[classes] = sorted({r for cls in classes for r in self.long_runs(cls)})
+        for start, end in runs[: bisect.bisect_left(runs, (hi, 0))]:
+            if end > lo:
+                return start, end
+        return None
 
     def reach(self, classes: tuple[str, ...], end: int, bound: int) -> int:
         """``end`` moved past every long run within ``bound`` characters before it, each run
