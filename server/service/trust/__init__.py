@@ -1,10 +1,16 @@
 """Trust: what the service screens in every text it stores, and how it frames what it recalls.
 
 - :mod:`.policy`: the write policy, the one point every write passes (secrets, then injection);
-- :mod:`.secrets`: the secret scanner, with its rule tables (:mod:`.secret_rules`) and value
-  checks (:mod:`.secret_checks`);
+- :mod:`.secrets`: the secret scanner, with its rule tables (:mod:`.secret_rules`), value
+  checks (:mod:`.secret_checks`) and assignments (:mod:`.secret_assignments`);
 - :mod:`.injection`: the instruction-injection detector, with its rule tables
-  (:mod:`.injection_rules`, :mod:`.injection_intent`, :mod:`.injection_escape`) and its second line, a linear model over the text's embedding
-  (:mod:`.injection_model`, weights in ``injection_model.npz``);
+  (:mod:`.injection_rules`, :mod:`.injection_addressed`, :mod:`.injection_intent`,
+  :mod:`.injection_escape`, :mod:`.injection_markup`), the text they read
+  (:mod:`.injection_fold`), what makes a match a mention (:mod:`.injection_mention`), and its
+  second line, a linear model over the text's embedding (:mod:`.injection_model`, weights in
+  ``injection_model.npz``);
+- how the rules are searched in linear time, only where they can match: a rule
+  (:mod:`.injection_rule`), its search (:mod:`.rule_search`), the facts read from its pattern
+  (:mod:`.pattern_facts`), the text under scan (:mod:`.scan_text`);
 - :mod:`.framing`: recalled text quoted as evidence, with its provenance, never as instructions.
 """

@@ -78,26 +78,21 @@ from pydantic import BaseModel, ConfigDict
 from .injection_escape import ESCAPE
 from .injection_fold import MIXED_SCRIPT, fold_parts, variants
 from .injection_intent import DESTRUCTIVE, INTENT
-from .injection_mention import closes_its_own, in_inline_code, is_mention
-from .injection_rules import (
+from .injection_markup import (
     BIDI,
     DISCUSSION,
     FLAG_SEQUENCE,
     HIDDEN,
     INVISIBLE_OPS,
     MARKUP,
-    MEDIUM,
-    OVERRIDES,
     ROLE_HEADER,
-    RULES,
-    STRONG,
     TAGS,
-    WEAK,
     ZW_IN_WORD,
     ZW_RUN,
     ZWJ_IN_ASCII,
-    Rule,
 )
+from .injection_mention import closes_its_own, in_inline_code, is_mention
+from .injection_rules import MEDIUM, OVERRIDES, RULES, STRONG, WEAK, Rule
 from .scan_text import VARIANTS, ScanText
 from .secrets import env_policy
 

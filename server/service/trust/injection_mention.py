@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval import linear_regex
 
-from .injection_rules import CLOSING, DISCUSSION, OPENING, URL
+from .injection_markup import CLOSING, DISCUSSION, OPENING, URL
 from .scan_text import ScanText
 
 REACH = 2000

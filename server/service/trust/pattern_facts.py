@@ -24,7 +24,7 @@ from itertools import product
 from re import _constants as C  # noqa: N812
 from re import _parser
 
-from retrieval import linear_regex
+from retrieval import regex_translate
 
 MAX_SET = 64  # the most strings a part is spelled out as
 BOUNDARY = "\x01"  # a word boundary, in the strings of ``needs``
@@ -142,7 +142,7 @@ def _extent(raw: tuple[int, Counter]) -> Extent:
 class _Reader:
     def __init__(self, flags: int):
         self.flags = flags
-        self.translator = linear_regex._Translator(flags)
+        self.translator = regex_translate._Translator(flags)
         self.translator.names = {}
         self.groups: dict[int, list] = {}
 
