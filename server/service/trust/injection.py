@@ -219,9 +219,10 @@ def _roles(folded: str, found: dict[object, Finding]) -> None:
     )
 
 
-def _hidden(text: str, found: dict[object, Finding]) -> None:
+def _hidden(text: str, found: dict[object, Finding]) -> bool:
+    """Add the findings of characters a reader does not see; whether the text holds any."""
     if HIDDEN.search(text) is None:
-        return
+        return False
 
     def add(what: str) -> None:
         found.setdefault(f"hidden:{what}", Finding(kind="hidden", weight=STRONG, excerpt=what))
@@ -236,6 +237,7 @@ def _hidden(text: str, found: dict[object, Finding]) -> None:
         add("a run of zero-width characters")
     elif ZW_IN_WORD.search(text) or ZWJ_IN_ASCII.search(text):
         add("a zero-width character inside a word")
+    return True
 
 
 def scan(text: str) -> list[Finding]:
@@ -245,16 +247,18 @@ def scan(text: str) -> list[Finding]:
     found: dict[object, Finding] = {}
     folded, outside = fold_parts(text)
     st = ScanText(folded, outside)
+    hidden = mixed = False
     if not text.isascii():
-        _hidden(text, found)
-        if MIXED_SCRIPT.search(folded):
+        hidden = _hidden(text, found)
+        mixed = MIXED_SCRIPT.search(folded) is not None
+        if mixed:
             found["mixed"] = Finding(
                 kind="hidden", weight=MEDIUM, excerpt="Latin and Cyrillic/Greek letters mixed"
             )
     found.update(_apply(MARKUP, st))
     _roles(folded, found)
     found.update(_apply(PHRASES, st))
-    for variant, derived in variants(text, folded, st.bounded):
+    for variant, derived in variants(text, folded, st.bounded, mixed, hidden):
         if variant == folded:
             continue  # the rules found all they find in it already
         # a rule that fires only once an obfuscation is undone

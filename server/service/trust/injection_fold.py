@@ -76,8 +76,14 @@ def fold_parts(text: str) -> tuple[str, str]:
     # lower-cased, each run of bytes of other characters found by numpy
     low = text.encode("utf-8", "surrogatepass").lower()
     outside = np.frombuffer(low, dtype=np.uint8) >= 0x80
-    edges = np.flatnonzero(np.diff(outside.view(np.int8), prepend=0, append=0))
-    spans = [(max(0, int(a) - 1), int(b)) for a, b in zip(edges[0::2], edges[1::2], strict=True)]
+    change = np.flatnonzero(outside[1:] != outside[:-1]) + 1
+    starts = change[outside[change]].tolist()
+    ends = change[~outside[change]].tolist()
+    if outside[0]:
+        starts.insert(0, 0)
+    if outside[-1]:
+        ends.append(len(low))
+    spans = [(max(0, a - 1), b) for a, b in zip(starts, ends, strict=True)]
     pieces = [low[a:b].decode("utf-8", "surrogatepass") for a, b in spans]
     if "\x00" not in text:
         folded = _fold_all("\x00".join(pieces)).split("\x00")
@@ -168,15 +174,19 @@ def _unleet(text: str) -> str:
     return raw.decode("utf-8", "surrogatepass")
 
 
-def variants(text: str, folded: str, bounded: str) -> list[tuple[str, bool]]:
+def variants(
+    text: str, folded: str, bounded: str, mixed: bool, hidden: bool
+) -> list[tuple[str, bool]]:
     """The text with each obfuscation undone (only those it shows signs of; ``bounded``: the
-    folded text as RE2 reads it for a word boundary), each with whether it is made from the
-    folded text (then it holds no character outside ASCII the folded text does not)."""
+    folded text as RE2 reads it for a word boundary; ``mixed``: it mixes Latin letters with
+    Cyrillic or Greek ones; ``hidden``: the text holds invisible characters), each with whether
+    it is made from the folded text (then it holds no character outside ASCII the folded text
+    does not)."""
     out = []
     if not text.isascii():
-        if MIXED_SCRIPT.search(folded):
+        if mixed:
             out.append((_LOOKALIKE.sub(lambda m: m[0].translate(CONFUSABLE), folded), True))
-        if payload := tag_payload(text):
+        if hidden and (payload := tag_payload(text)):
             out.append((fold(payload), False))
     if _LEETSPEAK.search(folded):
         out.append((_unleet(folded), True))

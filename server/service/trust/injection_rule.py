@@ -39,8 +39,9 @@ class Words:
 
     def register(self, scope: Scope) -> None:
         if self.words and scope not in self._clean:
-            self._clean[scope] = scope.add(token_pattern(self.words), "words")
-            self._loose[scope] = scope.add(token_pattern(self.words, loose=True), "words")
+            safe = all(w.isascii() for w in self.words)
+            self._clean[scope] = scope.add(token_pattern(self.words), "words", safe)
+            self._loose[scope] = scope.add(token_pattern(self.words, loose=True), "words", safe)
 
     def __bool__(self) -> bool:
         return bool(self.words)

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from retrieval import linear_regex
 
 from .pattern_facts import facts, literal_pattern, rarity
-from .scan_text import RUN, SCAN, ScanText, Scope, reads_bounded, run_class
+from .scan_text import RUN, SCAN, ScanText, Scope, reads_bounded, run_class, safe_in_bounded
 
 CHUNK = 8192  # how far past an anchor one range reaches
 EXTRA = 4  # the characters a pattern's tries may read past their bound, per text character
@@ -171,6 +171,9 @@ class Finder:
         self.exact = rx._exact if self.windowed else None
         self.light = presence = not anchored
         self.bounded = not self.windowed and reads_bounded(rx.pattern, rx.flags)
+        # read in the bounded text too (a relaxed pattern is not: its classes take every
+        # character outside ASCII, a sentinel not always)
+        self.safe = not self.windowed and (self.bounded or safe_in_bounded(rx.pattern, rx.flags))
         f = facts(rx.pattern, rx.flags)
         alternatives = None if presence else linear_regex.relaxed_alternatives(rx.pattern, rx.flags)
         if self.windowed and alternatives:  # only a start is needed from each
@@ -197,7 +200,7 @@ class Finder:
             run_class(cls)
         if self.light and scope not in self.presence:
             group = "bounded" if self.bounded else "rules"
-            self.presence[scope] = scope.add(self.candidates.translated, group)
+            self.presence[scope] = scope.add(self.candidates.translated, group, self.safe)
 
     def __repr__(self) -> str:
         return f"Finder({self.rx!r})"

@@ -44,15 +44,22 @@ class Scope:
 
     GROUPS = ("rules", "bounded", "words")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, merge: bool = False) -> None:
+        """``merge``: read every pattern that finds in the bounded text what it finds in the
+        text (:func:`safe_in_bounded`) in one pass over the bounded text (a scope of few
+        patterns, whose automaton stays small)."""
         self.name = name
+        self.merge = merge
         self._patterns: dict[str, list[str]] = {g: [] for g in self.GROUPS}
         self._sets: dict[tuple[str, ...], object] = {}
 
     def __repr__(self) -> str:
         return f"Scope({self.name!r})"
 
-    def add(self, translated: str, group: str) -> tuple[str, int]:
+    def add(self, translated: str, group: str, safe: bool = False) -> tuple[str, int]:
+        """Register a pattern in ``group`` (``safe``: it may be read in the bounded text)."""
+        if self.merge and safe:
+            group = "bounded"
         self._patterns[group].append(translated)
         self._sets.clear()
         return group, len(self._patterns[group]) - 1
@@ -90,7 +97,7 @@ class Scope:
 
 
 SCAN = Scope("scan")  # what the scan of a text asks
-VARIANTS = Scope("variants")  # what the scan of a text with an obfuscation undone asks
+VARIANTS = Scope("variants", merge=True)  # what the scan of a variant of a text asks
 
 
 def reads_bounded(pattern: str, flags: int) -> bool:
@@ -147,7 +154,10 @@ def _bounded(text: str, outside: str | None) -> str:
     outside = {c for c in set(outside) if ord(c) > 0x7F and c.isalnum()}
     for sentinel, chars in ((SENTINELS[1], {c for c in outside if c.isdecimal()}),
                             (SENTINELS[0], {c for c in outside if not c.isdecimal()})):  # fmt: skip
-        if chars:
+        if 0 < len(chars) <= 8:  # a few: one replacement each (a search of one character)
+            for c in sorted(chars):
+                text = text.replace(c, sentinel)
+        elif chars:
             text = re.sub("[" + "".join(map(re.escape, sorted(chars))) + "]", sentinel, text)
     return text
 
