@@ -288,7 +288,34 @@ def poisoning_curve() -> Table:
     return Table(["threshold", *(h for h, _ in POISON_CURVE)], rows, bold=(shipped,))
 
 
+SCAN_TEXTS = [  # (the key in scan-speed.json, the row's label)
+    ("prose", "prose (this repository's docs)"),
+    ("code", "code (its service modules)"),
+    ("unclosed-tag", "an unclosed tag of data `</user_a_a_…`"),
+    ("quote-words", "quote words `end of the quoted quoted …`"),
+    ("long-word", "one 30 KB word `a_a_…`"),
+    ("opening-tags", "opening tags `<system><system>…`"),
+    ("closer-authority", "a closer and an authority, repeated"),
+    ("key-words", "key words `key=key=…`"),
+    ("trigger-words", "the words every rule needs, densely"),
+    ("tool-names", "destructive tools named again and again"),
+]
+
+
+def scan_speed() -> Table:
+    """Milliseconds per 100 KB at each size, the time that passed at the largest, and the scan
+    before (at its own size)."""
+    cols = [("30 KB", "cpu_ms_per_100kb/30000"), ("300 KB", "cpu_ms_per_100kb/300000"),
+            ("1 MB", "cpu_ms_per_100kb/1000000"), ("1 MB, time passed", "wall_ms_per_100kb/1000000"),
+            ("the scan before", "old_cpu_ms_per_100kb")]  # fmt: skip
+    rows = [(label, [*(("scan-speed", f"texts/{key}/{path}", ".1f") for _, path in cols),
+                     ("scan-speed", f"texts/{key}/old_size", ",d")])
+            for key, label in SCAN_TEXTS]  # fmt: skip
+    return Table(["text", *(h for h, _ in cols), "(at bytes)"], rows)
+
+
 TABLES: dict[str, Table] = {
+    "scan-speed": scan_speed(),
     "time-locomo": main_vs_time(
         "relevance-locomo-time",
         [(label, f"categories/{c}") for label, c in LOCOMO_CATS],
@@ -566,6 +593,10 @@ TABLES: dict[str, Table] = {
             ),
             ("control sessions", "lessons-auto", "details/control_sessions", "d"),
             ("false lessons from them (target 0)", "lessons-auto", "false_lessons", "d"),
+            ("runner fix sessions (positive controls)", "lessons-auto",
+             "details/runner_fix_sessions", "d"),
+            ("runner fix sessions with an episode", "lessons-auto",
+             "details/runner_fix_episodes", "d"),
             ("recall@1, learned lessons", "lessons-auto", "recall@1", ".3f"),
             (
                 "recall@10, learned lessons (target: within 0.03 of by hand)",
