@@ -322,9 +322,28 @@ def test_entries_that_are_not_memories_are_reported(svc, dirs):
     assert (res.imported, res.skipped) == (1, 4)
     assert [e.split(" (")[0] for e in res.errors] == [
         "Invalid memory structure: #0", "Invalid memory structure: #1",
-        "Invalid memory structure: #2", "Invalid memory structure: 5",
+        "Invalid memory structure: #2", "Invalid memory structure: #3",
     ]  # fmt: skip
     assert set(all_records(svc)) == {uid(6)}
+
+
+def test_an_id_that_is_not_a_uuid_is_refused_and_never_stored_or_echoed(tmp_path, clock, dirs):
+    """An imported id is stored and indexed as it is: one that is not a UUID (a pasted token,
+    a path) is refused by its position, and no file of the store holds it."""
+    allowed, _ = dirs
+    token = "gh" + "p_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
+    svc = clocked_service(tmp_path / "ids", clock)
+    path = write_json(allowed / "ids.json", {"version": 1, "memories": [
+        memory(token), memory("../../etc/passwd"), memory(uid(1).upper()), memory(uid(2))]})  # fmt: skip
+    res = do_import(svc, allowed, path)
+    assert res.imported == 2 and len(res.errors) == 2
+    assert all(e.startswith(("Invalid memory structure: #0", "Invalid memory structure: #1"))
+               for e in res.errors)  # fmt: skip
+    assert not any(token in e or "passwd" in e for e in res.errors)
+    svc.engine.close()
+    held = [p for p in (tmp_path / "ids").rglob("*") if p.is_file() and token.encode() in
+            p.read_bytes()]  # fmt: skip
+    assert held == []
 
 
 def test_pattern_seed_export_files_are_accepted(svc, dirs):

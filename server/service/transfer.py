@@ -20,6 +20,7 @@ under ``redact`` it is stored redacted, and a flagged entry is stored marked ``s
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -134,6 +135,15 @@ def _load(path: Path) -> list:
     return doc["memories"]
 
 
+def record_id(value: str) -> bool:
+    """Whether ``value`` is a record id as the store makes them (a UUID in its usual form): an
+    imported id is stored and indexed as it is, so it may be nothing else."""
+    try:
+        return len(value) == 36 and str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False
+
+
 def import_memories(
     svc: MemoryService,
     who: Identity,
@@ -147,7 +157,9 @@ def import_memories(
     adds, replaces, errors, warnings = [], [], [], []
     seen: set[str] = set()
     for i, raw in enumerate(items):
-        label = str(raw.get("id", f"#{i}")) if isinstance(raw, dict) else f"#{i}"
+        given = raw.get("id") if isinstance(raw, dict) else None
+        # an id is named in messages only when it is one (a text there could be anything)
+        label = given if isinstance(given, str) and record_id(given) else f"#{i}"
         try:
             try:
                 mem = Memory.model_validate(raw)
@@ -156,6 +168,11 @@ def import_memories(
                 raise InvalidInput(
                     f"Invalid memory structure: {label} ({'.'.join(map(str, first['loc']))}: {first['msg']})"
                 ) from None
+            if not record_id(mem.id):
+                raise InvalidInput(
+                    f"Invalid memory structure: {label} (id: a UUID, as export-memories "
+                    f"writes it, expected; found {len(mem.id)} characters that are not one)"
+                )
             if mem.kind != Kind.memory.value:
                 raise InvalidInput(f"Invalid memory structure: {label} (kind {mem.kind!r})")
             rules.check_scope_category(mem.scope, mem.category)
