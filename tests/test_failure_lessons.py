@@ -146,3 +146,17 @@ def test_the_prompt_hook_says_a_lesson_was_learned_once_and_review_mode_leaves_i
     assert "learned once, not reviewed" in sel.text and "SENTINEL-HUNK" not in sel.text
     quiet = hc.select_for_prompt(svc, WHO, prompt, config=loose, pending=False)
     assert quiet.picked == [] and "nobody accepted" in quiet.decisions[0].verdict
+
+
+def test_hook_preview_leaves_out_what_review_mode_leaves_out(services):
+    from server.service.hook_preview import preview
+
+    svc, gs = services
+    LearnedLessons(gs.lessons).learn(WHO, learned(), "team")
+    loose = hc.HookConfig(threshold=0.0, prompt_tokens=20_000)
+    prompt = "postgres connection refused on port 5432"
+    shown = preview(svc, WHO, prompt, config=loose)
+    assert len(shown.injected) == 1 and "learned once, not reviewed" in shown.text
+    quiet = preview(svc, WHO, prompt, config=loose, pending=False)
+    assert quiet.injected == [] and quiet.text == ""
+    assert "nobody accepted" in quiet.candidates[0].verdict

@@ -137,8 +137,8 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
     async def hook_preview(request: Request):
         def run(who, body):
             req = PreviewRequest.model_validate(body)
-            return preview(hooks.svc, who, req.prompt, config=req.config,
-                           session=req.session).model_dump()  # fmt: skip
+            return preview(hooks.svc, who, req.prompt, config=req.config, session=req.session,
+                           pending=hooks.learner.mode != "review").model_dump()  # fmt: skip
 
         return await guarded(request, run)
 

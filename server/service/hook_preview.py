@@ -42,13 +42,15 @@ class HookPreview(BaseModel):
 
 def preview(
     svc: MemoryService, who: Identity, prompt: str, *, config: ar.HookConfig | None = None,
-    session: str | None = None,
+    session: str | None = None, pending: bool = True,
 ) -> HookPreview:  # fmt: skip
     """The hook's decision for ``prompt`` (as ``session`` when given: what it injected before
-    is dropped again, its own turns are left out), without injecting anything."""
+    is dropped again, its own turns are left out), without injecting anything; ``pending``
+    as the hook has it (False under ``PATTERN_AUTO_LESSONS=review``)."""
     config = config or ar.HookConfig()
     ledger = Ledger(svc, session) if session else None
-    sel = ar.select_for_prompt(svc, who, prompt, config=config, ledger=ledger, session=session)
+    sel = ar.select_for_prompt(svc, who, prompt, config=config, ledger=ledger, session=session,
+                               pending=pending)  # fmt: skip
     rows = []
     for d in sel.decisions:
         rec = d.record
