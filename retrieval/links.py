@@ -8,7 +8,8 @@ the row is:
   the dashboard);
 - ``judged``: the client's own model judged the pair when the server asked it (MCP sampling,
   ``PATTERN_UPDATE_JUDGE=sampling``);
-- ``detected``: a link an earlier version made by itself (still read; never written now);
+- ``detected``: a link an earlier version made by itself, never written now: opening such a
+  store turns each into a ``candidate`` row (schema v15), so only a call makes a link;
 - ``candidate``: **not a link**: two records shown at a write as possibly stating the same
   thing (``server/service/candidates.py``). Recall marks such a pair while nobody decided it;
   the review inbox lists it. Stating the link replaces the row (the pair is decided);

@@ -262,6 +262,11 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY(bucket, from_name, to_name, relation_type)) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS pending_relations_to ON pending_relations(bucket, to_name)",
     ],
+    # v15: no link the agent did not make. The update links an earlier version made by itself
+    # (how = 'detected': a guess from a cosine and a subject rule, sometimes false) become
+    # candidate pairs: recall marks them and the review inbox lists them until an agent or a
+    # person links or dismisses them. A detected link a person had undone stays dismissed.
+    ["UPDATE record_links SET how = 'candidate' WHERE how = 'detected'"],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

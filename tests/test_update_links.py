@@ -305,3 +305,37 @@ def test_the_prompt_hook_injects_the_note(svc):
     note = next(ln for ln in lines if "updated by" in ln)
     assert note.startswith("— ") and f"updated by {new.memoryId} on " in note
     assert lines[lines.index(note) + 1] == "> the release train leaves on Tuesdays"
+
+
+def test_a_link_an_earlier_version_guessed_becomes_a_pair_to_decide(open_engine, tmp_path):
+    """Opening a store with links an earlier version made by itself turns each into a
+    candidate pair: nothing is marked outdated without a call, and recall marks the pair."""
+    import sqlite3
+
+    from retrieval.embedder import HashEmbedder
+
+    eng = open_engine(HashEmbedder())
+    svc = MemoryService(eng, clock=Clock())
+    old = remember(svc, A, "Kafka carries the order events between services.").memoryId
+    new = remember(svc, A, "Kafka keeps the order events for seven days.").memoryId
+    undone_old = remember(svc, A, "The nightly build runs on the staging runner.").memoryId
+    undone_new = remember(svc, A, "The nightly build takes forty minutes.").memoryId
+    bucket = eng.store.get([old])[old].bucket
+    eng.close()
+    db = sqlite3.connect(tmp_path / "store" / "pattern.sqlite3")
+    db.executemany(
+        "INSERT OR REPLACE INTO record_links VALUES (?, ?, ?, 'detected', 0.75, ?, 'agent-a', ?, ?)",
+        [(old, new, bucket, "2026-01-01T00:00:00.000000Z", None, None),
+         (undone_old, undone_new, bucket, "2026-01-01T00:00:00.000000Z",
+          "2026-01-02T00:00:00.000000Z", "agent-a")],
+    )  # fmt: skip
+    db.execute("PRAGMA user_version = 14")
+    db.commit()
+    db.close()
+    eng = open_engine(HashEmbedder())
+    reader = eng.store.reader
+    assert links.updaters(reader, [old, undone_old]) == {}  # nobody said either is outdated
+    assert [(p.older, p.newer) for p in links.pairs(reader, [old, new])] == [(old, new)]
+    assert links.pairs(reader, [undone_old, undone_new]) == []  # a person had undone it
+    hows = {r[0] for r in reader.execute("SELECT how FROM record_links")}
+    assert hows == {"candidate"}
