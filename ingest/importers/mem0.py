@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import zipfile
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -108,8 +110,9 @@ def _zip(path: Path, fh) -> tuple[Any, str]:
             for wanted in ("memories.json", "memories.jsonl.gz", "memories.jsonl"):
                 if wanted in names:
                     return _decode(read_member(zf, names[wanted], path.name), wanted, path), wanted
-    except zipfile.BadZipFile as exc:
-        raise _bad(path, f"a damaged zip file ({exc})") from None
+    except (zipfile.BadZipFile, NotImplementedError, EOFError, zlib.error, struct.error) as exc:
+        # a damaged header can name a zip version or a method Python does not read
+        raise _bad(path, f"a damaged zip file ({type(exc).__name__}: {exc})") from None
     listed = ", ".join(list(names)[:8])
     raise _bad(path, f"a zip without memories.json or memories.jsonl.gz ({listed})")
 
