@@ -160,9 +160,13 @@ _PAIRS = (
     _CUT := re.compile(
         r"expected:\s*<(.*?)>\s*but was:\s*<(.*?)\s*(?=\n\s*at\s|\nContext: |\Z)", re.S
     ),
-    linear_regex.compile(r"Expected:\s*(.*?)\n\s*(?:Result|Actual|Received|but was):\s*(.*?)(?:\n|$)", re.S),
+    linear_regex.compile(
+        r"Expected:\s*(.*?)\n\s*(?:Result|Actual|Received|but was):\s*(.*?)(?:\n|$)", re.S
+    ),
     re.compile(r"expected \[(.*?)\] but found \[(.*?)\]", re.S),
-    linear_regex.compile(r"expected:?\s*(.*?),?\s+but (?:was|got|found)\s*:?\s*(.*?)(?:\n|$)", re.S | re.I),
+    linear_regex.compile(
+        r"expected:?\s*(.*?),?\s+but (?:was|got|found)\s*:?\s*(.*?)(?:\n|$)", re.S | re.I
+    ),
     linear_regex.compile(r"\bassert\s+(.*?)\s*==\s*(.*?)(?:\n|$)"),
     re.compile(r"^(.*?)\s+!=\s+(.*?)$", re.M),
 )

@@ -593,10 +593,18 @@ TABLES: dict[str, Table] = {
             ),
             ("control sessions", "lessons-auto", "details/control_sessions", "d"),
             ("false lessons from them (target 0)", "lessons-auto", "false_lessons", "d"),
-            ("runner fix sessions (positive controls)", "lessons-auto",
-             "details/runner_fix_sessions", "d"),
-            ("runner fix sessions with an episode", "lessons-auto",
-             "details/runner_fix_episodes", "d"),
+            (
+                "runner fix sessions (positive controls)",
+                "lessons-auto",
+                "details/runner_fix_sessions",
+                "d",
+            ),
+            (
+                "runner fix sessions with an episode",
+                "lessons-auto",
+                "details/runner_fix_episodes",
+                "d",
+            ),
             ("recall@1, learned lessons", "lessons-auto", "recall@1", ".3f"),
             (
                 "recall@10, learned lessons (target: within 0.03 of by hand)",
