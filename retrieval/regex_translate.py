@@ -41,6 +41,24 @@ _CATEGORY = {
 _FLAG_LETTERS = ((IGNORECASE, "i"), (MULTILINE, "m"), (DOTALL, "s"))
 
 
+def inner(op, av) -> list:
+    """The items a node of a parsed pattern holds: a group's, every branch's in order, a
+    repeat's, a lookaround's, both arms of a conditional group; none for any other node."""
+    if op is C.SUBPATTERN:
+        return list(av[3])
+    if op is C.BRANCH:
+        return [item for alt in av[1] for item in alt]
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        return list(av[2])
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        return list(av[1])
+    if op is C.ATOMIC_GROUP:
+        return list(av)
+    if op is C.GROUPREF_EXISTS:
+        return list(av[1]) + list(av[2] or [])
+    return []
+
+
 class NotLinear(ValueError):
     """A pattern RE2 cannot run: what it uses that needs backtracking."""
 

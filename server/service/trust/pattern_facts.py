@@ -309,17 +309,8 @@ class _Reader:
             if op in (C.ASSERT, C.ASSERT_NOT):
                 if av[0] >= 0:
                     out.append(list(av[1]))
-            elif op is C.SUBPATTERN:
-                stack += list(av[3])
-            elif op is C.ATOMIC_GROUP:
-                stack += list(av)
-            elif op is C.BRANCH:
-                for alt in av[1]:
-                    stack += list(alt)
-            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
-                stack += list(av[2])
-            elif op is C.GROUPREF_EXISTS:
-                stack += list(av[1]) + list(av[2] or [])
+            else:
+                stack += regex_translate.inner(op, av)
         return out
 
     def run_class(self, items: list) -> str:
@@ -332,19 +323,10 @@ class _Reader:
                 parts.add(r"(?s:.)" if self.flags & C.SRE_FLAG_DOTALL else r"[^\n]")
             elif op in _CHAR_OPS:
                 parts.add(self.translator.node(op, av))
-            elif op is C.SUBPATTERN:
-                stack += list(av[3])
-            elif op is C.ATOMIC_GROUP:
-                stack += list(av)
-            elif op is C.BRANCH:
-                for alt in av[1]:
-                    stack += list(alt)
-            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
-                stack += list(av[2])
-            elif op in (C.ASSERT, C.ASSERT_NOT):
-                stack += list(av[1])
             elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
                 return r"(?s:.)"
+            else:
+                stack += regex_translate.inner(op, av)
         return "(?:" + "|".join(sorted(parts)) + ")" if parts else r"(?s:.)"
 
 

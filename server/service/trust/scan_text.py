@@ -24,6 +24,7 @@ from re import _parser
 import re2
 
 from retrieval import linear_regex
+from retrieval.regex_translate import inner
 
 RUN = 256  # a run of one class of characters longer than this is a long one
 SENTINELS = ("Q", "9")  # what a letter, and a decimal digit, outside ASCII is read as
@@ -109,17 +110,7 @@ def reads_bounded(pattern: str, flags: int) -> bool:
     while stack:
         op, av = stack.pop()
         nodes.append((op, av))
-        if op is C.SUBPATTERN:
-            stack += list(av[3])
-        elif op is C.BRANCH:
-            for alt in av[1]:
-                stack += list(alt)
-        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
-            stack += list(av[2])
-        elif op in (C.ASSERT, C.ASSERT_NOT):
-            stack += list(av[1])
-        elif op is C.ATOMIC_GROUP:
-            stack += list(av)
+        stack += inner(op, av)
     if not any(op is C.AT and av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY) for op, av in nodes):
         return False
     if tree.state.flags & C.SRE_FLAG_IGNORECASE or any(
@@ -337,21 +328,9 @@ def safe_in_bounded(pattern: str, flags: int) -> bool:
                     item[1] > 0x7F or any(item[0] <= ord(s) <= item[1] for s in SENTINELS)
                 ):
                     return False
-        elif op is C.SUBPATTERN:
-            if av[1] & C.SRE_FLAG_IGNORECASE:
-                return False
-            stack += list(av[3])
-        elif op is C.BRANCH:
-            for alt in av[1]:
-                stack += list(alt)
-        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
-            stack += list(av[2])
-        elif op in (C.ASSERT, C.ASSERT_NOT):
-            stack += list(av[1])
-        elif op is C.ATOMIC_GROUP:
-            stack += list(av)
-        elif op is C.GROUPREF_EXISTS:
-            stack += list(av[1]) + list(av[2] or [])
+        elif op is C.SUBPATTERN and av[1] & C.SRE_FLAG_IGNORECASE:
+            return False
+        stack += inner(op, av)
     return True
 
 
