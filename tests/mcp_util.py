@@ -172,6 +172,38 @@ def hash_store_client(tmp_path: Path, project: str = "proj", agent: str = "agent
         svc.engine.close()
 
 
+@contextmanager
+def hook_daemon(root: Path, secret: str, *, raise_server_exceptions: bool = True):
+    """The daemon's hook routes over a fresh store in ``root/store`` (hash embedder), as
+    ``agent-a`` of ``proj``: yields ``(service, client, http)``, an in-process MCP client and an
+    HTTP test client that answers as the daemon would for a caller holding ``secret``."""
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from server.hooks.routes import hook_routes
+    from server.service.hook_events import HookService
+
+    svc = MemoryService(Engine(root / "store", HashEmbedder()))
+    rt = runtime_on(svc, identity_env(root / "store", "proj", "agent-a"), root)
+    hooks = HookService(svc, rt.graphs)
+    app = Starlette(routes=hook_routes(hooks, secret))
+
+    async def daemon(scope, receive, send):  # the daemon's auth middleware sets the caller
+        if scope["type"] == "http":
+            scope.setdefault("state", {})["pattern_identity"] = rt.identity
+        await app(scope, receive, send)
+
+    try:
+        with (
+            in_process(rt) as client,
+            TestClient(daemon, raise_server_exceptions=raise_server_exceptions) as http,
+        ):
+            yield svc, client, http
+    finally:
+        hooks.close()
+        svc.engine.close()
+
+
 def serve_argv() -> list[str]:
     """``serve`` in-process over stdio: ``serve --standalone`` where plain ``serve`` bridges to
     a store daemon (which would outlive the test), else plain ``serve``."""

@@ -315,37 +315,15 @@ BODY = st.one_of(
 
 @pytest.fixture(scope="module")
 def daemon_routes(tmp_path_factory):
-    from starlette.applications import Starlette
-    from starlette.testclient import TestClient
-
-    from retrieval.embedder import HashEmbedder
-    from retrieval.engine import Engine
-    from server.hooks.routes import hook_routes
-    from server.service.hook_events import HookService
-    from server.service.memory import MemoryService
-    from tests.mcp_util import identity_env, in_process, runtime_on
+    from tests.mcp_util import hook_daemon
 
     root = tmp_path_factory.mktemp("routes")
-    svc = MemoryService(Engine(root / "store", HashEmbedder()))
-    rt = runtime_on(svc, identity_env(root / "store", "proj", "agent-a"), root)
-    hooks = HookService(svc, rt.graphs)
-    app = Starlette(routes=hook_routes(hooks, SECRET))
-
-    async def daemon(scope, receive, send):  # the daemon's auth middleware sets the caller
-        if scope["type"] == "http":
-            scope.setdefault("state", {})["pattern_identity"] = rt.identity
-        await app(scope, receive, send)
-
-    try:
-        with in_process(rt) as client, TestClient(daemon, raise_server_exceptions=False) as http:
-            for text in ("Deploys go out on Fridays from the release branch.",
-                         "Planned for May 0000: the template's placeholder date.",
-                         "Log: " + "y" * 1000 + "ed"):  # fmt: skip
-                client.ok("remember", {"content": text, "scope": "team"})
-            yield http
-    finally:
-        hooks.close()
-        svc.engine.close()
+    with hook_daemon(root, SECRET, raise_server_exceptions=False) as (_, client, http):
+        for text in ("Deploys go out on Fridays from the release branch.",
+                     "Planned for May 0000: the template's placeholder date.",
+                     "Log: " + "y" * 1000 + "ed"):  # fmt: skip
+            client.ok("remember", {"content": text, "scope": "team"})
+        yield http
 
 
 @settings(max_examples=50, deadline=None, derandomize=True,

@@ -14,16 +14,9 @@ import math
 from datetime import UTC, datetime
 
 import pytest
-from starlette.applications import Starlette
-from starlette.testclient import TestClient
 
-from retrieval.embedder import HashEmbedder
-from retrieval.engine import Engine
 from retrieval.records import Kind, Record, Scope
-from server.hooks.routes import hook_routes
-from server.service.hook_events import HookService
-from server.service.memory import MemoryService
-from tests.mcp_util import identity_env, in_process, runtime_on
+from tests.mcp_util import hook_daemon
 
 SECRET = "local-secret"
 NORMAL = "The deploys moved to Fridays after the incident review with the payments team."
@@ -69,48 +62,34 @@ def record(content: str, **kw) -> Record:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
-    svc = MemoryService(Engine(root / "store", HashEmbedder()))
-    rt = runtime_on(svc, identity_env(root / "store", "proj", "agent-a"), root)
-    hooks = HookService(svc, rt.graphs)
-    app = Starlette(routes=hook_routes(hooks, SECRET))
-
-    async def daemon(scope, receive, send):  # the daemon's auth middleware sets the caller
-        if scope["type"] == "http":
-            scope.setdefault("state", {})["pattern_identity"] = rt.identity
-        await app(scope, receive, send)
-
-    try:
-        with in_process(rt) as client, TestClient(daemon) as http:
-            normal = client.ok("remember", {"content": NORMAL, "scope": "team",
-                                            "category": "decisions"})["memoryId"]  # fmt: skip
-            for text in HOSTILE.values():
-                client.ok("remember", {"content": text, "scope": "team", "category": "decisions"})
-            screen, svc.engine.screen = svc.engine.screen, None  # the scan's cost on a megabyte
-            svc.engine.add([record(t) for t in LARGE.values()])  # is its own benchmark's
-            svc.engine.screen = screen
-            svc.engine.add([
-                record("deploys lesson with a success rate that is not a number", kind=Kind.lesson,
-                       metadata={"successRate": float("nan"), "priority": float("inf")}),
-                record("deploys lesson with a success rate past one", kind=Kind.lesson,
-                       metadata={"successRate": 1e308}),
-                record("deploys written at the end of the calendar, yesterday and last week",
-                       created_at=EDGE, updated_at=EDGE),
-                record("deploys written in the year 1, yesterday and in the summer",
-                       created_at=datetime(1, 1, 1, tzinfo=UTC),
-                       updated_at=datetime(1, 1, 1, tzinfo=UTC)),
-                record("deploys exchange whose metadata dates are off the calendar",
-                       kind=Kind.turn, metadata={"session": ["x"], "role": "exchange",
-                                                 "timestamp": "0000-05-01T00:00:00Z",
-                                                 "turn": {"a": 1}, "last_turn": "0000"}),
-            ])  # fmt: skip
-            broken = record("deploys record whose stored metadata is not an object")
-            svc.engine.add([broken])
-            with svc.store.transaction() as conn:  # as a damaged or foreign store holds it
-                conn.execute("UPDATE records SET metadata='[1, 2]' WHERE id=?", (broken.id,))
-            yield {"client": client, "http": http, "normal": normal, "broken": broken.id}
-    finally:
-        hooks.close()
-        svc.engine.close()
+    with hook_daemon(root, SECRET) as (svc, client, http):
+        normal = client.ok("remember", {"content": NORMAL, "scope": "team",
+                                        "category": "decisions"})["memoryId"]  # fmt: skip
+        for text in HOSTILE.values():
+            client.ok("remember", {"content": text, "scope": "team", "category": "decisions"})
+        screen, svc.engine.screen = svc.engine.screen, None  # the scan's cost on a megabyte
+        svc.engine.add([record(t) for t in LARGE.values()])  # is its own benchmark's
+        svc.engine.screen = screen
+        svc.engine.add([
+            record("deploys lesson with a success rate that is not a number", kind=Kind.lesson,
+                   metadata={"successRate": float("nan"), "priority": float("inf")}),
+            record("deploys lesson with a success rate past one", kind=Kind.lesson,
+                   metadata={"successRate": 1e308}),
+            record("deploys written at the end of the calendar, yesterday and last week",
+                   created_at=EDGE, updated_at=EDGE),
+            record("deploys written in the year 1, yesterday and in the summer",
+                   created_at=datetime(1, 1, 1, tzinfo=UTC),
+                   updated_at=datetime(1, 1, 1, tzinfo=UTC)),
+            record("deploys exchange whose metadata dates are off the calendar",
+                   kind=Kind.turn, metadata={"session": ["x"], "role": "exchange",
+                                             "timestamp": "0000-05-01T00:00:00Z",
+                                             "turn": {"a": 1}, "last_turn": "0000"}),
+        ])  # fmt: skip
+        broken = record("deploys record whose stored metadata is not an object")
+        svc.engine.add([broken])
+        with svc.store.transaction() as conn:  # as a damaged or foreign store holds it
+            conn.execute("UPDATE records SET metadata='[1, 2]' WHERE id=?", (broken.id,))
+        yield {"client": client, "http": http, "normal": normal, "broken": broken.id}
 
 
 def post(world, path: str, body: dict) -> dict:
