@@ -129,7 +129,15 @@ class HybridRanker:
         everything = len(kept) >= min(depth, len(hits)) and len(hits) < over  # all there is
         if not everything and len(kept) < depth:
             return self._exact_scan(qvec, f, depth)  # a selective filter
-        return self._with_pending(qvec, f, kept, depth, pending)
+        return self._with_pending(qvec, f, self._rescored(qvec, kept), depth, pending)
+
+    def _rescored(self, qvec: np.ndarray, hits: list[tuple[str, float]]):
+        """The index's hits scored exactly from their stored vectors (best window), best first,
+        ties by record id. The approximate index only proposes candidates: its graph is built
+        by each node in its own order, and a hit's score there is its best window *found*, so
+        two nodes (or one node before and after a rebuild) would score one record apart."""
+        exact = self._exact(qvec, [r for r, _ in hits])
+        return _best_first({r: exact.get(r, s) for r, s in hits})
 
     def vector_candidates(
         self, qvec: np.ndarray, f: RecordFilter, depth: int, buckets: list[str]
@@ -140,7 +148,7 @@ class HybridRanker:
     def _exact_scan(self, qvec: np.ndarray, f: RecordFilter, depth: int):
         """Exact cosine over the filtered records' stored vectors (at most EXACT_SCAN_LIMIT)."""
         sims = self._exact(qvec, list_ids(self.store, f, EXACT_SCAN_LIMIT))
-        return sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
+        return _best_first(sims)[:depth]
 
     def _with_pending(self, qvec: np.ndarray, f: RecordFilter, hits, depth: int, pending):
         """The index's hits, with the records that were waiting in the vector outbox when it
@@ -151,7 +159,7 @@ class HybridRanker:
             return hits[:depth]
         best = dict(hits)
         best.update(self._exact(qvec, self.store.filter_ids(f, list(pending))))
-        return sorted(best.items(), key=lambda kv: -kv[1])[:depth]
+        return _best_first(best)[:depth]
 
     def _exact(
         self, qvec: np.ndarray, ids: list[str], stored: dict[str, np.ndarray] | None = None,
@@ -250,7 +258,7 @@ class HybridRanker:
             weights = np.array([1.0 - w * cfg.salient_vector, w * cfg.salient_vector])
             union = list(dict.fromkeys(r for v in views for r, _ in v))
             sims = self._exact(qvec, union, weights=weights)
-            vec = sorted(sims.items(), key=lambda kv: -kv[1])[:depth]
+            vec = _best_first(sims)[:depth]
         results = [fut.result() for fut in lex_futures]
         lex, prefetched, lex_all = ([], None, None) if not results else (*results[0], None)
         if complete and results:
@@ -309,7 +317,7 @@ class HybridRanker:
             ids, fused, gains, (base, L, V, lrank, vrank) = guarded(
                 "current version first", _current_first, self.store, f, ids, fused,
                 [dict(g) for g in gains], cols, default=(ids, fused, gains, cols))  # fmt: skip
-        order = np.argsort(-fused, kind="stable")[:k]
+        order = np.lexsort((np.array(ids), -fused))[:k]  # ties by record id, on every node
         out = []
         for i in order:
             out.append(
@@ -328,6 +336,12 @@ class HybridRanker:
                 )
             )
         return out
+
+
+def _best_first(scores: dict[str, float]) -> list[tuple[str, float]]:
+    """(id, score) pairs, best first; equal scores in record id order (the same on every
+    node, whatever order an index returned them in)."""
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 CURRENT_EPS = 1e-4  # how far above the best of its older versions a current record ranks

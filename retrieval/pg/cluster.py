@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -27,7 +28,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from ..errors import StoreUnavailable
-from .canonical import LOCK_KEY, Canonical, sqlite_error
+from ..schema import MIGRATIONS
+from .canonical import LOCK_KEY, Canonical, PgConn, sqlite_error
 from .catalog import Catalog
 from .dialect import Dialect
 from .replica import Replica
@@ -178,6 +180,8 @@ class Cluster:
                     self._index(pg, stmt)
                 else:
                     pg.execute(stmt)
+            if meta.get("id") and found < self.catalog.version:
+                self._migrate_rows(pg, found)
             self._set(pg, "schema", str(self.catalog.version))
             self.cluster_id = meta.get("id") or ""
             mine = self.replica.cluster_id
@@ -195,6 +199,26 @@ class Cluster:
                     "import its memories)",
                     path=self.store.path,
                 )
+
+    def _migrate_rows(self, pg, found: int) -> None:
+        """The data steps (``UPDATE`` / ``DELETE``) of the migrations after v``found``, run in
+        PostgreSQL as one logged write: each node's SQLite runs them on its own replica when it
+        opens, but a node that joins later copies PostgreSQL's rows, and every node must rank
+        from the same rows (a link turned into a candidate pair stays one everywhere)."""
+        steps = [
+            sql
+            for version in range(found, self.catalog.version)
+            for sql in MIGRATIONS[version]
+            if re.match(r"\s*(UPDATE|DELETE)\b", sql, re.I)
+        ]
+        if not steps:
+            return
+        tx = PgConn(self, pg)
+        for sql in steps:
+            tx.execute(sql)
+        seq = tx.finish()
+        logger.info("schema v%d -> v%d: %d data steps (log seq %s)", found,
+                    self.catalog.version, len(steps), seq)  # fmt: skip
 
     @staticmethod
     def _index(pg, stmt: str) -> None:
