@@ -419,16 +419,22 @@ class SQLiteStore:
         )  # fmt: skip
 
     def _index(self, conn: sqlite3.Connection, rowid: int, rec: Record) -> None:
-        terms = " ".join(
-            filter(None, [identifier_parts(rec.content), " ".join(rec.tags), rec.entity_name or ""])
-        )
-        conn.execute(
+        self._index_many(conn, [(rowid, rec)])
+
+    def _index_many(self, conn: sqlite3.Connection, items: list[tuple[int, Record]]) -> None:
+        """The FTS rows and tags of (rowid, record) pairs."""
+        rows = []
+        for rowid, rec in items:
+            terms = " ".join(filter(None, [identifier_parts(rec.content), " ".join(rec.tags),
+                                           rec.entity_name or ""]))  # fmt: skip
+            rows.append((rowid, rec.content, rec.context, terms, bucket_token(rec.bucket)))
+        conn.executemany(
             "INSERT INTO records_fts(rowid, content, context, terms, bucket) VALUES (?,?,?,?,?)",
-            (rowid, rec.content, rec.context, terms, bucket_token(rec.bucket)),
+            rows,
         )
         conn.executemany(
             "INSERT OR IGNORE INTO record_tags(tag, record_rowid) VALUES (?,?)",
-            [(t, rowid) for t in rec.tags],
+            [(t, rowid) for rowid, rec in items for t in rec.tags],
         )
 
     def _values(self, rec: Record) -> tuple:
@@ -441,16 +447,34 @@ class SQLiteStore:
         )  # fmt: skip
 
     def insert(self, conn: sqlite3.Connection, records: Iterable[Record]) -> list[int]:
-        """Insert records (inside the caller's transaction); returns their rowids."""
-        rowids = []
-        for rec in records:
-            cur = conn.execute(
-                f"INSERT INTO records({COLUMNS}) VALUES ({','.join('?' * 18)})", self._values(rec)
+        """Insert records (inside the caller's transaction); returns their rowids. A few
+        statements per 500 records, not per record: with PostgreSQL each is a round trip."""
+        recs = list(records)
+        rowids: list[int] = []
+        for i in range(0, len(recs), 500):
+            part = recs[i : i + 500]
+            conn.executemany(
+                f"INSERT INTO records({COLUMNS}) VALUES ({','.join('?' * 18)})",
+                [self._values(rec) for rec in part],
             )
-            rowid = int(cur.lastrowid)
-            self._index(conn, rowid, rec)
-            self._log(conn, rec, "insert")
-            rowids.append(rowid)
+            marks = ",".join("?" * len(part))
+            found = conn.execute(
+                f"SELECT id, rowid FROM records WHERE id IN ({marks})", [r.id for r in part]
+            ).fetchall()
+            rowid = {r[0]: int(r[1]) for r in found}
+            keys = [rowid[rec.id] for rec in part]
+            self._index_many(conn, list(zip(keys, part, strict=True)))
+            now = ts(utcnow())
+            conn.executemany(
+                "INSERT INTO changes(record_id, op, kind, bucket, revision, at) "
+                "VALUES (?,?,?,?,?,?)",
+                [(r.id, "insert", str(r.kind), r.bucket, r.revision, now) for r in part],
+            )
+            conn.executemany(  # a new record has no vectors to clear first (see _log)
+                "INSERT INTO vector_outbox(record_id, op, bucket) VALUES (?,?,?)",
+                [(r.id, "insert", r.bucket) for r in part],
+            )
+            rowids += keys
         return rowids
 
     def replace(self, conn: sqlite3.Connection, rec: Record, forget: Forget | None = None) -> int:
@@ -535,23 +559,39 @@ class SQLiteStore:
     def put_embeddings(
         self, conn: sqlite3.Connection, model_id: str, items: Iterable[tuple[str, str, np.ndarray]]
     ) -> None:
-        """Store (record_id, content_hash, windows x dim matrix) for a model."""
-        for rec_id, chash, matrix in items:
-            row = conn.execute("SELECT rowid FROM records WHERE id=?", (rec_id,)).fetchone()
-            if row is None:
+        """Store (record_id, content_hash, windows x dim matrix) for a model (the last item of
+        a record wins). A few statements per 500 records, not per record: with PostgreSQL each
+        statement is a round trip."""
+        last = {rec_id: (chash, matrix) for rec_id, chash, matrix in items}
+        ids = list(last)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                f"SELECT id, rowid FROM records WHERE id IN ({marks})", part
+            ).fetchall()
+            rowid = {r[0]: r[1] for r in rows}
+            keys = [rowid[r] for r in part if r in rowid]
+            if not keys:
                 continue
+            marks = ",".join("?" * len(keys))
             conn.execute(
-                "DELETE FROM embeddings WHERE record_rowid=? AND model_id=?", (row[0], model_id)
+                f"DELETE FROM embeddings WHERE model_id=? AND record_rowid IN ({marks})",
+                [model_id, *keys],
             )
             conn.executemany(
                 "INSERT INTO embeddings(record_rowid, model_id, window, content_hash, vector) "
                 "VALUES (?,?,?,?,?)",
                 [
-                    (row[0], model_id, i, chash, np.asarray(v, dtype=np.float32).tobytes())
-                    for i, v in enumerate(matrix)
+                    (rowid[r], model_id, w, last[r][0], np.asarray(v, dtype=np.float32).tobytes())
+                    for r in part
+                    if r in rowid
+                    for w, v in enumerate(last[r][1])
                 ],
             )
-            conn.execute("UPDATE records SET embedding_model=? WHERE rowid=?", (model_id, row[0]))
+            conn.execute(
+                f"UPDATE records SET embedding_model=? WHERE rowid IN ({marks})", [model_id, *keys]
+            )
 
     # ------------------------------------------------------------------ reads
     def get(self, ids: Sequence[str]) -> dict[str, Record]:
