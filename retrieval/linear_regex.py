@@ -157,10 +157,10 @@ class Match:
         return self._spans[self._index(group)]
 
     def start(self, group: int | str = 0) -> int:
-        return self.span(group)[0]
+        return self._spans[0][0] if group == 0 else self.span(group)[0]
 
     def end(self, group: int | str = 0) -> int:
-        return self.span(group)[1]
+        return self._spans[0][1] if group == 0 else self.span(group)[1]
 
     def __getitem__(self, group: int | str) -> str | None:
         start, end = self.span(group)
@@ -206,11 +206,14 @@ def _expand(m: Match, template: str) -> str:
 class Pattern:
     """A compiled pattern run by RE2: the calls of ``re.Pattern`` the code uses."""
 
-    __slots__ = ("_rx", "flags", "groupindex", "groups", "pattern", "translated")
+    __slots__ = ("_relax", "_rx", "flags", "groupindex", "groups", "pattern", "translated")
 
-    def __init__(self, pattern: str, flags: int = 0, relaxed: bool = False):
-        self.pattern, self.flags = pattern, flags
-        self.translated, self.groupindex = _Translator(flags, relaxed).translate(pattern, flags)
+    def __init__(self, pattern: str, flags: int = 0, relaxed: bool = False, capture: bool = True):
+        """``capture=False``: where it matches, without its groups (RE2 then finds a match by
+        its automata alone, never by a slower pass over the match for the groups' places)."""
+        self.pattern, self.flags, self._relax = pattern, flags, relaxed
+        translator = _Translator(flags, relaxed, capture)
+        self.translated, self.groupindex = translator.translate(pattern, flags)
         self._compile()
 
     @classmethod
@@ -219,7 +222,7 @@ class Pattern:
         never one from outside."""
         self = object.__new__(cls)
         self.pattern = self.translated = translated
-        self.flags, self.groupindex = 0, {}
+        self.flags, self.groupindex, self._relax = 0, {}, None
         self._compile()
         return self
 
@@ -237,6 +240,14 @@ class Pattern:
 
     def __repr__(self) -> str:
         return f"linear_regex.compile({self.pattern!r})"
+
+    def bare(self) -> Pattern:
+        """The same pattern without its groups (see ``capture``)."""
+        if not self.groups:
+            return self
+        if self._relax is None:  # written in RE2's syntax: its groups stay
+            raise ValueError("a pattern written in RE2's syntax has no bare twin")
+        return Pattern(self.pattern, self.flags, self._relax, capture=False)
 
     def _run(self, anchor, text: str, pos: int, endpos: int | None) -> Iterator[Match]:
         n = len(text)
@@ -260,14 +271,31 @@ class Pattern:
             else:
                 at = whole[1]
 
+    def _first(self, anchor, text: str, pos: int, endpos: int | None) -> Match | None:
+        """The first match ``_run`` yields (one call of RE2, no generator)."""
+        n = len(text)
+        pos = max(0, min(pos, n))
+        endpos = n if endpos is None else max(0, min(endpos, n))
+        if pos > endpos:
+            return None
+        enc = _encoded(text)
+        if len(enc.data) == n:  # ASCII: a byte offset is a character offset
+            spans = self._rx.Match(anchor, enc.data, pos, endpos)
+            return None if spans[0][0] < 0 else Match(self, text, spans, pos, endpos)
+        spans = self._rx.Match(anchor, enc.data, enc.to_bytes(pos), enc.to_bytes(endpos))
+        if spans[0][0] < 0:
+            return None
+        chars = [(enc.to_chars(s), enc.to_chars(e)) for s, e in spans]
+        return Match(self, text, chars, pos, endpos)
+
     def search(self, text: str, pos: int = 0, endpos: int | None = None) -> Match | None:
-        return next(self._run(re2._Anchor.UNANCHORED, text, pos, endpos), None)
+        return self._first(re2._Anchor.UNANCHORED, text, pos, endpos)
 
     def match(self, text: str, pos: int = 0, endpos: int | None = None) -> Match | None:
-        return next(self._run(re2._Anchor.ANCHOR_START, text, pos, endpos), None)
+        return self._first(re2._Anchor.ANCHOR_START, text, pos, endpos)
 
     def fullmatch(self, text: str, pos: int = 0, endpos: int | None = None) -> Match | None:
-        return next(self._run(re2._Anchor.ANCHOR_BOTH, text, pos, endpos), None)
+        return self._first(re2._Anchor.ANCHOR_BOTH, text, pos, endpos)
 
     def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Iterator[Match]:
         return self._run(re2._Anchor.UNANCHORED, text, pos, endpos)
@@ -322,7 +350,7 @@ class Windowed:
     def __init__(self, pattern: str, flags: int, window: int):
         self.pattern, self.flags = pattern, flags
         self._exact = re.compile(pattern, flags)
-        self._relaxed = Pattern(pattern, flags, relaxed=True)
+        self._relaxed = Pattern(pattern, flags, relaxed=True, capture=False)  # where, only
         widest = _parser.parse(pattern, flags).getwidth()[1]
         self.window = max(1, min(window, widest + 1))
         self.groups, self.groupindex = self._exact.groups, self._exact.groupindex

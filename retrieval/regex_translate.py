@@ -73,11 +73,13 @@ def _char(code: int) -> str:
 class _Translator:
     """Python's parsed pattern -> RE2's syntax. ``relaxed``: lookarounds and word boundaries
     dropped, a backreference read as its group's pattern (a pattern that matches wherever the
-    original does, and more: the candidates of :class:`Windowed`)."""
+    original does, and more: the candidates of :class:`Windowed`). ``capture=False``: every
+    group a non-capturing one (where a pattern matches, not its groups)."""
 
-    def __init__(self, flags: int, relaxed: bool = False):
+    def __init__(self, flags: int, relaxed: bool = False, capture: bool = True):
         self.ascii = bool(flags & ASCII)
         self.relaxed = relaxed
+        self.capture = capture
         self.bodies: dict[int, str] = {}
         self.boundary = self.non_ascii = False
 
@@ -126,6 +128,8 @@ class _Translator:
             if group is None:
                 return f"(?:{body})"
             self.bodies[group] = body
+            if not self.capture:
+                return f"(?:{body})"
             name = self.names.get(group)
             return f"(?P<{name}>{body})" if name else f"({body})"
         if op in (C.MAX_REPEAT, C.MIN_REPEAT):
@@ -256,7 +260,8 @@ class _Translator:
         if self.boundary and self.non_ascii and not self.relaxed:
             raise NotLinear("RE2's \\b is ASCII: a word boundary beside non-ASCII letters")
         prefix = "".join(c for f, c in _FLAG_LETTERS if state.flags & f)
-        return (f"(?{prefix})" if prefix else "") + body, dict(state.groupdict)
+        groups = dict(state.groupdict) if self.capture else {}
+        return (f"(?{prefix})" if prefix else "") + body, groups
 
 
 def _edge(items, last: bool) -> tuple[set[int] | None, bool]:
@@ -309,13 +314,16 @@ def translate(pattern: str, flags: int = 0) -> str:
     return _Translator(flags).translate(pattern, flags)[0]
 
 
-def relaxed_alternatives(pattern: str, flags: int = 0) -> list[tuple[str, list]] | None:
+def relaxed_alternatives(
+    pattern: str, flags: int = 0, capture: bool = True
+) -> list[tuple[str, list]] | None:
     """For a pattern that is an alternation at its top (``a|b|c``): each alternative's relaxed
-    form in RE2's syntax (see :class:`Windowed`), with its parsed items; None otherwise."""
+    form in RE2's syntax (see :class:`Windowed`; ``capture=False``: with no capturing group),
+    with its parsed items; None otherwise."""
     tree = _parser.parse(pattern, flags)
     if len(tree) != 1 or tree[0][0] is not C.BRANCH:
         return None
-    translator = _Translator(flags, relaxed=True)
+    translator = _Translator(flags, relaxed=True, capture=capture)
     translator.translate(pattern, flags)  # the groups' bodies, for a back reference
     prefix = "".join(c for f, c in _FLAG_LETTERS if tree.state.flags & f)
     prefix = f"(?{prefix})" if prefix else ""

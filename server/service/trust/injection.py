@@ -91,8 +91,9 @@ from .injection_markup import (
     ZW_RUN,
     ZWJ_IN_ASCII,
 )
-from .injection_mention import closes_its_own, in_inline_code, is_mention
+from .injection_mention import closes_its_own, discussed, in_inline_code, is_mention
 from .injection_rules import MEDIUM, OVERRIDES, RULES, STRONG, WEAK, Rule
+from .rule_search import Finder
 from .scan_text import VARIANTS, ScanText
 from .secrets import env_policy
 
@@ -167,6 +168,58 @@ def _matches(rule: Rule, st: ScanText) -> Iterator:
             pos = m.start() + 1
 
 
+def _counts(rule: Rule, st: ScanText, m, opened: dict[str, int]) -> bool:
+    """Whether a match is a finding: not a mention, not a token in a code span, not the closing
+    tag of an element the text opened itself."""
+    if rule.mentionable and is_mention(st, m.start(), m.end(), rule.quotable):
+        return False
+    if rule.kind == "markup" and in_inline_code(st, m.start(), m.end()):
+        return False
+    return not closes_its_own(st, m, opened)
+
+
+def _first(rule: Rule, st: ScanText, opened: dict[str, int]):
+    """The first match of :func:`_matches` that is a finding, or None."""
+    if rule.mentionable and isinstance(rule.finder, Finder) and rule.finder.windowed:
+        return _first_undiscussed(rule, st, opened)
+    return next((m for m in _matches(rule, st) if _counts(rule, st, m, opened)), None)
+
+
+def _first_undiscussed(rule: Rule, st: ScanText, opened: dict[str, int]):
+    """:func:`_first` for a pattern ``re`` tries at each place its relaxed form matches, not
+    tried where the place is in a sentence about attacks (a match there is a mention).
+
+    The matches :func:`_matches` finds are a chain: each search starts where the match before
+    ended. A place left untried leaves the chain unknown up to where a match there can end
+    (``reach``): a place past that is where the chain would try too. One before it, where a
+    match is no mention, is tried after the chain is followed again from where it was known
+    (``resume``), every place tried."""
+    f = rule.finder
+    pos, resume, reach, exact_to = 0, None, -1, -1
+    while pos <= st.n:
+        start = f._start(st, pos)
+        if start is None:
+            return None
+        if start > exact_to:
+            end = f.quiet_end(st, start)
+            if end is not None and discussed(st, start):
+                resume = pos if resume is None else resume
+                reach, pos = max(reach, end), start + 1
+                continue
+            if resume is not None and start < reach:
+                exact_to, pos, resume, reach = start, resume, None, -1
+                continue
+            resume, reach = None, -1
+        m = f.try_at(st, start)
+        if m is None or (rule.accept is not None and not rule.accept(m)):
+            pos = start + 1
+            continue
+        if _counts(rule, st, m, opened):
+            return m
+        pos = max(m.end(), m.start() + 1)
+    return None
+
+
 def _apply(
     rules: tuple[Rule, ...], st: ScanText, kind: str | None = None, known=(), least: float = 0.0
 ) -> dict[int, Finding]:
@@ -179,19 +232,13 @@ def _apply(
             continue
         if rule.absent(st) or not rule.applies(st):
             continue
-        for m in _matches(rule, st):
-            if rule.mentionable and is_mention(st, m.start(), m.end(), rule.quotable):
-                continue
-            if rule.kind == "markup" and in_inline_code(st, m.start(), m.end()):
-                continue
-            if closes_its_own(st, m, opened):
-                continue
+        m = _first(rule, st, opened)
+        if m is not None:
             found[id(rule)] = Finding(
                 kind=kind or rule.kind,
                 weight=rule.weight,
                 excerpt=_excerpt(st.text, m.start(), m.end()),
             )
-            break
     return found
 
 

@@ -42,13 +42,21 @@ _TAG_CORE = (
 _NAME = r"[a-z][a-z0-9_-]{0,60}"
 _DATA_NAME = rf"(?:[a-z]+[_-]){{0,8}}{_TAG_CORE}(?:[_-][a-z]+){{0,8}}"
 _DATA_ELEMENT = linear_regex.compile(_DATA_NAME)
+_DATA_NAMES: dict[str, bool] = {}  # the names read so far (a text repeats its tags' names)
 
 
 def _data_element(m: re.Match) -> bool:
     """A closing tag (``</…>``, ``[/…]``) closes an element of quoted data, or the match is no
     closing tag at all."""
     name = m.groupdict().get("tag") or m.groupdict().get("btag")
-    return name is None or _DATA_ELEMENT.fullmatch(name) is not None
+    if name is None:
+        return True
+    known = _DATA_NAMES.get(name)
+    if known is None:
+        if len(_DATA_NAMES) >= 4096:
+            _DATA_NAMES.clear()
+        known = _DATA_NAMES[name] = _DATA_ELEMENT.fullmatch(name) is not None
+    return known
 
 
 def _closer(name: str) -> str:

@@ -2,7 +2,9 @@
 (a sentence about attacks), it sits in a one-line code span, or it closes an element the text
 opened itself. Used by :mod:`.injection` for each match.
 
-Each check reads the match's line. A line of up to :data:`REACH` characters is read as it is;
+Whether a sentence is about attacks is first looked up among the places the discussion words
+stand in the text (found once per text by RE2, each confirmed by ``re`` where it stands); only
+where none is found is the sentence read as it is. Each other check reads the match's line. A line of up to :data:`REACH` characters is read as it is;
 a longer one through :class:`LineFacts`, built once per text (where its lines break, where each
 quote character and each run of backticks stands), so a text of one long line with many
 matches is not read again for each of them.
@@ -21,6 +23,7 @@ from .injection_markup import CLOSING, DISCUSSION, OPENING, URL
 from .scan_text import ScanText
 
 REACH = 2000
+ASKED = 256  # places a text is asked about before its discussion words are read all at once
 QUOTE_PAIRS = (('"', '"'), ("“", "”"), ("'", "'"), ("‘", "’"), ("«", "»"), ("「", "」"))
 # (``re``: Python's word boundary, on the 160 characters before a match)
 _DISCUSSION = re.compile(DISCUSSION.pattern)
@@ -95,11 +98,44 @@ def _line_start(st: ScanText, pos: int) -> tuple[int, LineFacts | None]:
     return facts.line_start(pos), facts
 
 
-def is_mention(st: ScanText, start: int, end: int, quotes: bool = True) -> bool:
-    """A phrase in a sentence about attacks, or quoted (inside a short quotation on its line;
-    ``quotes=False``: not for a rule whose words are quoted anyway, such as a tool's name), is
-    discussed rather than issued."""
+def _words(st: ScanText) -> tuple[list[int], list[int]] | None:
+    """Where the discussion words stand in the text (starts, ends; RE2 on the bounded text,
+    where its word boundaries are Python's): places to confirm, not findings. Read once the
+    text has been asked about more than :data:`ASKED` places (None before)."""
+    words = st.memo.get(_words)
+    if words is None:
+        asked = st.memo[ASKED] = st.memo.get(ASKED, 0) + 1
+        if asked <= ASKED:
+            return None
+        spans = [m.span() for m in DISCUSSION.finditer(st.bounded)]
+        words = st.memo[_words] = ([a for a, _ in spans], [b for _, b in spans])
+    return words
+
+
+def discussed(st: ScanText, start: int) -> bool:
+    """A phrase at ``start`` is in a sentence about attacks (or quoting, examples, …): a
+    discussion word stands in the 160 characters before it, in its sentence."""
     text = st.text
+    lo = max(0, start - 160)
+    words = _words(st)
+    if words is not None and text.find("://", lo, start) < 0:
+        # the nearest word before it, where ``re`` confirms it: the sentence holds it when no
+        # break stands between (a break holds one of ``.!?`` or a line break, and a word
+        # starts with a letter, never inside a break's spaces)
+        starts, ends = words
+        i = bisect.bisect_right(ends, start) - 1
+        if (
+            i >= 0
+            and starts[i] >= lo
+            and all(text.find(c, starts[i], start) < 0 for c in ".!?\n")
+            and _DISCUSSION.match(text, starts[i], start) is not None
+        ):
+            return True
+    return _discussed(text, start)
+
+
+def _discussed(text: str, start: int) -> bool:
+    """:func:`discussed`, by a reading of the sentence itself."""
     before = text[max(0, start - 160) : start]
     if "://" in before:
         before = URL.sub(" ", before)
@@ -108,10 +144,21 @@ def is_mention(st: ScanText, start: int, end: int, quotes: bool = True) -> bool:
         sentence = before[ends[-1] :] if ends else before
     else:
         sentence = before
-    if _DISCUSSION.search(sentence):
+    return _DISCUSSION.search(sentence) is not None
+
+
+def is_mention(st: ScanText, start: int, end: int, quotes: bool = True) -> bool:
+    """A phrase in a sentence about attacks, or quoted (inside a short quotation on its line;
+    ``quotes=False``: not for a rule whose words are quoted anyway, such as a tool's name), is
+    discussed rather than issued."""
+    if discussed(st, start):
         return True
-    if not quotes:
-        return False
+    return quotes and quoted(st, start, end)
+
+
+def quoted(st: ScanText, start: int, end: int) -> bool:
+    """A phrase inside a short quotation on its line."""
+    text = st.text
     line_start, facts = _line_start(st, start)
     tail = text[end : end + 60].split("\n", 1)[0]
     if start > line_start and text[start - 1] in OPENING and any(q in tail for q in CLOSING):

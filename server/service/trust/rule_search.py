@@ -167,7 +167,7 @@ class Finder:
         if candidates is not None:  # the rule's own, tighter where its ``accept`` is
             if not self.windowed:
                 raise ValueError("candidates are for a pattern tried by re")
-            relaxed = getattr(candidates, "_relaxed", candidates)
+            relaxed = getattr(candidates, "_relaxed", None) or candidates.bare()
         self.exact = rx._exact if self.windowed else None
         self.light = presence = not anchored
         self.bounded = not self.windowed and reads_bounded(rx.pattern, rx.flags)
@@ -175,7 +175,11 @@ class Finder:
         # character outside ASCII, a sentinel not always)
         self.safe = not self.windowed and (self.bounded or safe_in_bounded(rx.pattern, rx.flags))
         f = facts(rx.pattern, rx.flags)
-        alternatives = None if presence else linear_regex.relaxed_alternatives(rx.pattern, rx.flags)
+        alternatives = (
+            None
+            if presence
+            else linear_regex.relaxed_alternatives(rx.pattern, rx.flags, capture=False)
+        )
         if self.windowed and alternatives:  # only a start is needed from each
             self.parts = tuple(
                 _Candidates(
@@ -223,6 +227,18 @@ class Finder:
                 return m
             pos = start + 1
         return None
+
+    def try_at(self, st: ScanText, start: int):
+        """The match of a pattern with a lookaround at ``start`` (``re``), or None."""
+        return self.exact.match(st.text, start, self._read_end(st, start))
+
+    def quiet_end(self, st: ScanText, start: int) -> int | None:
+        """Where every match at ``start`` ends by, when no long run makes one longer than its
+        bound (None then: :meth:`_read_end` may spend its budget there)."""
+        end = min(st.n, start + self.reads)
+        if end >= st.n or not self.read_classes:
+            return end
+        return end if st.reach(self.read_classes, end, self.reads) == end else None
 
     def _start(self, st: ScanText, pos: int) -> int | None:
         """Where the relaxed pattern first matches at or after ``pos``."""
