@@ -533,3 +533,29 @@ def test_a_connection_lost_during_commit_is_resolved_not_guessed(nodes, monkeypa
         with pytest.raises(StoreUnavailable, match="not stored"):
             a.remember(A, MemoryInput(content="rolled back, answer lost"))
         assert not ids(a)
+
+
+def test_a_bulk_add_through_postgresql_costs_a_few_statements_per_batch(nodes, monkeypatch):
+    """Each statement of a canonical write is a round trip to PostgreSQL: a bulk add runs a
+    few per batch of records, never a few per record; a new node takes the stored vectors
+    and embeds nothing."""
+    from retrieval.pg.canonical import PgConn
+    from retrieval.records import Record
+    from tests.conftest import CountingEmbedder
+
+    a = nodes("a")
+    sent = []
+    run = PgConn._run
+    monkeypatch.setattr(PgConn, "_run", lambda self, st, many: sent.append(st) or run(
+        self, st, many))  # fmt: skip
+    recs = [Record(project_id="p", agent_id="agent-a", content=f"bulk note {i} on topic {i % 9}",
+                   tags=[f"t{i % 3}"]) for i in range(200)]  # fmt: skip
+    a.engine.add(recs)
+    assert len(sent) < 40, [s.table for s in sent]
+    counting = CountingEmbedder()
+    c = nodes("c", embedder=lambda: counting)
+    assert ids(c) == {r.id for r in recs}
+    assert counting.documents == 0
+    assert [h.record.id for h in c.engine.search("bulk note 17", k=5)] == [
+        h.record.id for h in a.engine.search("bulk note 17", k=5)
+    ]
