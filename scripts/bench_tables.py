@@ -314,7 +314,35 @@ def scan_speed() -> Table:
     return Table(["text", *(h for h, _ in cols), "(at bytes)"], rows)
 
 
+CLUSTER = [("acknowledged writes on node 1", "present_per_node/0", ",d"),
+           ("acknowledged writes on node 2", "present_per_node/1", ",d"),
+           ("lost acknowledged", "lost_acknowledged", "d"), ("duplicated", "duplicated", "d"),
+           ("visible on the other node, p95 ms", "visible_p95_ms", ",.0f"),
+           ("writes/s", "writes_per_s", ".1f"),
+           ("writes/s, one SQLite daemon", "baseline_sqlite/writes_per_s", ".1f"),
+           ("new node: recall_equal", "recall_equal", "bool"),
+           ("queries in the same order (of 50)", "recall_same_order", "d"),
+           ("queries with equal scores", "recall_same_scores", "d"),
+           ("largest score difference", "recall_score_diff_max", "g"),
+           ("texts the new node embedded", "new_node_embedded", "d"),
+           ("5,183 documents through PostgreSQL, s", "recall_indexed_s", ".1f"),
+           ("the same bulk add, SQLite alone, s", "recall_bulk_sqlite_s", ".1f"),
+           ("PostgreSQL / SQLite alone", "recall_indexed_ratio", ".2f"),
+           ("new node caught up, index answering, s", "new_node_catch_up_s", ".1f"),
+           ("load average, start", "loadavg/0", ".1f"),
+           ("load average, end", "loadavg_end/0", ".1f")]  # fmt: skip
+
+
+def cluster_runs() -> Table:
+    """One column per run of ``benchmarks/cluster.py`` (``result/runs``)."""
+    runs = range(len(load("cluster")["result"]["runs"]))
+    return Table(["measure", *(f"run {i + 1}" for i in runs)],
+                 [(label, [("cluster", f"runs/{i}/{path}", spec) for i in runs])
+                  for label, path, spec in CLUSTER])  # fmt: skip
+
+
 TABLES: dict[str, Table] = {
+    "cluster": cluster_runs(),
     "scan-speed": scan_speed(),
     "time-locomo": main_vs_time(
         "relevance-locomo-time",
