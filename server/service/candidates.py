@@ -164,10 +164,21 @@ def find(engine, rec: Record, vectors: np.ndarray | None, now: datetime) -> list
     return [c for c in found if c.score >= FLOOR][:MAX_SHOWN]
 
 
+def head_of(text: str, n: int) -> str:
+    """The first ``n`` characters of ``text`` without the word a cut there splits: a secret cut
+    short is one the redactor no longer recognises, and its start would be shown."""
+    if len(text) <= n or text[n].isspace():
+        return text[:n]
+    end = n
+    while end > 0 and not text[end - 1].isspace():
+        end -= 1
+    return text[:end]
+
+
 def excerpt(rec: Record, chars: int = EXCERPT_CHARS) -> str:
     """One line of ``rec``'s text: secrets redacted whatever the store's policy, control
     characters and the field separator escaped, at most ``chars`` characters."""
-    head = " ".join(rec.content[: 4 * chars + 200].split())
+    head = " ".join(head_of(rec.content, 4 * chars + 200).split())
     head = apply_policy(head, SecretPolicy.redact)[0]
     return framing.field(head, chars)
 
@@ -200,5 +211,5 @@ def writer(rec: Record, who, found: list[Found]):
     return write
 
 
-__all__ = ["FLOOR", "MAX_SHOWN", "Found", "excerpt", "find", "listed", "note", "pool",
+__all__ = ["FLOOR", "MAX_SHOWN", "Found", "excerpt", "find", "head_of", "listed", "note", "pool",
            "sentence_terms", "shared_weight", "writer"]  # fmt: skip

@@ -20,6 +20,7 @@ import re
 
 from retrieval.records import Record
 
+from .candidates import head_of
 from .trust import framing
 from .trust.secrets import SecretPolicy, apply_policy
 
@@ -39,7 +40,9 @@ def question(old: Record, new: Record) -> str:
     """The question about one candidate pair."""
 
     def quoted(rec: Record) -> str:
-        cut = rec.content if len(rec.content) <= MAX_CHARS else rec.content[:MAX_CHARS] + "…"
+        cut = rec.content
+        if len(cut) > MAX_CHARS:  # never the start of a word the cut splits (a secret's)
+            cut = head_of(cut, MAX_CHARS) + "…"
         cut = apply_policy(cut, SecretPolicy.redact)[0]  # whatever the store kept
         return framing.quote(framing.Entry(framing.provenance(rec), cut.strip()))
 
