@@ -83,6 +83,7 @@ def writer(rec: Record, who: Identity, stated_ids: list[str]):
     def write(conn) -> None:
         for rid in stated_ids:
             if links.active(conn, rid, rec.id) is None:
+                _still_there(conn, rid)
                 if links.reaches(conn, rec.id, rid):
                     raise _cycle(rid, rec.id)
                 links.write(conn, rid, rec.id, rec.bucket, "stated", who.agent_id)
@@ -101,6 +102,14 @@ def _cycle(older: str, newer: str) -> InvalidInput:
         f"{newer} as its newer version would make a cycle; undo that link first",
         older=older, newer=newer,
     )  # fmt: skip
+
+
+def _still_there(conn, *ids: str) -> None:
+    """Inside the link's transaction: each of ``ids`` was not deleted since it was checked (a
+    link to a record that is gone would mark the other one updated by nothing)."""
+    for rid in ids:
+        if conn.execute("SELECT 1 FROM records WHERE id=?", (rid,)).fetchone() is None:
+            raise NotFound(f"{rid} was deleted meanwhile; nothing was linked", memoryId=rid)
 
 
 def check_pair(svc, who: Identity, older: str, newer: str) -> tuple[Record, Record]:
@@ -147,6 +156,7 @@ def link(
         at = links.active(conn, older, newer)
         created = at is None
         if created:
+            _still_there(conn, older, newer)
             if links.reaches(conn, newer, older):
                 raise _cycle(older, newer)
             links.write(conn, older, newer, new.bucket, how, who.agent_id, at=now)
