@@ -91,7 +91,13 @@ from .injection_markup import (
     ZW_RUN,
     ZWJ_IN_ASCII,
 )
-from .injection_mention import closes_its_own, discussed, in_inline_code, is_mention
+from .injection_mention import (
+    closes_its_own,
+    discussed,
+    discussed_to,
+    in_inline_code,
+    is_mention,
+)
 from .injection_rules import MEDIUM, OVERRIDES, RULES, STRONG, WEAK, Rule
 from .rule_search import Finder
 from .scan_text import VARIANTS, ScanText
@@ -193,7 +199,8 @@ def _first_undiscussed(rule: Rule, st: ScanText, opened: dict[str, int]):
     ended. A place left untried leaves the chain unknown up to where a match there can end
     (``reach``): a place past that is where the chain would try too. One before it, where a
     match is no mention, is tried after the chain is followed again from where it was known
-    (``resume``), every place tried."""
+    (``resume``), every place tried. Past a discussed place, the rest of its stretch
+    (:func:`_untried_to`) is left untried at once."""
     f = rule.finder
     pos, resume, reach, exact_to = 0, None, -1, -1
     while pos <= st.n:
@@ -205,6 +212,9 @@ def _first_undiscussed(rule: Rule, st: ScanText, opened: dict[str, int]):
             if end is not None and discussed(st, start):
                 resume = pos if resume is None else resume
                 reach, pos = max(reach, end), start + 1
+                last = _untried_to(f, st, start)
+                if last > start:  # the reach counted as if a match started at ``last``
+                    reach, pos = max(reach, min(st.n, last + f.reads)), last + 1
                 continue
             if resume is not None and start < reach:
                 exact_to, pos, resume, reach = start, resume, None, -1
@@ -218,6 +228,15 @@ def _first_undiscussed(rule: Rule, st: ScanText, opened: dict[str, int]):
             return m
         pos = max(m.end(), m.start() + 1)
     return None
+
+
+def _untried_to(f: Finder, st: ScanText, start: int) -> int:
+    """The last place from a discussed ``start`` on where a start is left untried alike, so
+    that no search for each is needed: every place up to it is discussed too (the stretch of
+    one discussion word's sentence), and no long run makes a match there longer than its bound
+    (then its reach is known: it ends by that place + the pattern's reads); ``start`` if none."""
+    last = discussed_to(st, start)
+    return last if last > start and f.quiet_over(st, start, last) else start
 
 
 def _apply(

@@ -112,6 +112,27 @@ def _words(st: ScanText) -> tuple[list[int], list[int]] | None:
     return words
 
 
+def _reach(st: ScanText, words: tuple[list[int], list[int]], i: int) -> tuple[int, int]:
+    """The places a phrase can start at to be in the sentence of discussion word ``i``, as
+    :func:`discussed` confirms it there: past the character after the word as ``re`` matches
+    it in the whole text (a match that reads no further matches when the text ends at the
+    phrase too), within 160 characters of its start, before the next break (empty when ``re``
+    finds no word there)."""
+    reach = st.memo.setdefault(_reach, {})
+    if i not in reach:
+        text, begin = st.text, words[0][i]
+        m = _DISCUSSION.match(text, begin)
+        if m is None:
+            reach[i] = (st.n + 1, -1)
+        else:
+            stop = begin + 160
+            for c in ".!?\n":
+                at = text.find(c, begin, stop)
+                stop = stop if at < 0 else at
+            reach[i] = (m.end() + 1, stop)
+    return reach[i]
+
+
 def discussed(st: ScanText, start: int) -> bool:
     """A phrase at ``start`` is in a sentence about attacks (or quoting, examples, …): a
     discussion word stands in the 160 characters before it, in its sentence."""
@@ -119,6 +140,10 @@ def discussed(st: ScanText, start: int) -> bool:
     lo = max(0, start - 160)
     words = _words(st)
     if words is not None and text.find("://", lo, start) < 0:
+        # the nearest word's reach, found once per word
+        i = bisect.bisect_right(words[1], start) - 1
+        if i >= 0 and (reach := _reach(st, words, i))[0] <= start <= reach[1]:
+            return True
         # the nearest word before it, where ``re`` confirms it: the sentence holds it when no
         # break stands between (a break holds one of ``.!?`` or a line break, and a word
         # starts with a letter, never inside a break's spaces)
@@ -132,6 +157,24 @@ def discussed(st: ScanText, start: int) -> bool:
         ):
             return True
     return _discussed(text, start)
+
+
+def discussed_to(st: ScanText, start: int) -> int:
+    """The last place up to which every place from ``start`` on is in a sentence about attacks
+    as one discussion word's sentence shows (the nearest word before ``start``, within
+    :func:`_reach`, no ``://`` before any of them: a reading of each sentence finds that word
+    in it); ``start - 1`` when none is known (the text's words not read yet, or none holds
+    ``start``)."""
+    words = st.memo.get(_words)
+    if words is None:
+        return start - 1
+    i = bisect.bisect_right(words[1], start) - 1
+    if i < 0:
+        return start - 1
+    lo, hi = _reach(st, words, i)
+    if not lo <= start <= hi or st.text.find("://", max(0, start - 160), hi) >= 0:
+        return start - 1
+    return hi
 
 
 def _discussed(text: str, start: int) -> bool:

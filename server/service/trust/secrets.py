@@ -73,6 +73,7 @@ from enum import StrEnum
 from typing import TypeVar
 from urllib.parse import unquote
 
+import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidInput
@@ -177,18 +178,54 @@ def _private_keys(text: str) -> Iterator[tuple[int, int]]:
         pos = stop
 
 
+def _hint_set():
+    """RE2's ``Set`` of the rules' hints (rule ``i``: pattern ``i``, its hints as literals), on
+    bytes as they are (Latin-1: a hint, all ASCII, is found where its bytes stand)."""
+    global _HINTS
+    if _HINTS is None:
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1
+        options.log_errors = False
+        hints = re2._re2.Set(re2._Anchor.UNANCHORED, options)
+        for rule in RULES:
+            if not all(h.isascii() for h in rule.hints):
+                raise ValueError(f"a hint outside ASCII: {rule.hints}")
+            # (no hints: a class no byte is in, as ``any`` of none is false)
+            body = "|".join(re2.escape(h) for h in rule.hints) or r"[^\x00-\xff]"
+            hints.Add(body.encode("ascii"))
+        hints.Add(b"")  # always occurs: a pass that failed reports nothing, not even this
+        if not hints.Compile():
+            raise ValueError("RE2's Set of the hints could not be compiled")
+        _HINTS = hints
+    return _HINTS
+
+
+_HINTS = None
+
+
+def _hinted(raw: bytes) -> frozenset[int]:
+    """The rules one of whose hints occurs in ``raw`` (the text's UTF-8, ASCII lower-cased):
+    one pass for all of them (a substring test of each hint if RE2 could not tell)."""
+    found = _hint_set().Match(raw)
+    if len(RULES) not in found:
+        return frozenset(i for i, r in enumerate(RULES) if any(h.encode() in raw for h in r.hints))
+    return frozenset(found) - {len(RULES)}
+
+
 def _candidates(text: str) -> list[Candidate]:
     # ASCII lower-cased, same length and offsets as text (on the bytes: no byte of a character
     # outside ASCII is an ASCII one)
-    low = text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
+    raw = text.encode("utf-8", "surrogatepass").lower()
+    low = raw.decode("utf-8", "surrogatepass")
     found: list[Candidate] = []
     if "-----begin " in low:
         found.extend(
             Candidate("private_key", s, e, RANK_PRIVATE_KEY) for s, e in _private_keys(text)
         )
 
+    hinted = _hinted(raw)
     for rank, rule in enumerate(RULES):
-        if not any(h in low for h in rule.hints):
+        if rank not in hinted:
             continue
         for m in rule.pattern.finditer(text):
             start, end = m.span(rule.group)
