@@ -72,15 +72,18 @@ async def _ask(ctx: Context, question: str) -> str | None:
 
 
 async def judged(
-    ctx: Context, rt: Runtime, who: Identity, new: str, listed: list[str]
-) -> tuple[list[str], list[str]]:
+    ctx: Context, rt: Runtime, who: Identity, new: str, listed: list[str],
+    stop: float | None = None,
+) -> tuple[list[str], list[str]]:  # fmt: skip
     """With the judge on and a client that samples: ask its model about each candidate of the
     write ``new``; a clear yes links it (``judged``). Returns (the old ids linked, the
-    candidates still listed). Any failure leaves a candidate listed (logged)."""
+    candidates still listed). No question is asked after ``stop`` (``anyio.current_time()``;
+    default :data:`~update_judge.TOTAL_S` from now). Any failure leaves a candidate listed
+    (logged)."""
     if rt.settings.update_judge != "sampling" or not listed or not _samples(ctx):
         return [], listed
     linked, left = [], []
-    stop = anyio.current_time() + update_judge.TOTAL_S
+    stop = anyio.current_time() + update_judge.TOTAL_S if stop is None else stop
     for line in listed:
         old = line.split(" · ", 1)[0]
         if anyio.current_time() >= stop:
@@ -111,10 +114,12 @@ async def with_judgement(ctx: Context, rt: Runtime, who: Identity, result):
 
 
 async def observations_judged(ctx: Context, rt: Runtime, who: Identity, result):
-    """``add_observations``' result after the judge (see :func:`with_judgement`)."""
+    """``add_observations``' result after the judge (see :func:`with_judgement`): one call is
+    one write, its questions share one :data:`~update_judge.TOTAL_S`."""
     kept = []
+    stop = anyio.current_time() + update_judge.TOTAL_S
     for group in result.candidates:
-        linked, left = await judged(ctx, rt, who, group.observationId, group.candidates)
+        linked, left = await judged(ctx, rt, who, group.observationId, group.candidates, stop)
         if left:
             kept.append(group.model_copy(update={"candidates": left}))
     result.candidates = kept
