@@ -125,7 +125,10 @@ def _json(raw: object, out: Scrubbed) -> object:
         doc = json.loads(raw)
     except (ValueError, RecursionError):
         return _text(raw, out)
-    new = scrubbed(doc, out)
+    try:
+        new = scrubbed(doc, out)
+    except RecursionError:  # nested deeper than the walk goes: read as text
+        return _text(raw, out)
     return raw if new == doc else json.dumps(new, ensure_ascii=False, default=str)
 
 
