@@ -38,6 +38,7 @@ from .models import (
     RememberResult,
     ShareLearningResult,
 )
+from .trust import framing
 from .trust.injection import InjectionPolicy
 from .trust.policy import WritePolicy
 from .trust.secrets import SecretPolicy
@@ -84,7 +85,8 @@ class MemoryService(MemoryUpdates):
             self.store.catch_up()
             found = self.store.get([memory_id]).get(memory_id)
         if found is None or not self.visible(who, found):
-            raise NotFound(f"memory {memory_id} not found", memoryId=memory_id)
+            shown = framing.field(memory_id, 100)  # any id is echoed as one short line
+            raise NotFound(f"memory {shown} not found", memoryId=shown)
         if found.expires_at is not None and found.expires_at <= self.clock():
             # expired is gone: recall no longer shows it, so nothing may revive or share it
             raise NotFound(
