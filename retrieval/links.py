@@ -154,17 +154,24 @@ def related(reader: sqlite3.Connection, a: str, b: str) -> bool:
 
 def reaches(reader: sqlite3.Connection, start: str, target: str) -> bool:
     """``target`` is ``start`` or updates it through active links (``start`` -> newer -> …):
-    linking ``target`` as updated by ``start`` would close a cycle."""
-    seen, todo = {start}, [start]
-    while todo and len(seen) <= MAX_CHAIN * 4:
-        rid = todo.pop()
-        if rid == target:
+    linking ``target`` as updated by ``start`` would close a cycle. Each record found is
+    compared as it is found; past ``MAX_CHAIN * 4`` records followed with more left, the
+    answer is yes (a cycle cannot be ruled out)."""
+    if start == target:
+        return True
+    seen, todo, followed = {start}, [start], 0
+    while todo:
+        if followed == MAX_CHAIN * 4:
             return True
+        rid = todo.pop()
+        followed += 1
         rows = reader.execute(
             f"SELECT newer_id FROM record_links WHERE older_id=? AND undone_at IS NULL AND {_LINK}",
             (rid,),
         ).fetchall()
         for (nxt,) in rows:
+            if nxt == target:
+                return True
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
