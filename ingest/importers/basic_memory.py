@@ -63,6 +63,14 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "note"
 
 
+SLUG_CHARS = 120  # of a file name an export makes from a title (a name of any length fits)
+
+
+def file_slug(text: str) -> str:
+    """:func:`slug`, at most :data:`SLUG_CHARS` characters: a note's file name in an export."""
+    return slug(text)[:SLUG_CHARS].strip("-") or "note"
+
+
 def wikilinks(line: str) -> list[str]:
     """The targets of the ``[[…]]`` links in ``line`` (what ``\\[\\[([^\\]]+)\\]\\]`` finds),
     in time linear in the line (the pattern backtracks on a line of ``[``)."""
@@ -310,7 +318,7 @@ def note_files(notes: list[NoteOut]) -> dict[str, str]:
             path = note.path
             permalink = note.permalink or default_permalink(path)
         else:
-            base = "/".join(p for p in (note.folder, slug(note.title)) if p)
+            base = "/".join(p for p in (note.folder, file_slug(note.title)) if p)
             permalink, n = base, 1
             while f"{permalink}.md" in out or f"{permalink}.md" in own:
                 n += 1

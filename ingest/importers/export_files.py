@@ -40,6 +40,9 @@ from retrieval.errors import InvalidInput
 from ..file_inside import special
 
 FILE_MODE = 0o600
+# the longest name of a file or folder written: its backup (``.bak-<time>-<n>``) and its
+# temporary name (``.<name>.tmp-<pid>``) must still fit a file system's 255 bytes
+NAME_BYTES = 230
 DIR_MODE = 0o700
 DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -228,6 +231,7 @@ def _write(items: list[tuple[Path, str, str, str]], force: bool, now: datetime |
         todo: list[tuple[_Folder, str, str, bytes]] = []
         taken: list[tuple[_Folder, str, str]] = []
         for folder, rel, shown, text in items:
+            _check_name(folder, rel)
             root = roots.get(folder) or roots.setdefault(folder, _Folder(folder))
             data = text.encode("utf-8")
             st, there = root.existing(rel)
@@ -268,6 +272,16 @@ def _write(items: list[tuple[Path, str, str, str]], force: bool, now: datetime |
         for root in roots.values():
             root.close()
     return out
+
+
+def _check_name(folder: Path, rel: str) -> None:
+    for part in rel.split("/"):
+        if len(os.fsencode(part)) > NAME_BYTES:
+            raise InvalidInput(
+                f"{folder / rel}: a name too long ({len(os.fsencode(part))} bytes, at most "
+                f"{NAME_BYTES}); nothing was written (give it a shorter name)",
+                path=str(folder / rel),
+            )
 
 
 def _folder_of(root: _Folder, rel: str) -> int | None:
@@ -339,4 +353,5 @@ def _create(root: _Folder, rel: str, data: bytes) -> None:
             pass
 
 
-__all__ = ["DIR_MODE", "FILE_MODE", "Written", "safe_relative", "write_files", "write_paths"]
+__all__ = ["DIR_MODE", "FILE_MODE", "NAME_BYTES", "Written", "safe_relative", "write_files",
+           "write_paths"]  # fmt: skip

@@ -24,8 +24,8 @@ from pydantic import BaseModel, Field
 from graph import pending
 from graph.common import parse_scope
 from graph.compat import export_rows
-from ingest.importers.basic_memory import STANDARD, NoteOut, note_files, slug
-from ingest.importers.export_files import safe_relative, write_files
+from ingest.importers.basic_memory import STANDARD, NoteOut, file_slug, note_files
+from ingest.importers.export_files import NAME_BYTES, safe_relative, write_files
 from retrieval.records import Kind, Record, RecordFilter
 from retrieval.store import parse_ts
 
@@ -72,6 +72,8 @@ def _origin(fields: object) -> dict:
     rel = safe_relative(path) if isinstance(path, str) else None
     if rel is None or not rel.endswith(".md"):
         return {}
+    if any(len(p.encode("utf-8", "replace")) > NAME_BYTES for p in rel.split("/")):
+        return {}  # a name no export writes: the note goes to its title's file
     permalink = fields.get("permalink")
     extra = {k: v for k, v in fields.items() if k not in KEPT_ELSEWHERE and k not in STANDARD}
     return {"path": rel, "permalink": permalink if isinstance(permalink, str) else "",
@@ -91,7 +93,7 @@ def memory_note(rec: Record) -> NoteOut:
         extra={"memory_id": rec.id, "scope": rec.scope.value, "category": rec.category,
                **({"source": meta["source"]} if meta.get("source") else {}),
                **origin.get("extra", {})},
-        folder=f"memories/{slug(rec.category)}", path=origin.get("path", ""),
+        folder=f"memories/{file_slug(rec.category)}", path=origin.get("path", ""),
         permalink=origin.get("permalink", ""),
     )  # fmt: skip
 
