@@ -107,8 +107,14 @@ def scrubbed(value: Any, out: Scrubbed) -> Any:
     if isinstance(value, dict):
         if "hunks" in value:
             value = _fix(value, out)
-        new = {_text(k, out) if isinstance(k, str) else k: scrubbed(v, out)
-               for k, v in value.items()}  # fmt: skip
+        new: dict = {}
+        for k, v in value.items():
+            key = base = _text(k, out) if isinstance(k, str) else k
+            n = 1
+            while key in new:  # two keys redacted alike: both values kept
+                n += 1
+                key = f"{base} ({n})"
+            new[key] = scrubbed(v, out)
         return value if new == value else new
     if isinstance(value, list):
         new_list = [scrubbed(v, out) for v in value]
