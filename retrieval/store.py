@@ -19,6 +19,7 @@ Connections and locks (the store owns both; nothing outside this module touches 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -687,8 +688,10 @@ class SQLiteStore:
         return out
 
     def embeddings(self, ids: Sequence[str], model_id: str) -> dict[str, np.ndarray]:
-        """Stored vectors (windows x dim) per record id for a model, where current."""
-        out: dict[str, list[np.ndarray]] = {}
+        """Stored vectors (windows x dim) per record id for a model, where current. A record's
+        windows are read as one buffer (a search rescores hundreds of records: one array per
+        window, stacked, cost more than the query)."""
+        out: dict[str, np.ndarray] = {}
         ids = list(ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
@@ -698,9 +701,12 @@ class SQLiteStore:
                 f"WHERE r.id IN ({','.join('?' * len(part))}) ORDER BY r.id, e.window",
                 [model_id, *part],
             ).fetchall()
-            for rid, blob in rows:
-                out.setdefault(rid, []).append(np.frombuffer(blob, dtype=np.float32))
-        return {k: np.stack(v) for k, v in out.items()}
+            for rid, group in itertools.groupby(rows, key=lambda row: row[0]):
+                blobs = [blob for _, blob in group]
+                out[rid] = np.frombuffer(bytearray(b"".join(blobs)), dtype=np.float32).reshape(
+                    len(blobs), -1
+                )
+        return out
 
     # ------------------------------------------------------------------ outbox
     def outbox(self, limit: int = 1000) -> list[sqlite3.Row]:

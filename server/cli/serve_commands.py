@@ -13,9 +13,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
+# numpy's BLAS in a process that serves searches: one thread, the caller's. A search's products
+# are small (a query against a few hundred records' windows); on a shared machine BLAS threads
+# waiting on each other cost more than the product (docs/benchmarks.md, hook latency). Set
+# before numpy loads; a user's own setting is kept.
+SERVING_ENV = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def serving_threads() -> None:
+    """:data:`SERVING_ENV` where the environment does not say otherwise (before numpy loads)."""
+    for name, value in SERVING_ENV.items():
+        os.environ.setdefault(name, value)
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.standalone:
+        serving_threads()
         from ..http.daemon import StoreLock
         from ..mcp.app import create_server
         from ..service.config import Settings
@@ -36,6 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    serving_threads()
     from ..http.daemon import run_daemon
 
     env = dict(os.environ)
