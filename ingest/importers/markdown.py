@@ -61,6 +61,23 @@ class BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
+MAX_NUMBER_CHARS = 64  # a longer YAML number is not one YAML can build (the note's error)
+
+
+def _number(loader: BoundedLoader, node: yaml.ScalarNode) -> Any:
+    """A YAML int or float of at most :data:`MAX_NUMBER_CHARS` characters (YAML 1.1 builds
+    ``1:1:1:…`` by multiplying by 60 per part, in time quadratic in its length)."""
+    if len(node.value) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(node.value)} characters")
+    if node.tag.endswith(":int"):
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    return yaml.SafeLoader.construct_yaml_float(loader, node)
+
+
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", _number)
+BoundedLoader.add_constructor("tag:yaml.org,2002:float", _number)
+
+
 def load_yaml(raw: str) -> Any:
     """The YAML value of ``raw`` through :class:`BoundedLoader`."""
     loader = BoundedLoader(raw)
