@@ -201,12 +201,15 @@ class GraphBase:
         if isinstance(value, str):
             return self.clean_name(value, what, warnings)
         if isinstance(value, dict):
-            return {
-                self.clean_name(k, what, warnings) if isinstance(k, str) else k: self.clean_tree(
-                    v, f"{what}.{k}", warnings
-                )
-                for k, v in value.items()
-            }
+            out: dict = {}
+            for k, v in value.items():
+                key = base = self.clean_name(k, what, warnings) if isinstance(k, str) else k
+                n = 1
+                while key in out:  # two keys redacted alike: both values kept
+                    n += 1
+                    key = f"{base} ({n})"
+                out[key] = self.clean_tree(v, f"{what}.{base}", warnings)  # never the raw key
+            return out
         if isinstance(value, list | tuple):
             return [self.clean_tree(v, f"{what}[{i}]", warnings) for i, v in enumerate(value)]
         return value
