@@ -46,9 +46,15 @@ def test_a_lessons_environment_keyed_by_tokens_keeps_every_value(svc):
     kept(lesson.metadata.environment)
 
 
-@pytest.mark.xfail(strict=True, reason="WritePolicy.screen_value maps keys that redact alike "
-                   "to one key (server/service/trust/policy.py, not changed here)")  # fmt: skip
 def test_a_memorys_metadata_keyed_by_tokens_keeps_every_value(svc):
     res = svc.remember(ME, MemoryInput(content="ordinary text", scope="team",
                                        metadata={"env": dict(KEYED)}))  # fmt: skip
     kept(svc.store.get([res.memoryId])[res.memoryId].metadata["env"])
+
+
+@pytest.mark.parametrize("policy", [SecretPolicy.warn, SecretPolicy.redact])
+def test_a_warning_about_a_value_under_a_secret_key_names_the_key_redacted(policy):
+    value = {"env": {GHP: "password = 'Zq8#wLp2!vR'"}}
+    _out, warnings, _reason = WritePolicy(secrets=policy).screen_value(value, "metadata")
+    assert len(warnings) == 2 and any("[REDACTED:" in w for w in warnings)
+    assert not any(GHP in w or GHP[:12] in w for w in warnings)

@@ -260,9 +260,18 @@ class WritePolicy:
                     reasons.append(reason)
                 return out
             if isinstance(v, Mapping):
-                new = {
-                    walk(k, path): walk(x, f"{path}.{k}" if path else str(k)) for k, x in v.items()
-                }
+                new: dict = {}
+                for k, x in v.items():
+                    seen = len(warnings)
+                    key = base = walk(k, path)
+                    n = 1
+                    while key in new:  # two keys redacted alike: both values kept
+                        n += 1
+                        key = f"{base} ({n})"
+                    # a path names a key that holds a secret redacted (under warn too)
+                    name = secrets.apply_policy(k, SecretPolicy.redact)[0] if (
+                        len(warnings) > seen) else str(base)  # fmt: skip
+                    new[key] = walk(x, f"{path}.{name}" if path else name)
                 return v if new == v else new
             if isinstance(v, list | tuple):
                 new = [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]
