@@ -178,7 +178,9 @@ def test_no_node_re_embeds_another_nodes_write(nodes):
 
 
 def test_notify_wakes_a_node_that_would_poll_rarely(nodes, monkeypatch):
-    monkeypatch.setenv("PATTERN_PG_POLL_MS", "30000")
+    # polling alone would show the write after ~4.5 s, past the 2 s asked for; a longer period
+    # only makes closing the nodes wait (each follower leaves at its poll's end)
+    monkeypatch.setenv("PATTERN_PG_POLL_MS", "5000")
     a, b = nodes("a"), nodes("b")
     time.sleep(0.3)  # b is listening
     rec = a.remember(A, MemoryInput(content="woken by NOTIFY"))
