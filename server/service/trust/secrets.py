@@ -52,13 +52,21 @@ Findings cover only the secret itself (``password = "[REDACTED:password_assignme
 redaction keeps the surrounding text. Masked previews show at most the first 4 characters and
 never more than a third of the secret.
 
+Two other spellings are read too (:mod:`.secret_spellings`): a token with invisible characters
+inside (a zero-width space, a soft hyphen, a word joiner, a byte-order mark) is found in a copy
+without them, and its finding covers the original characters, invisible ones included; a run of
+32 or more hex digits (``xxd -p .env``, possibly wrapped over lines) that decodes to mostly
+printable text is read decoded, and a secret there redacts the whole run (of the inner secret's
+kind). Overlapping findings of these readers and of the text as it stands are joined.
+
 Cost is linear in the text: vendor patterns only run when their literal prefix occurs, and
 assignments are only examined around a key word (``pass``, ``pw``, ``secret``, ``token``,
 ``key``).
 
 Deliberately not covered (too noisy without more context, or not secret): publishable keys
 (``pk_live_…``), AWS IAM *ids* (``AIDA…``/``AROA…``) and AWS documentation keys (``…EXAMPLE``),
-bare hex/UUID/base64 strings with no keyword (git SHAs, digests and ids look the same), SQL
+bare hex/UUID/base64 strings with no keyword (git SHAs, digests and ids look the same; a hex
+run is only decoded, never taken for a secret itself), SQL
 ``… WITH PASSWORD '…'``/``IDENTIFIED BY`` and CLI flags such as ``mysql -pSECRET`` (no
 assignment operator), unquoted all-letter passwords (``password: hunter`` is indistinguishable
 from ``password: variable_name``) and quoted passphrases of four or more words.
@@ -77,6 +85,7 @@ import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidInput
+from . import secret_spellings as spellings
 from .secret_assignments import Candidate, assignments
 from .secret_checks import PORT_LIKE, is_placeholder, preview_of
 from .secret_rules import (
@@ -108,6 +117,7 @@ POLICY_ENV = "PATTERN_SECRET_POLICY"
 DISABLE_ENV = "PATTERN_DISABLE_CONTENT_SCAN"
 _TRUTHY = frozenset({"true", "1", "yes"})
 E = TypeVar("E", bound=StrEnum)
+MAX_DEPTH = 2  # hex of hex: decoded twice at most
 
 
 class SecretPolicy(StrEnum):
@@ -194,6 +204,7 @@ def _hint_set():
             body = "|".join(re2.escape(h) for h in rule.hints) or r"[^\x00-\xff]"
             hints.Add(body.encode("ascii"))
         hints.Add(b"")  # always occurs: a pass that failed reports nothing, not even this
+        hints.Add(spellings.UNUSUAL_BYTES)  # another spelling to read (_UNUSUAL)
         if not hints.Compile():
             raise ValueError("RE2's Set of the hints could not be compiled")
         _HINTS = hints
@@ -201,18 +212,24 @@ def _hint_set():
 
 
 _HINTS = None
+_UNUSUAL = len(RULES) + 1  # in _hinted's answer: an invisible character or a hex run occurs
 
 
 def _hinted(raw: bytes) -> frozenset[int]:
-    """The rules one of whose hints occurs in ``raw`` (the text's UTF-8, ASCII lower-cased):
-    one pass for all of them (a substring test of each hint if RE2 could not tell)."""
+    """The rules one of whose hints occurs in ``raw`` (the text's UTF-8, ASCII lower-cased),
+    and :data:`_UNUSUAL` when another spelling does: one pass for all of them (a substring test
+    of each hint, and RE2's search of the spellings, if RE2 could not tell)."""
     found = _hint_set().Match(raw)
     if len(RULES) not in found:
-        return frozenset(i for i, r in enumerate(RULES) if any(h.encode() in raw for h in r.hints))
+        rules = {i for i, r in enumerate(RULES) if any(h.encode() in raw for h in r.hints)}
+        if spellings.UNUSUAL.search(raw.decode("utf-8", "surrogatepass")) is not None:
+            rules.add(_UNUSUAL)
+        return frozenset(rules)
     return frozenset(found) - {len(RULES)}
 
 
-def _candidates(text: str) -> list[Candidate]:
+def _candidates(text: str) -> tuple[list[Candidate], bool]:
+    """(the candidates of ``text``, whether it holds another spelling to read)."""
     # ASCII lower-cased, same length and offsets as text (on the bytes: no byte of a character
     # outside ASCII is an ASCII one)
     raw = text.encode("utf-8", "surrogatepass").lower()
@@ -250,7 +267,7 @@ def _candidates(text: str) -> list[Candidate]:
         found.append(Candidate(kind, *m.span("pw"), RANK_URL))
 
     found.extend(assignments(text, low))
-    return found
+    return found, _UNUSUAL in hinted
 
 
 KINDS: frozenset[str] = frozenset(
@@ -265,13 +282,12 @@ KINDS: frozenset[str] = frozenset(
 )
 
 
-def scan(text: str) -> list[Finding]:
-    """Every suspected credential in ``text``, in order of position, without overlaps."""
-    if not text:
-        return []
+def _resolved(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` without overlaps (the most specific rule, then the longer match, wins),
+    sorted by start."""
     kept: list[Candidate] = []  # non-overlapping, sorted by start
     starts: list[int] = []
-    for cand in sorted(_candidates(text), key=lambda c: (c.rank, c.start - c.end, c.start)):
+    for cand in sorted(candidates, key=lambda c: (c.rank, c.start - c.end, c.start)):
         i = bisect.bisect_right(starts, cand.start)
         if i > 0 and kept[i - 1].end > cand.start:
             continue
@@ -279,9 +295,56 @@ def scan(text: str) -> list[Finding]:
             continue
         kept.insert(i, cand)
         starts.insert(i, cand.start)
+    return kept
+
+
+def _joined(found: list[Candidate]) -> list[Candidate]:
+    """``found`` with overlapping spans joined into one (of the most specific kind): what a
+    reader of another spelling found is redacted whole, with whatever overlaps it."""
+    out: list[Candidate] = []
+    for c in sorted(found, key=lambda c: c.start):
+        if out and c.start < out[-1].end:
+            last = out[-1]
+            best = last if last.rank <= c.rank else c
+            out[-1] = Candidate(best.kind, last.start, max(last.end, c.end), best.rank)
+        else:
+            out.append(c)
+    return out
+
+
+def _spelled(text: str, depth: int) -> list[Candidate]:
+    """The secrets of ``text`` spelled with invisible characters inside or as hex digits
+    (:mod:`.secret_spellings`), as spans of ``text``."""
+    if cuts := spellings.invisible_cuts(text):
+        span = spellings.origin(cuts)
+        found = _found(spellings.without_cuts(text, cuts), depth)
+        return [Candidate(c.kind, *span(c.start, c.end), c.rank) for c in found]
+    out = []
+    for start, end, decoded in spellings.hex_runs(text):
+        inner = [c for t in decoded for c in _found(t, depth + 1)]
+        if inner:
+            best = min(inner, key=lambda c: c.rank)
+            out.append(Candidate(best.kind, start, end, best.rank))
+    return out
+
+
+def _found(text: str, depth: int = 0) -> list[Candidate]:
+    candidates, unusual = _candidates(text)
+    kept = _resolved(candidates)
+    if unusual and depth < MAX_DEPTH:
+        if other := _spelled(text, depth):
+            kept = _joined(kept + other)
+    return kept
+
+
+def scan(text: str) -> list[Finding]:
+    """Every suspected credential in ``text``, in order of position, without overlaps: as the
+    text stands, with its invisible characters removed, and in its hex runs decoded."""
+    if not text:
+        return []
     return [
         Finding(kind=c.kind, start=c.start, end=c.end, preview=preview_of(text[c.start : c.end]))
-        for c in kept
+        for c in _found(text)
     ]
 
 
