@@ -104,3 +104,17 @@ def test_text_without_secrets_is_kept_unchanged(parts):
     text = " ".join(parts)
     assert scan(text) == []
     assert apply_policy(text, SecretPolicy.redact) == (text, [])
+
+
+def test_both_spellings_are_read_when_the_one_pass_of_hints_cannot_tell(monkeypatch):
+    from server.service.trust import secrets
+
+    class Failed:  # RE2's Set reports nothing when its pass fails, not even the empty pattern
+        def Match(self, raw):  # noqa: N802
+            return []
+
+    monkeypatch.setattr(secrets, "_HINTS", Failed())
+    dump = binascii.hexlify(ENV.encode()).decode()
+    assert kept(f"dump {dump} and {GHP[:9]}\u200b{GHP[9:]}") == (
+        "dump [REDACTED:github_token] and [REDACTED:github_token]"
+    )
