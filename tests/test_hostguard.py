@@ -18,11 +18,12 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from server.http.daemon import read_info
 from server.http.hostguard import HostGuard, guard_settings
 from server.mcp.app import create_server
 from server.service.errors import InvalidInput
 from tests.mcp_util import identity_env, runtime_on
-from tests.test_daemon import daemon  # noqa: F401  (the fixture)
+from tests.test_daemon import daemon, start_daemon, stop  # noqa: F401  (the fixture)
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -54,8 +55,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_foreign_host_is_rejected_on_every_route(daemon):  # noqa: F811
-    proc, info = daemon()
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(process, daemon.json) of one daemon with the default options, for the tests that only
+    send it requests (a refused one changes nothing; a log level only what it logs)."""
+    home = tmp_path_factory.mktemp("served")
+    proc = start_daemon(home)
+    try:
+        yield proc, read_info(home)
+    finally:
+        stop(proc)
+
+
+def test_foreign_host_is_rejected_on_every_route(served):
+    proc, info = served
     evil = {"Host": "evil.example.com", "Origin": "http://evil.example.com"}
     status, body = request(info, {**secret(info), **evil})  # even with a valid credential
     assert status == 421 and "result" not in body
@@ -67,8 +80,8 @@ def test_foreign_host_is_rejected_on_every_route(daemon):  # noqa: F811
     assert status == 421
 
 
-def test_foreign_origin_is_rejected(daemon):  # noqa: F811
-    proc, info = daemon()
+def test_foreign_origin_is_rejected(served):
+    proc, info = served
     host = {"Host": f"127.0.0.1:{info['port']}"}
     status, body = request(info, {**secret(info), **host, "Origin": "http://evil.example.com"})
     assert status == 403 and "result" not in body
@@ -76,8 +89,8 @@ def test_foreign_origin_is_rejected(daemon):  # noqa: F811
     assert status == 403
 
 
-def test_loopback_names_are_accepted(daemon):  # noqa: F811
-    proc, info = daemon()
+def test_loopback_names_are_accepted(served):
+    proc, info = served
     port = info["port"]
     for host, origin in [(f"127.0.0.1:{port}", None), (f"localhost:{port}", f"http://localhost:{port}"),
                          (f"127.0.0.1:{port}", f"http://127.0.0.1:{port}")]:  # fmt: skip
@@ -148,8 +161,8 @@ def test_the_guard_wraps_every_route_of_an_app():
         assert client.post("/ui", headers=evil_origin).status_code == 403
 
 
-def test_logging_set_level_is_answered_by_the_daemon(daemon):  # noqa: F811
-    proc, info = daemon()
+def test_logging_set_level_is_answered_by_the_daemon(served):
+    proc, info = served
     status, body = request(info, secret(info))
     assert json.loads(body)["result"]["capabilities"].get("logging") == {}
     msg = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}}
