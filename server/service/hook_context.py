@@ -243,8 +243,11 @@ def select_for_prompt(
         judged = judge.judge(rec, h.explanation.vector_similarity)
         rel = judged.relevance * stale_factor(svc, cites.get(rec.id))  # cited code changed
         why = _dropped(rec, rel, config, seen, session, compacted, len(chosen))
-        if why is None and not pending and rec.kind is Kind.lesson and lesson_trust.pending(
-            rec.metadata
+        if (
+            why is None
+            and not pending
+            and rec.kind is Kind.lesson
+            and lesson_trust.pending(rec.metadata)
         ):
             why = "dropped: a learned lesson nobody accepted yet (PATTERN_AUTO_LESSONS=review)"
         sel.decisions.append(Decision(rec, rel, judged, why))
