@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ from .sessions import SessionIndexer
 
 log = logging.getLogger("pattern_memory.hooks")
 
+# a new session drops the ledgers and detector states of sessions idle for days at most this often
+PRUNE_EVERY = timedelta(hours=1)
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure",
           "PreCompact", "Stop", "SessionEnd")  # fmt: skip
 
@@ -139,6 +142,7 @@ class HookService:
         self._worker_lock = threading.Lock()
         self._pending: set[tuple] = set()
         self._seq = itertools.count()
+        self._pruned_at: datetime | None = None  # see _prune
         vocabulary.warm()  # the prompt gate's background words, loaded before the first prompt
         if self.learner.enabled:  # what is indexed is read for episodes, on the worker
             self.indexer.after = self.schedule_episodes
@@ -240,12 +244,22 @@ class HookService:
         if inp.source in ("clear", "compact"):
             ledger.reset()
         if inp.source in (None, "startup"):
-            prune_ledgers(self.svc)
-            prune_states(self.svc)
+            self._prune()
         lessons = fl.useful_lessons(self.svc, who, self.lessons,
                                     pending=self.learner.mode != "review")  # fmt: skip
         sel = ar.briefing(self.svc, who, config=config, ledger=ledger, lessons=lessons)
         return self._answer("SessionStart", sel, ledger, "briefing")
+
+    def _prune(self) -> None:
+        """Drop the ledgers and detector states of sessions idle for days, at most once per
+        :data:`PRUNE_EVERY`: each run reads every session's row (thousands in a store a few
+        weeks old), which a session start need not wait for every time."""
+        now = self.svc.clock()
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        prune_ledgers(self.svc)
+        prune_states(self.svc)
 
     def on_UserPromptSubmit(self, who, inp: HookInput, config) -> HookAnswer:  # noqa: N802
         prompt = (inp.prompt or "").strip()

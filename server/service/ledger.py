@@ -2,7 +2,8 @@
 compacted. One row of the store's ``meta`` table per session (``hooks.ledger:<session id>``), so
 it survives a daemon restart; every change re-reads the row inside its write transaction, so
 concurrent hooks of one session (a prompt, a background indexing run) never lose an update.
-Ledgers of sessions idle for ``LEDGER_DAYS`` are dropped at the next session start.
+Ledgers of sessions idle for ``LEDGER_DAYS`` are dropped when a session starts (at most once
+an hour: ``hook_events.PRUNE_EVERY``).
 """
 
 from __future__ import annotations
