@@ -12,6 +12,11 @@ start to exit. The episode each session holds (fail, edit, pass) is detected and
 learned on the daemon's background worker, never in the hook's path: after the runs the daemon
 is stopped (it drains its worker first) and the store is read for the lessons those sessions
 taught and the outcomes the pass counted.
+
+Beside the times, processor time, which a loaded machine changes far less than a time: the
+daemon's (its vector index processes included) per query session, hooks and background worker
+together (``daemon_cpu_per_session_ms``), and per failure posted on its own once the worker is
+idle (``daemon_cpu_per_roundtrip_ms``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import psutil
 
 from benchmarks import d4j_sessions as d4j
 from benchmarks.hooks import child_cpu_ms, pct, start_daemon, wait_model
@@ -41,6 +48,38 @@ def hook_once(home: Path, who, event: str, payload: dict) -> tuple[float, str, f
     proc = subprocess.run([sys.executable, "-S", str(CLIENT), event],
                           input=json.dumps(payload).encode(), capture_output=True, env=env)  # fmt: skip
     return 1000 * (time.perf_counter() - t0), proc.stdout.decode(), child_cpu_ms() - cpu0
+
+
+def daemon_cpu_ms(pid: int) -> float:
+    """Processor ms used so far by the daemon and the processes under it (the vector index's
+    spawner and child)."""
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return float("nan")
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # a child that exited meanwhile
+            continue
+        total += 1000 * (t.user + t.system)
+    return total
+
+
+def settled(pid: int, timeout: float = 120.0) -> float:
+    """:func:`daemon_cpu_ms` once the daemon is idle (under 25 ms of processor time in half a
+    second: its worker has learned what it was given), or after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    last = daemon_cpu_ms(pid)
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        now = daemon_cpu_ms(pid)
+        if now - last < 25:
+            return now
+        last = now
+    return last
 
 
 def query_session(folder: Path, i: int, bug: dict, test: str, trace: str, cwd: str):
@@ -95,6 +134,7 @@ def measure(home: Path, who, cases: list[tuple[dict, str, str]], folder: Path, c
             bug, test, trace = cases[k % len(cases)]
             _w, inp = query_session(folder / "warm", k, bug, test, trace, cwd)
             hook_once(home, who, "PostToolUseFailure", {**inp, "session_id": f"warm-{k}"})
+        load0, daemon0 = os.getloadavg()[0], daemon_cpu_ms(proc.pid)
         for i, (bug, test, trace) in enumerate(cases):
             w, inp = query_session(folder, i, bug, test, trace, cwd)
             took, out, used = hook_once(home, who, "PostToolUseFailure", inp)
@@ -106,7 +146,9 @@ def measure(home: Path, who, cases: list[tuple[dict, str, str]], folder: Path, c
             cpu.append(used)
             hook_once(home, who, "Stop", stop(w, bug, cwd))
             time.sleep(pause)  # the agent's next turn: seconds later in real use
+        daemon1 = settled(proc.pid)  # the worker done with the sessions' episodes
         trips = round_trips(info, who, trip_cases or [], folder, cwd) or [float("nan")]
+        daemon2 = daemon_cpu_ms(proc.pid)
         log = home / "hooks.log"
         errors = log.read_text().splitlines() if log.exists() else []
     finally:
@@ -119,17 +161,23 @@ def measure(home: Path, who, cases: list[tuple[dict, str, str]], folder: Path, c
         "post_tool_use_p50_ms": round(statistics.median(passes), 1),
         "post_tool_use_p95_ms": round(pct(passes, 95), 1),
         "client_cpu_p50_ms": round(statistics.median(cpu), 1),
+        "daemon_cpu_per_session_ms": round((daemon1 - daemon0) / max(1, len(cases)), 1),
+        "daemon_cpu_per_roundtrip_ms": round(
+            (daemon2 - daemon1) / max(1, len(trip_cases or [])), 1
+        ),
         "daemon_roundtrip_failure_p50_ms": round(statistics.median(trips), 1),
         "daemon_roundtrip_failure_p95_ms": round(pct(trips, 95), 1),
         "injected": injected,
         "hook_errors": len(errors),
         "hook_error_lines": errors[:5],
         "loadavg": round(os.getloadavg()[0], 2),
+        "loadavg_start": round(load0, 2),
     }
 
 
 def round_trips(info: dict, who, cases, folder: Path, cwd: str) -> list[float]:
-    """The daemon's part alone: the same failures posted from this process (fresh sessions)."""
+    """The daemon's part alone: other failures posted from this process (fresh sessions), once
+    the daemon's worker is done with the query sessions (:func:`settled`)."""
     headers = {"Authorization": f"Bearer {info['secret']}", "X-Pattern-Project": who.project_id,
                "X-Pattern-Agent": who.agent_id}  # fmt: skip
     out = []
