@@ -25,6 +25,7 @@ from .guard import guarded
 from .lexical import LexicalIndex
 from .records import Explanation, RecordFilter
 from .store import SQLiteStore, list_ids
+from .stored_vectors import StoredVectors
 from .timeprior import StatedCache, TimePrior, TimeWeights
 from .vector_process import VectorIndexError, VectorProcess
 from .vectors import VectorIndex
@@ -98,6 +99,7 @@ class HybridRanker:
         self.pending: Callable[[], set[str]] | None = None
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
         self._stated = StatedCache()  # the times records speak of, read once per text
+        self._stored = StoredVectors(store)  # the rescored records' windows, between searches
 
     def close(self) -> None:
         """Stop the lexical worker threads (a search after this is refused)."""
@@ -136,7 +138,8 @@ class HybridRanker:
         ties by record id. The approximate index only proposes candidates: its graph is built
         by each node in its own order, and a hit's score there is its best window *found*, so
         two nodes (or one node before and after a rebuild) would score one record apart."""
-        exact = self._exact(qvec, [r for r, _ in hits])
+        ids = [r for r, _ in hits]
+        exact = self._exact(qvec, ids, self._stored.get(ids, self.embedder.model_id))
         return _best_first({r: exact.get(r, s) for r, s in hits})
 
     def vector_candidates(
@@ -195,7 +198,7 @@ class HybridRanker:
         if model is None:
             return out, None
         top = out[0] if isinstance(out, tuple) else out
-        return out, self.store.embeddings([r for r, _ in top], model)
+        return out, self._stored.get([r for r, _ in top], model)
 
     def _asks_code_in_prose(self, query: str, vec: list[tuple[str, float]]) -> bool:
         """A question in words whose best vector candidates are mostly code: bm25 then
@@ -257,7 +260,8 @@ class HybridRanker:
         if len(qv.vector) > 1 and use_vec:
             weights = np.array([1.0 - w * cfg.salient_vector, w * cfg.salient_vector])
             union = list(dict.fromkeys(r for v in views for r, _ in v))
-            sims = self._exact(qvec, union, weights=weights)
+            sims = self._exact(qvec, union, self._stored.get(union, self.embedder.model_id),
+                               weights)  # fmt: skip
             vec = _best_first(sims)[:depth]
         results = [fut.result() for fut in lex_futures]
         lex, prefetched, lex_all = ([], None, None) if not results else (*results[0], None)
