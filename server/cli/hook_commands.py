@@ -9,15 +9,30 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
+# the clients' names (server.hooks.clients.NAMES, repeated: the parser is built without
+# importing the clients; a name whose module is missing is refused when used)
+CLIENT_NAMES = ("claude", "codex", "gemini", "cursor", "copilot")
+
 
 def cmd_hooks(args: argparse.Namespace) -> int:
+    """``hooks install|uninstall|status [--client NAME|auto]``: one client (Claude Code by
+    default), or with ``auto`` every client found on this machine (``status``: every
+    registered client unless ``--client`` names one)."""
     from ..hooks import install as hook_install
 
+    scope = "user" if args.user else "project"
     if args.action == "status":
-        lines = hook_install.status()
+        lines = hook_install.status(client=None if args.client in (None, "auto") else args.client)
+    elif args.client == "auto":
+        found = hook_install.detected()
+        lines = [f"clients found: {', '.join(s.title for s in found) or 'none'}"]
+        fn = hook_install.install if args.action == "install" else hook_install.uninstall
+        for spec in found:
+            lines.append(f"{spec.title}:")
+            lines += [f"  {line}" for line in fn(scope, client=spec.name)]
     else:
         fn = hook_install.install if args.action == "install" else hook_install.uninstall
-        lines = fn("user" if args.user else "project")
+        lines = fn(scope, client=args.client or "claude")
     print("\n".join(lines))
     return 0
 
@@ -90,15 +105,20 @@ def register(sub) -> None:
     )
     hk.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, "
                     "PostToolUseFailure, PreCompact, Stop or SessionEnd")  # fmt: skip
-    hs = sub.add_parser("hooks", help="install our Claude Code hooks and MCP server entry")
+    hs = sub.add_parser("hooks", help="install our hooks and MCP server entry in an agent client")
     hs.add_argument("action", choices=["install", "uninstall", "status"],
                     help="install (idempotent, backs up first), uninstall (exactly what install "
                          "added) or status")  # fmt: skip
+    hs.add_argument("--client", choices=[*CLIENT_NAMES, "auto"], default=None,
+                    help="the agent client (default claude; auto: every client found on this "
+                         "machine; status without it: every client)")  # fmt: skip
     where = hs.add_mutually_exclusive_group()
     where.add_argument("--project", action="store_true",
-                       help=".claude/settings.json and .mcp.json here (default)")  # fmt: skip
+                       help="the client's files in this project (default; for claude "
+                            ".claude/settings.json and .mcp.json)")  # fmt: skip
     where.add_argument("--user", action="store_true",
-                       help="~/.claude/settings.json and ~/.claude.json")  # fmt: skip
+                       help="the client's files for you, everywhere (for claude "
+                            "~/.claude/settings.json and ~/.claude.json)")  # fmt: skip
     hs.set_defaults(fn=cmd_hooks)
     hp = sub.add_parser(
         "hook-preview", help="what the prompt hook would inject for PROMPT, and why (per candidate)"
