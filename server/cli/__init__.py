@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["hook"] and len(argv) > 1 and not argv[1].startswith("-"):
+    if argv[:1] == ["hook"] and len(argv) > 1 and argv[1] not in ("-h", "--help"):
         from ..hooks.hookclient import main as hook_main  # the fast path: standard library only
 
         return hook_main(argv[1:])

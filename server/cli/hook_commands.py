@@ -103,8 +103,11 @@ def register(sub) -> None:
     hk = sub.add_parser(
         "hook", help="answer a client hook event (reads its JSON on stdin; see docs/clients.md)"
     )
-    hk.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, "
-                    "PostToolUseFailure, PreCompact, Stop or SessionEnd")  # fmt: skip
+    hk.add_argument("--client", choices=CLIENT_NAMES, default="claude",
+                    help="whose hook JSON is on stdin (default claude)")  # fmt: skip
+    hk.add_argument("event", help="the client's event name (for claude: SessionStart, "
+                    "UserPromptSubmit, PostToolUse, PostToolUseFailure, PreCompact, Stop or "
+                    "SessionEnd)")  # fmt: skip
     hs = sub.add_parser("hooks", help="install our hooks and MCP server entry in an agent client")
     hs.add_argument("action", choices=["install", "uninstall", "status"],
                     help="install (idempotent, backs up first), uninstall (exactly what install "

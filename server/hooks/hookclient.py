@@ -8,6 +8,10 @@ so a hook costs little more than the interpreter's start. Hooks installed by ``p
 hooks install`` run this file directly with ``python -S`` (no site-packages scan):
 
     /path/to/python -S /path/to/server/hookclient.py UserPromptSubmit
+    /path/to/python -S /path/to/server/hookclient.py --client codex UserPromptSubmit
+
+``--client NAME`` (default ``claude``) names the client whose hook JSON this is; the event is
+the client's own event name; the daemon translates both (``server/hooks/clients``).
 
 A hook never breaks or slows its client:
 - a hard deadline (``PATTERN_HOOK_DEADLINE`` seconds, default 1.5, at most ``MAX_DEADLINE``;
@@ -198,9 +202,20 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
         time.sleep(0.05)
 
 
-def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
-    if not event:
-        raise HookError("usage: pattern-memory hook EVENT")
+def parse_argv(argv: list[str]) -> tuple[str | None, str]:
+    """(client, event) of ``[--client NAME] EVENT`` (also ``--client=NAME``); the name is
+    checked by the daemon, not here (this file imports no client module)."""
+    client = None
+    if argv[:1] == ["--client"] and len(argv) > 1:
+        client, argv = argv[1], argv[2:]
+    elif argv and argv[0].startswith("--client="):
+        client, argv = argv[0][len("--client=") :], argv[1:]
+    return client, (argv[0] if argv else "")
+
+
+def run(event: str, stdin: bytes, env, home, until: float, client: str | None = None) -> str | None:
+    if not event or event.startswith("-"):
+        raise HookError("usage: pattern-memory hook [--client NAME] EVENT")
     if len(stdin) > MAX_STDIN:
         raise HookError(f"expected a hook input of at most {MAX_STDIN} bytes; found more")
     data = json.loads(stdin or b"{}")
@@ -208,7 +223,7 @@ def run(event: str, stdin: bytes, env, home, until: float) -> str | None:
         raise HookError("the hook input is not a JSON object")
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
     who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}
-    payload = {"input": _trim(data), "config": config_from_env(env)}
+    payload = {"client": client or "claude", "input": _trim(data), "config": config_from_env(env)}
     answer = call_daemon(home, env, f"/hooks/{event}", payload, who, until)
     out = answer.get("output") if isinstance(answer, dict) else None
     return json.dumps(out) if out else None  # ASCII: any console encoding can carry it
@@ -263,8 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     home, event = None, ""
     try:
-        argv = sys.argv[1:] if argv is None else argv
-        event = argv[0] if argv else ""
+        client, event = parse_argv(sys.argv[1:] if argv is None else argv)
         env = os.environ
         deadline = deadline_of(env)
         home = store_home(env)
@@ -276,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         disarm = _arm(deadline, expired)
         try:
             stdin = sys.stdin.buffer.read(MAX_STDIN + 1)
-            text = run(event, stdin, env, home, start + deadline - 0.02)
+            text = run(event, stdin, env, home, start + deadline - 0.02, client)
         finally:
             disarm()
         if text:

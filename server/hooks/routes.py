@@ -1,7 +1,10 @@
 """The daemon's routes for client hooks and the session indexer (local callers only).
 
-- ``POST /hooks/{EVENT}``: body ``{"input": <the client's hook JSON>, "config": {…}}`` ->
-  ``{"output": <the client's output JSON or null>, "note": …, "injected": [ids]}``.
+- ``POST /hooks/{EVENT}``: body ``{"client": NAME, "input": <the client's hook JSON>,
+  "config": {…}}`` -> ``{"output": <the client's output JSON or null>, "note": …,
+  "injected": [ids]}``. ``EVENT`` is the client's own event name; the client's
+  :class:`~server.hooks.clients.spec.ClientSpec` (``client`` absent: Claude Code) translates
+  its input to one of our handlers and the handler's text to its output.
 - ``POST /hook-preview``: body ``{"prompt": …, "session": …, "config": {…}}`` -> what the
   UserPromptSubmit hook would inject for the prompt and why, candidate by candidate
   (``pattern-memory hook-preview``); nothing is injected or recorded.
@@ -32,19 +35,45 @@ from retrieval.errors import PatternError
 
 from ..service.errors import invalid_fields
 from ..service.hook_context import HookConfig
-from ..service.hook_events import EVENTS, HookRequest, HookService
+from ..service.hook_events import HookAnswer, HookRequest, HookService
 from ..service.hook_preview import preview
 from ..service.identity import Identity
+from . import clients
+from .clients.spec import ClientSpec
 
 # a hook's vector query waits at most this (a hook's own deadline is 1.5 s by default): a
 # vector index that does not answer in time leaves the hook its lexical candidates
 HOOK_VECTOR_S = 0.5
+# every event name some client sends (an unknown one is refused before its body is read)
+ALL_EVENTS = frozenset(e for spec in clients.CLIENTS.values() for e in spec.events)
 # a request body read at most (the hook client sends each string field up to 64 KB)
 MAX_BODY_BYTES = 16 * 2**20
 
 
 class _TooLarge(Exception):
     pass
+
+
+class _UnknownEvent(Exception):
+    pass
+
+
+def translate_input(spec: ClientSpec, event: str, data: object) -> tuple[str, dict] | None:
+    """(our handler, our input) for a client's hook JSON, or None (an event it ignores)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected input to be a JSON object; found a JSON {type(data).__name__}")
+    try:
+        return spec.to_input(event, data)
+    except Exception as exc:  # noqa: BLE001 - outside input never fails the route with a 500
+        raise ValueError(f"the {spec.name} {event} input could not be read "
+                         f"({type(exc).__name__})") from None  # fmt: skip
+
+
+def injected_text(output: dict | None) -> str:
+    """The text a handler's answer injects (our handlers answer in Claude Code's form)."""
+    inner = (output or {}).get("hookSpecificOutput") or {}
+    text = inner.get("additionalContext") if isinstance(inner, dict) else None
+    return text if isinstance(text, str) else ""
 
 
 async def _body(request: Request) -> bytes:
@@ -105,6 +134,8 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
                           f"{type(body).__name__}")  # fmt: skip
         try:
             return JSONResponse(await anyio.to_thread.run_sync(fn, who, body))
+        except _UnknownEvent as exc:
+            return _error(404, "not_found", str(exc))
         except ValidationError as exc:  # never the values sent: the client logs this answer
             return _error(400, "invalid_input", invalid_fields(exc)[:2000])
         except ValueError as exc:
@@ -115,13 +146,23 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
 
     async def hook(request: Request):
         event = request.path_params["event"]
-        if event not in EVENTS:
+        if event not in ALL_EVENTS:
             return _error(404, "not_found", f"unknown hook event {event!r}")
 
         def run(who, body):
-            req = HookRequest.model_validate({**body, "event": event})
+            spec = clients.get(body.get("client"))
+            if event not in spec.events:
+                raise _UnknownEvent(f"unknown hook event {event!r} for client {spec.name!r}")
+            translated = translate_input(spec, event, body.get("input", {}))
+            if translated is None:
+                return HookAnswer(note=f"{spec.name} event {event} is not used").model_dump()
+            handler, data = translated
+            req = HookRequest.model_validate({"event": handler, "input": data,
+                                              "config": body.get("config", {})})  # fmt: skip
             with hooks.svc.engine.vector_query_deadline(HOOK_VECTOR_S):  # within the hook's budget
-                return hooks.handle(who, req).model_dump()
+                answer = hooks.handle(who, req)
+            answer.output = spec.to_output(event, injected_text(answer.output))
+            return answer.model_dump()
 
         return await guarded(request, run)
 
