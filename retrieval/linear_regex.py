@@ -33,9 +33,18 @@ from re import _parser
 import numpy as np
 import re2
 
+from . import derived, regex_translate
 from .regex_translate import NotLinear, _Translator, relaxed_alternatives, translate
 
-__all__ = ["Match", "NotLinear", "Pattern", "compile", "relaxed_alternatives", "translate"]
+__all__ = [
+    "Match",
+    "NotLinear",
+    "Pattern",
+    "alternative_forms",
+    "compile",
+    "relaxed_alternatives",
+    "translate",
+]
 
 _MAX_MEM = 64 << 20  # RE2's budget for one pattern's program and its DFA cache
 
@@ -212,8 +221,7 @@ class Pattern:
         """``capture=False``: where it matches, without its groups (RE2 then finds a match by
         its automata alone, never by a slower pass over the match for the groups' places)."""
         self.pattern, self.flags, self._relax = pattern, flags, relaxed
-        translator = _Translator(flags, relaxed, capture)
-        self.translated, self.groupindex = translator.translate(pattern, flags)
+        self.translated, self.groupindex = _translated(pattern, flags, relaxed, capture)
         self._compile()
 
     @classmethod
@@ -345,15 +353,20 @@ class Windowed:
     pattern is a match of the relaxed form, so none is missed unless it is longer than the
     window; each try of ``re`` is bounded by the window, so the time stays linear in the text."""
 
-    __slots__ = ("_exact", "_relaxed", "flags", "groupindex", "groups", "pattern", "window")
+    __slots__ = ("_compiled", "_relaxed", "flags", "groupindex", "groups", "pattern", "window")
 
     def __init__(self, pattern: str, flags: int, window: int):
         self.pattern, self.flags = pattern, flags
-        self._exact = re.compile(pattern, flags)
+        self._compiled: re.Pattern | None = None  # ``re``'s, compiled at its first try
         self._relaxed = Pattern(pattern, flags, relaxed=True, capture=False)  # where, only
-        widest = _parser.parse(pattern, flags).getwidth()[1]
+        widest, self.groups, self.groupindex = _shape(pattern, flags)
         self.window = max(1, min(window, widest + 1))
-        self.groups, self.groupindex = self._exact.groups, self._exact.groupindex
+
+    @property
+    def _exact(self) -> re.Pattern:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
 
     def __repr__(self) -> str:
         return f"linear_regex.compile({self.pattern!r}, window={self.window})"
@@ -396,6 +409,100 @@ class Windowed:
     subn = Pattern.subn
     sub = Pattern.sub
     split = Pattern.split
+
+
+# ---------------------------------------------------------------------- derived, kept on disk
+
+_SYNTAX = derived.Table("re2-syntax", (regex_translate.__file__,))
+
+
+def _an_int(value) -> int:
+    if type(value) is not int:
+        raise ValueError("not an int")
+    return value
+
+
+def _shape(pattern: str, flags: int) -> tuple[int, int, dict[str, int]]:
+    """(the widest match, the number of groups, the named groups) of a pattern ``re`` runs."""
+
+    def derive():
+        tree = _parser.parse(pattern, flags)
+        return [tree.getwidth()[1], tree.state.groups - 1, dict(tree.state.groupdict)]
+
+    def decode(value):
+        widest, groups, names = value
+        _an_int(widest), _an_int(groups)
+        if not isinstance(names, dict) or not all(
+            isinstance(k, str) and type(v) is int for k, v in names.items()
+        ):
+            raise ValueError("a bad group index")
+        return value
+
+    widest, groups, names = _SYNTAX.get(["shape", pattern, int(flags)], derive, list, decode)
+    return widest, groups, dict(names)
+
+
+def _encode_translation(value) -> dict:
+    if isinstance(value, NotLinear):
+        return {"error": str(value)}
+    return {"re2": value[0], "groups": value[1]}
+
+
+def _decode_translation(value):
+    if "error" in value:
+        if not isinstance(value["error"], str):
+            raise ValueError("a bad error")
+        return NotLinear(value["error"])
+    translated, groups = value["re2"], value["groups"]
+    if not isinstance(translated, str) or not isinstance(groups, dict):
+        raise ValueError("a bad translation")
+    if not all(isinstance(k, str) and type(v) is int for k, v in groups.items()):
+        raise ValueError("a bad group index")
+    return translated, groups
+
+
+def _translated(pattern: str, flags: int, relaxed: bool, capture: bool) -> tuple[str, dict]:
+    """``pattern`` in RE2's syntax and its named groups (:mod:`.regex_translate`), derived
+    once for every process (:mod:`.derived`)."""
+
+    def derive():
+        try:
+            return _Translator(flags, relaxed, capture).translate(pattern, flags)
+        except NotLinear as exc:
+            return exc
+
+    got = _SYNTAX.get(
+        ["re2", pattern, int(flags), relaxed, capture],
+        derive,
+        _encode_translation,
+        _decode_translation,
+    )
+    if isinstance(got, NotLinear):
+        raise NotLinear(str(got))
+    return got[0], dict(got[1])
+
+
+def _forms(value) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("bad alternatives")
+    return value
+
+
+def alternative_forms(pattern: str, flags: int = 0, capture: bool = True) -> list[str] | None:
+    """The relaxed forms of :func:`relaxed_alternatives` (without their parsed items), derived
+    once for every process."""
+    return _SYNTAX.get(
+        ["alternatives", pattern, int(flags), capture],
+        lambda: (
+            None
+            if (alts := relaxed_alternatives(pattern, flags, capture)) is None
+            else [p for p, _ in alts]
+        ),
+        lambda v: v,
+        _forms,
+    )
 
 
 def compile(  # noqa: A001 - the name ``re`` uses

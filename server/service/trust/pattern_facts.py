@@ -24,7 +24,7 @@ from itertools import product
 from re import _constants as C  # noqa: N812
 from re import _parser
 
-from retrieval import regex_translate
+from retrieval import derived, regex_translate
 
 MAX_SET = 64  # the most strings a part is spelled out as
 BOUNDARY = "\x01"  # a word boundary, in the strings of ``needs``
@@ -65,13 +65,27 @@ class Facts:
     reads: Extent
 
 
-def facts(pattern: str, flags: int = 0, items: list | None = None) -> Facts:
-    """The facts of ``pattern`` (of ``items``, a part of its parsed form, when given)."""
+def facts(pattern: str, flags: int = 0, alternative: int | None = None) -> Facts:
+    """The facts of ``pattern`` (of its top alternative number ``alternative`` when given: the
+    pattern is an alternation ``a|b|c``), derived once for every process
+    (:mod:`retrieval.derived`)."""
+    return _FACTS.get(
+        [pattern, int(flags), alternative],
+        lambda: _derive(pattern, flags, alternative),
+        _encode,
+        _decode,
+    )
+
+
+def _derive(pattern: str, flags: int, alternative: int | None) -> Facts:
     tree = _parser.parse(pattern, flags)
     reader = _Reader(tree.state.flags)
-    if items is None:
+    if alternative is None:
         items = list(tree)
     else:
+        if len(tree) != 1 or tree[0][0] is not C.BRANCH:
+            raise ValueError("the pattern is not an alternation")
+        items = list(tree[0][1][1][alternative])
         reader.needs(list(tree), bool(tree.state.flags & C.SRE_FLAG_IGNORECASE))  # its groups
     exact, needs = reader.needs(items, bool(tree.state.flags & C.SRE_FLAG_IGNORECASE))
     if exact is not None:
@@ -90,6 +104,43 @@ def facts(pattern: str, flags: int = 0, items: list | None = None) -> Facts:
         dict.fromkeys(n for n in needs if n.strings and all(x.strip(BOUNDARY) for x in n.strings))
     )
     return Facts(useful, _extent(width), _extent(reads))
+
+
+# ---------------------------------------------------------------------- kept between processes
+
+_FACTS = derived.Table("pattern-facts", (__file__, regex_translate.__file__))
+
+
+def _encode(f: Facts) -> list:
+    def extent(e: Extent) -> list:
+        return [e.fixed, [[c, n] for c, n in e.runs]]
+
+    return [[[sorted(n.strings), n.lo, n.hi] for n in f.needs], extent(f.width), extent(f.reads)]
+
+
+def _int(value, none: bool = False) -> int | None:
+    if (value is None and none) or type(value) is int:
+        return value
+    raise ValueError("not an int")
+
+
+def _decode(value) -> Facts:
+    def extent(e) -> Extent:
+        fixed, runs = e
+        return Extent(_int(fixed), tuple((_str(c), _int(n)) for c, n in runs))
+
+    needs, width, reads = value
+    return Facts(
+        tuple(Need(frozenset(map(_str, s)), _int(lo), _int(hi, True)) for s, lo, hi in needs),
+        extent(width),
+        extent(reads),
+    )
+
+
+def _str(value) -> str:
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
 
 
 def literal_pattern(strings: frozenset[str]) -> str:

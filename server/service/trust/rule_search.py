@@ -168,7 +168,6 @@ class Finder:
             if not self.windowed:
                 raise ValueError("candidates are for a pattern tried by re")
             relaxed = getattr(candidates, "_relaxed", None) or candidates.bare()
-        self.exact = rx._exact if self.windowed else None
         self.light = presence = not anchored
         self.bounded = not self.windowed and reads_bounded(rx.pattern, rx.flags)
         # read in the bounded text too (a relaxed pattern is not: its classes take every
@@ -176,16 +175,14 @@ class Finder:
         self.safe = not self.windowed and (self.bounded or safe_in_bounded(rx.pattern, rx.flags))
         f = facts(rx.pattern, rx.flags)
         alternatives = (
-            None
-            if presence
-            else linear_regex.relaxed_alternatives(rx.pattern, rx.flags, capture=False)
+            None if presence else linear_regex.alternative_forms(rx.pattern, rx.flags, False)
         )
         if self.windowed and alternatives:  # only a start is needed from each
             self.parts = tuple(
                 _Candidates(
-                    linear_regex.Pattern.of_re2(p), facts(rx.pattern, rx.flags, items), False, True
-                )  # fmt: skip
-                for p, items in alternatives
+                    linear_regex.Pattern.of_re2(p), facts(rx.pattern, rx.flags, i), False, True
+                )
+                for i, p in enumerate(alternatives)
             )
         else:
             self.parts = (_Candidates(relaxed, f, self.bounded, anchored),)
@@ -208,6 +205,11 @@ class Finder:
 
     def __repr__(self) -> str:
         return f"Finder({self.rx!r})"
+
+    @property
+    def exact(self):
+        """The pattern with a lookaround, as ``re`` runs it (compiled at its first try)."""
+        return self.rx._exact
 
     # ------------------------------------------------------------------ searches
 
