@@ -82,7 +82,7 @@ def read_text(path: Path) -> str | None:
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise InvalidInput(f"{path} is larger than {MAX_CONFIG_BYTES} bytes; not touching it")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")  # no newline translation: CRLF stays CRLF
     except UnicodeDecodeError:
         raise InvalidInput(f"{path} is not UTF-8 text; not touching it") from None
 
@@ -145,6 +145,12 @@ def same(a: Any, b: Any, fmt: str) -> bool:
     return a == b if fmt == "toml" else json.dumps(a) == json.dumps(b)
 
 
+def same_file(a: Any, b: Any, fmt: str) -> bool:
+    """The same document for a backup to be put back: JSON equal, TOML text equal but for
+    final newlines (the one an append added before our lines)."""
+    return a.rstrip("\r\n") == b.rstrip("\r\n") if fmt == "toml" else same(a, b, fmt)
+
+
 def copy(doc: Any) -> Any:
     return doc if isinstance(doc, str) else json.loads(json.dumps(doc))
 
@@ -190,7 +196,7 @@ def restore_text(path: Path, doc: Any, fmt: str) -> str | None:
             old = text if fmt == "toml" else parse_json(text, b)
         except (InvalidInput, OSError):
             continue
-        if same(old, doc, fmt) and (fmt == "toml" or text.strip()):
+        if same_file(old, doc, fmt) and (fmt == "toml" or text.strip()):
             return text
     return None
 
@@ -398,10 +404,19 @@ def toml_add_table(text: str, table: tuple[str, ...], values: dict) -> str:
     lines = [f"[{'.'.join(toml_key(p) for p in table)}]  {TOML_MARK}"]
     lines += [f"{toml_key(k)} = {toml_value(v)}  {TOML_MARK}" for k, v in values.items()]
     out = _append(text, lines)
-    if _lookup(toml_data(out), table) != values:
-        raise InvalidInput(f"cannot add [{'.'.join(table)}] to this TOML file by appending "
-                           "(an inline table?); add it by hand")  # fmt: skip
+    _check(out, table, values, f"cannot add [{'.'.join(table)}] to this TOML file by appending "
+           "(is it an inline table?); add it by hand")  # fmt: skip
     return out
+
+
+def _check(out: str, path: tuple[str, ...], want: Any, message: str) -> None:
+    """Refuse an edit whose result does not parse to what we meant."""
+    try:
+        ok = _lookup(tomllib.loads(out), path) == want
+    except (tomllib.TOMLDecodeError, RecursionError):
+        ok = False
+    if not ok:
+        raise InvalidInput(message)
 
 
 def toml_set(text: str, table: tuple[str, ...], key: str, value: Any) -> str:
@@ -427,8 +442,7 @@ def toml_set(text: str, table: tuple[str, ...], key: str, value: Any) -> str:
             lines[at] += nl
         lines.insert(at + 1, line + nl)
         out = "".join(lines)
-    if _lookup(toml_data(out), (*table, key)) != value:
-        raise InvalidInput(f"cannot set {name}.{key} in this TOML file; set it by hand")
+    _check(out, (*table, key), value, f"cannot set {name}.{key} in this TOML file; set it by hand")
     return out
 
 
