@@ -69,6 +69,9 @@ PARSE_ONLY: dict[str, str] = {
     "hooks uninstall --user": "the same files: run by test_hook_install.py",
     "index-sessions": "reads the user's ~/.claude/projects and starts the store's daemon (which "
     "would hold the store the later commands use): run by test_index_sessions.py",
+    "remember": "starts the store's daemon (which would hold the store the later commands "
+    "use): run by test_shell_commands.py",
+    "lessons": "starts the store's daemon, as remember: run by test_shell_commands.py",
 }
 
 # Files the examples name, created in the working directory before the first command.

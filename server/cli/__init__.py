@@ -2,6 +2,7 @@
 
 The commands are grouped: :mod:`.serve_commands` (serve, daemon, stop, ui, token),
 :mod:`.memory_commands` (demo, recall, export, import, export-graph, import-graph, verify),
+:mod:`.shell_commands` (remember, forget, lessons: the tools of an MCP client, from a shell),
 :mod:`.migrate_commands` (import-from, export-to), :mod:`.store_commands` (ingest, reindex,
 stats, compact-changes) and :mod:`.hook_commands` (hook, hooks, index-sessions);
 :mod:`.ownership` decides who writes the store for a command.
@@ -21,11 +22,20 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from . import hook_commands, memory_commands, migrate_commands, serve_commands, store_commands
+    from . import (
+        hook_commands,
+        memory_commands,
+        migrate_commands,
+        serve_commands,
+        shell_commands,
+        store_commands,
+    )
 
     p = argparse.ArgumentParser(prog="pattern-memory", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    for group in (serve_commands, memory_commands, migrate_commands, store_commands, hook_commands):
+    groups = (serve_commands, memory_commands, shell_commands, migrate_commands, store_commands,
+              hook_commands)  # fmt: skip
+    for group in groups:
         group.register(sub)
     return p
 
