@@ -13,6 +13,7 @@ Two formats, told apart by the first entry of a file:
   read only when present (a missing one is never guessed).
 - **Generic JSONL**: ``{"session", "role", "content", "timestamp"}`` per line (role ``user``,
   ``assistant`` or ``tool``; optional ``cwd``, ``gitBranch``, ``parentSession``).
+- **Cursor** (``{"role", "message"}`` lines without ``type``): :mod:`ingest.transcripts_cursor`.
 
 A *turn* is one user message, one assistant reply (consecutive text blocks joined), or one
 tool call with its result, abbreviated: the tool, its key arguments and the first lines of an
@@ -251,6 +252,8 @@ class ReadResult:
 
 
 def detect_format(entry: dict) -> str | None:
+    if "role" in entry and isinstance(entry.get("message"), dict) and "type" not in entry:
+        return "cursor"  # ingest.transcripts_cursor.is_cursor
     if "message" in entry or entry.get("type") in ("user", "assistant", "summary", "system"):
         return "claude-code"
     if "role" in entry and "content" in entry:
@@ -494,7 +497,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
     res = ReadResult(fmt)
     now = time.time() if now is None else now
     until = None if max_seconds is None else time.monotonic() + max_seconds
-    cc = _ClaudeCode(path, pending, now)
+    cc = _parser(fmt, path, pending, now)
     start_pending = cc.pending()
     pos, last = offset, b""
     unfinished = 0  # bytes of an unfinished line at pos
@@ -539,7 +542,9 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
             if entry is not None:
                 res.format = res.format or detect_format(entry)
                 entry["_at"] = f"@{start}"
-                if res.format == "claude-code":
+                if res.format == "cursor" and isinstance(cc, _ClaudeCode):
+                    cc = _parser("cursor", path, pending, now)
+                if res.format in ("claude-code", "cursor"):
                     res.turns += cc.feed(entry)
                 elif res.format == "generic":
                     res.turns += _generic_turn(entry, path, start)
@@ -566,6 +571,16 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
     if unfinished and pos == (res.checkpoints[-1].offset if res.checkpoints else offset):
         res.partial = unfinished
     return res
+
+
+def _parser(fmt: str | None, path: Path, pending: dict | None, now: float):
+    """The parser of a format whose entries carry replies across lines (Cursor's reader
+    imports this module, so it is imported here when needed)."""
+    if fmt == "cursor":
+        from .transcripts_cursor import CursorTranscript
+
+        return CursorTranscript(path, pending, now)
+    return _ClaudeCode(path, pending, now)
 
 
 def _entry(line: bytes) -> dict | None:
