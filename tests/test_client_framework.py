@@ -352,7 +352,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 def test_the_hook_client_posts_its_client_and_stays_silent_on_a_refusal(tmp_path):
     server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
     home = tmp_path / "store"
     home.mkdir()
     (home / "daemon.json").write_text(json.dumps({"host": "127.0.0.1", "port": server.server_port,

@@ -101,6 +101,24 @@ INSTALLER = Installer(files=(
 ))  # fmt: skip
 
 
+# The plugin's hooks (packaging/claude/hooks.json, named by .claude-plugin/plugin.json): the same
+# events and matchers, run through the plugin's launcher (packaging/claude/hook.sh), which does
+# nothing until the plugin's environment exists. ${CLAUDE_PLUGIN_ROOT} is substituted by Claude
+# Code in hook commands (https://code.claude.com/docs/en/plugins-reference, "Environment
+# variables").
+PLUGIN_HOOK = 'sh "${CLAUDE_PLUGIN_ROOT}/packaging/claude/hook.sh" '
+
+
+def plugin_hooks() -> dict:
+    """The plugin's ``hooks.json`` document (a test keeps the file equal to it)."""
+    hooks: dict[str, list] = {}
+    for b in BINDINGS:
+        hook = {"type": "command", "command": PLUGIN_HOOK + b.client_event, "timeout": TIMEOUT_S}
+        group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
+        hooks.setdefault(b.client_event, []).append(group)
+    return {"description": "pattern-memory: recall, lessons and session indexing", "hooks": hooks}
+
+
 def detect() -> bool:
     return config_dir().is_dir() or shutil.which("claude") is not None
 
