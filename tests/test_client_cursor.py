@@ -23,6 +23,7 @@ from server.hooks.clients import cursor
 from server.hooks.clients.spec import HANDLERS
 from server.hooks.hookclient import _trim
 from server.service.hook_events import HookInput, response_failure
+from tests.mcp_util import hook_daemon
 
 FIX = Path(__file__).parent / "fixtures" / "clients" / "cursor"
 CONV = "5b0e6f3a-2c41-4d8e-9a57-1f3c9d2e7b10"
@@ -304,8 +305,6 @@ def wait_for(cond, timeout: float = 20.0) -> bool:
 
 
 def test_a_cursor_session_through_the_hook_routes(tmp_path):
-    from tests.mcp_util import hook_daemon
-
     repo = tmp_path / "repo"
     (repo / "app").mkdir(parents=True)
     (repo / "app" / "db.py").write_text("def connect(port):\n    pool = Pool(port=port)\n")
