@@ -49,6 +49,7 @@ def home(tmp_path, monkeypatch):
 def test_the_registry_holds_claude_and_every_module_that_exists_loads():
     assert "claude" in clients.CLIENTS and clients.get(None) is clients.CLIENTS["claude"]
     assert clients.BROKEN == {}, clients.BROKEN  # a client module that does not import
+    assert set(clients.MODULES) == set(clients.NAMES)
     here = Path(clients.__file__).parent
     for name in clients.NAMES:
         assert (name in clients.CLIENTS) == (here / f"{name}.py").exists(), name
@@ -68,18 +69,19 @@ def test_an_unknown_client_is_a_clear_error():
 
 
 def test_a_missing_module_is_skipped_and_a_broken_one_named(monkeypatch):
-    real = clients.importlib.import_module
+    def missing():
+        raise ModuleNotFoundError("no module", name="server.hooks.clients.nosuch")
 
-    def fake(name, *a):
-        if name.endswith(".broken"):
-            raise SyntaxError("half written")
-        return real(name, *a)
+    def broken():
+        raise SyntaxError("half written")
 
     monkeypatch.setattr(clients, "NAMES", ("claude", "nosuch", "broken"))
-    monkeypatch.setattr(clients.importlib, "import_module", fake)
-    found, broken = clients._load()
-    assert list(found) == ["claude"] and list(broken) == ["broken"]
-    assert "half written" in broken["broken"]
+    monkeypatch.setattr(
+        clients, "MODULES", {**clients.MODULES, "nosuch": missing, "broken": broken}
+    )
+    found, broken_ones = clients._load()
+    assert list(found) == ["claude"] and list(broken_ones) == ["broken"]
+    assert "half written" in broken_ones["broken"]
 
 
 def test_a_spec_refuses_a_handler_we_do_not_have():

@@ -23,6 +23,14 @@ __all__ = ["BROKEN", "CLIENTS", "NAMES", "Binding", "ClientSpec", "ConfigFile", 
 NAMES = ("claude", "codex", "gemini", "cursor", "copilot")
 DEFAULT = "claude"
 log = logging.getLogger("pattern_memory.hooks")
+# each client's module, imported by its literal name (the layer test reads these imports)
+MODULES = {
+    "claude": lambda: importlib.import_module("server.hooks.clients.claude"),
+    "codex": lambda: importlib.import_module("server.hooks.clients.codex"),
+    "gemini": lambda: importlib.import_module("server.hooks.clients.gemini"),
+    "cursor": lambda: importlib.import_module("server.hooks.clients.cursor"),
+    "copilot": lambda: importlib.import_module("server.hooks.clients.copilot"),
+}
 
 
 def _load() -> tuple[dict[str, ClientSpec], dict[str, str]]:
@@ -31,7 +39,7 @@ def _load() -> tuple[dict[str, ClientSpec], dict[str, str]]:
     for name in NAMES:
         module = f"{__name__}.{name}"
         try:
-            spec = importlib.import_module(module).SPEC
+            spec = MODULES[name]().SPEC
         except ModuleNotFoundError as exc:
             if exc.name == module:
                 continue  # not written yet
