@@ -232,6 +232,7 @@ def test_a_flat_json_and_toml_client_round_trip(home, fake_client):
     assert parsed["features"] == {"web": True, "fake_hooks": True}
     assert parsed["mcp_servers"]["github"] == {"command": "gh-mcp"}
     assert parsed["mcp_servers"]["pattern-memory"]["args"] == ["serve"]
+    assert len(cf.backups(toml)) == 1  # two parts edit the file: one backup, one write
     installed = (hooks.read_bytes(), toml.read_bytes())
     again = inst.install("project", client="fake")
     assert all("already" in ln for ln in again)

@@ -49,46 +49,61 @@ def _with_backup(line: str, backup: Path | None) -> str:
     return line + (f" (backup {backup})" if backup else "")
 
 
-def install(scope: str = "project", project: Path | None = None,
-            client: str = "claude") -> list[str]:  # fmt: skip
-    spec = get(client)
-    lines = []
+def _apply(spec: ClientSpec, scope: str, project: Path | None, adding: bool) -> list[str]:
+    """Install (``adding``) or uninstall: the client's files, each read once, changed by every
+    one of its parts in order, and written once (one backup per file and run)."""
+    by_path: dict[Path, list[ConfigFile]] = {}
     for f, path in _files(spec, scope, project):
-        said = _SAID[f.kind]
+        by_path.setdefault(path, []).append(f)
+    lines = []
+    for path, files in by_path.items():
+        fmt = files[0].fmt
+        if any(f.fmt != fmt for f in files):
+            raise InvalidInput(f"{spec.name}: {path} is edited as both JSON and TOML")
         old_text = cf.read_text(path)
-        before = cf.load(path, f.fmt)
-        after = f.add(cf.copy(before))
-        if cf.same(after, before, f.fmt):
-            lines.append(said[1].format(p=path, l=f.label))
-            continue
-        backup = cf.write_file(path, cf.dump(after, f.fmt, old_text))
-        lines.append(_with_backup(said[0].format(p=path, l=f.label), backup))
-    if spec.installer.note:
+        doc = cf.load(path, fmt)
+        results = []  # (part, changed, document before the part)
+        for f in files:
+            new = (f.add if adding else f.remove)(cf.copy(doc))
+            results.append((f, not cf.same(new, doc, fmt), doc))
+            doc = new
+        backup = None
+        if any(changed for _, changed, _ in results):
+            text = None if adding else cf.restore_text(path, doc, fmt)
+            if text is None:
+                empty = not adding and cf.is_empty(doc) and all(f.drop_empty for f in files)
+                text = None if empty else cf.dump(doc, fmt, old_text)
+            backup = cf.write_file(path, text)
+        for f, changed, before in results:
+            line = _said(f, path, adding, changed, before)
+            if line:
+                lines.append(_with_backup(line, backup) if changed else line)
+    if adding and spec.installer.note:
         lines.append(spec.installer.note)
     return lines
 
 
+def _said(f: ConfigFile, path: Path, adding: bool, changed: bool, before) -> str:
+    written, already, removed, absent = _SAID[f.kind]
+    if adding:
+        template = written if changed else already
+    elif changed:
+        template = removed
+    elif f.kind == "server" and f.present(before):
+        template = f"MCP server {SERVER_NAME!r} in {{p}} was changed by hand: kept"
+    else:
+        template = absent
+    return template.format(p=path, l=f.label)
+
+
+def install(scope: str = "project", project: Path | None = None,
+            client: str = "claude") -> list[str]:  # fmt: skip
+    return _apply(get(client), scope, project, adding=True)
+
+
 def uninstall(scope: str = "project", project: Path | None = None,
               client: str = "claude") -> list[str]:  # fmt: skip
-    spec = get(client)
-    lines = []
-    for f, path in _files(spec, scope, project):
-        said = _SAID[f.kind]
-        old_text = cf.read_text(path)
-        before = cf.load(path, f.fmt)
-        after = f.remove(cf.copy(before))
-        if cf.same(after, before, f.fmt):
-            if f.kind == "hooks":
-                lines.append(said[3].format(p=path, l=f.label))
-            elif f.kind == "server" and f.present(before):
-                lines.append(f"MCP server {SERVER_NAME!r} in {path} was changed by hand: kept")
-            continue
-        text = cf.restore_text(path, after, f.fmt)
-        if text is None:
-            text = None if f.drop_empty and cf.is_empty(after) else cf.dump(after, f.fmt, old_text)
-        backup = cf.write_file(path, text)
-        lines.append(_with_backup(said[2].format(p=path, l=f.label), backup))
-    return lines
+    return _apply(get(client), scope, project, adding=False)
 
 
 def status(project: Path | None = None, client: str | None = "claude") -> list[str]:
