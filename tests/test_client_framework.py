@@ -416,6 +416,9 @@ def test_the_route_refuses_an_unknown_client_or_event(routes):
     r = _post(routes, "UserPromptSubmit", {"client": "nosuch", "input": {"prompt": "x"}})
     assert r.status_code == 400 and r.json()["error"] == "invalid_input"
     assert "unknown client 'nosuch'" in r.json()["message"]
+    for bad in ([1], {"a": 1}, 7, "x" * 10_000):
+        r = _post(routes, "UserPromptSubmit", {"client": bad, "input": {}})
+        assert r.status_code == 400 and len(r.json()["message"]) < 300, bad
     r = _post(routes, "NoSuchEvent", {"input": {}})
     assert r.status_code == 404
     r = _post(routes, "UserPromptSubmit", {"input": {"prompt": "when does the staging database "

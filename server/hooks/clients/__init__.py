@@ -62,8 +62,10 @@ CLIENTS, BROKEN = _load()
 def get(name: str | None) -> ClientSpec:
     """The client called ``name`` (None: Claude Code); an unknown one raises ``InvalidInput``."""
     name = name or DEFAULT
+    if not isinstance(name, str):
+        raise InvalidInput(f"expected a client name; found a JSON {type(name).__name__}")
     spec = CLIENTS.get(name)
     if spec is None:
         why = f" (its module failed to load: {BROKEN[name]})" if name in BROKEN else ""
-        raise InvalidInput(f"unknown client {name!r}{why}; one of {', '.join(CLIENTS)}")
+        raise InvalidInput(f"unknown client {name[:100]!r}{why}; one of {', '.join(CLIENTS)}")
     return spec
