@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -40,7 +39,6 @@ BAD_INPUT = {"invalid_input", "core_protected"}
 STDIN_LESSON_BYTES = 256 * 1024  # a failure's output read from stdin
 LIST_PAGE = 1000  # read_graph's largest page
 LIST_PAGES = 50  # pages a listing reads at most
-_HOLDER = re.compile(r"pid (\d+) \((.*)\)")
 
 
 # ------------------------------------------------------------------------------- the daemon
@@ -63,10 +61,16 @@ def _holder(home: str) -> tuple[int, str] | None:
         return None
     try:
         with open(os.path.join(home, LOCK_FILE), encoding="utf-8", errors="replace") as fh:
-            m = _HOLDER.match(fh.read(200).strip())
+            note = fh.read(200).strip()
     except OSError:
         return None
-    return (int(m.group(1)), m.group(2)) if m and _alive(int(m.group(1))) else None
+    # "pid N (role)", as the holder writes it
+    pid, _, role = note.removeprefix("pid ").partition(" ")
+    if not note.startswith("pid ") or not pid.isdigit() or not role.startswith("("):
+        return None
+    if not role.endswith(")") or not _alive(int(pid)):
+        return None
+    return int(pid), role[1:-1]
 
 
 def _log_tail(home: str) -> str:
@@ -218,11 +222,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- lessons
 def cmd_lessons(args: argparse.Namespace) -> int:
-    from graph.common import parse_scope
+    from ..service.scopes import MAX_CONTENT_BYTES, check_graph_scope
 
-    from ..service.scopes import MAX_CONTENT_BYTES
-
-    parse_scope(args.scope)  # the graph tools' own check
+    check_graph_scope(args.scope)  # the graph tools' own check
     if args.query is None:
         if args.error:
             raise InvalidInput("--error needs the error text (or - to read it from stdin)")

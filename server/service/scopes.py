@@ -57,6 +57,14 @@ def expiry_for(category: str, now: datetime) -> datetime | None:
     return now + ttl if ttl else None
 
 
+def check_graph_scope(scope: str | None):
+    """The scope of a graph or lesson tool (``graph.common.parse_scope``: the tools' own check
+    and message), for a face that checks its input before it calls a tool."""
+    from graph.common import parse_scope
+
+    return parse_scope(scope)
+
+
 def check_content(content: str) -> None:
     check_text(content, "content")
 
