@@ -15,6 +15,8 @@ offset, with the same formats:
   ``sessionId/agent-<agentId>``, as the indexer names it).
 - **Cursor** (:mod:`ingest.transcripts_cursor`): prompts and the assistant's words only; its
   transcripts hold no tool results, so its commands and edits come from its hooks.
+- **GitHub Copilot CLI** (:mod:`ingest.transcripts_copilot`): prompts, replies, ``bash`` /
+  ``powershell`` commands (``run``, keyed by ``toolCallId``) and ``edit`` / ``create`` edits.
 - **Generic JSONL** (``{"session", "role", "content", "timestamp"}``): ``user`` is a prompt,
   ``assistant`` a say; a ``tool`` line is a run or an edit when it says which tool it ran:
   ``"tool"`` (``Bash``, ``Edit``, ``Write``, …), ``"input"`` (the tool's arguments, as in
@@ -46,6 +48,7 @@ from pydantic import BaseModel, Field
 from . import transcripts
 from .episodes import Event
 from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text, waiting_since
+from .transcripts_copilot import copilot_events, is_copilot
 from .transcripts_cursor import NOTES, cursor_events, is_cursor
 
 MAX_OUTPUT = 20_000  # of a command's output: its head and its tail beyond this
@@ -261,11 +264,13 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
                 continue
             if prog.format is None and e.get("type") not in NOTES:
                 prog.format = ("cursor" if is_cursor(e) else
+                               "copilot" if is_copilot(e) else
                                "claude-code" if "message" in e or e.get("type") else
                                "generic" if "role" in e else None)  # fmt: skip
             found = claude_events(e, path, prog, now) if prog.format == "claude-code" else (
                 generic_events(e, path) if prog.format == "generic" else
-                cursor_events(e, path) if prog.format == "cursor" else [])  # fmt: skip
+                cursor_events(e, path) if prog.format == "cursor" else
+                copilot_events(e, path, prog, now) if prog.format == "copilot" else [])  # fmt: skip
             for session, _ev in found:
                 places.setdefault(session, where(e))
                 if session not in prog.sessions:

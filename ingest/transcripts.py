@@ -14,6 +14,8 @@ Two formats, told apart by the first entry of a file:
 - **Generic JSONL**: ``{"session", "role", "content", "timestamp"}`` per line (role ``user``,
   ``assistant`` or ``tool``; optional ``cwd``, ``gitBranch``, ``parentSession``).
 - **Cursor** (``{"role", "message"}`` lines without ``type``): :mod:`ingest.transcripts_cursor`.
+- **GitHub Copilot CLI** (session events ``{"type": "session.start", "data": …}``,
+  ``~/.copilot/session-state/<id>/events.jsonl``): :mod:`ingest.transcripts_copilot`.
 
 A *turn* is one user message, one assistant reply (consecutive text blocks joined), or one
 tool call with its result, abbreviated: the tool, its key arguments and the first lines of an
@@ -254,6 +256,8 @@ class ReadResult:
 def detect_format(entry: dict) -> str | None:
     if "role" in entry and isinstance(entry.get("message"), dict) and "type" not in entry:
         return "cursor"  # ingest.transcripts_cursor.is_cursor
+    if "." in str(entry.get("type") or "") and isinstance(entry.get("data"), dict):
+        return "copilot"  # ingest.transcripts_copilot.is_copilot
     if "message" in entry or entry.get("type") in ("user", "assistant", "summary", "system"):
         return "claude-code"
     if "role" in entry and "content" in entry:
@@ -542,9 +546,9 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
             if entry is not None:
                 res.format = res.format or detect_format(entry)
                 entry["_at"] = f"@{start}"
-                if res.format == "cursor" and isinstance(cc, _ClaudeCode):
-                    cc = _parser("cursor", path, pending, now)
-                if res.format in ("claude-code", "cursor"):
+                if res.format in ("cursor", "copilot") and type(cc) is _ClaudeCode:
+                    cc = _parser(res.format, path, pending, now)
+                if res.format in ("claude-code", "cursor", "copilot"):
                     res.turns += cc.feed(entry)
                 elif res.format == "generic":
                     res.turns += _generic_turn(entry, path, start)
@@ -580,6 +584,10 @@ def _parser(fmt: str | None, path: Path, pending: dict | None, now: float):
         from .transcripts_cursor import CursorTranscript
 
         return CursorTranscript(path, pending, now)
+    if fmt == "copilot":
+        from .transcripts_copilot import CopilotTurns
+
+        return CopilotTurns(path, pending, now)
     return _ClaudeCode(path, pending, now)
 
 
@@ -611,6 +619,9 @@ def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
             continue
         if detect_format(e) == "generic":
             turns = _generic_turn(e, path, 0)
+        elif detect_format(e) == "copilot":
+            cc = _parser("copilot", path, None, 0.0)
+            turns = cc.feed(e) + cc.flush_reply()
         else:
             cc = _ClaudeCode(path)
             turns = cc.feed(e) + cc.flush_reply()
@@ -632,6 +643,11 @@ def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
         e = parse_line(raw)
         if e is not None and isinstance(e.get("cwd"), str) and e["cwd"]:
             return e["cwd"]
+        if e is not None and detect_format(e) == "copilot":  # its start's data.context.cwd
+            from .transcripts_copilot import entry_cwd
+
+            if entry_cwd(e):
+                return entry_cwd(e)
     return None
 
 

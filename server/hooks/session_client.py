@@ -9,7 +9,9 @@ that agent's private scope of that project.
 
 Default paths: Claude Code's transcripts, ``~/.claude/projects/*/*.jsonl`` and their sub-agent
 sidechains ``~/.claude/projects/*/*/subagents/*.jsonl`` (``$CLAUDE_CONFIG_DIR`` instead of
-``~/.claude`` when set). A folder given as PATH is searched for ``*.jsonl``. A transcript idle
+``~/.claude`` when set); GitHub Copilot CLI's sessions,
+``~/.copilot/session-state/*/events.jsonl`` (``$COPILOT_HOME`` instead of ``~/.copilot`` when
+set). A folder given as PATH is searched for ``*.jsonl``. A transcript idle
 for ``IDLE_S`` is treated as finished (its pending tool calls are recorded too).
 
 Every request either moves a transcript forward or ends its turn: a tool call waiting for its
@@ -42,7 +44,10 @@ def claude_home() -> Path:
 
 def default_paths() -> list[Path]:
     root = claude_home() / "projects"
-    return sorted([*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl")])
+    from .clients.copilot import session_files as copilot_sessions
+
+    return sorted([*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl"),
+                   *copilot_sessions()])  # fmt: skip
 
 
 def expand(paths: list[str]) -> list[Path]:
