@@ -215,14 +215,24 @@ def _expand(m: Match, template: str) -> str:
 class Pattern:
     """A compiled pattern run by RE2: the calls of ``re.Pattern`` the code uses."""
 
-    __slots__ = ("_relax", "_rx", "flags", "groupindex", "groups", "pattern", "translated")
+    __slots__ = ("_compiled", "_relax", "flags", "groupindex", "groups", "pattern", "translated")
 
     def __init__(self, pattern: str, flags: int = 0, relaxed: bool = False, capture: bool = True):
         """``capture=False``: where it matches, without its groups (RE2 then finds a match by
-        its automata alone, never by a slower pass over the match for the groups' places)."""
+        its automata alone, never by a slower pass over the match for the groups' places).
+
+        RE2 compiles the pattern at its first search when an earlier process compiled it
+        already (its number of groups is kept, :mod:`.derived`); else here, so a pattern RE2
+        refuses raises :class:`NotLinear` at once."""
         self.pattern, self.flags, self._relax = pattern, flags, relaxed
         self.translated, self.groupindex = _translated(pattern, flags, relaxed, capture)
-        self._compile()
+        self._compiled = None
+
+        def derive() -> int:
+            self._compile()
+            return self.groups
+
+        self.groups = _SYNTAX.get(["groups", self.translated], derive, int, _an_int)
 
     @classmethod
     def of_re2(cls, translated: str) -> Pattern:
@@ -231,6 +241,7 @@ class Pattern:
         self = object.__new__(cls)
         self.pattern = self.translated = translated
         self.flags, self.groupindex, self._relax = 0, {}, None
+        self._compiled = None
         self._compile()
         return self
 
@@ -239,12 +250,20 @@ class Pattern:
         options.max_mem = _MAX_MEM
         options.log_errors = False
         try:
-            self._rx = re2._re2.RE2(self.translated.encode("utf-8"), options)
+            rx = re2._re2.RE2(self.translated.encode("utf-8"), options)
         except re2.error as exc:  # pragma: no cover - the translation is RE2's syntax
             raise NotLinear(f"RE2 refused the pattern: {exc}") from exc
-        if not self._rx.ok():
-            raise NotLinear(f"RE2 refused the pattern: {self._rx.error()}")
-        self.groups = self._rx.NumberOfCapturingGroups()
+        if not rx.ok():
+            raise NotLinear(f"RE2 refused the pattern: {rx.error()}")
+        self.groups = rx.NumberOfCapturingGroups()
+        self._compiled = rx
+
+    @property
+    def _rx(self):
+        """RE2's compiled pattern (compiled at the first search, see ``__init__``)."""
+        if self._compiled is None:
+            self._compile()
+        return self._compiled
 
     def __repr__(self) -> str:
         return f"linear_regex.compile({self.pattern!r})"
