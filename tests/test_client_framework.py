@@ -337,14 +337,14 @@ def test_the_hook_client_reads_client_and_event():
 class _Recorder(http.server.BaseHTTPRequestHandler):
     seen: list = []
     status = 400
+    answer: dict | None = None  # a 200 with this answer when set
 
     def do_POST(self):  # noqa: N802
         body = self.rfile.read(int(self.headers["Content-Length"]))
         _Recorder.seen.append((self.path, json.loads(body)))
-        answer = json.dumps(
-            {"error": "invalid_input", "message": "unknown client 'nosuch'"}
-        ).encode()
-        self.send_response(_Recorder.status)
+        refusal = {"error": "invalid_input", "message": "unknown client 'nosuch'"}
+        answer = json.dumps(_Recorder.answer or refusal).encode()
+        self.send_response(200 if _Recorder.answer is not None else _Recorder.status)
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
@@ -426,3 +426,54 @@ def test_the_route_refuses_an_unknown_client_or_event(routes):
                                            "config": {"threshold": 0.2}})  # fmt: skip
     out = r.json()["output"]  # no client: Claude Code, as before
     assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+
+
+def test_a_client_that_cannot_show_context_on_an_event_gets_nothing_chosen_for_it(routes):
+    """Cursor's beforeSubmitPrompt has no context field: the prompt is recorded, nothing is
+    chosen (so nothing is marked as shown to the conversation), and its answer is Cursor's."""
+    question = "when does the staging database password rotate?"
+    r = _post(routes, "beforeSubmitPrompt", {"client": "cursor", "input": {
+        "conversation_id": "cur-1", "prompt": question, "hook_event_name": "beforeSubmitPrompt"},
+        "config": {"threshold": 0.2}})  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert r.json()["output"] == {"continue": True} and r.json()["injected"] == []
+    # the same prompt from a client that shows it injects the memory
+    r = _post(routes, "UserPromptSubmit", {"client": "claude", "input": {
+        "session_id": "cl-1", "prompt": question}, "config": {"threshold": 0.2}})  # fmt: skip
+    assert r.json()["injected"] and "rotates every Monday" in json.dumps(r.json()["output"])
+    # an event the client's translation ignores (a tool that is not the shell) is answered
+    # as the client reads an empty answer
+    r = _post(routes, "postToolUse", {"client": "cursor", "input": {
+        "conversation_id": "cur-1", "tool_name": "Read", "tool_input": {"path": "x"}}})  # fmt: skip
+    assert r.status_code == 200 and r.json()["output"] == {}
+
+
+def test_the_hook_client_names_the_project_from_the_input_or_the_clients_environment(tmp_path):
+    from server.hooks import hookclient as hc
+
+    root = str(tmp_path)
+    assert hc.project_dir({"cwd": root, "workspace_roots": ["/elsewhere"]}, {}) == root
+    assert hc.project_dir({"workspace_roots": [root, "/b"]}, {}) == root
+    assert hc.project_dir({"cwd": "relative"}, {"CURSOR_PROJECT_DIR": root}) == root
+    assert hc.project_dir({}, {"CLAUDE_PROJECT_DIR": root}) == root
+    assert hc.project_dir({"workspace_roots": "not a list", "cwd": 7}, {}) == os.getcwd()
+
+
+def test_the_hook_client_prints_an_empty_answer_the_client_expects(tmp_path):
+    """Cursor reads no output as a failed hook: its ``{}`` is printed, not dropped."""
+    _Recorder.answer = {"output": {}}
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    home = tmp_path / "store"
+    home.mkdir()
+    (home / "daemon.json").write_text(json.dumps({"host": "127.0.0.1", "port": server.server_port,
+                                                  "secret": "s", "pid": os.getpid()}))  # fmt: skip
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-S", str(cf.HOOKCLIENT), "--client", "cursor", "afterFileEdit"],
+            input=b'{"file_path": "/tmp/x.py"}', capture_output=True, timeout=30,
+            env={**os.environ, "PATTERN_HOME": str(home)})  # fmt: skip
+    finally:
+        server.shutdown()
+        _Recorder.answer = None
+    assert proc.returncode == 0 and proc.stdout.strip() == b"{}", proc

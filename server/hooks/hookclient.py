@@ -213,6 +213,17 @@ def parse_argv(argv: list[str]) -> tuple[str | None, str]:
     return client, (argv[0] if argv else "")
 
 
+def project_dir(data: dict, env) -> str:
+    """The folder the client works in: the input's ``cwd``, else the first of Cursor's
+    ``workspace_roots``, else the project folder the client names in the hook's environment
+    (``CURSOR_PROJECT_DIR``, ``CLAUDE_PROJECT_DIR``: a client may run user hooks from its own
+    folder), else the hook's working directory."""
+    roots = data.get("workspace_roots")
+    given = [data.get("cwd"), *(roots[:1] if isinstance(roots, list) else []),
+             env.get("CURSOR_PROJECT_DIR"), env.get("CLAUDE_PROJECT_DIR")]  # fmt: skip
+    return next((d for d in given if isinstance(d, str) and os.path.isabs(d)), os.getcwd())
+
+
 def run(event: str, stdin: bytes, env, home, until: float, client: str | None = None) -> str | None:
     if not event or event.startswith("-"):
         raise HookError("usage: pattern-memory hook [--client NAME] EVENT")
@@ -221,12 +232,14 @@ def run(event: str, stdin: bytes, env, home, until: float, client: str | None = 
     data = json.loads(stdin or b"{}")
     if not isinstance(data, dict):
         raise HookError("the hook input is not a JSON object")
-    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
+    cwd = project_dir(data, env)
     who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}
     payload = {"client": client or "claude", "input": _trim(data), "config": config_from_env(env)}
     answer = call_daemon(home, env, f"/hooks/{event}", payload, who, until)
     out = answer.get("output") if isinstance(answer, dict) else None
-    return json.dumps(out) if out else None  # ASCII: any console encoding can carry it
+    # ASCII: any console encoding can carry it; an empty object too (Cursor reads no output
+    # as a failed hook)
+    return json.dumps(out) if out is not None else None
 
 
 def deadline_of(env) -> float:

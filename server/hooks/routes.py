@@ -69,6 +69,11 @@ def translate_input(spec: ClientSpec, event: str, data: object) -> tuple[str, di
                          f"({type(exc).__name__})") from None  # fmt: skip
 
 
+def can_show(spec: ClientSpec, event: str) -> bool:
+    """Whether the client's answer to ``event`` can carry injected text at all."""
+    return spec.to_output(event, "x") != spec.to_output(event, "")
+
+
 def injected_text(output: dict | None) -> str:
     """The text a handler's answer injects (our handlers answer in Claude Code's form)."""
     inner = (output or {}).get("hookSpecificOutput") or {}
@@ -155,10 +160,15 @@ def hook_routes(hooks: HookService, secret: str) -> list[Route]:
                 raise _UnknownEvent(f"unknown hook event {event!r} for client {spec.name!r}")
             translated = translate_input(spec, event, body.get("input", {}))
             if translated is None:
-                return HookAnswer(note=f"{spec.name} event {event} is not used").model_dump()
+                return HookAnswer(output=spec.to_output(event, ""),
+                                  note=f"{spec.name} event {event} is not used").model_dump()  # fmt: skip
             handler, data = translated
-            req = HookRequest.model_validate({"event": handler, "input": data,
-                                              "config": body.get("config", {})})  # fmt: skip
+            config = body.get("config", {})
+            if isinstance(config, dict) and not can_show(spec, event):
+                # the client has no field for context here: nothing is chosen, so nothing is
+                # marked as shown to the session (the prompt is still recorded)
+                config = {**config, "prompt_tokens": 0, "briefing_tokens": 0}
+            req = HookRequest.model_validate({"event": handler, "input": data, "config": config})
             with hooks.svc.engine.vector_query_deadline(HOOK_VECTOR_S):  # within the hook's budget
                 answer = hooks.handle(who, req)
             answer.output = spec.to_output(event, injected_text(answer.output))
