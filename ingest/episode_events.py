@@ -15,6 +15,9 @@ offset, with the same formats:
   ``sessionId/agent-<agentId>``, as the indexer names it).
 - **Cursor** (:mod:`ingest.transcripts_cursor`): prompts and the assistant's words only; its
   transcripts hold no tool results, so its commands and edits come from its hooks.
+- **Codex CLI** (:mod:`ingest.transcripts_codex`): prompts, replies, shell commands (``run``,
+  keyed by ``call_id`` as its hook keys them; a command still running is ended by its poll) and
+  ``apply_patch`` edits, from its rollouts.
 - **GitHub Copilot CLI** (:mod:`ingest.transcripts_copilot`): prompts, replies, ``bash`` /
   ``powershell`` commands (``run``, keyed by ``toolCallId``) and ``edit`` / ``create`` edits.
 - **Generic JSONL** (``{"session", "role", "content", "timestamp"}``): ``user`` is a prompt,
@@ -48,6 +51,7 @@ from pydantic import BaseModel, Field
 from . import transcripts
 from .episodes import Event
 from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text, waiting_since
+from .transcripts_codex import codex_events, is_rollout_entry
 from .transcripts_copilot import copilot_events, is_copilot
 from .transcripts_cursor import NOTES, cursor_events, is_cursor
 
@@ -263,14 +267,16 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
             if e is None:
                 continue
             if prog.format is None and e.get("type") not in NOTES:
-                prog.format = ("cursor" if is_cursor(e) else
+                prog.format = ("codex" if is_rollout_entry(e) else
+                               "cursor" if is_cursor(e) else
                                "copilot" if is_copilot(e) else
                                "claude-code" if "message" in e or e.get("type") else
                                "generic" if "role" in e else None)  # fmt: skip
             found = claude_events(e, path, prog, now) if prog.format == "claude-code" else (
                 generic_events(e, path) if prog.format == "generic" else
                 cursor_events(e, path) if prog.format == "cursor" else
-                copilot_events(e, path, prog, now) if prog.format == "copilot" else [])  # fmt: skip
+                copilot_events(e, path, prog, now) if prog.format == "copilot" else
+                codex_events(e, path, prog, now) if prog.format == "codex" else [])  # fmt: skip
             for session, _ev in found:
                 places.setdefault(session, where(e))
                 if session not in prog.sessions:

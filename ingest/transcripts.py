@@ -14,6 +14,8 @@ Two formats, told apart by the first entry of a file:
 - **Generic JSONL**: ``{"session", "role", "content", "timestamp"}`` per line (role ``user``,
   ``assistant`` or ``tool``; optional ``cwd``, ``gitBranch``, ``parentSession``).
 - **Cursor** (``{"role", "message"}`` lines without ``type``): :mod:`ingest.transcripts_cursor`.
+- **Codex CLI** (rollout lines ``{"timestamp", "type": "session_meta" | "response_item" | …,
+  "payload"}``, ``~/.codex/sessions/…/rollout-*.jsonl``): :mod:`ingest.transcripts_codex`.
 - **GitHub Copilot CLI** (session events ``{"type": "session.start", "data": …}``,
   ``~/.copilot/session-state/<id>/events.jsonl``): :mod:`ingest.transcripts_copilot`.
 
@@ -71,6 +73,7 @@ ABANDONED_KEPT = 32  # given-up calls remembered, so a late result still names i
 MAX_WAITING = 256  # calls waiting for their results; beyond, the oldest is given up
 MAX_READ_SECONDS = 10.0  # a read stops at its first checkpoint after this long
 CWD_SCAN_BYTES = 1024 * 1024  # of a transcript's start, looked through for its folder
+CODEX_TYPES = ("session_meta", "response_item", "event_msg", "turn_context", "compacted")
 
 # the arguments that say what a call did (Claude Code's tool names); others: first scalars
 KEY_ARGS = {
@@ -254,6 +257,8 @@ class ReadResult:
 
 
 def detect_format(entry: dict) -> str | None:
+    if entry.get("type") in CODEX_TYPES and isinstance(entry.get("payload"), dict):
+        return "codex"  # ingest.transcripts_codex.is_rollout_entry
     if "role" in entry and isinstance(entry.get("message"), dict) and "type" not in entry:
         return "cursor"  # ingest.transcripts_cursor.is_cursor
     if "." in str(entry.get("type") or "") and isinstance(entry.get("data"), dict):
@@ -546,9 +551,9 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
             if entry is not None:
                 res.format = res.format or detect_format(entry)
                 entry["_at"] = f"@{start}"
-                if res.format in ("cursor", "copilot") and type(cc) is _ClaudeCode:
+                if res.format not in (None, "claude-code", "generic") and type(cc) is _ClaudeCode:
                     cc = _parser(res.format, path, pending, now)
-                if res.format in ("claude-code", "cursor", "copilot"):
+                if res.format in ("claude-code", "cursor", "copilot", "codex"):
                     res.turns += cc.feed(entry)
                 elif res.format == "generic":
                     res.turns += _generic_turn(entry, path, start)
@@ -584,6 +589,10 @@ def _parser(fmt: str | None, path: Path, pending: dict | None, now: float):
         from .transcripts_cursor import CursorTranscript
 
         return CursorTranscript(path, pending, now)
+    if fmt == "codex":
+        from .transcripts_codex import CodexRollout
+
+        return CodexRollout(path, pending, now)
     if fmt == "copilot":
         from .transcripts_copilot import CopilotTurns
 
@@ -619,6 +628,8 @@ def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
             continue
         if detect_format(e) == "generic":
             turns = _generic_turn(e, path, 0)
+        elif detect_format(e) == "codex":
+            turns = _parser("codex", path, None, 0.0).feed(e)
         elif detect_format(e) == "copilot":
             cc = _parser("copilot", path, None, 0.0)
             turns = cc.feed(e) + cc.flush_reply()
@@ -643,6 +654,10 @@ def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
         e = parse_line(raw)
         if e is not None and isinstance(e.get("cwd"), str) and e["cwd"]:
             return e["cwd"]
+        if e is not None and detect_format(e) == "codex" and e["type"] == "session_meta":
+            cwd = e["payload"].get("cwd")
+            if isinstance(cwd, str) and cwd:
+                return cwd
         if e is not None and detect_format(e) == "copilot":  # its start's data.context.cwd
             from .transcripts_copilot import entry_cwd
 
