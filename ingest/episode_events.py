@@ -15,6 +15,8 @@ offset, with the same formats:
   ``sessionId/agent-<agentId>``, as the indexer names it).
 - **Cursor** (:mod:`ingest.transcripts_cursor`): prompts and the assistant's words only; its
   transcripts hold no tool results, so its commands and edits come from its hooks.
+- **Gemini CLI** (:mod:`ingest.transcripts_gemini`): prompts, replies, shell calls (``run``,
+  keyed as its hook keys them) and ``replace`` / ``write_file`` edits, from its JSONL sessions.
 - **Codex CLI** (:mod:`ingest.transcripts_codex`): prompts, replies, shell commands (``run``,
   keyed by ``call_id`` as its hook keys them; a command still running is ended by its poll) and
   ``apply_patch`` edits, from its rollouts.
@@ -54,6 +56,8 @@ from .transcripts import COMPACT_PREFIX, line_hash, message_blocks, result_text,
 from .transcripts_codex import codex_events, is_rollout_entry
 from .transcripts_copilot import copilot_events, is_copilot
 from .transcripts_cursor import NOTES, cursor_events, is_cursor
+from .transcripts_gemini import events as gemini_events
+from .transcripts_gemini import is_gemini
 
 MAX_OUTPUT = 20_000  # of a command's output: its head and its tail beyond this
 HUNK_CHARS = 1200  # of one edit's diff
@@ -268,13 +272,14 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
                 continue
             if prog.format is None and e.get("type") not in NOTES:
                 prog.format = ("codex" if is_rollout_entry(e) else
-                               "cursor" if is_cursor(e) else
+                               "gemini" if is_gemini(e) else "cursor" if is_cursor(e) else
                                "copilot" if is_copilot(e) else
                                "claude-code" if "message" in e or e.get("type") else
                                "generic" if "role" in e else None)  # fmt: skip
             found = claude_events(e, path, prog, now) if prog.format == "claude-code" else (
                 generic_events(e, path) if prog.format == "generic" else
                 cursor_events(e, path) if prog.format == "cursor" else
+                gemini_events(e, path, prog) if prog.format == "gemini" else
                 copilot_events(e, path, prog, now) if prog.format == "copilot" else
                 codex_events(e, path, prog, now) if prog.format == "codex" else [])  # fmt: skip
             for session, _ev in found:

@@ -14,6 +14,8 @@ Two formats, told apart by the first entry of a file:
 - **Generic JSONL**: ``{"session", "role", "content", "timestamp"}`` per line (role ``user``,
   ``assistant`` or ``tool``; optional ``cwd``, ``gitBranch``, ``parentSession``).
 - **Cursor** (``{"role", "message"}`` lines without ``type``): :mod:`ingest.transcripts_cursor`.
+- **Gemini CLI** (a ``sessionId`` + ``projectHash`` first line; before v0.39 one JSON document,
+  ``chats/…/*.json``): :mod:`ingest.transcripts_gemini`.
 - **Codex CLI** (rollout lines ``{"timestamp", "type": "session_meta" | "response_item" | …,
   "payload"}``, ``~/.codex/sessions/…/rollout-*.jsonl``): :mod:`ingest.transcripts_codex`.
 - **GitHub Copilot CLI** (session events ``{"type": "session.start", "data": …}``,
@@ -257,8 +259,12 @@ class ReadResult:
 
 
 def detect_format(entry: dict) -> str | None:
+    from .transcripts_gemini import is_gemini  # it imports this module
+
     if entry.get("type") in CODEX_TYPES and isinstance(entry.get("payload"), dict):
         return "codex"  # ingest.transcripts_codex.is_rollout_entry
+    if is_gemini(entry):
+        return "gemini"
     if "role" in entry and isinstance(entry.get("message"), dict) and "type" not in entry:
         return "cursor"  # ingest.transcripts_cursor.is_cursor
     if "." in str(entry.get("type") or "") and isinstance(entry.get("data"), dict):
@@ -503,6 +509,11 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
     :attr:`ReadResult.partial`). Turns after the last checkpoint are half-read: the caller
     drops them."""
     path = Path(path)
+    if path.suffix == ".json":
+        from .transcripts_gemini import is_document, read_document
+
+        if is_document(path):  # Gemini CLI's sessions before v0.39: one JSON document
+            return read_document(path, offset)
     res = ReadResult(fmt)
     now = time.time() if now is None else now
     until = None if max_seconds is None else time.monotonic() + max_seconds
@@ -553,7 +564,7 @@ def read_turns(path: str | Path, offset: int = 0, fmt: str | None = None, *, flu
                 entry["_at"] = f"@{start}"
                 if res.format not in (None, "claude-code", "generic") and type(cc) is _ClaudeCode:
                     cc = _parser(res.format, path, pending, now)
-                if res.format in ("claude-code", "cursor", "copilot", "codex"):
+                if res.format in ("claude-code", "cursor", "gemini", "copilot", "codex"):
                     res.turns += cc.feed(entry)
                 elif res.format == "generic":
                     res.turns += _generic_turn(entry, path, start)
@@ -589,6 +600,10 @@ def _parser(fmt: str | None, path: Path, pending: dict | None, now: float):
         from .transcripts_cursor import CursorTranscript
 
         return CursorTranscript(path, pending, now)
+    if fmt == "gemini":
+        from .transcripts_gemini import GeminiTurns
+
+        return GeminiTurns(path, pending, now)
     if fmt == "codex":
         from .transcripts_codex import CodexRollout
 
@@ -628,6 +643,8 @@ def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
             continue
         if detect_format(e) == "generic":
             turns = _generic_turn(e, path, 0)
+        elif detect_format(e) == "gemini":
+            turns = _parser("gemini", path, None, 0.0).feed(e)
         elif detect_format(e) == "codex":
             turns = _parser("codex", path, None, 0.0).feed(e)
         elif detect_format(e) == "copilot":
@@ -663,7 +680,9 @@ def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
 
             if entry_cwd(e):
                 return entry_cwd(e)
-    return None
+    from .transcripts_gemini import project_root  # Gemini CLI's sessions name no folder
+
+    return project_root(path)
 
 
 def tool_result_text(path: str | Path, tool_use_id: str, max_bytes: int = 262_144) -> str | None:

@@ -9,11 +9,13 @@ that agent's private scope of that project.
 
 Default paths: Claude Code's transcripts, ``~/.claude/projects/*/*.jsonl`` and their sub-agent
 sidechains ``~/.claude/projects/*/*/subagents/*.jsonl`` (``$CLAUDE_CONFIG_DIR`` instead of
-``~/.claude`` when set); Codex CLI's rollouts, ``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``
-(``$CODEX_HOME`` instead of ``~/.codex`` when set); GitHub Copilot CLI's sessions,
-``~/.copilot/session-state/*/events.jsonl`` (``$COPILOT_HOME`` instead of ``~/.copilot`` when
-set). A folder given as PATH is searched for ``*.jsonl``. A transcript idle
-for ``IDLE_S`` is treated as finished (its pending tool calls are recorded too).
+``~/.claude`` when set); Gemini CLI's sessions, ``~/.gemini/tmp/*/chats/`` (as
+``ingest.transcripts_gemini.session_files`` finds them); Codex CLI's rollouts,
+``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``$CODEX_HOME`` instead of ``~/.codex`` when
+set); GitHub Copilot CLI's sessions, ``~/.copilot/session-state/*/events.jsonl``
+(``$COPILOT_HOME`` instead of ``~/.copilot`` when set). A folder given as PATH is searched for
+``*.jsonl``. A transcript idle for ``IDLE_S`` is treated as finished (its pending tool calls
+are recorded too).
 
 Every request either moves a transcript forward or ends its turn: a tool call waiting for its
 result does not hold the reading up (the daemon indexes around it, and gives it up after
@@ -45,11 +47,13 @@ def claude_home() -> Path:
 
 def default_paths() -> list[Path]:
     root = claude_home() / "projects"
+    from ingest.transcripts_gemini import session_files
+
     from .clients.codex import rollouts as codex_rollouts
     from .clients.copilot import session_files as copilot_sessions
 
     return sorted([*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl"),
-                   *codex_rollouts(), *copilot_sessions()])  # fmt: skip
+                   *session_files(), *codex_rollouts(), *copilot_sessions()])  # fmt: skip
 
 
 def expand(paths: list[str]) -> list[Path]:
