@@ -44,7 +44,6 @@ over a line of another shape: it never raises on what a file holds.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -319,19 +318,3 @@ def call_event(call: dict) -> Event | None:
         ok = call.get("status") == "success" and not result_text(call.get("result"))[1]
         return tool_event(EDITS[name], args, "", ok, call["id"][:200], at)
     return None
-
-
-def session_files(home: Path | None = None) -> list[Path]:
-    """Gemini CLI's sessions on this machine (``index-sessions``' default paths):
-    ``~/.gemini/tmp/*/chats/session-*.jsonl``, sub-agents' ``chats/*/*.jsonl``, and the legacy
-    ``session-*.json`` documents that have no ``.jsonl`` copy (Gemini CLI makes one when such a
-    session is resumed). ``home``: the ``.gemini`` folder (``$GEMINI_CLI_HOME/.gemini`` or
-    ``~/.gemini``)."""
-    if home is None:
-        home = Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini"
-    chats = home / "tmp"
-    found = [*chats.glob("*/chats/session-*.jsonl"), *chats.glob("*/chats/*/*.jsonl")]
-    found += [
-        p for p in chats.glob("*/chats/session-*.json") if not p.with_suffix(".jsonl").exists()
-    ]
-    return sorted(found)

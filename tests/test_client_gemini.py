@@ -28,7 +28,6 @@ from ingest.episode_events import FeedProgress, read_events
 from ingest.episodes import SessionEpisodes, feed
 from ingest.gemini_parts import shell_result
 from ingest.transcripts import last_turn, parse_line, read_turns, session_cwd, valid_offset
-from ingest.transcripts_gemini import session_files
 from server.hooks import install
 from server.hooks.clients import gemini
 from server.hooks.clients.spec import HANDLERS
@@ -350,7 +349,7 @@ def test_session_files_on_this_machine(tmp_path):
     for name in names:
         (chats / name).parent.mkdir(exist_ok=True)
         (chats / name).write_text("{}")
-    found = [p.relative_to(chats).as_posix() for p in session_files(tmp_path / ".gemini")]
+    found = [p.relative_to(chats).as_posix() for p in gemini.session_files(tmp_path / ".gemini")]
     assert found == ["session-a.jsonl", "session-b.json", "session-c.jsonl", "x/sub.jsonl"]
 
 

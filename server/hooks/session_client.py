@@ -10,7 +10,7 @@ that agent's private scope of that project.
 Default paths: Claude Code's transcripts, ``~/.claude/projects/*/*.jsonl`` and their sub-agent
 sidechains ``~/.claude/projects/*/*/subagents/*.jsonl`` (``$CLAUDE_CONFIG_DIR`` instead of
 ``~/.claude`` when set); Gemini CLI's sessions, ``~/.gemini/tmp/*/chats/`` (as
-``ingest.transcripts_gemini.session_files`` finds them); Codex CLI's rollouts,
+``server.hooks.clients.gemini.session_files`` finds them); Codex CLI's rollouts,
 ``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`` (``$CODEX_HOME`` instead of ``~/.codex`` when
 set); GitHub Copilot CLI's sessions, ``~/.copilot/session-state/*/events.jsonl``
 (``$COPILOT_HOME`` instead of ``~/.copilot`` when set). A folder given as PATH is searched for
@@ -47,13 +47,12 @@ def claude_home() -> Path:
 
 def default_paths() -> list[Path]:
     root = claude_home() / "projects"
-    from ingest.transcripts_gemini import session_files
-
     from .clients.codex import rollouts as codex_rollouts
     from .clients.copilot import session_files as copilot_sessions
+    from .clients.gemini import session_files as gemini_sessions
 
     return sorted([*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl"),
-                   *session_files(), *codex_rollouts(), *copilot_sessions()])  # fmt: skip
+                   *gemini_sessions(), *codex_rollouts(), *copilot_sessions()])  # fmt: skip
 
 
 def expand(paths: list[str]) -> list[Path]:

@@ -28,10 +28,10 @@ What Gemini CLI reads and sends (https://github.com/google-gemini/gemini-cli:
 - the MCP server: ``"mcpServers": {NAME: {"command": …, "args": […]}}`` in the same file.
 
 A shell command's result reaches us through ``AfterTool`` (matcher ``^run_shell_command$``):
-its output is read back from the tool's text (:func:`ingest.gemini_parts.shell_result`),
+its output is read back from the tool's text (``server/service/gemini_shell.py``),
 a failure (an exit status, a timeout, an error) goes to the failure handler, a success to the
 tool handler; a command cancelled by the user or moved to the background is no result. Gemini
-CLI gives a hook no call id, so the key is :func:`~ingest.gemini_parts.run_key`, the one
+CLI gives a hook no call id, so the key is ``ingest.gemini_parts.run_key``'s, the one
 the transcript reader gives the same call.
 """
 
@@ -41,8 +41,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ingest.gemini_parts import SHELL, parts_text, run_key, shell_result
-
+from ...service.gemini_shell import SHELL, shell_call
 from . import config_files as cf
 from .spec import Binding, ClientSpec, ConfigFile, Installer
 
@@ -88,23 +87,12 @@ def _base(data: dict, handler: str) -> dict:
 def _shell(data: dict) -> tuple[str, dict] | None:
     """An ``AfterTool`` of the shell tool as our tool handler's input, or the failure
     handler's; None: not a shell call with a result."""
-    tool_input, response = data.get("tool_input"), data.get("tool_response")
-    if data.get("tool_name") != SHELL or not isinstance(tool_input, dict):
+    call = shell_call(data.get("tool_name"), data.get("tool_input"), data.get("tool_response"))
+    if call is None or call.result.cancelled or call.result.background:
         return None
-    command = tool_input.get("command")
-    if not isinstance(command, str) or not command.strip() or not isinstance(response, dict):
-        return None
-    content = response.get("llmContent")
-    text = content if isinstance(content, str) else parts_text(content)
-    res = shell_result(text)
-    if res.cancelled or res.background:
-        return None
-    error = response.get("error")
-    message = _str(error, "message") if isinstance(error, dict) else None
-    if message and not res.error:
-        res.error = message
-    inp = {**_base(data, "PostToolUse"), "tool_name": SHELL, "tool_input": tool_input,
-           "tool_use_id": run_key(command, res)}  # fmt: skip
+    res = call.result
+    inp = {**_base(data, "PostToolUse"), "tool_name": SHELL, "tool_input": data["tool_input"],
+           "tool_use_id": call.key}  # fmt: skip
     if not res.failed:
         return "PostToolUse", {**inp, "tool_response": {"stdout": res.output, "exit_code": 0}}
     parts = [res.output, res.error]
@@ -219,6 +207,20 @@ def extension_hooks() -> dict:
         group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
         hooks.setdefault(b.client_event, []).append(group)
     return {"hooks": hooks}
+
+
+def session_files(home: Path | None = None) -> list[Path]:
+    """Gemini CLI's sessions on this machine (``index-sessions``' default paths; the files
+    ``ingest/transcripts_gemini.py`` reads): ``tmp/*/chats/session-*.jsonl``, sub-agents'
+    ``tmp/*/chats/*/*.jsonl``, and the ``session-*.json`` documents of builds before v0.39 that
+    have no ``.jsonl`` copy (Gemini CLI writes one when it resumes such a session). ``home``:
+    the ``.gemini`` folder (:func:`gemini_home`)."""
+    chats = (gemini_home() if home is None else home) / "tmp"
+    found = [*chats.glob("*/chats/session-*.jsonl"), *chats.glob("*/chats/*/*.jsonl")]
+    found += [
+        p for p in chats.glob("*/chats/session-*.json") if not p.with_suffix(".jsonl").exists()
+    ]
+    return sorted(found)
 
 
 def detect() -> bool:
