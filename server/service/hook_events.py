@@ -169,13 +169,21 @@ class HookService:
             if job is None:
                 return
             key, run = job
+            # a transcript read runs from its checkpoint: the same read asked for while this one
+            # runs is queued again (the file may have grown since this one read it); one hook
+            # event is the detector's once
+            once = key[0] == "episode-event"
+            if not once:
+                with self._worker_lock:
+                    self._pending.discard(key)
             try:
                 run()
             except Exception:  # one line in the daemon log; the next run retries
                 log.exception("indexing %s failed", key[1])
             finally:
-                with self._worker_lock:
-                    self._pending.discard(key)
+                if once:
+                    with self._worker_lock:
+                        self._pending.discard(key)
                 self._jobs.task_done()
 
     def _queue(self, key: tuple, run: Callable[[], Any]) -> bool:
