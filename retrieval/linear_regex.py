@@ -432,7 +432,7 @@ class Windowed:
 
 # ---------------------------------------------------------------------- derived, kept on disk
 
-_SYNTAX = derived.Table("re2-syntax", (regex_translate.__file__,))
+_SYNTAX = derived.Table("re2-syntax", (regex_translate.__file__, __file__), (re2._re2.__file__,))
 
 
 def _an_int(value) -> int:

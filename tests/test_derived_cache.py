@@ -42,8 +42,8 @@ def test_every_rules_facts_and_translation_read_back_equal_what_the_code_derives
         keys += [(f.rx.pattern, f.rx.flags, i) for i in range(len(alts or []))]
     writer = derived.Table("facts-test", (pattern_facts.__file__,))
     for p, fl, i in keys:
-        writer.get([p, fl, i], lambda: pattern_facts._derive(p, fl, i), pattern_facts._encode,
-                   pattern_facts._decode)  # fmt: skip
+        writer.get([p, fl, i], lambda p=p, fl=fl, i=i: pattern_facts._derive(p, fl, i),
+                   pattern_facts._encode, pattern_facts._decode)  # fmt: skip
     writer.save()
     reader = derived.Table("facts-test", (pattern_facts.__file__,))
 
@@ -62,6 +62,13 @@ def test_every_rules_facts_and_translation_read_back_equal_what_the_code_derives
                     linear_regex._translated(f.rx.pattern, f.rx.flags, relaxed, capture)
                 continue
             assert linear_regex._translated(f.rx.pattern, f.rx.flags, relaxed, capture) == want
+
+
+@pytest.fixture(autouse=True)
+def _writing(monkeypatch):
+    """These tests write tables (as the product's processes do); a test run otherwise only
+    reads them."""
+    monkeypatch.setattr(derived, "_WRITE", True)
 
 
 def _write(table: derived.Table, data, mode: int = 0o600) -> Path:
@@ -106,14 +113,18 @@ def test_a_file_past_the_size_bound_or_behind_a_link_is_not_read(tmp_path, monke
     monkeypatch.setattr(derived, "MAX_BYTES", 100)
     table = derived.Table("planted", (derived.__file__,))
     _write(table, {'["k"]': 999, "pad": "x" * 200})
-    assert derived.Table("planted", (derived.__file__,)).get(["k"], lambda: 7, int, _strict_int) == 7
+    assert (
+        derived.Table("planted", (derived.__file__,)).get(["k"], lambda: 7, int, _strict_int) == 7
+    )
     monkeypatch.setattr(derived, "MAX_BYTES", 8 * 2**20)
     real = tmp_path / "elsewhere.json"
     real.write_text(json.dumps({'["k"]': 999}))
     os.chmod(real, 0o600)
     table.path.unlink()
     table.path.symlink_to(real)
-    assert derived.Table("planted", (derived.__file__,)).get(["k"], lambda: 7, int, _strict_int) == 7
+    assert (
+        derived.Table("planted", (derived.__file__,)).get(["k"], lambda: 7, int, _strict_int) == 7
+    )
 
 
 def test_a_good_file_is_read_and_a_changed_deriving_code_starts_a_new_one(tmp_path, monkeypatch):
@@ -157,6 +168,8 @@ def test_a_second_process_reads_the_rules_tables_instead_of_deriving_them(tmp_pa
     """The point of the file: the injection rules' import derives nothing the second time."""
     env = {**os.environ, "PATTERN_CACHE_DIR": str(tmp_path)}
     probe = (
+        "from retrieval import derived\n"
+        "derived.write_new()\n"  # as the command line and the daemon do
         "import retrieval.regex_translate as t, server.service.trust.pattern_facts as f\n"
         "calls = []\n"
         "real, realt = f._derive, t._Translator.translate\n"
@@ -171,3 +184,53 @@ def test_a_second_process_reads_the_rules_tables_instead_of_deriving_them(tmp_pa
                             capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     assert int(first.stdout) > 100
     assert int(second.stdout) == 0, second.stdout
+
+
+def test_the_command_line_writes_tables_and_a_program_importing_the_package_does_not(
+    tmp_path, monkeypatch
+):
+    """A test run (or any program importing the package) reads the tables but never adds its
+    own patterns to them; the product's processes (every command, the daemon) do."""
+    from server.cli import main
+
+    monkeypatch.setattr(derived, "_WRITE", False)
+    monkeypatch.setenv("PATTERN_CACHE_DIR", str(tmp_path))
+    table = derived.Table("quiet", (derived.__file__,))
+    table.get(["a"], lambda: 1, int, _strict_int)
+    table.save()
+    assert not table.path.exists()
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert derived._WRITE is True
+
+
+def test_a_fifo_or_a_shared_folder_is_never_read_and_never_blocks(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATTERN_CACHE_DIR", str(tmp_path))
+    table = derived.Table("fifo", (derived.__file__,))
+    table.path.parent.mkdir(parents=True, mode=0o700)
+    os.mkfifo(table.path, 0o600)
+    assert table.get(["k"], lambda: 7, int, _strict_int) == 7  # (the open would block)
+    table.path.unlink()
+    shared = derived.Table("shared", (derived.__file__,))
+    _write(shared, {'["k"]': 999})
+    os.chmod(shared.path.parent, 0o777)
+    try:
+        fresh = derived.Table("shared", (derived.__file__,))
+        assert fresh.get(["k"], lambda: 7, int, _strict_int) == 7
+        fresh.save()  # nor written there
+        assert json.loads(shared.path.read_text()) == {'["k"]': 999}
+    finally:
+        os.chmod(shared.path.parent, 0o700)
+
+
+def test_the_files_name_follows_every_module_that_derives_and_the_re2_library(tmp_path):
+    lib, src = tmp_path / "lib.so", tmp_path / "deriver.py"
+    lib.write_bytes(b"one")
+    src.write_text("x = 1\n")
+    a = derived.Table("t", (str(src),), (str(lib),)).name
+    lib.write_bytes(b"two!")
+    assert derived.Table("t", (str(src),), (str(lib),)).name != a
+    assert set(linear_regex._SYNTAX.name.split("-")[:2]) == {"re2", "syntax"}
+    sources = (linear_regex.regex_translate.__file__, linear_regex.__file__)
+    built = (linear_regex.re2._re2.__file__,)
+    assert derived.Table("re2-syntax", sources, built).name == linear_regex._SYNTAX.name
