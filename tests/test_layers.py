@@ -52,6 +52,7 @@ FORWARDERS = {"server.hookclient"}
 FACE_MAY_IMPORT = {
     "retrieval.locks",
     "retrieval.private",
+    "retrieval.derived",
     "retrieval.errors",
     "retrieval.records",
     "graph.models",
