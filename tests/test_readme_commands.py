@@ -64,8 +64,9 @@ PARSE_ONLY: dict[str, str] = {
     "stop": "stops whatever daemon owns the store: run by test_daemon.py",
     "ui": "starts a detached daemon and opens a browser: run by test_ui_cli.py (and the "
     "browser tests)",
-    "hooks install --user": "writes the user's own ~/.claude/settings.json and ~/.claude.json: "
-    "run by test_hook_install.py under a temporary HOME",
+    "hooks install --user": "writes the user's own files (~/.claude/settings.json and "
+    "~/.claude.json, ~/.codex, ~/.gemini, ~/.cursor, ~/.copilot), with --user anywhere and any "
+    "--client: run by test_hook_install.py and test_client_*.py under a temporary HOME",
     "hooks uninstall --user": "the same files: run by test_hook_install.py",
     "index-sessions": "reads the user's ~/.claude/projects and starts the store's daemon (which "
     "would hold the store the later commands use): run by test_index_sessions.py",
@@ -143,6 +144,8 @@ def all_commands() -> list[Line]:
 
 
 def parse_only_reason(argv: list[str]) -> str | None:
+    if argv[:2] in (["hooks", "install"], ["hooks", "uninstall"]) and "--user" in argv:
+        return PARSE_ONLY["hooks install --user"]  # any client's: the user's own files
     joined = " ".join(argv)
     for prefix, reason in PARSE_ONLY.items():
         if joined == prefix or joined.startswith(prefix + " "):
