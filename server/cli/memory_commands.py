@@ -1,5 +1,9 @@
 """The commands on memories and graphs: ``demo``, ``recall``, ``export`` / ``import``,
 ``export-graph`` / ``import-graph`` and ``verify`` (memories whose cited code changed).
+
+What they print from the store (recalled text, a memory's content, a cited file's diff, JSON)
+goes through :func:`~server.service.trust.escapes.for_terminal`: a control character stored
+in it is shown escaped, never sent to the terminal as a control sequence.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..service.trust.escapes import for_terminal
 from .ownership import Owner, runtime, sole
 
 if TYPE_CHECKING:
@@ -43,10 +48,10 @@ def _demo(args, ask, doc_files, store_docs) -> int:
         for i, (item, source) in enumerate(ask(rt.service, who, query, args.k), 1):
             e = item.explanation
             text = " ".join(item.content.split())[:110]
-            print(
+            print(for_terminal(
                 f"{i:2}. {item.score:.3f}  lex#{e.get('lexical_rank') or '-'} "
                 f"vec={e.get('vector_similarity')}  [{source}] {text}"
-            )
+            ))  # fmt: skip
     rt.close()
     return 0
 
@@ -60,9 +65,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
         if owner.daemon is not None:  # the daemon answers (its model is loaded already)
             data = owner.call("recall", {"query": args.query, "budget": args.budget})
             if args.json:
-                print(json.dumps(data, indent=2, ensure_ascii=False))
+                print(for_terminal(json.dumps(data, indent=2, ensure_ascii=False)))
             else:
-                print(data.get("text") or "(nothing relevant)")
+                print(for_terminal(data.get("text") or "(nothing relevant)"))
             return 0
         rt = runtime()
         rt.wait_ready()
@@ -71,9 +76,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
     finally:
         owner.release()
     if args.json:
-        print(res.model_dump_json(indent=2))
+        print(for_terminal(res.model_dump_json(indent=2)))
     else:
-        print(res.text or "(nothing relevant)")
+        print(for_terminal(res.text or "(nothing relevant)"))
     return 0
 
 
@@ -92,13 +97,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     finally:
         owner.release()
     _show_backups(res.backups)
-    print(res.model_dump_json())
+    print(for_terminal(res.model_dump_json()))
     return 0
 
 
 def _show_backups(lines: list[str]) -> None:
     for line in lines:
-        print(f"replaced (kept as a backup): {line}", file=sys.stderr)
+        print(for_terminal(f"replaced (kept as a backup): {line}"), file=sys.stderr)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -109,7 +114,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         if owner.daemon is not None:  # the daemon's rules: the file must be in allowed dirs
             args_ = {"inputPath": str(Path(args.file).resolve()),
                      "overwriteExisting": args.overwrite}  # fmt: skip
-            print(json.dumps(owner.call("import-memories", args_), ensure_ascii=False))
+            print(for_terminal(json.dumps(owner.call("import-memories", args_),
+                                          ensure_ascii=False)))  # fmt: skip
             return 0
         rt = runtime()
         dirs = [*rt.settings.allowed_for(rt.identity), Path(args.file).resolve().parent]
@@ -118,7 +124,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         rt.close()
     finally:
         owner.release()
-    print(res.model_dump_json())
+    print(for_terminal(res.model_dump_json()))
     return 0
 
 
@@ -135,7 +141,7 @@ def cmd_import_graph(args: argparse.Namespace) -> int:
         rt.close()
     finally:
         owner.release()
-    print(res.model_dump_json(indent=2 if res.skipped else None))
+    print(for_terminal(res.model_dump_json(indent=2 if res.skipped else None)))
     return 0
 
 
@@ -151,30 +157,35 @@ def cmd_export_graph(args: argparse.Namespace) -> int:
     finally:
         owner.release()
     _show_backups(res.backups)
-    print(res.model_dump_json())
+    print(for_terminal(res.model_dump_json()))
     return 0
+
+
+def _say(text: str) -> None:
+    """A line of stored content or of a cited file's diff, printed escaped."""
+    print(for_terminal(text))
 
 
 def _show_verify(res) -> None:
     if res.action != "list":
         done = "deleted" if res.deleted else f"revision {res.revision}"
-        print(f"{res.action}: {res.memoryId} ({done})")
+        _say(f"{res.action}: {res.memoryId} ({done})")
         for m in res.memories:
             for c in m.citations:
-                print(f"  {c.label}: {c.status}")
+                _say(f"  {c.label}: {c.status}")
         return
-    print(f"{len(res.memories)} stale of {res.checked} memories with citations")
+    _say(f"{len(res.memories)} stale of {res.checked} memories with citations")
     for m in res.memories:
-        print(f"\n{m.id}  [{m.scope}/{m.category}] revision {m.revision}")
-        print("  " + " ".join(m.content.split())[:200])
+        _say(f"\n{m.id}  [{m.scope}/{m.category}] revision {m.revision}")
+        _say("  " + " ".join(m.content.split())[:200])
         for c in m.citations:
             where = f" -> now {c.currentStartLine}-{c.currentEndLine}" if c.currentStartLine else ""
-            print(f"  {c.label}: {c.status}{where if c.status != 'fresh' else ''}")
+            _say(f"  {c.label}: {c.status}{where if c.status != 'fresh' else ''}")
         for d in m.diffs:
             if d.note:
-                print(f"  ({d.cited}: {d.note})")
+                _say(f"  ({d.cited}: {d.note})")
             if d.diff:
-                print("\n".join("    " + line for line in d.diff.rstrip("\n").split("\n")))
+                _say("\n".join("    " + line for line in d.diff.rstrip("\n").split("\n")))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -215,7 +226,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     finally:
         owner.release()
     if args.json:
-        print(res.model_dump_json(indent=2))
+        print(for_terminal(res.model_dump_json(indent=2)))
     else:
         _show_verify(res)
     return 0

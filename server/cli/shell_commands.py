@@ -10,7 +10,9 @@ is called as this shell's identity (``identity_from_env``: the project of the cu
 ``PATTERN_AGENT_ID``, …), as ``recall`` calls it (:func:`.ownership.call_tool`). The daemon
 applies its rules (scopes, categories, sizes, limits, the write policy) and writes; this process
 never opens the store. A write is reported done only from the daemon's answer, which comes once
-it is committed; a refused or unanswered write is an error.
+it is committed; a refused or unanswered write is an error. Everything printed goes through
+:func:`echo`: what the store holds (a lesson's text, a memory's id, a daemon's message) never
+reaches the terminal as a control sequence.
 
 Bad input is refused before the daemon is reached, by the service's own checks
 (``server/service/scopes.py``), so the messages are the tools' messages. Exit codes: 0 done;
@@ -128,12 +130,21 @@ def call(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return call_tool(info, who, tool, {k: v for k, v in args.items() if v is not None})
 
 
+def echo(text: object = "", file=None) -> None:
+    """Print ``text`` with its control characters but line breaks and tabs escaped
+    (:func:`~server.service.trust.escapes.for_terminal`: an ``ESC`` stored in a lesson is
+    shown as ``\\u001b``, never sent to the terminal); JSON stays valid and equal."""
+    from ..service.trust.escapes import for_terminal
+
+    print(for_terminal(text), file=file)
+
+
 def run(fn, args: argparse.Namespace) -> int:
     """``fn(args)`` with the exit codes of this module: an error is one line on stderr."""
     try:
         return fn(args)
     except PatternError as exc:
-        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        echo(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2 if exc.code in BAD_INPUT else 1
 
 
@@ -154,7 +165,7 @@ def text_arg(value: str, what: str, limit: int) -> str:
 
 def show(data: dict, as_json: bool) -> bool:
     if as_json:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        echo(json.dumps(data, indent=2, ensure_ascii=False))
     return as_json
 
 
@@ -185,13 +196,13 @@ def cmd_remember(args: argparse.Namespace) -> int:
     if show(data, args.json):
         return 0
     for warning in data.get("warnings") or []:
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
     expires = f", expires {data['expiresAt']}" if data.get("expiresAt") else ""
-    print(f"remembered {data['memoryId']} ({data.get('scope')}/{data.get('category')}{expires})")
+    echo(f"remembered {data['memoryId']} ({data.get('scope')}/{data.get('category')}{expires})")
     for line in data.get("candidates") or []:
-        print(f"  may restate: {line}")
+        echo(f"  may restate: {line}")
     if data.get("candidatesNote"):
-        print(f"  ({data['candidatesNote']})")
+        echo(f"  ({data['candidatesNote']})")
     return 0
 
 
@@ -216,7 +227,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if data.get("deleted") is not True:
         raise PatternError(f"memory {args.id} was not deleted")
     if not show(data, args.json):
-        print(f"forgot {data.get('memoryId', args.id)}")
+        echo(f"forgot {data.get('memoryId', args.id)}")
     return 0
 
 
@@ -280,7 +291,7 @@ def _list(args: argparse.Namespace) -> int:
         _print_lessons([_entity_entry(e, args.scope) for e in found], withheld,
                        "(no lessons)")  # fmt: skip
         if more:
-            print(f"(more lessons: --limit {min(1000, args.limit * 2)} lists more)")
+            echo(f"(more lessons: --limit {min(1000, args.limit * 2)} lists more)")
     return 0
 
 
@@ -321,15 +332,16 @@ def _entity_entry(e: dict, scope: str):
 
 def _print_lessons(entries: list, withheld: int, nothing: str) -> None:
     """The lessons quoted as reference material (``server.service.trust.framing``: a header,
-    every line of a lesson behind ``> ``), then how many flagged ones were left out."""
+    every line of a lesson behind ``> ``, control characters escaped), then how many flagged
+    ones were left out."""
     from ..service.trust import framing
 
     if entries:
-        print(framing.pack(entries, include_suspicious=True).text)
+        echo(framing.pack(entries, include_suspicious=True).text)
     elif not withheld:
-        print(nothing)
+        echo(nothing)
     if withheld:
-        print(f"({withheld} lesson{'s were' if withheld != 1 else ' was'} left out: flagged as "
+        echo(f"({withheld} lesson{'s were' if withheld != 1 else ' was'} left out: flagged as "
               "possible instructions to the model; --include-suspicious shows them, marked)")  # fmt: skip
 
 

@@ -12,5 +12,7 @@
 - how the rules are searched in linear time, only where they can match: a rule
   (:mod:`.injection_rule`), its search (:mod:`.rule_search`), the facts read from its pattern
   (:mod:`.pattern_facts`), the text under scan (:mod:`.scan_text`);
-- :mod:`.framing`: recalled text quoted as evidence, with its provenance, never as instructions.
+- :mod:`.framing`: recalled text quoted as evidence, with its provenance, never as instructions;
+- :mod:`.escapes`: control characters of stored text escaped, on one line (a provenance
+  field) or for a terminal (what the shell commands print).
 """

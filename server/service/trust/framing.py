@@ -33,11 +33,11 @@ results as JSON (a merge of several stores' answers) passes :class:`Entry` items
     provenance(record, citations=None) -> str  # "memory (decisions) · team · by agent-7 · 2024-05-01"
     quote(record) -> str           # provenance line + "> "-prefixed text
     summary_line(record, limit) -> str  # one line, for compact summaries
+    one_line(text), for_terminal(text) -> str  # escaped (:mod:`.escapes`): a field, a printout
 """
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -46,6 +46,7 @@ from retrieval.cite import CitationState
 from retrieval.guard import guarded
 from retrieval.records import Kind, Record
 
+from .escapes import for_terminal, one_line
 from .policy import SUSPICIOUS
 
 HEADER = (
@@ -56,21 +57,6 @@ MIN_ROOM = 200  # a quote is cut to fit only when at least this much room is lef
 FIELD_MAX = 200  # characters of one field of a provenance line (cut with "…")
 PATH_MAX = 500  # of a file's path:lines
 SEPARATOR = " · "  # between the fields of a provenance line
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})  # control, format, line and paragraph separators
-
-
-def one_line(text: object) -> str:
-    """``text`` on one line: line breaks and every other control or format character
-    escaped (``\\n``, ``\\r``, ``\\t``, ``\\u2028``, …)."""
-    s = str(text)
-    return s if s.isprintable() else "".join(map(_escaped, s))  # printable: the usual case
-
-
-def _escaped(c: str) -> str:
-    if c in _ESCAPES:
-        return _ESCAPES[c]
-    return f"\\u{ord(c):04x}" if unicodedata.category(c) in _HIDDEN else c
 
 
 def field(value: object, limit: int = FIELD_MAX) -> str:
@@ -315,6 +301,7 @@ __all__ = [
     "body",
     "entry_of",
     "field",
+    "for_terminal",
     "frame",
     "location",
     "one_line",
