@@ -48,9 +48,13 @@ being held in memory.
 Bounds: a line of at most ``MAX_LINE_BYTES`` is parsed (:func:`parse_line`: not JSON, not
 UTF-8, nested beyond the parser, a number of thousands of digits: a bad line; a lone surrogate
 in a string becomes ``?``); a read stops at its first checkpoint after ``max_bytes`` or
-``max_seconds``; at most :data:`MAX_WAITING` calls wait for their results (the oldest are
-recorded without them); the lookups from a file's end read its last ``max_bytes``, the
-session's folder its first :data:`CWD_SCAN_BYTES`.
+``max_seconds``; a reply held past :data:`REPLY_CUT_CHARS` is cut: given as a turn at once (its
+first ``MAX_TURN_CHARS``, marked ``cut``), the rest of it passed over until the reply ends, and
+every line meanwhile is a checkpoint (``pending["cut"]``), so a reply that never ends (a client
+writing assistant lines for megabytes) is neither held whole nor read again by every read; at
+most :data:`MAX_WAITING` calls wait for their results (the oldest are recorded without them);
+the lookups from a file's end read its last ``max_bytes``, the session's folder its first
+:data:`CWD_SCAN_BYTES`.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from pathlib import Path
 
 NAMESPACE = uuid.UUID("8d3f6c2e-41b7-4a0e-9c55-7e2b1f0a9d64")
 MAX_TURN_CHARS = 8000  # a pasted log is kept up to this, the rest is marked as omitted
+REPLY_CUT_CHARS = 4 * MAX_TURN_CHARS  # a reply held longer is cut (given, the rest passed over)
 TOOL_RESULT_CHARS = 400  # a tool result: its first lines up to this
 ERROR_LINES = 6
 COMPACT_PREFIX = "This session is being continued from a previous conversation"
@@ -156,6 +161,14 @@ def clip(text: str, limit: int = MAX_TURN_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit].rstrip()} … [{len(text) - limit} more characters not stored]"
+
+
+def cut_reply(parts: list[str]) -> str:
+    """The text of a reply cut while it goes on: its start, marked ``cut`` (how much more is
+    not known: what was read of it beyond :data:`MAX_TURN_CHARS`, and then the rest)."""
+    text = "\n\n".join(parts).strip()
+    more = max(0, len(text) - MAX_TURN_CHARS)
+    return f"{text[:MAX_TURN_CHARS].rstrip()} … [cut: {more}+ more characters not stored]"
 
 
 def error_excerpt(text: str, is_error: bool = False, lines: int = ERROR_LINES) -> str | None:
@@ -338,21 +351,44 @@ class _ClaudeCode:
         self.now = now
         self.reply: list[str] = []
         self.reply_entry: dict | None = None
+        self.reply_chars = 0
         pending = pending or {}
         self.calls: dict[str, dict] = dict(pending.get("calls") or {})  # tool_use id -> call
         self.gave_up: dict[str, dict] = dict(pending.get("gave_up") or {})
+        self.cut = pending.get("cut") is True  # passing over the rest of a reply cut
 
     def clean(self) -> bool:
-        """No reply half-read: the state here is the waiting calls alone."""
+        """No reply half-read: the state here is the waiting calls (and a cut reply's rest
+        being passed over) alone."""
         return not self.reply
 
     def pending(self) -> dict:
-        out = {}
+        out: dict = {}
         if self.calls:
             out["calls"] = dict(self.calls)
         if self.gave_up:
             out["gave_up"] = dict(self.gave_up)
+        if self.cut:
+            out["cut"] = True
         return out
+
+    def add_reply(self, e: dict, text: str) -> list[Turn]:
+        """One more text of the reply being read (``e``: its entry). Past
+        :data:`REPLY_CUT_CHARS` the reply is given at once, cut (:func:`cut_reply`), and its
+        rest is passed over until it ends (:meth:`flush_reply`)."""
+        if self.cut:
+            return []
+        if not self.reply:
+            self.reply_entry = e
+        self.reply.append(text)
+        self.reply_chars += len(text)
+        if self.reply_chars <= REPLY_CUT_CHARS:
+            return []
+        first = self.reply_entry or {}
+        turn = self._turn(first, "assistant", cut_reply(self.reply),
+                          f"{first.get('uuid') or first.get('_at')}#a")  # fmt: skip
+        self.reply, self.reply_entry, self.reply_chars, self.cut = [], None, 0, True
+        return [turn]
 
     def _session(self, e: dict) -> tuple[str, str | None]:
         sid = str(e.get("sessionId") or self.path.stem)
@@ -367,11 +403,13 @@ class _ClaudeCode:
                     str_field(e.get("cwd")), str_field(e.get("gitBranch")), parent)  # fmt: skip
 
     def flush_reply(self) -> list[Turn]:
+        """The reply read, ended (a cut one's rest is over: the next text is a new reply)."""
+        self.cut = False
         if not self.reply:
             return []
         e = self.reply_entry or {}
         text = clip("\n\n".join(self.reply))
-        self.reply, self.reply_entry = [], None
+        self.reply, self.reply_entry, self.reply_chars = [], None, 0
         return [self._turn(e, "assistant", text, f"{e.get('uuid') or e.get('_at')}#a")]
 
     def _abandon(self, cids: list[str]) -> list[Turn]:
@@ -406,9 +444,7 @@ class _ClaudeCode:
                 if not isinstance(b, dict):
                     continue
                 if b.get("type") == "text" and str(b.get("text", "")).strip():
-                    if not self.reply:
-                        self.reply_entry = e
-                    self.reply.append(str(b["text"]))
+                    out += self.add_reply(e, str(b["text"]))
                 elif b.get("type") == "tool_use":
                     out += self.flush_reply()
                     name = str(b.get("name") or "tool")[:200]

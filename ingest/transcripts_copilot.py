@@ -195,11 +195,7 @@ class CopilotTurns(_ClaudeCode):
         kind, data = e["type"], e["data"]
         if kind == "assistant.message":
             text = str_field(data.get("content"))
-            if text and text.strip():
-                if not self.reply:
-                    self.reply_entry = e
-                self.reply.append(text)
-            return []
+            return self.add_reply(e, text) if text and text.strip() else []
         out = self.flush_reply()
         cid = str_field(data.get("toolCallId"))
         if kind == "tool.execution_start" and cid:

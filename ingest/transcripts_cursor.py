@@ -22,9 +22,9 @@ No tool results and no working folder are written: a tool call is a turn of its 
 (its tool and key arguments, no result), and the folder comes from the hook that names the file.
 The session is the file's name (a sub-agent's: ``<conversation>/agent-<name>``).
 
-Reading is bounded as :func:`ingest.transcripts.read_turns` bounds it (lines, time, waiting
-calls: none here); a line of another shape is passed over, never an error; the tags are found
-with plain string search.
+Reading is bounded as :func:`ingest.transcripts.read_turns` bounds it (lines, time, a reply
+that goes on past ``REPLY_CUT_CHARS`` cut, waiting calls: none here); a line of another shape is
+passed over, never an error; the tags are found with plain string search.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .episodes import Event
-from .transcripts import Turn, clip, key_args, str_field
+from .transcripts import REPLY_CUT_CHARS, Turn, clip, cut_reply, key_args, str_field
 
 NOTES = ("metadata", "turn_ended")  # line types that say nothing of the file's format
 USER_QUERY = ("<user_query>", "</user_query>")
@@ -123,23 +123,41 @@ class CursorTranscript:
         self.path = path
         self.reply: list[str] = []
         self.reply_at = ""
+        self.reply_chars = 0
+        self.cut = isinstance(pending, dict) and pending.get("cut") is True  # a cut reply's rest
         self.session, self.parent = session_of(path)
 
     def clean(self) -> bool:
         return not self.reply
 
     def pending(self) -> dict:
-        return {}
+        return {"cut": True} if self.cut else {}
 
     def _turn(self, role: str, text: str, key: str, at: str | None = None) -> Turn:
         return Turn(self.session, role, text, key, at, None, None, self.parent)
 
     def flush_reply(self) -> list[Turn]:
+        self.cut = False
         if not self.reply:
             return []
         text = clip("\n\n".join(self.reply))
-        self.reply = []
+        self.reply, self.reply_chars = [], 0
         return [self._turn("assistant", text, f"{self.reply_at}#a")]
+
+    def add_reply(self, at: str, text: str) -> list[Turn]:
+        """One more text of the reply being read; past ``REPLY_CUT_CHARS`` it is given at
+        once, cut, and its rest passed over until the reply ends (as Claude Code's parser)."""
+        if self.cut:
+            return []
+        if not self.reply:
+            self.reply_at = at
+        self.reply.append(text)
+        self.reply_chars += len(text)
+        if self.reply_chars <= REPLY_CUT_CHARS:
+            return []
+        turn = self._turn("assistant", cut_reply(self.reply), f"{self.reply_at}#a")
+        self.reply, self.reply_chars, self.cut = [], 0, True
+        return [turn]
 
     def flush_calls(self) -> list[Turn]:
         return []
@@ -170,9 +188,7 @@ class CursorTranscript:
             if not isinstance(b, dict):
                 continue
             if b.get("type") == "text" and isinstance(b.get("text"), str) and _said(b["text"]):
-                if not self.reply:
-                    self.reply_at = at
-                self.reply.append(_said(b["text"]))
+                out += self.add_reply(at, _said(b["text"]))
             elif b.get("type") == "tool_use":
                 out += self.flush_reply()
                 name = str(b.get("name") or "tool")[:200]

@@ -47,6 +47,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .file_inside import NotRead, read_inside
 from .gemini_parts import (
     SHELL,
     call_outcome,
@@ -109,14 +110,16 @@ def is_document(path: Path) -> bool:
 
 def project_root(path: str | Path) -> str | None:
     """The project folder of a session file, from ``tmp/<project>/.project_root`` (the file is
-    in ``chats/`` or, a sub-agent's, in ``chats/<parent>/``)."""
+    in ``chats/`` or, a sub-agent's, in ``chats/<parent>/``): a regular file inside that folder
+    of at most :data:`ROOT_BYTES` (:func:`~ingest.file_inside.read_inside`: opened without
+    waiting on a named pipe or following a link); anything else there names no folder."""
     p = Path(path)
     for up in (p.parent.parent, p.parent.parent.parent):
         try:
-            with open(up / ".project_root", "rb") as fh:
-                text = fh.read(ROOT_BYTES).decode("utf-8", "replace").strip()
-        except OSError:
+            data, _ = read_inside(up / ".project_root", [up], ROOT_BYTES)
+        except NotRead:
             continue
+        text = data.decode("utf-8", "replace").strip()
         if text and "\n" not in text:
             return text
     return None
