@@ -23,13 +23,15 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     scope = "user" if args.user else "project"
     if args.action == "status":
         lines = hook_install.status(client=None if args.client in (None, "auto") else args.client)
-    elif args.client == "auto":
-        found = hook_install.detected()
-        lines = [f"clients found: {', '.join(s.title for s in found) or 'none'}"]
-        fn = hook_install.install if args.action == "install" else hook_install.uninstall
-        for spec in found:
-            lines.append(f"{spec.title}:")
-            lines += [f"  {line}" for line in fn(scope, client=spec.name)]
+    elif args.client == "auto":  # each client all or nothing; every one's outcome said
+        lines, failed = hook_install.apply_found(args.action == "install", scope)
+        print("\n".join(lines))
+        if failed:
+            from retrieval.errors import InvalidInput
+
+            raise InvalidInput(f"{args.action} failed for {', '.join(failed)} (why, and any file "
+                               "left changed, is said above); the other clients are done")  # fmt: skip
+        return 0
     else:
         fn = hook_install.install if args.action == "install" else hook_install.uninstall
         lines = fn(scope, client=args.client or "claude")

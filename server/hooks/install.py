@@ -7,17 +7,25 @@ existing settings are never clobbered (ours go beside the user's); running insta
 changes nothing; before a file changes, a copy is written next to it (``<name>.bak-<time>``);
 uninstall removes exactly what install added (and the server entry only while it is still
 ours), gives the file back byte for byte when nothing else changed in it, and deletes a file
-it leaves empty where the client allows (a file install created).
+it leaves empty where the client allows (a file install created; never a link's target).
+
+A client's install is all or nothing: every file is read, parsed and given its new bytes
+before any is written; a file refused (not valid JSON, a folder, a device, a link out of the
+project, unreadable) stops the install with nothing changed, and a write that fails puts back
+the files already written. The file I/O is :mod:`server.hooks.clients.safe_files`'.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrieval.errors import InvalidInput
 
 from .clients import BROKEN, CLIENTS, get
 from .clients import config_files as cf
+from .clients import safe_files as sf
 from .clients.claude import MATCHERS as EVENTS  # noqa: F401 - the names before other clients
 from .clients.claude import is_ours  # noqa: F401
 from .clients.spec import SCOPES, ClientSpec, ConfigFile
@@ -45,39 +53,128 @@ def _files(spec: ClientSpec, scope: str, project: Path | None) -> list[tuple[Con
     return out
 
 
+def _inside(scope: str, project: Path | None) -> Path | None:
+    """The folder a scope's files must resolve into: the project's (None: the user's files,
+    which may be links to anywhere, e.g. a dotfiles repository)."""
+    return (project or Path.cwd()) if scope == "project" else None
+
+
 def _with_backup(line: str, backup: Path | None) -> str:
     return line + (f" (backup {backup})" if backup else "")
 
 
-def _apply(spec: ClientSpec, scope: str, project: Path | None, adding: bool) -> list[str]:
-    """Install (``adding``) or uninstall: the client's files, each read once, changed by every
-    one of its parts in order, and written once (one backup per file and run)."""
-    by_path: dict[Path, list[ConfigFile]] = {}
+@dataclass
+class _Plan:
+    """One file of an install: read, changed by its parts and encoded before any is written."""
+
+    path: Path  # as the client names it
+    real: Path  # the file read and written (where a link leads)
+    old: bytes | None  # its bytes (None: no file)
+    mode: int | None  # its permission bits (None: a new file's)
+    new: bytes | None | object  # the new bytes (None: delete it; _KEEP: unchanged)
+    results: list = field(default_factory=list)  # (part, changed, document before the part)
+    backup: Path | None = None
+
+
+_KEEP = object()
+
+
+def _plan(spec: ClientSpec, scope: str, project: Path | None, adding: bool) -> list[_Plan]:
+    """Every file's new bytes, or ``InvalidInput`` (nothing written): the client's files, each
+    read once and changed by every one of its parts in order."""
+    inside = _inside(scope, project)
+    by_real: dict[Path, tuple[Path, list[ConfigFile]]] = {}
     for f, path in _files(spec, scope, project):
-        by_path.setdefault(path, []).append(f)
-    lines = []
-    for path, files in by_path.items():
+        by_real.setdefault(sf.target(path, inside), (path, []))[1].append(f)
+    plans = []
+    for real, (path, files) in by_real.items():
         fmt = files[0].fmt
         if any(f.fmt != fmt for f in files):
             raise InvalidInput(f"{spec.name}: {path} is edited as both JSON and TOML")
-        old_text = cf.read_text(path)
-        doc = cf.load(path, fmt)
-        results = []  # (part, changed, document before the part)
-        for f in files:
-            new = (f.add if adding else f.remove)(cf.copy(doc))
-            results.append((f, not cf.same(new, doc, fmt), doc))
-            doc = new
-        backup = None
-        if any(changed for _, changed, _ in results):
-            text = None if adding else cf.restore_text(path, doc, fmt)
-            if text is None:
-                empty = not adding and cf.is_empty(doc) and all(f.drop_empty for f in files)
-                text = None if empty else cf.dump(doc, fmt, old_text)
-            backup = cf.write_file(path, text)
-        for f, changed, before in results:
-            line = _said(f, path, adding, changed, before)
+        try:
+            plans.append(_plan_file(path, real, files, fmt, adding))
+        except OSError as exc:
+            raise InvalidInput(
+                f"cannot read {path}: {exc.strerror or exc}; not touching it"
+            ) from None
+        except RecursionError:
+            raise InvalidInput(f"{path} is nested too deeply; not touching it") from None
+    return plans
+
+
+def _plan_file(path: Path, real: Path, files: list[ConfigFile], fmt: str, adding: bool) -> _Plan:
+    got = sf.read(real, path)
+    old, mode = got if got is not None else (None, None)
+    old_text = cf.decode(old, path)
+    doc = cf.parse(old_text, path, fmt)
+    plan = _Plan(path, real, old, mode, _KEEP)
+    for f in files:
+        new = (f.add if adding else f.remove)(cf.copy(doc))
+        plan.results.append((f, not cf.same(new, doc, fmt), doc))
+        doc = new
+    if not any(changed for _, changed, _ in plan.results):
+        return plan
+    text = None if adding else cf.restore_text(real, doc, fmt)
+    if text is None:
+        empty = not adding and cf.is_empty(doc) and all(f.drop_empty for f in files)
+        keep_link = os.path.islink(path)  # a link install did not make: never left dangling
+        text = None if empty and not keep_link else cf.dump(doc, fmt, old_text)
+    plan.new = None if text is None else cf.encode(text, path)
+    return plan
+
+
+def _write(plans: list[_Plan]) -> None:
+    """Write every changed file (a backup of each first); when one fails, those already
+    written are put back and the error says what could not be."""
+    done: list[_Plan] = []
+    for plan in plans:
+        if plan.new is _KEEP:
+            continue
+        try:
+            if plan.old is not None:
+                plan.backup = sf.backup(plan.real, plan.old, plan.mode or 0o600)
+            if plan.new is None:
+                os.unlink(plan.real)
+            else:
+                sf.replace(plan.real, plan.new, plan.mode)  # type: ignore[arg-type]
+        except (OSError, InvalidInput) as exc:
+            why = exc.message if isinstance(exc, InvalidInput) else exc.strerror or exc
+            left = _undo(done)
+            said = (
+                f"; left changed (put back by hand from the backup beside each): "
+                f"{', '.join(map(str, left))}"
+                if left
+                else "; nothing was changed"
+            )
+            raise InvalidInput(f"cannot write {plan.path}: {why}{said}") from None
+        done.append(plan)
+
+
+def _undo(done: list[_Plan]) -> list[Path]:
+    """Put files written back as they were; the ones that could not be."""
+    left = []
+    for plan in reversed(done):
+        try:
+            if plan.old is None:
+                os.unlink(plan.real)
+            else:
+                sf.replace(plan.real, plan.old, plan.mode)
+        except OSError:
+            left.append(plan.path)
+    return left
+
+
+def _apply(spec: ClientSpec, scope: str, project: Path | None, adding: bool) -> list[str]:
+    """Install (``adding``) or uninstall, all or nothing: every file read, parsed and changed
+    first; written only when all of them could be (one backup per file and run)."""
+    plans = _plan(spec, scope, project, adding)
+    _write(plans)
+    lines = []
+    for plan in plans:
+        for f, changed, before in plan.results:
+            line = _said(f, plan.path, adding, changed, before)
             if line:
-                lines.append(_with_backup(line, backup) if changed else line)
+                lines.append(_with_backup(line, plan.backup) if changed else line)
     if adding and spec.installer.note:
         lines.append(spec.installer.note)
     return lines
@@ -125,8 +222,9 @@ def status(project: Path | None = None, client: str | None = "claude") -> list[s
             parts = []
             for f, path in files:
                 try:
-                    found = f.present(cf.load(path, f.fmt))
-                except (InvalidInput, OSError) as exc:
+                    real = sf.target(path, _inside(scope, project))
+                    found = f.present(cf.parse(cf.decode(_bytes(real, path), path), path, f.fmt))
+                except (InvalidInput, OSError, RecursionError) as exc:
                     parts.append(f"cannot read {path}: {exc}")
                     continue
                 parts.append(_state(f, path, found))
@@ -136,6 +234,11 @@ def status(project: Path | None = None, client: str | None = "claude") -> list[s
     if client is None:
         lines += [f"{name}: not loaded ({why})" for name, why in BROKEN.items()]
     return lines
+
+
+def _bytes(real: Path, path: Path) -> bytes | None:
+    got = sf.read(real, path)
+    return None if got is None else got[0]
 
 
 def _state(f: ConfigFile, path: Path, found: list[str]) -> str:
@@ -156,3 +259,21 @@ def _found(spec: ClientSpec) -> bool:
 def detected() -> list[ClientSpec]:
     """The clients found on this machine (``--client auto``)."""
     return [spec for spec in CLIENTS.values() if _found(spec)]
+
+
+def apply_found(adding: bool, scope: str = "project",
+                project: Path | None = None) -> tuple[list[str], list[str]]:  # fmt: skip
+    """``--client auto``: install (``adding``) or uninstall for every client found, each all or
+    nothing; the lines said, per client, and the titles of the clients that failed (their
+    error in their lines: nothing of theirs was changed, or what was is named)."""
+    found = detected()
+    lines = [f"clients found: {', '.join(s.title for s in found) or 'none'}"]
+    failed = []
+    for spec in found:
+        lines.append(f"{spec.title}:")
+        try:
+            lines += [f"  {line}" for line in _apply(spec, scope, project, adding)]
+        except InvalidInput as exc:
+            failed.append(spec.title)
+            lines.append(f"  not {'installed' if adding else 'uninstalled'}: {exc.message}")
+    return lines, failed

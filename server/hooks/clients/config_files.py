@@ -3,41 +3,60 @@
 Rules they keep for every client:
 
 - a user's own entries are never clobbered or reordered: ours go beside them;
-- our entries are recognised by their command (:func:`is_ours_command`: this project's hook
-  client), so ``remove`` takes out exactly what ``add`` put in, and a re-install replaces an
-  older install of ours (another checkout's path) instead of adding a second one;
+- our entries are recognised by their command exactly (:func:`is_ours_command`: this
+  project's hook client, ``…/server/hooks/hookclient.py [--client NAME] EVENT`` from any
+  checkout, the former ``…/server/hookclient.py``, or ``pattern-memory hook``), so ``remove``
+  takes out exactly what ``add`` put in, never a user's own ``~/tools/hookclient.py``, and a
+  re-install replaces an older install of ours (another checkout's path) instead of adding a
+  second one;
 - ``add`` on a document that already holds exactly our entries changes nothing (idempotence);
 - before a file changes, a copy is written beside it (``NAME.bak-<time>``), then the new text
-  replaces it atomically (:func:`write_file`); a file ``remove`` leaves empty may be deleted;
+  replaces it atomically; a file ``remove`` leaves empty may be deleted. The file I/O (links,
+  devices, modes, temporary files, bounded backups) is :mod:`.safe_files`';
 - uninstall restores the file byte for byte when nothing else changed in it since: if a
   backup holds the same document as the result, its bytes are put back (:func:`restore_text`);
-- JSON is written in the file's own style (its indentation, its final newline); TOML is edited
-  as text, line by line (the standard library reads TOML but does not write it): every line we
-  add ends with :data:`TOML_MARK`, and removing those lines is the whole uninstall; each edit
-  is checked by parsing the result (``tomllib``), and one that would not parse as expected is
-  refused with the file untouched.
+- JSON is written in the file's own style (its indentation, its final newline, CRLF line ends),
+  and only when it reads back as the same document: a number Python cannot hold (``1e400``)
+  or ``NaN`` is refused, a lone surrogate escape (``"\\ud83d"``) is written as an escape;
+  TOML is edited as text (:mod:`.toml_text`, re-exported here).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shlex
 import shutil
 import sys
-import time
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from retrieval.errors import InvalidInput
 
+from . import safe_files
+from .safe_files import MAX_BACKUPS_READ, MAX_CONFIG_BYTES, backups  # noqa: F401
+from .toml_text import (  # noqa: F401 - the TOML helpers, as the client modules call them
+    TOML_MARK,
+    _header_line,
+    toml_add_table,
+    toml_data,
+    toml_key,
+    toml_marked,
+    toml_remove_marked,
+    toml_set,
+    toml_value,
+)
+
 HOOKCLIENT = Path(__file__).resolve().parents[1] / "hookclient.py"
 SERVER_NAME = "pattern-memory"
-TOML_MARK = "# added by pattern-memory hooks install"
-MAX_BACKUPS_READ = 20  # newest backups compared on uninstall
-MAX_CONFIG_BYTES = 16 * 2**20  # a config file larger than this is not ours to rewrite
+# the hook client's path as our commands end (this one, and the one before server/hooks/)
+OUR_SCRIPTS = ("server/hooks/hookclient.py", "server/hookclient.py")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")  # a client's or an event's name
+_QUIET = ["2>/dev/null", "||", "true"]  # Gemini CLI's commands end so (a status of 2 blocks)
+MAX_COMMAND = 4096
 
 Hook = dict[str, Any]
 
@@ -53,8 +72,31 @@ def hook_command(client: str, event: str) -> str:
 
 
 def is_ours_command(cmd: object) -> bool:
-    """A hook command of ours: this project's hook client, from any checkout."""
-    return isinstance(cmd, str) and ("hookclient.py" in cmd or "pattern-memory hook " in cmd)
+    """A hook command of ours, read as shell words: ``PYTHON [-S] …/server/hooks/hookclient.py
+    [--client NAME] EVENT`` (any checkout's; ``…/server/hookclient.py`` of older installs;
+    Gemini CLI's ``2>/dev/null || true`` after it), or ``pattern-memory hook [--client NAME]
+    EVENT``. Nothing else: a user's ``python3 ~/tools/hookclient.py notify`` is theirs."""
+    if not isinstance(cmd, str) or len(cmd) > MAX_COMMAND:
+        return False
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return False
+    if words[-3:] == _QUIET:
+        words = words[:-3]
+    if len(words) < 2 or not _WORD.fullmatch(words[-1]):
+        return False
+    head = words[:-1]
+    if len(head) >= 2 and head[-2] == "--client":
+        if not _WORD.fullmatch(head[-1]):
+            return False
+        head = head[:-2]
+    if len(head) == 2 and head[1] == "hook" and os.path.basename(head[0]) == "pattern-memory":
+        return True
+    if len(head) not in (2, 3) or (len(head) == 3 and head[1] != "-S"):
+        return False  # PYTHON [-S] SCRIPT
+    script = head[-1]
+    return any(script == s or script.endswith("/" + s) for s in OUR_SCRIPTS)
 
 
 def ours_by(*keys: str) -> Callable[[object], bool]:
@@ -74,24 +116,45 @@ def server_entry() -> dict:
     return {"command": sys.executable, "args": ["-m", "server.cli", "serve"]}
 
 
-# --------------------------------------------------------------------------- reading
-def read_text(path: Path) -> str | None:
-    """The file's text, None when there is none; a file too large or not UTF-8 is refused."""
-    if not path.exists():
+# --------------------------------------------------------------------------- documents
+def decode(data: bytes | None, path: Path) -> str | None:
+    """A file's bytes as text (no newline translation: CRLF stays CRLF); not UTF-8: refused."""
+    if data is None:
         return None
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise InvalidInput(f"{path} is larger than {MAX_CONFIG_BYTES} bytes; not touching it")
     try:
-        return path.read_bytes().decode("utf-8")  # no newline translation: CRLF stays CRLF
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{path} is not UTF-8 text; not touching it") from None
+
+
+def read_text(path: Path) -> str | None:
+    """The text of the regular file at ``path`` (None: no file), read by :mod:`.safe_files`."""
+    got = safe_files.read(path)
+    return None if got is None else decode(got[0], path)
+
+
+class _Unfaithful(ValueError):
+    """A JSON number a float cannot hold (``1e400``): it would be written back as ``inf``."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Unfaithful(f"the number {text[:40]}, which would be written back as {value}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def parse_json(text: str | None, path: Path) -> dict:
     if text is None or not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except _Unfaithful as exc:
+        raise InvalidInput(f"{path} holds {exc}; not touching it") from None
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(
             f"{path} is not valid JSON ({str(exc)[:200]}); not touching it"
@@ -101,22 +164,25 @@ def parse_json(text: str | None, path: Path) -> dict:
     return data
 
 
-def toml_data(text: str, path: Path | str = "the TOML file") -> dict:
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise InvalidInput(
-            f"{path} is not valid TOML ({str(exc)[:200]}); not touching it"
-        ) from None
-
-
-def load(path: Path, fmt: str) -> Any:
+def parse(text: str | None, path: Path, fmt: str) -> Any:
     """The document a :class:`~.spec.ConfigFile` edits: a dict (JSON) or the text (TOML)."""
-    text = read_text(path)
     if fmt == "toml":
         toml_data(text or "", path)  # refuse a broken file before editing it
         return text or ""
     return parse_json(text, path)
+
+
+def load(path: Path, fmt: str) -> Any:
+    return parse(read_text(path), path, fmt)
+
+
+def _crlf(text: str) -> bool:
+    return text.count("\r\n") * 2 > text.count("\n")
+
+
+def _escape_surrogates(text: str) -> str:
+    """A lone surrogate (from a ``\\udXXX`` escape, valid JSON) written back as that escape."""
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def dump(doc: Any, fmt: str, old_text: str | None) -> str:
@@ -126,15 +192,27 @@ def dump(doc: Any, fmt: str, old_text: str | None) -> str:
     indent: int | str | None = 2
     newline = "\n"
     if old_text and old_text.strip():
-        body = old_text.strip("\n")
-        lines = body.splitlines()
+        lines = old_text.strip("\r\n").splitlines()
         if len(lines) == 1:
             indent = None
         else:
             first = next((ln for ln in lines[1:] if ln.strip()), "  ")
             indent = first[: len(first) - len(first.lstrip())] or 2
         newline = "\n" if old_text.endswith("\n") else ""
-    return json.dumps(doc, indent=indent, ensure_ascii=False) + newline
+    try:
+        text = json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False) + newline
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InvalidInput(f"cannot write this document as JSON ({str(exc)[:200]})") from None
+    text = _escape_surrogates(text)
+    return text.replace("\n", "\r\n") if old_text and _crlf(old_text) else text
+
+
+def encode(text: str, path: Path) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"cannot write {path} as UTF-8 ({exc.reason} at {exc.start}); "
+                           "not touching it") from None  # fmt: skip
 
 
 def is_empty(doc: Any) -> bool:
@@ -155,39 +233,10 @@ def copy(doc: Any) -> Any:
     return doc if isinstance(doc, str) else json.loads(json.dumps(doc))
 
 
-# --------------------------------------------------------------------------- writing
-def backups(path: Path) -> list[Path]:
-    """This file's backups, newest first."""
-    return sorted(path.parent.glob(f"{path.name}.bak-*"), key=lambda p: p.name, reverse=True)
-
-
-def write_file(path: Path, text: str | None) -> Path | None:
-    """Back the old file up, then replace it atomically with ``text`` (None: delete it).
-    Returns the backup's path (None: there was no file)."""
-    backup = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        backup = path.with_name(f"{path.name}.bak-{stamp}")
-        n = 1
-        while backup.exists():
-            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-            n += 1
-        shutil.copy2(path, backup)
-    if text is None:
-        path.unlink(missing_ok=True)
-        return backup
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")
-    if path.exists():
-        shutil.copymode(path, tmp)
-    os.replace(tmp, path)
-    return backup
-
-
 def restore_text(path: Path, doc: Any, fmt: str) -> str | None:
     """The bytes (as text) of the newest backup holding the same document as ``doc``, if any:
-    uninstall then gives back the user's file exactly as it was."""
+    uninstall then gives back the user's file exactly as it was. Backups that are links or
+    not regular files are never read."""
     for b in backups(path)[:MAX_BACKUPS_READ]:
         try:
             text = read_text(b)
@@ -354,119 +403,3 @@ def without_server(doc: dict, entry: dict, key: str = "mcpServers",
 def server_present(doc: dict, key: str = "mcpServers", name: str = SERVER_NAME) -> list[str]:
     servers = doc.get(key)
     return [name] if isinstance(servers, dict) and name in servers else []
-
-
-# --------------------------------------------------------------------------- TOML (as text)
-def toml_value(value: Any) -> str:
-    """A string, bool, int or list of them as TOML (JSON's string escapes are TOML's, with
-    ``ensure_ascii=False``: no surrogate pair escapes)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def toml_key(part: str) -> str:
-    bare = part and all(c.isascii() and (c.isalnum() or c in "-_") for c in part)
-    return part if bare else json.dumps(part, ensure_ascii=False)
-
-
-def _lookup(data: dict, path: tuple[str, ...]) -> Any:
-    for p in path:
-        if not isinstance(data, dict) or p not in data:
-            return None
-        data = data[p]
-    return data
-
-
-def _header_line(line: str) -> str | None:
-    """The table name of a ``[a.b]`` header line (comment allowed), else None."""
-    s = line.strip()
-    if s.startswith("[") and not s.startswith("[["):
-        end = s.find("]")
-        rest = s[end + 1 :].strip() if end > 0 else "x"
-        if not rest or rest.startswith("#"):
-            return ".".join(p.strip().strip('"') for p in s[1:end].split("."))
-    return None
-
-
-def toml_add_table(text: str, table: tuple[str, ...], values: dict) -> str:
-    """``text`` with a table ``[table]`` of ``values`` appended, each line marked; unchanged when
-    the table already exists (the user's, or ours: kept as it is)."""
-    data = toml_data(text)
-    if _lookup(data, table) is not None:
-        return text
-    lines = [f"[{'.'.join(toml_key(p) for p in table)}]  {TOML_MARK}"]
-    lines += [f"{toml_key(k)} = {toml_value(v)}  {TOML_MARK}" for k, v in values.items()]
-    out = _append(text, lines)
-    _check(out, table, values, f"cannot add [{'.'.join(table)}] to this TOML file by appending "
-           "(is it an inline table?); add it by hand")  # fmt: skip
-    return out
-
-
-def _check(out: str, path: tuple[str, ...], want: Any, message: str) -> None:
-    """Refuse an edit whose result does not parse to what we meant."""
-    try:
-        ok = _lookup(tomllib.loads(out), path) == want
-    except (tomllib.TOMLDecodeError, RecursionError):
-        ok = False
-    if not ok:
-        raise InvalidInput(message)
-
-
-def toml_set(text: str, table: tuple[str, ...], key: str, value: Any) -> str:
-    """``text`` with ``key = value`` in ``[table]`` (inserted under the table's header, or a
-    new marked table appended); unchanged when it already holds that value. A different value
-    the user set is refused (never overwritten)."""
-    data = toml_data(text)
-    have = _lookup(data, (*table, key))
-    if have == value:
-        return text
-    if have is not None:
-        raise InvalidInput(f"{'.'.join((*table, key))} is set to {have!r} in the TOML file; "
-                           f"set it to {value!r} by hand")  # fmt: skip
-    line = f"{toml_key(key)} = {toml_value(value)}  {TOML_MARK}"
-    name = ".".join(table)
-    lines = text.splitlines(keepends=True)
-    at = next((i for i, ln in enumerate(lines) if _header_line(ln) == name), None)
-    if at is None:
-        out = _append(text, [f"[{'.'.join(toml_key(p) for p in table)}]  {TOML_MARK}", line])
-    else:
-        nl = "\r\n" if lines[at].endswith("\r\n") else "\n"
-        if not lines[at].endswith("\n"):
-            lines[at] += nl
-        lines.insert(at + 1, line + nl)
-        out = "".join(lines)
-    _check(out, (*table, key), value, f"cannot set {name}.{key} in this TOML file; set it by hand")
-    return out
-
-
-def _append(text: str, lines: list[str]) -> str:
-    nl = "\r\n" if "\r\n" in text else "\n"
-    sep = "" if not text or text.endswith("\n") else nl
-    blank = f"{TOML_MARK}{nl}" if text.strip() else ""  # a marked line parts our block
-    return text + sep + blank + "".join(ln + nl for ln in lines)
-
-
-def toml_remove_marked(text: str) -> str:
-    """``text`` without every line we added (those ending with :data:`TOML_MARK`)."""
-    kept = [ln for ln in text.splitlines(keepends=True) if not ln.rstrip().endswith(TOML_MARK)]
-    out = "".join(kept)
-    toml_data(out)
-    return out
-
-
-def toml_marked(text: str) -> list[str]:
-    """The tables and keys of our marked lines, for ``status``."""
-    out = []
-    for ln in text.splitlines():
-        if ln.rstrip().endswith(TOML_MARK):
-            head = _header_line(ln)
-            if head is not None:
-                out.append(head)
-    return out
