@@ -35,6 +35,10 @@ ALLOWED_RE = {
     "server.service.session_records.ARG_WORDS": "one run of separators per match",
     # bytes: a JSON line's escaped lone surrogate, four fixed characters
     "ingest.transcripts._ESCAPED_SURROGATE": "four fixed characters per match",
+    # one control character per match (what a terminal would act on, escaped before printing)
+    "server.service.trust.escapes._TERMINAL": "one character per match",
+    # a client's or an event's name in a hook command: one bounded run, anchored by fullmatch
+    "server.hooks.clients.config_files._WORD": "one run of at most 64 characters",
 }
 # Modules whose ``re`` patterns are each shown linear below but not yet run by RE2 (each is
 # applied per line, per token or to a bounded field; the shapes that were not linear are RE2's)

@@ -22,7 +22,6 @@ behind, or letting another user read a private file's bytes.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import tempfile
 import time
@@ -33,7 +32,6 @@ from retrieval.errors import InvalidInput
 MAX_CONFIG_BYTES = 16 * 2**20  # a config file larger than this is not ours to rewrite
 MAX_BACKUPS_READ = 20  # newest backups compared on uninstall
 KEEP_NEWEST = 9  # backups kept besides the first: 10 at most, all read by uninstall
-_BACKUP = re.compile(r"\.bak-(\d{8}-\d{6})(?:-(\d{1,6}))?")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once (then is refused)
@@ -156,6 +154,20 @@ def replace(path: Path, data: bytes, mode: int | None) -> None:
         raise
 
 
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _backup_key(rest: str) -> tuple[str, int] | None:
+    """(time, n) of a backup name's ``YYYYMMDD-HHMMSS[-n]`` (n of at most 6 digits), else None."""
+    stamp, extra = rest[:15], rest[15:]
+    if not (len(stamp) == 15 and _digits(stamp[:8]) and stamp[8] == "-" and _digits(stamp[9:])):
+        return None
+    if extra and not (extra[0] == "-" and 1 <= len(extra) - 1 <= 6 and _digits(extra[1:])):
+        return None
+    return stamp, int(extra[1:] or 0)
+
+
 def backups(path: Path) -> list[Path]:
     """This file's backups (regular files of our naming, links never), newest first."""
     found = []
@@ -165,9 +177,9 @@ def backups(path: Path) -> list[Path]:
             for entry in entries:
                 if not entry.name.startswith(prefix):
                     continue
-                m = _BACKUP.fullmatch(entry.name, len(path.name))
-                if m and entry.is_file(follow_symlinks=False):
-                    found.append(((m[1], int(m[2] or 0)), path.with_name(entry.name)))
+                key = _backup_key(entry.name[len(prefix) :])
+                if key and entry.is_file(follow_symlinks=False):
+                    found.append((key, path.with_name(entry.name)))
     except OSError:
         return []
     return [p for _, p in sorted(found, reverse=True)]
