@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -310,7 +311,11 @@ def test_a_cursor_session_through_the_hook_routes(tmp_path):
     (repo / "app" / "db.py").write_text("def connect(port):\n    pool = Pool(port=port)\n")
     transcript = tmp_path / "t" / CONV / f"{CONV}.jsonl"
     transcript.parent.mkdir(parents=True)
-    lines = (FIX / "transcript.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    # the prompt stamped now, as Cursor writes it (to the minute): the prompt the hook stored
+    # is then the transcript's
+    now = datetime.now(UTC).strftime("%A, %b %d, %Y, %I:%M %p (UTC+0)")
+    text = (FIX / "transcript.jsonl").read_text(encoding="utf-8")
+    lines = text.replace("Tuesday, Sep 29, 2026, 2:29 AM (UTC-4)", now).splitlines(keepends=True)
     base = {"conversation_id": CONV, "session_id": CONV, "workspace_roots": [str(repo)],
             "transcript_path": str(transcript), "cursor_version": "2026.10.01"}  # fmt: skip
 

@@ -229,3 +229,25 @@ def test_generic_jsonl_sessions(indexer, tmp_path):
     ]
     assert recs[0].content == "Prompt: hi\nReply: hello" and recs[1].content == "Prompt: other"
     assert indexer.index_file(WHO, p).added == 0
+
+
+@pytest.mark.parametrize("stamp", [None, "minute"])
+def test_a_prompt_the_transcript_holds_without_a_time_or_to_the_minute_is_stored_once(
+    indexer, tmp_path, stamp
+):
+    """The prompt hook's job may run after the indexer read the prompt from the transcript:
+    a client that stamps no time (or one to the minute, as Cursor does) still gets one
+    exchange, not a second copy standing until the next prompt."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    sent = time.time()
+    entry = {"session": "s", "role": "user", "content": "why does the upload time out?"}
+    if stamp:  # the minute the prompt was sent, up to 59 s before it
+        entry["timestamp"] = datetime.fromtimestamp(sent, UTC).replace(second=0).isoformat()
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(entry) + "\n")
+    indexer.index_file(WHO, p)
+    indexer.open_prompt(WHO, p, "s", entry["content"], sent_at=sent + 59)
+    assert [r.content for r in turns_of(indexer.svc)] == ["Prompt: why does the upload time out?"]

@@ -161,7 +161,9 @@ def holds_prompt(state: SessionState, text: str, sent_at: float, within: float) 
     if not state.open or m.get("key") != f"prompt:{state.prompts - 1}" or m.get("hash") != h:
         return False
     when, _ = turn_date(m.get("timestamp"))
-    return when is not None and abs(when.timestamp() - sent_at) <= within
+    # an entry without a time (a client that writes none) is that prompt: nothing tells them
+    # apart, and a second copy would stand until the next prompt is read
+    return when is None or abs(when.timestamp() - sent_at) <= within
 
 
 def early_key(state: SessionState, text: str, ids_of) -> tuple[str, list[str], list[str]]:

@@ -90,7 +90,9 @@ PROGRESS_KEY = "sessions.progress:"  # + the transcript's absolute path
 BATCH_BYTES = 256 * 1024  # one transaction per ~this much transcript
 WITHHELD = "[a message left out by the write policy]"
 DANGLING_S = 600.0  # a tool call without a result this long is indexed without it
-SAME_PROMPT_S = 30.0  # a prompt entry this close to the hook's prompt is that prompt
+# a prompt entry this close to the hook's prompt is that prompt (Cursor stamps prompts to the
+# minute; clocks of a client and the daemon may differ by seconds)
+SAME_PROMPT_S = 120.0
 
 
 def dangling_seconds(env: Mapping[str, str] | None = None) -> float:
