@@ -31,7 +31,10 @@ last thing it said between F and P.
 
 **Outcomes.** A failure event may carry the lessons the failure hook injected for it. When the
 same check later passes with edits in between, each of them gets a success; when it fails
-again with the same error signature after edits (the lesson's fix was tried), a failure.
+again with the same error signature after edits (the lesson's fix was tried), a failure. A
+client whose hook cannot know a command's exit status (Codex CLI) sends a ``shown`` event
+instead: the lessons shown for call ``call``, never a run; they are given to that call's run
+when the transcript feeds it (or at once, when it already did).
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ from .test_reports import read_report, runner_passed
 MAX_FAILURES = 12
 MAX_EDITS = 40
 MAX_SAYS = 8
-MAX_SEEN = 256
+MAX_SEEN = 520  # above two messages' keys of Gemini CLI (its say and 256 calls each)
+MAX_SHOWN = 32  # calls with lessons shown, waiting for their run in the transcript
 STATE_ERROR_CHARS = 6000
 SAY_CHARS = 1200
 _IDENT = r"[A-Za-z_][\w.:]*\w"
@@ -68,9 +72,11 @@ _NO_RESULT = re.compile(r"interrupted by user|doesn't want to proceed with this 
 class Event(BaseModel):
     """One thing that happened in a session (``kind``): a command ran (``run``: ``command``,
     ``ok``, ``output``), a file was edited (``edit``: ``path``, ``hunk``), the assistant said
-    something (``say``: ``text``) or the user prompted (``prompt``)."""
+    something (``say``: ``text``) or the user prompted (``prompt``); ``shown``: the lessons a
+    hook showed for the call ``call`` (``injected``), whose run and status come from the
+    transcript."""
 
-    kind: Literal["run", "edit", "say", "prompt"]
+    kind: Literal["run", "edit", "say", "prompt", "shown"]
     call: str = ""  # the tool call id (the same in the transcript and in the hook's input)
     at: str | None = None  # ISO 8601
     command: str = ""
@@ -173,6 +179,8 @@ class SessionEpisodes(BaseModel):
     # failures a pass resolved (call id -> edits before the pass?): the hook's word on what it
     # injected for one may come after the transcript already showed the pass
     resolved: dict[str, bool] = Field(default_factory=dict)
+    # call id -> lessons a hook showed for a run the transcript has not given yet (``shown``)
+    shown: dict[str, list[str]] = Field(default_factory=dict)
 
 
 def _names_the_fix(text: str, edits: list[Edit]) -> bool:
@@ -215,10 +223,22 @@ def _fix_between(state: SessionEpisodes, named: list[str], lo: int, hi: int) -> 
 def feed(state: SessionEpisodes, event: Event) -> None:
     """Advance the detector by one event; episodes and outcomes found go to ``state.ready``
     and ``state.verdicts`` (an episode once the agent's words after the pass are known)."""
+    if event.kind == "shown":  # never a run: its status is the transcript's to give
+        if event.call and event.injected:
+            if event.call in state.seen:
+                _outcomes_for(state, event.call, event.injected)
+            else:
+                state.shown = dict(list({**state.shown, event.call: event.injected[:20]}.items())
+                                   [-MAX_SHOWN:])  # fmt: skip
+        return
     if event.call and event.call in state.seen:
         if event.kind == "run" and event.injected:  # the hook's view of a call already read
             _outcomes_for(state, event.call, event.injected)
         return
+    if event.call in state.shown:
+        shown = state.shown.pop(event.call)
+        if event.kind == "run":
+            event = event.model_copy(update={"injected": [*event.injected, *shown]})
     if event.call:
         state.seen = [*state.seen, event.call][-MAX_SEEN:]
     state.seq += 1

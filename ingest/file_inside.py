@@ -123,4 +123,27 @@ def read_inside(
         os.close(fd)
 
 
-__all__ = ["NotRead", "inside", "opened_path", "read_inside", "special"]
+def read_head(path: str | Path, max_bytes: int) -> bytes:
+    """The first ``max_bytes`` of the regular file ``path`` (a link to one followed), opened
+    without waiting on a named pipe (``O_NONBLOCK``) and checked with ``fstat`` before a byte
+    is read: a transcript's start, whatever its size. :class:`NotRead` otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise NotRead("unreadable", error=exc) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRead("special", mode=st.st_mode)
+        chunks, size = [], 0
+        while size < max_bytes and (data := os.read(fd, min(CHUNK, max_bytes - size))):
+            chunks.append(data)
+            size += len(data)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise NotRead("unreadable", error=exc) from None
+    finally:
+        os.close(fd)
+
+
+__all__ = ["NotRead", "inside", "opened_path", "read_head", "read_inside", "special"]

@@ -10,9 +10,12 @@ API parts (``{text, thought?}``, ``{functionResponse: {id, name, response: {outp
 lines, inside ``<untrusted_context>`` tags (``utils/textUtils.ts``); an output past the
 truncation threshold starts with an ``Output too large. …`` line (head and tail kept,
 ``utils/fileUtils.ts``). What a hook added (``<hook_context>…</hook_context>``, appended to a
-prompt or to a tool's result: ``core/client.ts``, ``core/coreToolHookTriggers.ts``) is ours and
-is left out. Gemini CLI's ``AfterTool`` hook input names no call id, so a shell result's key is
-:func:`run_key`, which the hook's ``llmContent`` and the recorded ``result`` both give.
+prompt or to a tool's result: ``core/client.ts``, ``core/coreToolHookTriggers.ts``; prepended
+to a ``gemini -p`` prompt: ``cli/src/gemini.tsx``) is ours and is left out, the prompt kept.
+Gemini CLI's ``AfterTool`` hook input names no call id, so a shell result's key is
+:func:`run_key`, which the hook's ``llmContent`` and the recorded ``result`` both give. A
+trailing ``Error: …`` line is read as Gemini CLI's field only when Gemini CLI reports an error
+for the call (else it is the command's own output).
 
 Plain string operations only (linear time); every list read is bounded.
 """
@@ -55,18 +58,30 @@ def without_hook_context(text: str) -> str:
     return text
 
 
+def without_leading_hook_context(text: str) -> str:
+    """``text`` without a ``<hook_context>…</hook_context>`` at its start: ``gemini -p``
+    prepends a SessionStart hook's context to the user's input, ``<hook_context>CTX
+    </hook_context>\n\nPROMPT`` (``packages/cli/src/gemini.tsx``; Gemini CLI escapes ``<`` and
+    ``>`` in CTX, so its first close tag ends it). Unclosed: nothing of it is the user's."""
+    body = text.lstrip()
+    if not body.startswith(HOOK_OPEN):
+        return text
+    end = body.find(HOOK_CLOSE)
+    return body[end + len(HOOK_CLOSE) :].lstrip() if end >= 0 else ""
+
+
 def parts_text(content: object) -> str:
-    """The text parts of a message's content (strings too), without thoughts and without the
-    parts a hook added."""
+    """The text parts of a message's content (strings too), without thoughts and without what
+    a hook added (a part of its context alone, its context before or after a prompt)."""
     out = []
     for p in _parts(content):
         if isinstance(p, str):
             p = {"text": p}
         if not isinstance(p, dict) or p.get("thought") or not isinstance(p.get("text"), str):
             continue
-        if p["text"].lstrip().startswith(HOOK_OPEN):
-            continue
-        out.append(p["text"])
+        text = without_hook_context(without_leading_hook_context(p["text"]))
+        if text.strip():
+            out.append(text)
     return "\n".join(out).strip()
 
 
@@ -112,10 +127,13 @@ class ShellResult:
         return self.output.startswith("Command was automatically cancelled")
 
 
-def shell_result(text: str) -> ShellResult:
+def shell_result(text: str, errored: bool = False) -> ShellResult:
     """A ``run_shell_command`` output (its ``llmContent``, or the recorded result) read back:
     the wrapper, a truncation header and a hook's context taken off, the trailing fields
-    parsed from the end (plain string operations: linear time)."""
+    parsed from the end (plain string operations: linear time). ``errored``: Gemini CLI itself
+    reports an error for the call (the hook's ``tool_response.error``, a recorded call's
+    ``status`` ``error``): only then is a trailing ``Error: …`` line its field; else it is the
+    command's own last line (``tail deploy.log`` exits 0 with ``Error: none`` last)."""
     if text.startswith(TRUNCATED):
         text = text.partition("\n")[2]
     text = without_hook_context(text)
@@ -132,6 +150,8 @@ def shell_result(text: str) -> ShellResult:
     lines = text[len("Output: ") :].split("\n")
     fields: dict[str, str] = {}
     for name in reversed(SHELL_TAIL):
+        if name == "Error: " and not errored:
+            continue
         if len(lines) > 1 and lines[-1].startswith(name):
             fields[name] = lines.pop()[len(name) :]
     output = "\n".join(lines)
@@ -162,8 +182,10 @@ def call_outcome(call: dict) -> tuple[str, bool]:
     """(output text, an error?) of a completed tool call."""
     text, error = result_text(call.get("result"))
     if call.get("name") == SHELL:
-        res = shell_result(text)
-        return res.output if not res.error else f"{res.output}\n{res.error}".strip(), res.failed
+        errored = error or call.get("status") == "error"
+        res = shell_result(text, errored)
+        out = res.output if not res.error else f"{res.output}\n{res.error}".strip()
+        return out, res.failed or errored
     return text, error or call.get("status") != "success"
 
 

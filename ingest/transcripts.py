@@ -494,9 +494,14 @@ def _generic_turn(e: dict, path: Path, at: int) -> list[Turn]:
 
 
 def valid_offset(path: Path, offset: int, expected_hash: str, length: int) -> bool:
-    """True when the line ending at ``offset`` is still the one we read (not rewritten)."""
+    """True when the line ending at ``offset`` is still the one we read (not rewritten); a
+    legacy Gemini CLI session document: still the size and time it had when it was read."""
     if offset == 0:
         return True
+    if expected_hash.startswith("doc:"):
+        from .transcripts_gemini import document_unchanged, is_document
+
+        return is_document(Path(path)) and document_unchanged(Path(path), offset, expected_hash)
     try:
         with open(path, "rb") as fh:
             if fh.seek(0, 2) < offset or length <= 0 or length > offset:
@@ -697,11 +702,14 @@ def last_turn(path: str | Path, max_bytes: int = 262_144) -> str | None:
 
 def session_cwd(path: str | Path, max_lines: int = 200) -> str | None:
     """The first ``cwd`` a transcript names (it decides the project, as for identity), among
-    its first ``max_lines`` lines within its first :data:`CWD_SCAN_BYTES`."""
+    its first ``max_lines`` lines within its first :data:`CWD_SCAN_BYTES`. Only a regular file
+    is read (:func:`~ingest.file_inside.read_head`: a named pipe at a session path never
+    blocks the caller); anything else names none."""
+    from .file_inside import NotRead, read_head
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(CWD_SCAN_BYTES)
-    except OSError:
+        data = read_head(path, CWD_SCAN_BYTES)
+    except NotRead:
         return None
     for raw in data.split(b"\n")[:max_lines]:
         e = parse_line(raw)

@@ -17,8 +17,9 @@ Where they are and what they hold, from Codex's own source (https://github.com/o
 - ``response_item`` payloads: ``message`` (``role``; ``content``: ``input_text`` /
   ``output_text`` parts; a user message Codex adds for context, such as
   ``<environment_context>…</environment_context>`` or ``# AGENTS.md instructions …``, is no
-  prompt: ``codex-rs/core/src/context`` tells them apart by their marker tags, so does
-  :func:`contextual`), ``function_call`` (``name``, ``arguments``: a JSON string, ``call_id``),
+  prompt: ``codex-rs/core/src/context`` tells them apart by a fixed list of marker tags, so
+  does :func:`contextual` with the same list), ``function_call`` (``name``, ``arguments``: a
+  JSON string, ``call_id``),
   ``local_shell_call`` (``action.command`` argv, ``call_id``), ``custom_tool_call`` (``name``,
   ``input``: ``apply_patch``'s patch), ``function_call_output`` / ``custom_tool_call_output``
   (``call_id``, ``output``: a string or ``input_text`` parts);
@@ -101,18 +102,57 @@ def thread_of(path: Path) -> str:
     return tail if len(tail) == 36 and tail.count("-") == 4 else stem
 
 
+# The user-role texts Codex adds itself (start, end), as Codex recognises them: its
+# ``CONTEXTUAL_USER_MARKERS`` (``codex-rs/core/src/context/contextual_user_message.rs``: the
+# registered fragments' markers, ``user_instructions.rs``, ``environment_context.rs``,
+# ``skill_instructions.rs``, ``user_shell_command.rs``, ``turn_aborted.rs``,
+# ``subagent_notification.rs``, ``internal_model_context.rs``, ``extension_context.rs``,
+# ``legacy_goal_context.rs``, ``next_prompt_suggestion.rs``, ``agent_message_board_notification.rs``;
+# ``<external_KEY>``: ``AdditionalContextUserFragment``; ``<hook_prompt …>``:
+# ``codex-rs/protocol/src/items.rs`` ``parse_hook_prompt_fragment``), matched as Codex matches
+# them: the trimmed text starts with the first and ends with the second, ASCII case ignored.
+# Any other ``<tag>…</tag>`` text (a pasted ``<template>``) is the user's own prompt.
+CONTEXTUAL_USER_MARKERS = (
+    ("# agents.md instructions", "</instructions>"),
+    ("<user_instructions>", "</user_instructions>"),  # older rollouts' AGENTS.md
+    ("<agents_instructions>", "</agents_instructions>"),
+    ("<environment_context>", "</environment_context>"),
+    ("<multiagent_context>", "</multiagent_context>"),
+    ("<skill>", "</skill>"),
+    ("<user_shell_command>", "</user_shell_command>"),
+    ("<turn_aborted>", "</turn_aborted>"),
+    ("<subagent_notification>", "</subagent_notification>"),
+    ("<agent_message_board_notification>", "</agent_message_board_notification>"),
+    ("<goal_context>", "</goal_context>"),
+    ("<codex_internal_context", "</codex_internal_context>"),
+    ("<extension_context>", "</extension_context>"),
+    ("<next_prompt_suggestion>", "</next_prompt_suggestion>"),
+    ("<hook_prompt", "</hook_prompt>"),
+    ("<external_", ">"),  # <external_KEY>…</external_KEY>: a close tag checked too
+)
+# Codex's legacy warnings, kept to filter old sessions (``LegacyUnifiedExecProcessLimitWarning``,
+# ``LegacyModelMismatchWarning``; ``LegacyApplyPatchExecCommandWarning`` also has an end)
+CONTEXTUAL_WARNINGS = (
+    "Warning: The maximum number of unified exec processes you can keep open is",
+    "Warning: Your account was flagged for potentially high-risk cyber activity",
+)
+APPLY_PATCH_WARNING = ("Warning: apply_patch was requested via ",
+                       "Use the apply_patch tool instead of exec_command.")  # fmt: skip
+
+
 def contextual(text: str) -> bool:
-    """A user-role text Codex adds itself: ``<tag>…</tag>`` whole (``environment_context``,
-    ``user_instructions``, ``user_shell_command``, a skill, a hook's prompt, …),
-    ``<turn_aborted>``, or ``# AGENTS.md instructions``."""
+    """A user-role text Codex adds itself (:data:`CONTEXTUAL_USER_MARKERS`, its legacy
+    warnings); a ``<tag>…</tag>`` of any other name is the user's."""
     s = text.strip()
-    if s.startswith("# AGENTS.md instructions") or s.startswith("<turn_aborted>"):
+    if s.startswith(CONTEXTUAL_WARNINGS) or (
+        s.startswith(APPLY_PATCH_WARNING[0]) and s.endswith(APPLY_PATCH_WARNING[1])
+    ):
         return True
-    if not s.startswith("<"):
-        return False
-    end = s.find(">", 1, 80)
-    tag = s[1:end].split(" ", 1)[0] if end > 0 else ""
-    return bool(tag) and tag.replace("_", "").replace("-", "").isalnum() and s.endswith(f"</{tag}>")
+    head, tail = s[:64].lower(), s[-64:].lower()
+    for start, end in CONTEXTUAL_USER_MARKERS:
+        if head.startswith(start) and tail.endswith(end) and len(s) >= len(start) + len(end):
+            return start != "<external_" or "</external_" in tail
+    return False
 
 
 def message_text(payload: dict) -> tuple[str | None, str]:

@@ -30,8 +30,9 @@ object per line since v0.39.0, one JSON document before):
 
 Before v0.39 a session was one pretty-printed JSON document, ``session-….json``, rewritten in
 place: :func:`read_document` reads it whole (at most :data:`MAX_DOCUMENT_BYTES`), once per
-change (its checkpoint is its end; a rewritten file fails the indexer's check of that end and
-is read again from the start, the same turn ids each time).
+change (its checkpoint is its size and modification time, recorded only after a read that
+parsed; a rewritten file fails the indexer's check of them and is read again from the start,
+the same turn ids each time).
 
 A shell call's detector event is keyed by :func:`run_key` (its command, exit code and first
 output characters), which the hook's input gives too (Gemini CLI's ``AfterTool`` names no call
@@ -44,11 +45,14 @@ over a line of another shape: it never raises on what a file holds.
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .file_inside import NotRead, read_inside
 from .gemini_parts import (
+    MAX_CALLS,
     SHELL,
     call_outcome,
     completed_calls,
@@ -73,7 +77,10 @@ if TYPE_CHECKING:  # the detector's modules are imported when its events are rea
     from .episodes import Event
 
 MESSAGE_TYPES = ("user", "gemini", "info", "error", "warning")
-MAX_SEEN = 256  # turn keys remembered (a message appended again gives only what is new)
+# turn keys remembered (a message appended again gives only what is new): two whole messages'
+# (a reply's text and MAX_CALLS calls each, a prompt), so a message appended again never finds
+# its own first keys pushed out while it is read
+MAX_SEEN = 2 * (MAX_CALLS + 2)
 MAX_DOCUMENT_BYTES = 32 * 2**20  # a legacy session document larger than this is skipped
 ROOT_BYTES = 4096  # of a .project_root file read
 EDITS = {"replace": "Edit", "write_file": "Write"}  # Gemini CLI's edit tools as the detector's
@@ -229,37 +236,68 @@ def entry_turns(e: dict, path: Path) -> list[Turn]:
     return GeminiTurns(path).feed(e)
 
 
+def document_mark(st) -> str:
+    """What a legacy session document's checkpoint holds: its size and modification time (it
+    is rewritten in place, its changes at the top and the end; a rewrite changes the time)."""
+    return "doc:" + line_hash(f"{st.st_size}:{st.st_mtime_ns}".encode())
+
+
+def document_unchanged(path: Path, offset: int, mark: str) -> bool:
+    """The document is still the one read to ``offset`` (:func:`document_mark`)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_size == offset and document_mark(st) == mark
+
+
 def read_document(path: str | Path, offset: int = 0) -> ReadResult:
     """A legacy session document read whole from ``offset`` 0 (later offsets: nothing new; a
-    changed document is read again from the start). Too large or unreadable: one bad line,
-    and its end is still the checkpoint (it is not tried again until it changes)."""
+    changed document is read again from the start, :func:`document_unchanged`). Its
+    checkpoint is its size and modification time, and only after a read that parsed (or of a
+    document too large to read): a read that met the file half rewritten (Gemini CLI truncates
+    it, then writes) records nothing, so the next read tries again."""
     path = Path(path)
     res = ReadResult("gemini")
     try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            if offset != 0 or size == 0:
-                return res
-            fh.seek(0)
-            data = fh.read(MAX_DOCUMENT_BYTES + 1) if size <= MAX_DOCUMENT_BYTES else b""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return res
-    doc = parse_line(data) if data else None
+    try:
+        before = os.fstat(fd)
+        if offset != 0 or before.st_size == 0 or not stat.S_ISREG(before.st_mode):
+            return res
+        data = b""
+        if before.st_size <= MAX_DOCUMENT_BYTES:
+            chunks, size = [], 0
+            while size <= MAX_DOCUMENT_BYTES and (
+                chunk := os.read(fd, min(1 << 20, MAX_DOCUMENT_BYTES + 1 - size))
+            ):
+                chunks.append(chunk)
+                size += len(chunk)
+            data = b"".join(chunks)
+        after = os.fstat(fd)
+    except OSError:
+        return res
+    finally:
+        os.close(fd)
+    if document_mark(before) != document_mark(after):
+        return res  # rewritten while read: the next read tries again
+    if not data:  # too large to read: marked as seen until it changes
+        res.bad_lines = 1
+        res.checkpoints.append(Checkpoint(after.st_size, 0, document_mark(after), 1, {}))
+        return res
+    doc = parse_line(data) if len(data) == after.st_size else None
     messages = doc.get("messages") if doc is not None else None
     if doc is None or not isinstance(messages, list):
-        res.bad_lines = 1
-    else:
-        reader = GeminiTurns(path)
-        reader.meta(doc)
-        for m in messages:
-            if isinstance(m, dict):
-                res.turns += reader.feed(m)
-    tail = data[-65536:] if data else b""
-    if not tail:  # too large to read: its end still marks it as seen
-        with open(path, "rb") as fh:
-            fh.seek(max(0, size - 65536))
-            tail = fh.read(65536)
-    res.checkpoints.append(Checkpoint(size, len(res.turns), line_hash(tail), len(tail), {}))
+        res.bad_lines = 1  # half written, or not a session: no checkpoint, tried again
+        return res
+    reader = GeminiTurns(path)
+    reader.meta(doc)
+    for m in messages:
+        if isinstance(m, dict):
+            res.turns += reader.feed(m)
+    res.checkpoints.append(Checkpoint(after.st_size, len(res.turns), document_mark(after), 1, {}))
     return res
 
 
@@ -310,13 +348,15 @@ def call_event(call: dict) -> Event | None:
     name, args = call["name"], call.get("args")
     at = str_field(call.get("timestamp"))
     if name == SHELL and isinstance(args, dict) and isinstance(args.get("command"), str):
-        res = shell_result(result_text(call.get("result"))[0])
+        text, error = result_text(call.get("result"))
+        errored = error or call.get("status") == "error"  # Gemini CLI's own word
+        res = shell_result(text, errored)
         if res.cancelled or res.background:
             return None
         output = f"{res.output}\n{res.error}".strip() if res.error else res.output
         command = args["command"]
         return Event(kind="run", call=run_key(command, res), at=at, command=command,
-                     ok=not res.failed, output=clip_output(output))  # fmt: skip
+                     ok=not (res.failed or errored), output=clip_output(output))  # fmt: skip
     if name in EDITS:
         ok = call.get("status") == "success" and not result_text(call.get("result"))[1]
         return tool_event(EDITS[name], args, "", ok, call["id"][:200], at)

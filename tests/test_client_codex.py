@@ -65,11 +65,12 @@ def test_lifecycle_events_keep_their_fields():
 def test_a_failed_command_gets_the_failure_handler():
     handler, inp = codex.to_input("PostToolUse", payload("PostToolUse"))
     assert handler == "PostToolUseFailure"
-    assert inp == {**BASE, "tool_name": "Bash", "tool_input": {"command": "pytest -q tests/test_db.py"},
+    assert inp == {**BASE, "tool_name": codex.UNKNOWN_STATUS_TOOL,
+                   "tool_input": {"command": "pytest -q tests/test_db.py"},
                    "tool_use_id": "call_pytest1",
                    "error": payload("PostToolUse")["tool_response"]}  # fmt: skip
-    ev = tool_event("Bash", inp["tool_input"], inp["error"], False, inp["tool_use_id"])
-    assert ev is not None and ev.kind == "run" and not ev.ok  # the live detector sees it fail
+    # lessons are shown; the live detector gets no run (the rollout gives its real status)
+    assert tool_event(inp["tool_name"], inp["tool_input"], inp["error"], False, "x") is None
     HookInput(**inp)
 
 
@@ -81,7 +82,7 @@ def test_a_passing_command_is_left_to_the_rollout():
     assert tool_event(inp["tool_name"], inp["tool_input"], "", True, "x") is None
 
 
-def test_a_status_line_decides_when_there_is_one():
+def test_a_status_line_decides_only_what_is_shown():
     def post(response):
         return codex.to_input("PostToolUse", {**payload("PostToolUse"), "tool_response": response})
 
@@ -89,13 +90,23 @@ def test_a_status_line_decides_when_there_is_one():
     assert handler == "PostToolUseFailure" and inp["error"] == "boom\n"
     handler, inp = post("Chunk ID: a1\nWall time: 0.2 seconds\nProcess exited with code 0\n"
                         "Output:\nError: none of this matters\n")  # fmt: skip
-    assert handler == "PostToolUse" and inp["tool_name"] == "Bash"
-    assert response_failure(inp["tool_response"]) == ("Error: none of this matters\n", False)
+    assert handler == "PostToolUseFailure"  # error words: lessons shown, nothing learned
+    handler, inp = post("Chunk ID: a1\nWall time: 0.2 seconds\nProcess exited with code 0\n"
+                        "Output:\n3 passed\n")  # fmt: skip
+    assert handler == "PostToolUse" and inp["tool_response"] == "3 passed\n"
     assert post("Chunk ID: a1\nWall time: 10 seconds\nProcess running with session ID 4\n") is None
     early = json.dumps({"output": "3 failed", "metadata": {"exit_code": 1, "duration_seconds": 1}})
     assert post(early)[0] == "PostToolUseFailure"
     assert post([{"type": "input_text", "text": "Traceback (most recent call last):\nKeyError: 1"}])[
         0] == "PostToolUseFailure"  # fmt: skip
+    for response in (
+        "Exit code: 2\nOutput:\nboom\n",
+        "3 passed\n",
+        early,
+        "Exit code: 0\nTraceback (most recent call last):\nAssertionError: x\n",
+    ):
+        _, inp = post(response)
+        assert inp["tool_name"] == codex.UNKNOWN_STATUS_TOOL  # never a run for the detector
 
 
 def test_other_tools_and_events_are_ignored():
@@ -139,6 +150,7 @@ def test_any_payload_translates_or_is_ignored(event, data):
         handler, inp = out
         assert handler in HANDLERS
         HookInput(**inp)  # our input model takes it
+        assert inp.get("tool_name") in (None, codex.UNKNOWN_STATUS_TOOL)  # no status guessed
 
 
 # ------------------------------------------------------------------ install

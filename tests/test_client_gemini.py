@@ -109,8 +109,10 @@ def test_shell_outputs_read_back():
             "see: /tmp/x.txt\n<untrusted_context>\nOutput: a\nb\nError: boom\nExit Code: -2\n"
             "Signal: 9\nProcess Group PGID: 7\n</untrusted_context>\n\n"
             "<hook_context>lesson</hook_context>")  # fmt: skip
-    res = shell_result(text)
+    res = shell_result(text, errored=True)  # Gemini CLI reported the error itself
     assert (res.output, res.exit_code, res.error, res.failed) == ("a\nb", -2, "boom", True)
+    res = shell_result(text)  # else the last "Error: " line is the command's own output
+    assert (res.output, res.exit_code, res.error, res.failed) == ("a\nb\nError: boom", -2, "", True)
     assert shell_result("<untrusted_context>\nOutput: (empty)\n</untrusted_context>").output == ""
     assert shell_result("Output: x\nExit Code: ٣").exit_code is None  # not an ASCII number
     assert shell_result("Command was automatically cancelled because it exceeded").failed

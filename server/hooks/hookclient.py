@@ -21,7 +21,9 @@ A hook never breaks or slows its client:
   environment, the daemon's answer and the console's encoding included: the output is
   ASCII JSON, written as bytes, so a ``cp1252`` or ``ascii`` stdout cannot fail it);
 - no daemon: one is started detached, and the hook waits for it only within the deadline
-  (the daemon answers before its model is loaded: it ranks lexically meanwhile);
+  (the daemon answers before its model is loaded: it ranks lexically meanwhile); under
+  ``PATTERN_HOOK_SPAWN=0`` none is started and the hook prints nothing at once (one being
+  started meanwhile is still waited for);
 - a bounded input: at most ``MAX_STDIN`` bytes of stdin are read (a longer input is refused,
   one line in the log), each string field is sent up to ``MAX_FIELD`` characters.
 """
@@ -195,11 +197,21 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
                     raise HookError(f"daemon answered {status}: {refusal(data)}")
                 return json.loads(data)
         if not spawned and not owner_alive(home):
+            if not may_spawn(env):
+                return {}  # no daemon, none starting, none to start here: nothing to say
             spawn_daemon(home, env)
             spawned = True
         if time.monotonic() + 0.05 >= until:
             raise HookError("no daemon answered within the deadline (started one)")
         time.sleep(0.05)
+
+
+def may_spawn(env) -> bool:
+    """Whether a hook may start the store's daemon when none runs: not under
+    ``PATTERN_HOOK_SPAWN=0`` (a hook run by an interpreter that is not the project's own, such
+    as the Gemini CLI extension's system ``python3``, whose daemon could not start: the hook
+    then answers nothing at once, until the MCP server has started the daemon)."""
+    return (env.get("PATTERN_HOOK_SPAWN") or "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def parse_argv(argv: list[str]) -> tuple[str | None, str]:

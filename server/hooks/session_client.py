@@ -51,18 +51,21 @@ def default_paths() -> list[Path]:
     from .clients.copilot import session_files as copilot_sessions
     from .clients.gemini import session_files as gemini_sessions
 
-    return sorted([*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl"),
-                   *gemini_sessions(), *codex_rollouts(), *copilot_sessions()])  # fmt: skip
+    found = [*root.glob("*/*.jsonl"), *root.glob("*/*/subagents/*.jsonl"),
+             *gemini_sessions(), *codex_rollouts(), *copilot_sessions()]  # fmt: skip
+    return sorted(p for p in found if p.is_file())  # a named pipe would block its reader
 
 
 def expand(paths: list[str]) -> list[Path]:
+    """The transcripts to index: the default paths, or those given (a folder: its
+    ``*.jsonl``); regular files only."""
     if not paths:
         return default_paths()
     out: list[Path] = []
     for raw in paths:
         p = Path(raw).expanduser()
         if p.is_dir():
-            out += sorted(p.rglob("*.jsonl"))
+            out += sorted(x for x in p.rglob("*.jsonl") if x.is_file())
         elif p.is_file():
             out.append(p)
         else:

@@ -1,5 +1,8 @@
-"""What a Codex CLI shell result says: its exit status when it has a status line, else whether
-its words report a failure (the hook faces reach :mod:`ingest` only through the service).
+"""What a Codex CLI shell result in a hook looks like: a status line when it leads with one, and
+whether its words report a failure (the hook faces reach :mod:`ingest` only through the
+service). Both decide only whether lessons are shown: the hook's output is the command's own
+text (a failing check may print ``Exit code: 0`` first), so no status read here reaches the
+episode detector, which takes every run's status from the rollout's ``function_call_output``.
 
 Codex's ``PostToolUse`` input for its shell tool (``tool_name`` ``Bash``) carries the command's
 output as its ``tool_response``: a string without its exit status
@@ -12,6 +15,11 @@ from __future__ import annotations
 
 from ingest.transcripts import error_excerpt
 from ingest.transcripts_codex import exec_result, output_text
+
+# the tool name a Codex hook's shell result is passed under (Codex's own name of its shell
+# tool): a command whose status the hook cannot know, never a run for the live detector (the
+# lessons shown for it are sent as a ``shown`` event, for the rollout's run of that call)
+UNKNOWN_STATUS_TOOL = "exec_command"
 
 
 def shell_result(response: object) -> tuple[int | None, str | None, str]:

@@ -32,8 +32,10 @@ def shell_call(tool_name: object, tool_input: object, response: object) -> Shell
     if not isinstance(command, str) or not command.strip():
         return None
     content = response.get("llmContent")
-    res = shell_result(content if isinstance(content, str) else parts_text(content))
     error = response.get("error")
+    # a trailing "Error: …" line is Gemini CLI's field only when it reports an error itself
+    res = shell_result(content if isinstance(content, str) else parts_text(content),
+                       errored=bool(error))  # fmt: skip
     message = error.get("message") if isinstance(error, dict) else None
     if isinstance(message, str) and message and not res.error:
         res.error = message  # a spawn failure: in the tool's error, maybe not in its text

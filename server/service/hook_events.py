@@ -42,6 +42,7 @@ from . import failure_lessons as fl
 from . import hook_context as ar
 from . import vocabulary
 from .auto_lessons import AutoLessons
+from .codex_results import UNKNOWN_STATUS_TOOL
 from .envsettings import AUTO_LESSONS_DEFAULT
 from .episode_feed import EpisodeFeed, prune_states
 from .graph_services import GraphServices
@@ -308,6 +309,11 @@ class HookService:
 
     def _ran(self, who, inp: HookInput, output: str, *, ok: bool, injected=()) -> None:
         """Queue a command's result for the episode detector (the shell tool only)."""
+        if inp.tool_name == UNKNOWN_STATUS_TOOL:  # Codex: no exit status in the hook
+            if injected and inp.tool_use_id:  # the rollout gives the run; these wait for it
+                self.schedule_event(who, inp, Event(kind="shown", call=inp.tool_use_id,
+                                                    injected=list(injected)))  # fmt: skip
+            return
         ev = tool_event(inp.tool_name or "", inp.tool_input, output, ok, inp.tool_use_id or "")
         if ev is not None and ev.kind == "run":
             ev.injected = list(injected)

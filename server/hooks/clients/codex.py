@@ -22,8 +22,9 @@ https://developers.openai.com/codex/config-reference) and source
   ``tool_response`` and ``tool_use_id``, PreCompact ``trigger`` (manual | auto), Stop
   ``stop_hook_active``; SessionEnd (openai/codex#33895) ``reason``, with timeouts cut to 3 s;
 - a Bash ``tool_response`` is the command's output as a string, without its exit status
-  (``codex-rs/core/tests/suite/hooks.rs``); a status line is read when the output has one
-  (:mod:`server.service.codex_results`), else the output's words decide;
+  (``codex-rs/core/tests/suite/hooks.rs``): a status line in it is the command's own text, so
+  the hook feeds the episode detector no run (the rollout's status decides) and the output's
+  looks decide only whether lessons are shown (:mod:`server.service.codex_results`);
 - stdout: ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}`` adds
   context for SessionStart, UserPromptSubmit and PostToolUse (``codex-rs/hooks/src/schema.rs``;
   Stop's output takes no such object, so nothing is printed for the others);
@@ -46,7 +47,7 @@ from pathlib import Path
 
 from retrieval.errors import InvalidInput
 
-from ...service.codex_results import says_failed, shell_result
+from ...service.codex_results import UNKNOWN_STATUS_TOOL, says_failed, shell_result
 from . import config_files as cf
 from .spec import Binding, ClientSpec, ConfigFile, Installer
 
@@ -63,7 +64,6 @@ TIMEOUT_S = {"SessionEnd": 3}  # Codex cuts SessionEnd's to 3 s; the others' lim
 DEFAULT_TIMEOUT_S = 10  # ours is PATTERN_HOOK_DEADLINE (1.5 s)
 INJECTS = frozenset({"SessionStart", "UserPromptSubmit", "PostToolUse"})
 FLAG_KEYS = ("hooks", "codex_hooks")
-UNKNOWN_STATUS_TOOL = "exec_command"  # Codex's name of its shell tool; no live detector event
 RENAMED_IN = (0, 130, 0)  # the first Codex whose flag is ``hooks``
 FIELDS = {
     "SessionStart": ("source",),
@@ -74,8 +74,8 @@ FIELDS = {
 }
 is_ours = cf.ours_by("command")
 LOST = (
-    "a failed command is known by its output's wording, or a status line when the output has "
-    "one: Codex's hook input has no exit status (its rollout does; the episode detector reads it)",
+    "lessons after a command are shown when its output looks like a failure (Codex's hook input "
+    "has no exit status); the episode detector takes every command's status from the rollout",
     "hooks run only once trusted in Codex (/hooks); a project's hooks and MCP server only in a "
     "trusted project",
     "SessionEnd only in Codex builds that have it (July 2026 on); earlier ones index at Stop",
@@ -88,9 +88,11 @@ def codex_home() -> Path:
 
 def rollouts() -> list[Path]:
     """The rollouts under ``$CODEX_HOME/sessions`` (``YYYY/MM/DD/rollout-*.jsonl``, and the flat
-    folder of early builds): ``index-sessions``' default paths for Codex."""
+    folder of early builds): ``index-sessions``' default paths for Codex; regular files only
+    (a named pipe there would block its reader)."""
     root = codex_home() / "sessions"
-    return sorted([*root.glob("rollout-*.jsonl"), *root.glob("*/*/*/rollout-*.jsonl")])
+    found = [*root.glob("rollout-*.jsonl"), *root.glob("*/*/*/rollout-*.jsonl")]
+    return sorted(p for p in found if p.is_file())
 
 
 def _str(data: dict, key: str) -> str | None:
@@ -99,12 +101,14 @@ def _str(data: dict, key: str) -> str | None:
 
 
 def to_input(event: str, data: dict) -> tuple[str, dict] | None:
-    """Codex's hook JSON as our input. A Bash result goes to the failure handler when a status
-    line says it failed, or, without one, when its words do (a traceback, an ``Error:`` line,
-    ``FAILED``: :func:`server.service.codex_results.says_failed`); a result that seems fine
-    is passed as Codex's own tool (``exec_command``), which the live episode detector does not
-    follow: its exit status is read from the rollout instead. Other tools' results are ignored
-    (edits are read from the rollout)."""
+    """Codex's hook JSON as our input. A Bash result is the command's output alone: no exit
+    status, and any ``Exit code: N`` line or error word in it is the command's own text. So
+    the hook never tells the episode detector a status it cannot know: every Bash result is
+    passed as Codex's own tool (``exec_command``), which the live detector does not follow
+    (the rollout's ``function_call_output`` gives the run and its real status). What the
+    output looks like decides only what is shown: an error-looking output (a traceback, an
+    ``Error:`` line, ``FAILED``, a non-zero status line: :mod:`server.service.codex_results`)
+    goes to the failure handler, for the lessons nearest it. Other tools' results are ignored (edits are read from the rollout)."""
     base = {k: v for k in ("session_id", "transcript_path", "cwd") if (v := _str(data, k))}
     if event in FIELDS:
         return event, {**base, **{k: v for k in FIELDS[event] if (v := _str(data, k))}}
@@ -114,17 +118,15 @@ def to_input(event: str, data: dict) -> tuple[str, dict] | None:
     command = tool_input.get("command") if isinstance(tool_input, dict) else None
     if not isinstance(command, str) or not command.strip():
         return None
-    call = {**base, "tool_name": "Bash", "tool_input": {"command": command}}
+    call = {**base, "tool_name": UNKNOWN_STATUS_TOOL, "tool_input": {"command": command}}
     if (tid := _str(data, "tool_use_id")) is not None:
         call["tool_use_id"] = tid
     code, running, body = shell_result(data.get("tool_response"))
     if running is not None:
         return None  # no result yet
-    if code or (code is None and says_failed(body)):
+    if code or says_failed(body):  # looks failed: shown, never learned from
         return "PostToolUseFailure", {**call, "error": body}
-    if code is None:
-        return "PostToolUse", {**call, "tool_name": UNKNOWN_STATUS_TOOL, "tool_response": body}
-    return "PostToolUse", {**call, "tool_response": {"output": body, "exit_code": code}}
+    return "PostToolUse", {**call, "tool_response": body}
 
 
 def to_output(event: str, text: str) -> dict | None:

@@ -195,7 +195,10 @@ INSTALLER = Installer(files=(
 # docs/extensions/reference.md). The extension is a copy of this repository: its hook client
 # runs with the system's python3 (standard library only); until the extension's MCP server
 # (uvx) has started the store's daemon, a hook finds none and prints nothing.
-EXTENSION_HOOK = 'python3 -S "${extensionPath}/server/hooks/hookclient.py" --client gemini '
+# the system's python3 has none of the project's packages: it never starts the daemon
+# (PATTERN_HOOK_SPAWN=0), the extension's MCP server (uvx) does
+EXTENSION_HOOK = ('PATTERN_HOOK_SPAWN=0 python3 -S "${extensionPath}/server/hooks/hookclient.py"'
+                  " --client gemini ")  # fmt: skip
 
 
 def extension_hooks() -> dict:
@@ -214,13 +217,14 @@ def session_files(home: Path | None = None) -> list[Path]:
     ``ingest/transcripts_gemini.py`` reads): ``tmp/*/chats/session-*.jsonl``, sub-agents'
     ``tmp/*/chats/*/*.jsonl``, and the ``session-*.json`` documents of builds before v0.39 that
     have no ``.jsonl`` copy (Gemini CLI writes one when it resumes such a session). ``home``:
-    the ``.gemini`` folder (:func:`gemini_home`)."""
+    the ``.gemini`` folder (:func:`gemini_home`). Regular files only (a named pipe there
+    would block its reader)."""
     chats = (gemini_home() if home is None else home) / "tmp"
     found = [*chats.glob("*/chats/session-*.jsonl"), *chats.glob("*/chats/*/*.jsonl")]
     found += [
         p for p in chats.glob("*/chats/session-*.json") if not p.with_suffix(".jsonl").exists()
     ]
-    return sorted(found)
+    return sorted(p for p in found if p.is_file())
 
 
 def detect() -> bool:
