@@ -16,6 +16,22 @@ sessions each time) against the same warm daemon; every figure is the median of 
 JSON: ``p50_ms``, ``p95_ms``, ``n`` (prompts per run) (+ the baselines, how many prompts got an
 injection, each run's figures and 1-minute load average, ``loadavg`` their median: it decides
 what these numbers mean on a shared machine).
+
+    python benchmarks/hooks.py --client NAME|all [--per-event 40] [--runs 3] [--json OUT]
+
+Every event we install for a client (``claude``, ``codex``, ``gemini``, ``cursor``, ``copilot``
+or ``all``), driven the way that client runs it: the command ``hooks install --client NAME``
+writes, through ``sh -c``, that client's recorded payload on stdin
+(``benchmarks/hook_payloads.py``), against the same warm daemon and store, which also holds a
+team lesson for each recorded failure. A prompt event's payload carries ``--per-event`` LoCoMo
+questions (10 per session); every other event runs ``--per-event`` times, each in a new session
+(a briefing, a lesson every time). A client's events are seconds apart (the model works between
+them), so each call starts once the daemon is idle, done with what the previous one queued
+(storing the prompt, reading the transcript); ``--back-to-back`` starts each at once. JSON: per
+client and event ``p50_ms``, ``p95_ms``, ``n``, ``injected``, ``client_cpu_p50_ms`` (medians of
+the runs), ``reference`` (the UserPromptSubmit pass's own call in the same run), the floors
+``python_floor_p50_ms`` and ``shell_floor_p50_ms`` (``sh -c "python -S -c pass"``), the budget
+and the rows over it.
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -33,13 +50,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import scale  # noqa: E402
+from benchmarks import hook_payloads, scale  # noqa: E402
 from benchmarks.relevance import locomo_sessions, make_embedder, turn_text  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Record, Scope  # noqa: E402
+from server.hooks.clients import CLIENTS  # noqa: E402
 from server.hooks.hookclient import http_post  # noqa: E402
 from server.hooks.install import CLIENT  # noqa: E402
 from server.http.daemon import read_info  # noqa: E402
@@ -47,6 +67,9 @@ from server.http.daemonfiles import wait_announced  # noqa: E402
 
 LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")  # as scale.py finds SciFact
 PROJECT, AGENT = scale.agent_project(0), scale.agent_name(0)
+BUDGET = {"p50_ms": 60.0, "p95_ms": 150.0}
+REFERENCE = "reference"
+NOTHING = ("", "{}", '{"continue": true}')  # a hook's answer that injects nothing (Cursor's)
 
 
 def pct(xs, p):
@@ -73,8 +96,8 @@ def build_store(home: Path, n: int, locomo: list[dict]) -> None:
     (home / "hooks-bench.json").write_text(json.dumps({"memories": len(records)}))
 
 
-def start_daemon(home: Path) -> subprocess.Popen:
-    env = {**os.environ, "PATTERN_HOME": str(home), "PYTHONPATH": str(ROOT)}
+def start_daemon(home: Path, extra: dict | None = None) -> subprocess.Popen:
+    env = {**os.environ, "PATTERN_HOME": str(home), "PYTHONPATH": str(ROOT), **(extra or {})}
     proc = subprocess.Popen([sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
@@ -89,14 +112,19 @@ def headers(info: dict) -> dict:
             "X-Pattern-Agent": AGENT}  # fmt: skip
 
 
-def wait_model(info: dict, timeout: float = 300) -> None:
+def tool(info: dict, name: str, arguments: dict) -> tuple[int, dict]:
     msg = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "pattern_health", "arguments": {}}}).encode()  # fmt: skip
+                      "params": {"name": name, "arguments": arguments}}).encode()  # fmt: skip
     extra = {**headers(info), "Accept": "application/json, text/event-stream"}
+    status, data = http_post(info["host"], info["port"], "/mcp", msg, extra, 30)
+    return status, (json.loads(data) if status == 200 else {})
+
+
+def wait_model(info: dict, timeout: float = 300) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        status, data = http_post(info["host"], info["port"], "/mcp", msg, extra, 30)
-        if status == 200 and json.loads(data)["result"]["structuredContent"]["modelReady"]:
+        status, data = tool(info, "pattern_health", {})
+        if status == 200 and data["result"]["structuredContent"]["modelReady"]:
             return
         time.sleep(0.5)
     raise SystemExit("the model did not load")
@@ -107,15 +135,16 @@ def child_cpu_ms() -> float:
     return 1000 * (r.ru_utime + r.ru_stime)
 
 
-def hook_once(home: Path, payload: dict) -> tuple[float, str, float]:
-    """(wall ms, stdout, CPU ms of the hook process: what it costs whatever the load)."""
+def hook_once(home: Path, payload: dict, argv: list[str] | None = None) -> tuple[float, str, float]:
+    """(wall ms, stdout, CPU ms of the hook's processes: what it costs whatever the load);
+    ``argv`` (default: Claude Code's UserPromptSubmit command) runs with ``payload`` on stdin."""
     env = {**os.environ, "PATTERN_HOME": str(home), "PATTERN_PROJECT_ID": PROJECT,
            "PATTERN_AGENT_ID": AGENT}  # fmt: skip
     data = json.dumps(payload).encode()
+    argv = argv or [sys.executable, "-S", str(CLIENT), "UserPromptSubmit"]
     cpu0 = child_cpu_ms()
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-S", str(CLIENT), "UserPromptSubmit"], input=data,
-                          capture_output=True, env=env)  # fmt: skip
+    proc = subprocess.run(argv, input=data, capture_output=True, env=env, cwd=ROOT)
     took = 1000 * (time.perf_counter() - t0)
     return took, proc.stdout.decode(), child_cpu_ms() - cpu0
 
@@ -155,6 +184,159 @@ def measure(home: Path, info: dict, questions: list[str], tag: str) -> dict:
     }
 
 
+def floors() -> tuple[float, float]:
+    """p50 ms of ``python -S -c pass`` and of the same through ``sh -c`` (as clients run hooks)."""
+    bare, shell = [], []
+    for _ in range(30):
+        for argv, out in (([sys.executable, "-S", "-c", "pass"], bare),
+                          (["sh", "-c", f"{sys.executable} -S -c pass"], shell)):  # fmt: skip
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True)
+            out.append(1000 * (time.perf_counter() - t0))
+    return round(statistics.median(bare), 1), round(statistics.median(shell), 1)
+
+
+def daemon_cpu_ms(daemon: psutil.Process) -> float:
+    """Processor time of the daemon and its children (the vector index process)."""
+    total = 0.0
+    for p in [daemon, *daemon.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # a child that exited meanwhile
+            continue
+        total += 1000 * (t.user + t.system)
+    return total
+
+
+def wait_idle(daemon: psutil.Process | None, timeout: float = 10.0) -> None:
+    """Until the daemon used under 3 ms of processor time in 30 ms: what the last hook queued
+    (a prompt stored, a transcript read, the detector) is done, as it is when a client's next
+    event comes seconds later. ``None``: no wait (hooks back to back)."""
+    if daemon is None:
+        return
+    end, last = time.monotonic() + timeout, daemon_cpu_ms(daemon)
+    while time.monotonic() < end:
+        time.sleep(0.03)
+        now = daemon_cpu_ms(daemon)
+        if now - last < 3:
+            return
+        last = now
+
+
+def measure_clients(home: Path, plan: dict, work: Path, questions: list[str], tag: str,
+                    daemon: psutil.Process | None) -> dict:  # fmt: skip
+    """One pass over every client's events: ``{client: {label: figures}}``."""
+    out: dict[str, dict] = {}
+    load0 = os.getloadavg()[0]
+    for client, (commands, samples) in plan.items():
+        rows = out[client] = {}
+        for k, sample in enumerate(samples):
+            command = commands[sample.event]
+            argv = ["sh", "-c", command] if command else None  # None: the reference call
+            times, cpu, injected = [], [], 0
+            for i, q in enumerate(questions):
+                if sample.prompt:  # 10 prompts per session, as the UserPromptSubmit pass
+                    sid = f"bench-{tag}-{client}-{k}-{i // 10}"
+                else:  # every other event in a session of its own
+                    sid = f"bench-{tag}-{client}-{k}-{i}"
+                if client == "copilot":
+                    hook_payloads.copilot_session(work, sid, sample.upto)
+                wait_idle(daemon)
+                took, stdout, used = hook_once(home, sample.for_session(sid, q), argv)
+                times.append(took)
+                cpu.append(used)
+                injected += stdout.strip() not in NOTHING
+            rows[sample.label] = {"p50_ms": round(statistics.median(times), 1),
+                                  "p95_ms": round(pct(times, 95), 1), "n": len(times),
+                                  "injected": injected,
+                                  "client_cpu_p50_ms": round(statistics.median(cpu), 1)}  # fmt: skip
+    out["loadavg"] = round((load0 + os.getloadavg()[0]) / 2, 2)
+    return out
+
+
+def clients_main(args, questions: list[str], home: Path, memories: int) -> int:
+    """``--client``: every installed event of each client, with its recorded payloads."""
+    names = list(CLIENTS) if args.client == "all" else [args.client]
+    work = Path(tempfile.mkdtemp(prefix="pm-bench-clients-"))
+    plan = {}
+    for name in names:
+        project = work / "projects" / name
+        project.mkdir(parents=True)
+        plan[name] = (hook_payloads.installed_commands(name, project),
+                      hook_payloads.samples(name, work, ROOT))  # fmt: skip
+    # the reference in the same run: the UserPromptSubmit pass's own call (no shell, no
+    # transcript), spaced as the rest
+    bare_prompt = {"session_id": "", "transcript_path": None, "cwd": str(ROOT),
+                   "hook_event_name": "UserPromptSubmit", "prompt": ""}  # fmt: skip
+    plan[REFERENCE] = ({"UserPromptSubmit": None},
+                       [hook_payloads.Sample("UserPromptSubmit", REFERENCE, bare_prompt, True)])  # fmt: skip
+    (home / "hooks.log").unlink(missing_ok=True)
+    proc = start_daemon(home, hook_payloads.daemon_env(work))
+    try:
+        info = read_info(home)
+        wait_model(info)
+        for lesson in hook_payloads.LESSONS:  # a lesson per recorded failure (kept in --store)
+            status, data = tool(info, "create_lesson", {"lesson": lesson})
+            if status != 200 or data["result"]["isError"]:
+                print(f"  lesson {lesson['name']} not created (there already?)", flush=True)
+        daemon = None if args.back_to_back else psutil.Process(proc.pid)
+        measure_clients(home, plan, work, questions[:3], "warm", daemon)  # each path once
+        (home / "hooks.log").unlink(missing_ok=True)
+        bare, shell = floors()
+        runs = []
+        for r in range(args.runs):
+            tag = f"{time.strftime('%Y%m%d%H%M%S')}-{r}"
+            runs.append(measure_clients(home, plan, work, questions, tag, daemon))
+            print(f"run {r + 1}/{args.runs} done (load {runs[-1]['loadavg']})", flush=True)
+        log = home / "hooks.log"
+        errors = log.read_text().count("\n") if log.exists() else 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        shutil.rmtree(work, ignore_errors=True)
+
+    clients, over = {}, []
+    for name in [*names, REFERENCE]:
+        events = {}
+        for label, first in runs[0][name].items():
+            per = [r[name][label] for r in runs]
+            row = {k: round(statistics.median(x[k] for x in per), 1)
+                   for k in ("p50_ms", "p95_ms", "client_cpu_p50_ms")}  # fmt: skip
+            row.update(n=first["n"], injected=int(statistics.median(x["injected"] for x in per)))
+            row["within_budget"] = all(row[k] <= v for k, v in BUDGET.items())
+            if not row["within_budget"] and name != REFERENCE:
+                over.append(f"{name} {label}")
+            events[label] = row
+        if name != REFERENCE:
+            clients[name] = {"title": CLIENTS[name].title, "events": events}
+    reference = events[REFERENCE]
+    loads = [r["loadavg"] for r in runs]
+    res = {"clients": clients, "per_event": len(questions), "memories": memories,
+           "spacing": "back to back" if args.back_to_back else "each call once the daemon is idle",
+           "hook_errors": errors, "reference": reference,
+           "python_floor_p50_ms": bare, "shell_floor_p50_ms": shell,
+           "budget": BUDGET, "over_budget": over, "loadavg": round(statistics.median(loads), 2),
+           "runs": len(runs), "loadavg_runs": loads}  # fmt: skip
+    print(f"each installed hook, {len(questions)} calls per event x {len(runs)} runs, store of "
+          f"{memories} memories, warm daemon; medians of the runs (load average "
+          f"{res['loadavg']}, runs {loads}); budget p50 <= 60 ms, p95 <= 150 ms")  # fmt: skip
+    head = f"  {'client':<20} {'event':<28} {'p50 ms':>8} {'p95 ms':>8} {'CPU ms':>8}"
+    print(f"{head} {'injected':>9}")
+    for c in clients.values():
+        for label, row in c["events"].items():
+            flag = "" if row["within_budget"] else "  OVER BUDGET"
+            print(f"  {c['title']:<20} {label:<28} {row['p50_ms']:8.1f} {row['p95_ms']:8.1f} "
+                  f"{row['client_cpu_p50_ms']:8.1f} {row['injected']:>5}/{row['n']}{flag}")  # fmt: skip
+    print(f"  reference (the UserPromptSubmit pass's call, no shell, no transcript): p50 "
+          f"{reference['p50_ms']} ms, p95 {reference['p95_ms']} ms")  # fmt: skip
+    print(f"  python -S -c pass p50 {bare} ms; through sh -c p50 {shell} ms; {errors} hook errors")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", metavar="OUT")
@@ -163,11 +345,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memories", type=int, default=10_000)
     ap.add_argument("--locomo", default=str(LOCOMO))
     ap.add_argument("--runs", type=int, default=5, help="measured passes (medians reported)")
+    ap.add_argument("--client", choices=[*CLIENTS, "all"],
+                    help="every installed event of this client (or all) with its recorded payloads")  # fmt: skip
+    ap.add_argument("--per-event", type=int, default=40, help="with --client: calls per event")
+    ap.add_argument("--back-to-back", action="store_true",
+                    help="with --client: each call at once, not when the daemon is idle")  # fmt: skip
     args = ap.parse_args(argv)
     locomo = json.loads(Path(args.locomo).read_text(encoding="utf-8"))
     questions = [qa["question"] for s in locomo for qa in s.get("qa", []) if qa.get("question")]
     random.Random(5).shuffle(questions)
-    questions = questions[: args.prompts]
+    questions = questions[: args.per_event if args.client else args.prompts]
     tmp = None
     if args.store:
         home = Path(args.store)
@@ -178,6 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (home / "hooks-bench.json").exists():
         build_store(home, args.memories, locomo)
     memories = json.loads((home / "hooks-bench.json").read_text())["memories"]
+    if args.client:
+        try:
+            return clients_main(args, questions, home, memories)
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
     (home / "hooks.log").unlink(missing_ok=True)
     proc = start_daemon(home)
     try:

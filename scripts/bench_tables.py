@@ -609,6 +609,34 @@ TABLES: dict[str, Table] = {
             ("load average", "hooks", "loadavg", ".2f"),
         ]
     ),
+    "hooks-clients": grid(
+        "hooks-clients",
+        [
+            (f"{c['title']}: {event}", f"clients/{name}/events/{event}")
+            for name, c in load("hooks-clients")["result"]["clients"].items()
+            for event in c["events"]
+        ],
+        [
+            ("p50 ms", "p50_ms", ".1f"),
+            ("p95 ms", "p95_ms", ".1f"),
+            ("hook CPU p50 ms", "client_cpu_p50_ms", ".1f"),
+            ("injected", "injected", "d"),
+            ("within budget", "within_budget", "bool"),
+        ],
+        first="client: event",
+    ),
+    "hooks-clients-floors": pairs(
+        [
+            ("reference call, p50 ms", "hooks-clients", "reference/p50_ms", ".1f"),
+            ("reference call, p95 ms", "hooks-clients", "reference/p95_ms", ".1f"),
+            ("`python -S -c pass`, p50 ms", "hooks-clients", "python_floor_p50_ms", ".1f"),
+            ("the same through `sh -c`, p50 ms", "hooks-clients", "shell_floor_p50_ms", ".1f"),
+            ("calls per event and run", "hooks-clients", "per_event", "d"),
+            ("runs", "hooks-clients", "runs", "d"),
+            ("hook errors", "hooks-clients", "hook_errors", "d"),
+            ("load average (median of the runs)", "hooks-clients", "loadavg", ".2f"),
+        ]
+    ),
     "lessons-auto": pairs(
         [
             ("fix sessions", "lessons-auto", "details/fix_sessions", "d"),
