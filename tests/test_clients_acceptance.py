@@ -489,10 +489,13 @@ def test_fail_edit_pass_in_the_clients_transcript_is_one_learned_lesson(world, n
         return [r[0] for r in db(world, "SELECT content FROM records WHERE kind='turn' AND "
                                  "json_extract(metadata, '$.session') = ?", sc.sid)]  # fmt: skip
 
+    written = 0
     for i, (event, data, upto) in enumerate(sc.fix):
         if i == len(sc.fix) - 1:  # the session's end, once the turn was learned
             assert wait_for(lambda: len(learned()) == 1), learned()
-        sc.transcript.write_text("".join(sc.lines[:upto]), encoding="utf-8")
+        with open(sc.transcript, "a", encoding="utf-8") as fh:  # appended, as clients write
+            fh.write("".join(sc.lines[written:upto]))
+        written = max(written, upto)
         out = run(world, sc, event, data)
         assert out == "" or isinstance(json.loads(out), dict), out
     [lesson] = learned()
@@ -547,3 +550,26 @@ def test_a_broken_store_exits_0_and_prints_nothing(world, name, tmp_path):
     finally:
         os.close(lock)
     assert not (garbage / "daemon.log").exists()  # no daemon was started there
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_latency_benchmark_drives_every_installed_event(name, tmp_path, monkeypatch):
+    """benchmarks/hooks.py --client: a payload for every event we install, each one the client's
+    spec reads as the benchmark's daemon does (its environment, Copilot's session file)."""
+    from benchmarks import hook_payloads
+
+    work = tmp_path / "work"
+    commands = hook_payloads.installed_commands(name, tmp_path / "project")
+    samples = hook_payloads.samples(name, work, tmp_path)
+    for key, value in hook_payloads.daemon_env(work).items():
+        monkeypatch.setenv(key, value)
+    spec = CLIENTS[name]
+    assert set(commands) == {s.event for s in samples} == set(spec.events)
+    read = []
+    for s in samples:
+        if name == "copilot":
+            hook_payloads.copilot_session(work, "s1", s.upto)
+        if spec.to_input(s.event, s.for_session("s1", "hi")):
+            read.append(s.label)
+    ignored = {"copilot": ["postToolUseFailure (edit)"]}.get(name, [])  # a failed edit: no command
+    assert [s.label for s in samples if s.label not in read] == ignored
