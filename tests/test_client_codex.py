@@ -29,6 +29,7 @@ from server.hooks.clients import config_files as cf
 from server.hooks.clients.spec import HANDLERS
 from server.service.hook_events import HookInput, response_failure
 from tests.mcp_util import hook_daemon
+from tests.transcript_util import grow
 
 FIX = Path(__file__).parent / "fixtures" / "clients" / "codex"
 THREAD = "019a3c5e-7b21-7d40-9c2a-4f1e8d6b3a70"
@@ -473,7 +474,7 @@ def test_a_codex_thread_through_the_hook_routes(tmp_path):
                                           "start it first: docker compose up db", "scope": "team"})  # fmt: skip
 
         def post(event: str, upto: int, status: int = 200, **fields):
-            rollout.write_text("".join(lines[:upto]), encoding="utf-8")
+            grow(rollout, lines, upto)
             body = {"client": "codex", "input": {**base, **fields, "hook_event_name": event},
                     "config": {"lesson_threshold": 0.05, "threshold": 0.15}}  # fmt: skip
             r = http.post(f"/hooks/{event}", json=body, headers={"Authorization": "Bearer s3cret"})

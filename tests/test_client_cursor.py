@@ -25,6 +25,7 @@ from server.hooks.clients.spec import HANDLERS
 from server.hooks.hookclient import _trim
 from server.service.hook_events import HookInput, response_failure
 from tests.mcp_util import hook_daemon
+from tests.transcript_util import grow
 
 FIX = Path(__file__).parent / "fixtures" / "clients" / "cursor"
 CONV = "5b0e6f3a-2c41-4d8e-9a57-1f3c9d2e7b10"
@@ -323,7 +324,7 @@ def test_a_cursor_session_through_the_hook_routes(tmp_path):
         client.ok("create_lesson", {"lesson": LESSON})
 
         def post(event: str, upto: int, **fields):
-            transcript.write_text("".join(lines[:upto]), encoding="utf-8")
+            grow(transcript, lines, upto)
             body = {"client": "cursor", "input": {**base, **fields, "hook_event_name": event},
                     "config": {"lesson_threshold": 0.05}}  # fmt: skip
             r = http.post(f"/hooks/{event}", json=body, headers={"Authorization": "Bearer s3cret"})

@@ -87,3 +87,12 @@ def hook_input(event: str, transcript: Path | None, session: str = "sess-1",
                cwd: str = "/work/app", **fields) -> dict:  # fmt: skip
     return {"session_id": session, "transcript_path": str(transcript) if transcript else None,
             "cwd": cwd, "hook_event_name": event, "permission_mode": "default", **fields}  # fmt: skip
+
+
+def grow(path: Path, lines: list[str], upto: int) -> None:
+    """The transcript ``path`` holding ``lines[:upto]``, its new lines appended as a client
+    appends them (a rewrite, truncated then written, can be read half-way by the daemon)."""
+    have = path.read_text(encoding="utf-8").count("\n") if path.exists() else 0
+    if upto > have:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write("".join(lines[have:upto]))
