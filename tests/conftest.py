@@ -122,7 +122,7 @@ def real_embedder():
 
 
 # ---------------------------------------------------------------------- test order
-# With two workers and ``--dist loadfile`` a test file runs whole on one worker, and files are
+# With several workers and ``--dist loadfile`` a test file runs whole on one worker, and files are
 # handed out in collection order (``--no-loadscope-reorder`` in pyproject.toml: xdist's own
 # order, most tests first, ran the files of few but slow tests last, one alone on a worker while
 # the other idled). Here the files of slow tests (the real model, a pip install, daemons) come

@@ -54,14 +54,22 @@ def source(tmp_path_factory) -> Path:
     return dst
 
 
-def test_the_wheel_holds_the_model_and_the_ui_assets_and_no_tests(source, tmp_path):
+@pytest.fixture(scope="module")
+def built(source, tmp_path_factory) -> tuple[Path, str]:
+    """(the wheel, the build's output), built once for the module."""
+    out = tmp_path_factory.mktemp("dist")
     proc = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(tmp_path), str(source)],  # sdist -> wheel
+        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],  # sdist -> wheel
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "deprecated" not in proc.stdout + proc.stderr  # e.g. the licence table form
-    (wheel,) = tmp_path.glob("pattern_memory-*.whl")
+    (wheel,) = out.glob("pattern_memory-*.whl")
+    return wheel, proc.stdout + proc.stderr
+
+
+def test_the_wheel_holds_the_model_and_the_ui_assets_and_no_tests(source, built):
+    wheel, output = built
+    assert "deprecated" not in output  # e.g. the licence table form
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("model.onnx", "tokenizer.json", "LICENSE", "config.json",
                  "sentence_bert_config.json", "modules.json", "1_Pooling/config.json"):  # fmt: skip
@@ -92,7 +100,7 @@ def _du_mb(path: Path) -> float:
 
 
 @pytest.mark.timeout(1800)  # ~100 packages from the index on a cold machine, then the demo
-def test_pip_install_into_an_empty_venv_runs_the_demo_without_torch(source, tmp_path):
+def test_pip_install_into_an_empty_venv_runs_the_demo_without_torch(source, built, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
@@ -100,7 +108,7 @@ def test_pip_install_into_an_empty_venv_runs_the_demo_without_torch(source, tmp_
     # --no-compile: byte-compiling every installed module is a third of the install's time and
     # proves nothing here (the demo below imports what it runs)
     proc = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--no-compile", "."], cwd=source, env=env,
+        [str(py), "-m", "pip", "install", "-q", "--no-compile", str(built[0])], cwd=source, env=env,
         capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
