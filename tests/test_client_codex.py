@@ -455,16 +455,33 @@ def wait_for(cond, timeout: float = 20.0) -> bool:
     return False
 
 
+def _moved_to_now(text: str) -> str:
+    """The rollout with every ``"timestamp"`` shifted by one offset: its first a minute ago."""
+    import re
+    from datetime import UTC, datetime, timedelta
+
+    stamps = re.findall(r'"timestamp":"([0-9T:.-]+)Z"', text)
+    first = datetime.fromisoformat(stamps[0])
+    shift = datetime.now(UTC).replace(tzinfo=None) - timedelta(minutes=1) - first
+
+    def moved(m: re.Match) -> str:
+        when = datetime.fromisoformat(m.group(1)) + shift
+        return f'"timestamp":"{when.isoformat(timespec="milliseconds")}Z"'
+
+    return re.sub(r'"timestamp":"([0-9T:.-]+)Z"', moved, text)
+
+
 def test_a_codex_thread_through_the_hook_routes(tmp_path):
     repo = tmp_path / "repo"
     (repo / "app").mkdir(parents=True)
     (repo / "app" / "db.py").write_text("def connect(port):\n    pool = Pool(port=port)\n")
     rollout = tmp_path / "sessions" / "2026" / "11" / "02" / ROLLOUT.name
     rollout.parent.mkdir(parents=True)
-    # written now (a call older than PATTERN_SESSION_DANGLING_S would be given up on)
-    hour = time.strftime("%Y-%m-%dT%H:", time.gmtime())
+    # written now: the rollout's times moved so that its first is a minute ago (a call older
+    # than PATTERN_SESSION_DANGLING_S would be given up on; keeping the fixture's minutes in
+    # the current hour put the calls up to 59 minutes back, failing at some times of the day)
     text = ROLLOUT.read_text(encoding="utf-8").replace(ROOT, str(repo))
-    lines = text.replace("2026-11-02T10:", hour).splitlines(keepends=True)
+    lines = _moved_to_now(text).splitlines(keepends=True)
     base = {"session_id": THREAD, "transcript_path": str(rollout), "cwd": str(repo),
             "model": "gpt-5.1-codex", "permission_mode": "default"}  # fmt: skip
 
