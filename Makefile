@@ -35,9 +35,10 @@ run: $(RUN_STAMP)
 # (tests/conftest.py), so they run beside each other and the short ones fill the time left.
 # The browser tests run after, in a process of their own: Playwright's sync API leaves an
 # event loop in its thread, which a later test file's anyio.run would meet in a shared worker.
+# That process collects their files only (tests/conftest.py keeps every browser test there).
 test: $(STAMP) docs
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not browser"
-	$(BIN)/python -m pytest -q -m browser
+	$(BIN)/python -m pytest -q -m browser $(wildcard tests/test_ui_browser*.py)
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing
 # anchor or a page left out of the nav fails the build, and so `make test`

@@ -130,6 +130,12 @@ def real_embedder():
 # export), so they run beside each other; then the rest, most tests first, so the many short
 # files fill the time left.
 def pytest_collection_modifyitems(config, items):
+    # ``make test`` runs the browser tests by their files' names (collecting the rest costs
+    # seconds): a browser test anywhere else would never run there
+    stray = [i.nodeid for i in items if i.get_closest_marker("browser")
+             and not i.path.name.startswith("test_ui_browser")]  # fmt: skip
+    if stray:
+        raise pytest.UsageError(f"browser tests belong in tests/test_ui_browser*.py: {stray}")
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     count: dict = {}
     for item in items:
