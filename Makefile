@@ -31,14 +31,11 @@ run: $(RUN_STAMP)
 
 # three workers (pytest-xdist), a test file each at a time: the suite waits on daemons, browsers
 # and PostgreSQL as much as on the CPU, so a third worker fills two cores (a fourth only adds
-# contention: 6:19 against 5:42). The files of slow tests are handed out first
-# (tests/conftest.py), so they run beside each other and the short ones fill the time left.
-# The browser tests run after, in a process of their own: Playwright's sync API leaves an
-# event loop in its thread, which a later test file's anyio.run would meet in a shared worker.
-# That process collects their files only (tests/conftest.py keeps every browser test there).
+# contention: 6:19 against 5:42). The files of slow tests are handed out first and the browser
+# tests' file last (tests/conftest.py), so the slow ones run beside each other, the short ones
+# fill the time left, and no file follows the browser tests in their worker.
 test: $(STAMP) docs
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not browser"
-	$(BIN)/python -m pytest -q -m browser $(wildcard tests/test_ui_browser*.py)
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing
 # anchor or a page left out of the nav fails the build, and so `make test`

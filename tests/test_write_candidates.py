@@ -272,3 +272,12 @@ def test_a_listed_line_stays_one_line_whatever_an_imported_id_holds():
                  scope=Scope.team, content="fine text")  # fmt: skip
     [line] = candidates.listed([candidates.Found(rec, 0.9, 0.0)])
     assert "\n" not in line and line.count(" · ") == 2
+
+
+def test_an_excerpt_of_control_characters_stays_within_its_length_once_escaped():
+    """Found by the property above: escapes lengthened an excerpt cut before escaping."""
+    rec = Record(project_id="p", agent_id="x", scope=Scope.team,
+                 content="0" * 20 + "\x1b" * 7 + "\x08·" + "\x1b" * 200)  # fmt: skip
+    line = candidates.excerpt(rec)
+    assert len(line) <= candidates.EXCERPT_CHARS + 1 and line.endswith("…")
+    assert "\x1b" not in line and not line[:-1].endswith("\\")

@@ -46,7 +46,7 @@ from retrieval.cite import CitationState
 from retrieval.guard import guarded
 from retrieval.records import Kind, Record
 
-from .escapes import for_terminal, one_line
+from .escapes import escaped, for_terminal, one_line
 from .policy import SUSPICIOUS
 
 HEADER = (
@@ -61,11 +61,20 @@ SEPARATOR = " · "  # between the fields of a provenance line
 
 def field(value: object, limit: int = FIELD_MAX) -> str:
     """One field of a provenance line: :func:`one_line`, the separator ``·`` escaped too (a
-    stored name cannot add a field), at most ``limit`` characters."""
+    stored name cannot add a field), at most ``limit`` characters as shown (escapes counted;
+    one is never cut in two), then ``…`` when the text goes on."""
     s = str(value)
-    cut = len(s) > limit
-    out = one_line(s[:limit]).replace("·", "\\u00b7")
-    return out + "…" if cut else out
+    head = s[: limit + 1]
+    if head.isprintable() and "·" not in head:  # the usual case: nothing to escape
+        return head[:limit] + "…" if len(s) > limit else s
+    out, n = [], 0
+    for c in s:
+        e = "\\u00b7" if c == "·" else escaped(c)
+        if n + len(e) > limit:
+            return "".join(out) + "…"
+        out.append(e)
+        n += len(e)
+    return "".join(out)
 
 
 def suspicious(rec: Record) -> str | None:
