@@ -62,13 +62,8 @@ def settings_path(scope: str, project: Path) -> Path:
 
 
 def wanted_groups() -> dict[str, list[dict]]:
-    out = {}
-    for b in BINDINGS:
-        hook = {"type": "command", "command": cf.hook_command(NAME, b.client_event),
-                "timeout": TIMEOUT_S}  # fmt: skip
-        group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
-        out.setdefault(b.client_event, []).append(group)
-    return out
+    return cf.matcher_groups(BINDINGS, lambda b: {
+        "type": "command", "command": cf.hook_command(NAME, b.client_event), "timeout": TIMEOUT_S})  # fmt: skip
 
 
 def _with_hooks(doc: dict) -> dict:
@@ -83,21 +78,13 @@ def _present(doc: dict) -> list[str]:
     return cf.groups_present(doc, is_ours)
 
 
-def _with_server(doc: dict) -> dict:
-    return cf.with_server(doc, cf.server_entry())
-
-
-def _without_server(doc: dict) -> dict:
-    return cf.without_server(doc, cf.server_entry())
-
-
 INSTALLER = Installer(files=(
     ConfigFile("hooks", settings_path, _with_hooks, _without_hooks, _present),
     # .mcp.json: ours to delete when left empty; ~/.claude.json: Claude Code's own state, never
     ConfigFile("server", lambda scope, project: project / ".mcp.json" if scope == "project" else None,
-               _with_server, _without_server, cf.server_present),
+               cf.with_server, cf.without_server, cf.server_present),
     ConfigFile("server", lambda scope, project: Path.home() / ".claude.json" if scope == "user" else None,
-               _with_server, _without_server, cf.server_present, drop_empty=False),
+               cf.with_server, cf.without_server, cf.server_present, drop_empty=False),
 ))  # fmt: skip
 
 
@@ -111,11 +98,8 @@ PLUGIN_HOOK = 'sh "${CLAUDE_PLUGIN_ROOT}/packaging/claude/hook.sh" '
 
 def plugin_hooks() -> dict:
     """The plugin's ``hooks.json`` document (a test keeps the file equal to it)."""
-    hooks: dict[str, list] = {}
-    for b in BINDINGS:
-        hook = {"type": "command", "command": PLUGIN_HOOK + b.client_event, "timeout": TIMEOUT_S}
-        group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
-        hooks.setdefault(b.client_event, []).append(group)
+    hooks = cf.matcher_groups(BINDINGS, lambda b: {
+        "type": "command", "command": PLUGIN_HOOK + b.client_event, "timeout": TIMEOUT_S})  # fmt: skip
     return {"description": "pattern-memory: recall, lessons and session indexing", "hooks": hooks}
 
 

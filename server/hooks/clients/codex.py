@@ -145,13 +145,9 @@ def config_path(scope: str, project: Path) -> Path:
 
 
 def wanted_groups() -> dict[str, list[dict]]:
-    out = {}
-    for b in BINDINGS:
-        hook = {"type": "command", "command": cf.hook_command(NAME, b.client_event),
-                "timeout": TIMEOUT_S.get(b.client_event, DEFAULT_TIMEOUT_S)}  # fmt: skip
-        group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
-        out.setdefault(b.client_event, []).append(group)
-    return out
+    return cf.matcher_groups(BINDINGS, lambda b: {
+        "type": "command", "command": cf.hook_command(NAME, b.client_event),
+        "timeout": TIMEOUT_S.get(b.client_event, DEFAULT_TIMEOUT_S)})  # fmt: skip
 
 
 def _with_hooks(doc: dict) -> dict:

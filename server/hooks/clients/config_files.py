@@ -256,23 +256,19 @@ def with_groups(doc: dict, wanted: dict[str, list[dict]], is_ours: Callable[[obj
     """Claude Code's layout (and clients that copied it): ``{key: {EVENT: [{"matcher": …,
     "hooks": [HOOK, …]}, …]}}``. ``wanted``: event -> our groups. A group of ours (every hook
     in it ours) that is not exactly what we want is replaced; the user's groups stay first,
-    untouched."""
-    out = copy(doc)
-    hooks = out.get(key)
-    if hooks is None:
-        hooks = out[key] = {}
-    if not isinstance(hooks, dict):
-        raise InvalidInput(f'"{key}" is not a JSON object; not touching it')
-    for event, groups_wanted in wanted.items():
-        groups = hooks.get(event)
-        if groups is None:
-            groups = []
-        if not isinstance(groups, list):
-            raise InvalidInput(f'"{key}.{event}" is not a JSON list; not touching it')
-        mine = [g for g in groups if _group_is_ours(g, is_ours)]
-        if mine == groups_wanted:
-            continue
-        hooks[event] = [g for g in groups if g not in mine] + groups_wanted
+    untouched (:func:`with_flat`, its entries the groups)."""
+    return with_flat(doc, wanted, lambda g: _group_is_ours(g, is_ours), key)
+
+
+def matcher_groups(bindings: Iterable, hook_of: Callable[[object], dict]) -> dict[str, list[dict]]:
+    """Event -> our groups in Claude Code's layout: one group per binding, with its matcher
+    when it has one, holding ``hook_of(binding)``."""
+    out: dict[str, list[dict]] = {}
+    for b in bindings:
+        group = {"hooks": [hook_of(b)]}
+        out.setdefault(b.client_event, []).append(
+            group if b.matcher is None else {"matcher": b.matcher, **group}
+        )
     return out
 
 
@@ -375,9 +371,11 @@ def flat_present(doc: dict, is_ours: Callable[[object], bool], key: str = "hooks
 
 
 # --------------------------------------------------------------------------- MCP server (JSON)
-def with_server(doc: dict, entry: dict, key: str = "mcpServers", name: str = SERVER_NAME) -> dict:
-    """``doc`` with our server entry under ``key``; an entry of that name already there is
-    kept as it is (the user's, or ours from before)."""
+def with_server(doc: dict, entry: dict | None = None, key: str = "mcpServers",
+                name: str = SERVER_NAME) -> dict:  # fmt: skip
+    """``doc`` with our server entry (``entry``, else :func:`server_entry`) under ``key``; an
+    entry of that name already there is kept as it is (the user's, or ours from before)."""
+    entry = server_entry() if entry is None else entry
     out = copy(doc)
     servers = out.get(key)
     if servers is None:
@@ -388,9 +386,11 @@ def with_server(doc: dict, entry: dict, key: str = "mcpServers", name: str = SER
     return out
 
 
-def without_server(doc: dict, entry: dict, key: str = "mcpServers",
+def without_server(doc: dict, entry: dict | None = None, key: str = "mcpServers",
                    name: str = SERVER_NAME) -> dict:  # fmt: skip
-    """``doc`` without our server entry, only when it is still exactly what we wrote."""
+    """``doc`` without our server entry (``entry``, else :func:`server_entry`), only when it
+    is still exactly what we wrote."""
+    entry = server_entry() if entry is None else entry
     out = copy(doc)
     servers = out.get(key)
     if isinstance(servers, dict) and servers.get(name) == entry:

@@ -248,18 +248,10 @@ def _present(doc: dict) -> list[str]:
     return cf.flat_present(doc, is_ours)
 
 
-def _with_server(doc: dict) -> dict:
-    return cf.with_server(doc, cf.server_entry())
-
-
-def _without_server(doc: dict) -> dict:
-    return cf.without_server(doc, cf.server_entry())
-
-
 INSTALLER = Installer(
     files=(
         ConfigFile("hooks", hooks_path, _with_hooks, _without_hooks, _present),
-        ConfigFile("server", mcp_path, _with_server, _without_server, cf.server_present),
+        ConfigFile("server", mcp_path, cf.with_server, cf.without_server, cf.server_present),
     ),
     note="project hooks run only in a trusted workspace; Cursor reloads hooks.json on save",
 )

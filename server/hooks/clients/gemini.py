@@ -155,13 +155,9 @@ is_ours = cf.ours_by("command")
 
 
 def wanted_groups() -> dict[str, list[dict]]:
-    out = {}
-    for b in BINDINGS:
-        hook = {"name": HOOK_NAME, "type": "command", "command": hook_command(b.client_event),
-                "timeout": TIMEOUT_MS}  # fmt: skip
-        group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
-        out.setdefault(b.client_event, []).append(group)
-    return out
+    return cf.matcher_groups(BINDINGS, lambda b: {
+        "name": HOOK_NAME, "type": "command", "command": hook_command(b.client_event),
+        "timeout": TIMEOUT_MS})  # fmt: skip
 
 
 def _with_hooks(doc: dict) -> dict:
@@ -176,17 +172,9 @@ def _present(doc: dict) -> list[str]:
     return cf.groups_present(doc, is_ours)
 
 
-def _with_server(doc: dict) -> dict:
-    return cf.with_server(doc, cf.server_entry())
-
-
-def _without_server(doc: dict) -> dict:
-    return cf.without_server(doc, cf.server_entry())
-
-
 INSTALLER = Installer(files=(
     ConfigFile("hooks", settings_path, _with_hooks, _without_hooks, _present),
-    ConfigFile("server", settings_path, _with_server, _without_server, cf.server_present),
+    ConfigFile("server", settings_path, cf.with_server, cf.without_server, cf.server_present),
 ))  # fmt: skip
 
 
@@ -203,13 +191,9 @@ EXTENSION_HOOK = ('PATTERN_HOOK_SPAWN=0 python3 -S "${extensionPath}/server/hook
 
 def extension_hooks() -> dict:
     """The extension's ``hooks/hooks.json`` document (a test keeps the file equal to it)."""
-    hooks: dict[str, list] = {}
-    for b in BINDINGS:
-        hook = {"name": HOOK_NAME, "type": "command", "timeout": TIMEOUT_MS,
-                "command": f"{EXTENSION_HOOK}{b.client_event} 2>/dev/null || true"}  # fmt: skip
-        group = {"hooks": [hook]} if b.matcher is None else {"matcher": b.matcher, "hooks": [hook]}
-        hooks.setdefault(b.client_event, []).append(group)
-    return {"hooks": hooks}
+    return {"hooks": cf.matcher_groups(BINDINGS, lambda b: {
+        "name": HOOK_NAME, "type": "command", "timeout": TIMEOUT_MS,
+        "command": f"{EXTENSION_HOOK}{b.client_event} 2>/dev/null || true"})}  # fmt: skip
 
 
 def session_files(home: Path | None = None) -> list[Path]:
