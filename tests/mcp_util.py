@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -233,3 +234,14 @@ def write_json(path: Path, doc: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+def wait_for(cond, timeout: float = 20.0) -> bool:
+    """Whether ``cond()`` comes true within ``timeout`` seconds (polled every 50 ms): the
+    daemon's background worker (indexing, learning) finishes after the hook answered."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False

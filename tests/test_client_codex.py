@@ -28,7 +28,7 @@ from server.hooks.clients import codex
 from server.hooks.clients import config_files as cf
 from server.hooks.clients.spec import HANDLERS
 from server.service.hook_events import HookInput, response_failure
-from tests.mcp_util import hook_daemon
+from tests.mcp_util import hook_daemon, wait_for
 from tests.transcript_util import grow
 
 FIX = Path(__file__).parent / "fixtures" / "clients" / "codex"
@@ -444,15 +444,6 @@ LESSON = {"name": "POOL_CLOSED", "entityType": "lesson",
           "metadata": {"severity": "high", "environment": {}, "frequency": 2, "successRate": 0.9},
           "verificationSteps": [{"command": "pytest tests/test_db.py", "expectedOutput": "passed",
                                  "successIndicators": ["passed"]}]}  # fmt: skip
-
-
-def wait_for(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _moved_to_now(text: str) -> str:

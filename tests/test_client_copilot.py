@@ -6,7 +6,6 @@ and one session through the daemon's hook routes (tests/fixtures/clients/copilot
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -362,17 +361,8 @@ LESSON = {"name": "POOL_CLOSED", "entityType": "lesson",
                                  "successIndicators": ["connected"]}]}  # fmt: skip
 
 
-def wait_for(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_copilot_session_through_the_hook_routes(tmp_path, home):
-    from tests.mcp_util import hook_daemon
+    from tests.mcp_util import hook_daemon, wait_for
 
     repo = tmp_path / "repo"
     (repo / "app").mkdir(parents=True)

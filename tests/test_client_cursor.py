@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from server.hooks.clients import cursor
 from server.hooks.clients.spec import HANDLERS
 from server.hooks.hookclient import _trim
 from server.service.hook_events import HookInput, response_failure
-from tests.mcp_util import hook_daemon
+from tests.mcp_util import hook_daemon, wait_for
 from tests.transcript_util import grow
 
 FIX = Path(__file__).parent / "fixtures" / "clients" / "cursor"
@@ -295,15 +294,6 @@ LESSON = {"name": "POOL_CLOSED", "entityType": "lesson",
           "metadata": {"severity": "high", "environment": {}, "frequency": 2, "successRate": 0.9},
           "verificationSteps": [{"command": "pytest tests/test_db.py", "expectedOutput": "passed",
                                  "successIndicators": ["passed"]}]}  # fmt: skip
-
-
-def wait_for(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_cursor_session_through_the_hook_routes(tmp_path):

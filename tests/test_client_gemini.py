@@ -32,7 +32,7 @@ from server.hooks import install
 from server.hooks.clients import gemini
 from server.hooks.clients.spec import HANDLERS
 from server.service.hook_events import HookInput, response_failure
-from tests.mcp_util import hook_daemon
+from tests.mcp_util import hook_daemon, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "clients" / "gemini"
@@ -433,15 +433,6 @@ LESSON = {"name": "PARSE_PORT_NONE", "entityType": "lesson",
           "metadata": {"severity": "high", "environment": {}, "frequency": 2, "successRate": 0.9},
           "verificationSteps": [{"command": "pytest -q tests/test_config.py", "expectedOutput": "passed",
                                  "successIndicators": ["passed"]}]}  # fmt: skip
-
-
-def wait_for(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_gemini_session_through_the_hook_routes(tmp_path):

@@ -33,6 +33,7 @@ import pytest
 from server.hooks import install
 from server.hooks.clients import CLIENTS
 from server.http.daemon import read_info
+from tests.mcp_util import wait_for
 from tests.test_daemon import call, start_daemon, stop
 from tests.transcript_util import hook_input
 
@@ -427,15 +428,6 @@ def db(world: World, sql: str, *args) -> list[tuple]:
         return conn.execute(sql, args).fetchall()
     finally:
         conn.close()
-
-
-def wait_for(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # ------------------------------------------------------------------ the acceptance, per client

@@ -34,21 +34,12 @@ from ingest.transcripts_gemini import GeminiTurns, call_event
 from server.hooks.clients import codex, gemini
 from server.hooks.session_client import default_paths, expand
 from server.service.sessions import transcript_cwd
-from tests.mcp_util import hook_daemon
+from tests.mcp_util import hook_daemon, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 THREAD = "019a3c5e-7b21-7d40-9c2a-4f1e8d6b3a70"
 FAIL_OUT = ('Traceback (most recent call last):\n  File "tests/check.py", line 3, in <module>\n'
             "    assert connect(5432).ok\nAssertionError: pool on port 5432 closed\n")  # fmt: skip
-
-
-def _wait(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # ------------------------------------------------------------------ Codex: hook statuses
@@ -168,7 +159,7 @@ def test_a_printed_status_line_learns_no_fix(tmp_path):
                 and any(f.get("call") == "call_2" for f in json.loads(row).get("failures", []))
             )
 
-        assert _wait(read_all)
+        assert wait_for(read_all)
         time.sleep(0.3)
         rows = svc.store.reader.execute("SELECT name FROM lessons").fetchall()
         assert [tuple(r) for r in rows] == [], "a check that failed twice was learned as a fix"
