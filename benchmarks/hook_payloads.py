@@ -200,9 +200,9 @@ def claude_samples(work: Path, cwd: Path) -> list[Sample]:
     ]  # fmt: skip
 
 
-def installed_commands(client: str, project: Path) -> dict[str, str]:
-    """The hook commands ``hooks install --client CLIENT`` writes into ``project``, by client
-    event (each client runs its command through a shell)."""
+def installed_hooks(client: str, project: Path) -> dict[str, tuple[str, str | None]]:
+    """The hook commands ``hooks install --client CLIENT`` writes into ``project``, with their
+    matchers, by client event (each client runs its command through a shell)."""
     from server.hooks import install
 
     install.install("project", project, client=client)
@@ -214,5 +214,10 @@ def installed_commands(client: str, project: Path) -> dict[str, str]:
             for hook in entry.get("hooks", [entry]):  # matcher groups, or flat entries
                 cmd = hook.get("command") or hook.get("bash")
                 if isinstance(cmd, str) and "hookclient.py" in cmd:
-                    out[event] = cmd
+                    out[event] = (cmd, entry.get("matcher"))
     return out
+
+
+def installed_commands(client: str, project: Path) -> dict[str, str]:
+    """The commands of :func:`installed_hooks`, by client event."""
+    return {event: cmd for event, (cmd, _) in installed_hooks(client, project).items()}

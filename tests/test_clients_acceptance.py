@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from server.hooks import install
+from benchmarks.hook_payloads import installed_hooks
 from server.hooks.clients import CLIENTS
 from server.http.daemon import read_info
 from tests.mcp_util import wait_for
@@ -335,21 +335,6 @@ class World:
     commands: dict[str, dict[str, tuple[str, str | None]]]  # client -> event -> (command, matcher)
 
 
-def installed(name: str, project: Path) -> dict[str, tuple[str, str | None]]:
-    """The hook commands ``hooks install --client NAME --project`` writes, by client event."""
-    install.install("project", project, client=name)
-    (hooks_file,) = [f.path("project", project) for f in CLIENTS[name].installer.files
-                     if f.kind == "hooks"]  # fmt: skip
-    out = {}
-    for event, entries in json.loads(hooks_file.read_text(encoding="utf-8"))["hooks"].items():
-        for entry in entries:
-            for hook in entry.get("hooks", [entry]):  # matcher groups, or flat entries
-                cmd = hook.get("command") or hook.get("bash")
-                if isinstance(cmd, str) and "hookclient.py" in cmd:
-                    out[event] = (cmd, entry.get("matcher"))
-    return out
-
-
 def mcp(info: dict, project: str, tool: str, args: dict) -> dict:
     status, body = call(info, {"Authorization": f"Bearer {info['secret']}", "X-Pattern-Project":
                                project, "X-Pattern-Agent": TEAMMATE}, tool, args)  # fmt: skip
@@ -361,7 +346,7 @@ def mcp(info: dict, project: str, tool: str, args: dict) -> dict:
 def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("clients")
     scenarios = {n: BUILDERS[n](base / n) for n in NAMES}
-    commands = {n: installed(n, base / n / "repo") for n in NAMES}
+    commands = {n: installed_hooks(n, base / n / "repo") for n in NAMES}
     env = {"PATTERN_EMBEDDER": "hash", "PATTERN_PROJECT_ID": "acc-owner"}
     for sc in scenarios.values():
         env.update(sc.env)
