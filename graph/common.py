@@ -1,7 +1,7 @@
 """What every graph service shares: the caller protocol, scope -> bucket, text checks, SQL helpers.
 
 The graph layer never imports ``server``: the caller is any object with ``project_id``,
-``agent_id`` and ``bucket(scope)`` (``server.service.identity.Identity`` is one), and secret
+``agent_id`` and ``bucket(scope)`` (``server.service.core.identity.Identity`` is one), and secret
 screening is injected as a ``screen(text) -> (text, warnings)`` callable.
 
 One graph per bucket: the team scope of the project by default (every agent of the project
@@ -27,12 +27,12 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from retrieval import guard
-from retrieval.analyzer import identifier_parts
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
+from retrieval.fulltext.analyzer import identifier_parts
+from retrieval.ranking import guard
 from retrieval.records import MAX_TEXT_BYTES, Record, Scope, check_text, utcnow
-from retrieval.store import parse_ts, ts
+from retrieval.storage.store import parse_ts, ts
 
 MAX_BATCH = 1000  # items per call
 DEFAULT_SCOPE = "team"

@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from retrieval.errors import Conflict, InvalidInput, NotFound
-from retrieval.store import ts
+from retrieval.storage.store import ts
 
 from .common import Caller, parse_scope
 from .lesson_models import Lesson, LessonInput

@@ -45,10 +45,10 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
-from retrieval.analyzer import query_terms
 from retrieval.errors import InvalidInput
-from retrieval.hybrid import FusionConfig
-from retrieval.lexical import LexicalIndex
+from retrieval.fulltext.analyzer import query_terms
+from retrieval.fulltext.lexical import LexicalIndex
+from retrieval.ranking.hybrid import FusionConfig
 from retrieval.records import Kind, RecordFilter
 
 from . import lesson_trust, traces
@@ -62,7 +62,7 @@ LESSON_MAX_TERMS = 512  # a stack trace easily has a few hundred distinct tokens
 # find_similar_errors: stack traces are read far better by bm25 + fingerprints than by a
 # sentence embedder (benchmarks/relevance.py errors), so the vector side weighs 0.1, not 0.5.
 # A trace is asked whole with its fingerprints (LessonLexical.terms), never as a long prompt's
-# views (retrieval/longquery.py): measured on Defects4J, recall@10 0.9006 whole, 0.8739 with
+# views (retrieval/ranking/longquery.py): measured on Defects4J, recall@10 0.9006 whole, 0.8739 with
 # the long-query views.
 LESSON_FUSION = FusionConfig(
     method="convex", alpha=0.1, norm="minmax", depth=100, long_queries=False

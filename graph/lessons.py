@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from retrieval.errors import Conflict, InvalidInput, NotFound
-from retrieval.hybrid import FusionConfig, HybridRanker
+from retrieval.ranking.hybrid import FusionConfig, HybridRanker
 from retrieval.records import Kind, Record, Scope
 
 from . import traces

@@ -33,8 +33,8 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 
-from retrieval.analyzer import fts_or_query, query_terms
 from retrieval.errors import InvalidInput
+from retrieval.fulltext.analyzer import fts_or_query, query_terms
 from retrieval.records import Kind, RecordFilter
 
 from .common import Caller, parse_scope

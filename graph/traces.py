@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from retrieval import linear_regex
+from retrieval.regexes import linear_regex
 
 # Frames of test runners, reflection and the runtime: not the application's code.
 FRAMEWORK_PREFIXES = (

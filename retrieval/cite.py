@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from retrieval import linear_regex
+from retrieval.regexes import linear_regex
 
 MAX_TEXT = 4096  # bytes of the cited lines kept for verify's diff
 MAX_PATH = 1024

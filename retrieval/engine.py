@@ -12,7 +12,7 @@ Write path (:meth:`Engine.apply`, and :meth:`Engine.add` for batches):
    the caller's ``check`` first and ``extra`` last: the store's write lock and ``BEGIN
    IMMEDIATE`` make this transaction the one coordination point of all writers;
 4. COMMIT: the write is durable and will be reported as done;
-5. apply the outbox to Chroma (:mod:`retrieval.vector_sync`): if that fails, the write still
+5. apply the outbox to Chroma (:mod:`retrieval.vector.vector_sync`): if that fails, the write still
    returns success, with a warning that the vector index is catching up, and a background
    retry replays the outbox. A crash after COMMIT leaves outbox rows that are replayed when the
    model attaches at the next start.
@@ -35,15 +35,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import grouping, private
-from .embedder import Embedder
-from .hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
-from .lexical import LexicalIndex
+from retrieval.embedding.embedder import Embedder
+from retrieval.fulltext.lexical import LexicalIndex
+from retrieval.ranking import grouping
+from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
+from retrieval.storage import private
+from retrieval.storage.store import SQLiteStore, parse_ts
+from retrieval.vector.vector_process import VectorProcess
+from retrieval.vector.vector_sync import VectorSync
+from retrieval.vector.vectors import VectorIndex, window_spans, windows, words_of
+
 from .records import Hit, Record, RecordFilter
-from .store import SQLiteStore, parse_ts
-from .vector_process import VectorProcess
-from .vector_sync import VectorSync
-from .vectors import VectorIndex, window_spans, windows, words_of
 
 EmbedText = Callable[[Record], str]
 # The write policy: (record to store, warnings) for a record about to be written; raises (a
@@ -144,14 +146,14 @@ class Engine:
         background_vectors: bool = False,
     ) -> None:
         """The store folder's vector index always runs in a child process
-        (:mod:`retrieval.vector_process`, forked by :mod:`retrieval.vector_spawner`): the
+        (:mod:`retrieval.vector.vector_process`, forked by :mod:`retrieval.vector.vector_spawner`): the
         process that writes its HNSW files never holds a text (docs/security.md). With a
         Chroma host it is out of process already. ``vector_process=False`` is not honoured
         (a warning is logged). ``background_vectors``: the outbox is applied by a background
-        thread and writes return at COMMIT (:mod:`retrieval.vector_writer`); a serving runtime
+        thread and writes return at COMMIT (:mod:`retrieval.vector.vector_writer`); a serving runtime
         turns it on."""
         self.home = Path(home)
-        private.folder(self.home)  # retrieval/private.py: a store is its user's alone
+        private.folder(self.home)  # retrieval/storage/private.py: a store is its user's alone
         if not chroma_host:
             private.folder(self.home / "chroma")
         self.store = SQLiteStore(self.home / "pattern.sqlite3")
@@ -216,7 +218,7 @@ class Engine:
         """Open the vector index: start its child process (returns at once; until the child
         has opened the store, searches score stored vectors exactly), or, with a Chroma host,
         its client in this process (importing chromadb holds the GIL ~1 s: a runtime does it
-        beside the model load, see server/service/runtime.py). Not thread-safe: one caller at
+        beside the model load, see server/service/core/runtime.py). Not thread-safe: one caller at
         a time. ``start=False``: the child starts at :meth:`start_vectors` (or at its first
         call)."""
         if self.vectors is None:
@@ -247,7 +249,7 @@ class Engine:
 
     def vector_query_deadline(self, seconds: float):
         """A context in which this thread's queries to the vector index's process wait at most
-        ``seconds`` each (a hook's budget; :mod:`retrieval.vector_child`)."""
+        ``seconds`` each (a hook's budget; :mod:`retrieval.vector.vector_child`)."""
         v = self.vectors
         return v.query_deadline(seconds) if v is not None else contextlib.nullcontext()
 
@@ -423,7 +425,7 @@ class Engine:
         Every added or replaced record passes the write policy first (:meth:`screen_record`).
 
         Returns the deleted records and the warnings of a write that committed but whose
-        vectors could not be applied yet (:func:`~retrieval.vector_sync.catching_up`)."""
+        vectors could not be applied yet (:func:`~retrieval.vector.vector_sync.catching_up`)."""
         vecs = dict(vectors or {})
         add, replace = self._admit(add, vecs), self._admit(replace, vecs)
         return self._write(add, replace, delete, check, vecs, extra, self.embedder)
@@ -523,7 +525,7 @@ class Engine:
     ) -> list[grouping.Group[Hit]]:  # fmt: skip
         """The best ``k`` files for ``query``: the chunk hits (top ``depth``: a file needs its
         defining chunk among them for the name factor, so deeper than a recall) grouped by their
-        ``path`` (:mod:`retrieval.grouping`: best chunk plus a share of the next, a test file
+        ``path`` (:mod:`retrieval.ranking.grouping`: best chunk plus a share of the next, a test file
         below its source unless the query is about tests, a file the query names in code or
         whose chunks define a name it writes as code above the rest). A record without a path
         is a group of its own."""

@@ -2,7 +2,7 @@
 
 Every error carries a stable ``code`` and JSON-able ``data``. The service's own rule errors
 (``AccessDenied``, ``CoreProtected``, ``LimitExceeded``) live with the service, in
-``server/service/errors.py``, which re-exports these so the faces import one module. The MCP
+``server/service/core/errors.py``, which re-exports these so the faces import one module. The MCP
 layer turns errors into tool errors; the CLI turns them into messages. Nothing below
 ``server/`` raises anything else on purpose.
 
@@ -11,7 +11,7 @@ disk, a read-only folder, an I/O error, a damaged file) become :class:`StoreUnav
 message that names the fault and ``data`` that carries it (``reason``: disk_full, read_only,
 io_error, damaged, cannot_open; ``path``; ``error``: the underlying text). Any other error is
 left as it is (a bug stays a bug). The store keeps the last write that failed this way until a
-write succeeds (:attr:`~retrieval.store.SQLiteStore.write_failure`): ``pattern_health``
+write succeeds (:attr:`~retrieval.storage.store.SQLiteStore.write_failure`): ``pattern_health``
 reports it. Standard library only, and its light part (the ``serve`` bridge imports this).
 """
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .buckets import Scope, bucket_of
+from retrieval.storage.buckets import Scope, bucket_of
+
 from .errors import InvalidInput
 
 
@@ -22,7 +23,9 @@ class Kind(StrEnum):
     observation = "observation"
     lesson = "lesson"
     chunk = "chunk"
-    turn = "turn"  # a conversation turn from an agent transcript (server/service/sessions.py)
+    turn = (
+        "turn"  # a conversation turn from an agent transcript (server/service/indexing/sessions.py)
+    )
 
 
 MAX_TEXT_BYTES = 32 * 1024  # a memory's content, an observation, one lesson field
@@ -108,7 +111,7 @@ def content_hash(text: str) -> str:
 
 
 class UpdatedBy(BaseModel):
-    """The newer record that updates this one (retrieval/links.py)."""
+    """The newer record that updates this one (retrieval/timeline/links.py)."""
 
     id: str
     at: datetime = Field(description="When the link was made.")
@@ -145,7 +148,7 @@ class Record(BaseModel):
         default=None,
         exclude=True,
         description="Read, not stored: the newest record updating this one (an active link "
-        "of retrieval/links.py), filled by the store's reads.",
+        "of retrieval/timeline/links.py), filled by the store's reads.",
     )
 
     @property

@@ -370,7 +370,7 @@ TABLES: dict[str, Table] = {
     "time-phrases": grid(
         "time-phrases",
         [
-            ("grammar (retrieval/timeexpr.py)", "grammar"),
+            ("grammar (retrieval/timeline/timeexpr.py)", "grammar"),
             ("dateparser 1.2.2", "dateparser"),
             ("parsedatetime 2.6", "parsedatetime"),
         ],

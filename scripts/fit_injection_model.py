@@ -1,5 +1,5 @@
-"""Rebuild ``server/service/trust/injection_model.npz``: the injection detector's linear model
-(:mod:`server.service.trust.injection_model`), reproducibly from the sources named here.
+"""Rebuild ``server/service/trust/injection_scan/injection_model.npz``: the injection detector's linear model
+(:mod:`server.service.trust.injection_scan.injection_model`), reproducibly from the sources named here.
 
     python scripts/fit_injection_model.py --bipia DIR --jailbreaks DIR [--data DIR] [--out FILE]
     python scripts/fit_injection_model.py --bipia DIR --giskard DIR --tensortrust DIR \
@@ -27,7 +27,7 @@ conversation's parts) is wholly on one side, so a threshold or a rate is never m
 text whose near-copy was fit on.
 
 Features: the all-MiniLM-L6-v2 vector of each window of a text plus its rule features
-(:func:`~server.service.trust.injection_model.rule_features`). Model: L2-regularised logistic
+(:func:`~server.service.trust.injection_scan.injection_model.rule_features`). Model: L2-regularised logistic
 regression (``--l2``), the two classes weighted to equal total weight, a text's windows sharing
 its weight; fit by Newton's method from zero (deterministic: same data, same weights).
 
@@ -76,8 +76,8 @@ from benchmarks.poisoning import (  # noqa: E402
     scifact,
 )
 from benchmarks.public_attacks import bipia, giskard, jailbreaks, tensortrust  # noqa: E402
-from server.service.trust import injection  # noqa: E402
-from server.service.trust.injection_model import (  # noqa: E402
+from server.service.trust.injection_scan import injection  # noqa: E402
+from server.service.trust.injection_scan.injection_model import (  # noqa: E402
     CUES,
     FIELD_MIN_WORDS,
     KINDS,
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="The chat turns' share of the benign weight.")  # fmt: skip
     args = ap.parse_args(argv)
 
-    from retrieval.embedder import SentenceTransformerEmbedder
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
     feat = Featurizer(CachingEmbedder(SentenceTransformerEmbedder()))
     loaders = {"bipia": bipia, "giskard": giskard, "tensortrust": tensortrust,

@@ -34,7 +34,7 @@ PROJECT, AGENT = "shop", "dev"
 
 def build_store(root: Path, env: dict[str, str]) -> None:
     """The demo data, embedded with the real model, in ``root/.pattern-store``."""
-    from server.service.runtime import Runtime
+    from server.service.core.runtime import Runtime
     from tests.ui_util import populate_demo
 
     rt = Runtime.start(env, root, background=False)

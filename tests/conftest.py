@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from retrieval.embedder import HashEmbedder  # noqa: E402
+from retrieval.embedding.embedder import HashEmbedder  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Record  # noqa: E402
 
@@ -116,7 +116,7 @@ def counting_embedder() -> CountingEmbedder:
 @pytest.fixture(scope="session")
 def real_embedder():
     """The packaged all-MiniLM-L6-v2, loaded once for the whole session (offline)."""
-    from retrieval.embedder import SentenceTransformerEmbedder
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder().load()
 

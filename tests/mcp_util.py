@@ -21,13 +21,13 @@ from anyio.from_thread import start_blocking_portal
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.mcp.app import create_server
-from server.service.config import Settings
-from server.service.identity import identity_from_env
-from server.service.memory import MemoryService
-from server.service.runtime import Runtime
+from server.service.core.config import Settings
+from server.service.core.identity import identity_from_env
+from server.service.core.runtime import Runtime
+from server.service.memories.memory import MemoryService
 
 PATTERN_TOOLS = {
     "remember", "remember-task", "remember-learning", "commit-insight", "core-memory",
@@ -182,7 +182,7 @@ def hook_daemon(root: Path, secret: str, *, raise_server_exceptions: bool = True
     from starlette.testclient import TestClient
 
     from server.hooks.routes import hook_routes
-    from server.service.hook_events import HookService
+    from server.service.prompting.hook_events import HookService
 
     svc = MemoryService(Engine(root / "store", HashEmbedder()))
     rt = runtime_on(svc, identity_env(root / "store", "proj", "agent-a"), root)

@@ -271,7 +271,8 @@ if __name__ == "__main__":
 
     old = load_old(REFERENCE)
     if sys.argv[1:] == ["--diff"]:  # list the texts the current scan judges differently
-        from server.service.trust import injection, secrets
+        from server.service.trust.injection_scan import injection
+        from server.service.trust.secret_scan import secrets
 
         for name, texts in groups().items():
             for text, a, b in differences(old, (injection, secrets), texts or []):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.analyzer import STOPWORDS, fts_or_query, identifier_parts, query_terms
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
+from retrieval.fulltext.analyzer import STOPWORDS, fts_or_query, identifier_parts, query_terms
 from retrieval.records import Record, RecordFilter
 
 

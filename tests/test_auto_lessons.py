@@ -1,4 +1,4 @@
-"""Lessons learned from episodes (``server/service/auto_lessons.py``, ``episode_feed.py``,
+"""Lessons learned from episodes (``server/service/learning/auto_lessons.py``, ``episode_feed.py``,
 ``graph/learned.py``): what a lesson holds, one lesson per signature, review (accept, edit,
 merge, reject), ``PATTERN_AUTO_LESSONS``, secrets. Real SQLite in ``tmp_path``, the hash
 embedder; transcripts indexed by the session indexer as ``index-sessions`` does."""
@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from graph.learned import LearnedLessons
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
-from server.service import envsettings
-from server.service import failure_lessons as fl
-from server.service.config import Settings
-from server.service.episode_feed import STATE_KEY
-from server.service.hook_context import HookConfig
-from server.service.hook_events import HookInput, HookRequest, HookService
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.trust.secrets import SecretPolicy
+from server.service.core import envsettings
+from server.service.core.config import Settings
+from server.service.core.identity import Identity
+from server.service.learning import failure_lessons as fl
+from server.service.learning.episode_feed import STATE_KEY
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_context import HookConfig
+from server.service.prompting.hook_events import HookInput, HookRequest, HookService
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.mcp_util import identity_env, runtime_on
 from tests.transcript_util import TranscriptWriter
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks import localize, longmemeval
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 
 SOURCE = '''"""Parsing of intervals."""
 

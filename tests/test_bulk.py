@@ -6,9 +6,9 @@ import pytest
 
 from retrieval.errors import InvalidInput
 from retrieval.records import RecordFilter
-from server.service import bulk
-from server.service.identity import Identity
-from server.service.models import MemoryInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories import bulk
 from tests.mcp_util import FakeClock, clocked_service, identity_env, in_process, runtime_on
 
 A = Identity(project_id="proj", agent_id="agent-a")

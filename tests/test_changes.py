@@ -14,15 +14,15 @@ import anyio
 import mcp
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
 from server.mcp.app import create_server
-from server.service import changes as stream
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
-from server.service.runtime import Runtime
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.core.runtime import Runtime
+from server.service.memories import changes as stream
+from server.service.memories.memory import MemoryService
 
 A = Identity(project_id="p", agent_id="agent-a")
 B = Identity(project_id="p", agent_id="agent-b")

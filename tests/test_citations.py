@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from server.service import verify
-from server.service.changes import read_changes
-from server.service.errors import AccessDenied, Conflict, InvalidInput, NotFound
-from server.service.models import MemoryInput, RecallContextInput, RecallInput
-from server.service.recall import recall
-from server.service.workspace import ingest_workspace
+from server.service.core.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from server.service.core.models import MemoryInput, RecallContextInput, RecallInput
+from server.service.memories.changes import read_changes
+from server.service.recalling import verify
+from server.service.recalling.recall import recall
+from server.service.transfers.workspace import ingest_workspace
 
 from .mcp_util import FakeClock, clocked_service, identity_env, runtime_on
 
@@ -180,7 +180,7 @@ def test_whole_file_citations_are_fresh_until_the_file_changes(svc, tmp_path, pr
 
 
 def test_a_check_reads_a_file_only_when_its_stat_changed(svc, tmp_path, proj, monkeypatch):
-    import server.service.citations as mod
+    import server.service.recalling.citations as mod
 
     rt = runtime(svc, tmp_path, proj)
     path = proj / "pkg" / "mod.py"
@@ -200,7 +200,7 @@ def test_a_check_reads_a_file_only_when_its_stat_changed(svc, tmp_path, proj, mo
 
 
 def test_the_ingest_files_table_replaces_hashing(svc, tmp_path, proj, monkeypatch):
-    import server.service.citations as mod
+    import server.service.recalling.citations as mod
 
     rt = runtime(svc, tmp_path, proj)
     mid = remember(rt, "alpha adds one", [cite("pkg/mod.py", 4, 5)], scope="team").memoryId
@@ -294,7 +294,7 @@ def test_update_memory_replaces_or_keeps_citations(svc, tmp_path, proj):
 
 
 def test_bulk_share_and_forget_carry_citations(svc, tmp_path, proj):
-    from server.service.bulk import remember_bulk
+    from server.service.memories.bulk import remember_bulk
 
     rt = runtime(svc, tmp_path, proj)
     res = remember_bulk(svc, rt.identity, [
@@ -316,7 +316,7 @@ def test_bulk_share_and_forget_carry_citations(svc, tmp_path, proj):
 
 
 def test_recall_context_carries_the_status(svc, tmp_path, proj):
-    from server.service.context import recall_context
+    from server.service.recalling.context import recall_context
 
     rt = runtime(svc, tmp_path, proj)
     mid = remember(rt, "gamma subtracts one", [cite("pkg/mod.py", 13, 14)]).memoryId
@@ -413,7 +413,7 @@ def test_an_ingest_rerun_updates_cited_files_in_the_background(svc, tmp_path, pr
 def test_ingest_watch_updates_cited_files_in_the_background(svc, tmp_path, proj):
     import threading
 
-    from server.service.workspace import watch_workspace
+    from server.service.transfers.workspace import watch_workspace
 
     rt = runtime(svc, tmp_path, proj)
     mid = remember(rt, "beta doubles", [cite("pkg/mod.py", 8, 10)], scope="team").memoryId
@@ -516,7 +516,7 @@ def test_a_symlink_swapped_in_after_citing_is_never_followed(svc, tmp_path, proj
 def test_a_cited_file_is_read_up_to_the_cap(svc, tmp_path, proj, monkeypatch):
     """A file over the cap is refused at citing; a cited file that grew past it is not read
     whole by a check."""
-    from server.service import citations
+    from server.service.recalling import citations
 
     rt = runtime(svc, tmp_path, proj)
     mid = remember(rt, "beta doubles", [cite("pkg/mod.py", 8, 10)]).memoryId
@@ -535,7 +535,7 @@ def test_a_cited_file_is_read_up_to_the_cap(svc, tmp_path, proj, monkeypatch):
 def test_a_file_that_grows_after_its_stat_is_not_read_past_the_cap(tmp_path, monkeypatch):
     """The size seen by ``fstat`` is not trusted: at most the cap (+1 byte to notice) is read,
     and the file is refused."""
-    from ingest import walker
+    from ingest.workspace import walker
 
     big = write(tmp_path / "grows.txt", "y" * 10_000)
     real_fstat = os.fstat
@@ -593,10 +593,10 @@ def test_the_cli_verify_command(svc, tmp_path, proj, monkeypatch, capsys):
 
 
 def test_the_hooks_carry_the_status(svc, tmp_path, proj):
-    """The UserPromptSubmit and SessionStart selections (server/service/hook_context.py) check
+    """The UserPromptSubmit and SessionStart selections (server/service/prompting/hook_context.py) check
     citations like recall: a stale item's provenance line says so and its relevance is lowered
     by the same factor."""
-    from server.service import hook_context as ar
+    from server.service.prompting import hook_context as ar
 
     rt = runtime(svc, tmp_path, proj)
     mid = remember(rt, "frobnicator gamma subtracts one", [cite("pkg/mod.py", 13, 14)],

@@ -116,7 +116,7 @@ def test_through_the_daemon_a_bridged_caller_cites_and_a_remote_agent_cannot(
     import json
 
     from server.http.auth import TokenStore, envelope_headers
-    from server.service.identity import Identity
+    from server.service.core.identity import Identity
 
     from .test_daemon import bearer, call, start_daemon, stop
 

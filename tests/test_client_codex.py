@@ -20,14 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import transcripts_codex as tc
-from ingest.episode_events import HUNK_CHARS, INPUT_CHARS, FeedProgress, read_events, tool_event
-from ingest.transcripts import last_turn, read_turns, session_cwd
+from ingest.learning.episode_events import (
+    HUNK_CHARS,
+    INPUT_CHARS,
+    FeedProgress,
+    read_events,
+    tool_event,
+)
+from ingest.sessions import transcripts_codex as tc
+from ingest.sessions.transcripts import last_turn, read_turns, session_cwd
 from server.hooks import install
 from server.hooks.clients import codex
 from server.hooks.clients import config_files as cf
 from server.hooks.clients.spec import HANDLERS
-from server.service.hook_events import HookInput, response_failure
+from server.service.prompting.hook_events import HookInput, response_failure
 from tests.mcp_util import hook_daemon, wait_for
 from tests.transcript_util import grow
 

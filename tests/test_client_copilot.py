@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.episode_events import FeedProgress, read_events, tool_event
-from ingest.transcripts import last_turn, read_turns, session_cwd
-from ingest.transcripts_copilot import find_call, split_trailer, without_guidance
+from ingest.learning.episode_events import FeedProgress, read_events, tool_event
+from ingest.sessions.transcripts import last_turn, read_turns, session_cwd
+from ingest.sessions.transcripts_copilot import find_call, split_trailer, without_guidance
 from server.hooks import install
 from server.hooks.clients import copilot
 from server.hooks.clients.spec import HANDLERS
-from server.service.hook_events import HookInput, response_failure
+from server.service.prompting.hook_events import HookInput, response_failure
 
 FIX = Path(__file__).parent / "fixtures" / "clients" / "copilot"
 SID = "f857c138-d795-4185-a2ea-c980380573e5"

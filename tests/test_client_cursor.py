@@ -15,14 +15,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.episode_events import FeedProgress, read_events, tool_event
-from ingest.transcripts import read_turns
-from ingest.transcripts_cursor import parse_stamp, prompt_of
+from ingest.learning.episode_events import FeedProgress, read_events, tool_event
+from ingest.sessions.transcripts import read_turns
+from ingest.sessions.transcripts_cursor import parse_stamp, prompt_of
 from server.hooks import install
 from server.hooks.clients import cursor
 from server.hooks.clients.spec import HANDLERS
 from server.hooks.hookclient import _trim
-from server.service.hook_events import HookInput, response_failure
+from server.service.prompting.hook_events import HookInput, response_failure
 from tests.mcp_util import hook_daemon, wait_for
 from tests.transcript_util import grow
 

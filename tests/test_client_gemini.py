@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.episode_events import FeedProgress, read_events
-from ingest.episodes import SessionEpisodes, feed
-from ingest.gemini_parts import shell_result
-from ingest.transcripts import last_turn, parse_line, read_turns, session_cwd, valid_offset
+from ingest.learning.episode_events import FeedProgress, read_events
+from ingest.learning.episodes import SessionEpisodes, feed
+from ingest.sessions.gemini_parts import shell_result
+from ingest.sessions.transcripts import last_turn, parse_line, read_turns, session_cwd, valid_offset
 from server.hooks import install
 from server.hooks.clients import gemini
 from server.hooks.clients.spec import HANDLERS
-from server.service.hook_events import HookInput, response_failure
+from server.service.prompting.hook_events import HookInput, response_failure
 from tests.mcp_util import hook_daemon, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,15 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from ingest.episode_events import FeedProgress, read_events
-from ingest.episodes import MAX_SEEN, Event, SessionEpisodes, feed
-from ingest.gemini_parts import MAX_CALLS, prompt_text, shell_result
-from ingest.transcripts import read_turns
-from ingest.transcripts_codex import message_text, turn_of
-from ingest.transcripts_gemini import GeminiTurns, call_event
+from ingest.learning.episode_events import FeedProgress, read_events
+from ingest.learning.episodes import MAX_SEEN, Event, SessionEpisodes, feed
+from ingest.sessions.gemini_parts import MAX_CALLS, prompt_text, shell_result
+from ingest.sessions.transcripts import read_turns
+from ingest.sessions.transcripts_codex import message_text, turn_of
+from ingest.sessions.transcripts_gemini import GeminiTurns, call_event
 from server.hooks.clients import codex, gemini
 from server.hooks.session_client import default_paths, expand
-from server.service.sessions import transcript_cwd
+from server.service.indexing.sessions import transcript_cwd
 from tests.mcp_util import hook_daemon, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -316,7 +316,7 @@ def _doc(n: int, updated: str) -> str:
 
 
 def test_a_torn_read_does_not_hide_a_legacy_document(tmp_path):
-    from ingest.transcripts import valid_offset
+    from ingest.sessions.transcripts import valid_offset
 
     chats = tmp_path / "tmp" / "shop" / "chats"
     chats.mkdir(parents=True)

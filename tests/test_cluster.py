@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import StoreUnavailable
 from retrieval.records import RecordFilter
-from server.service import changes as stream
-from server.service import scopes as rules
-from server.service.errors import Conflict, LimitExceeded
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core import scopes as rules
+from server.service.core.errors import Conflict, LimitExceeded
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories import changes as stream
+from server.service.memories.memory import MemoryService
 from tests.race_util import race
 
 A = Identity(project_id="p", agent_id="agent-a")
@@ -199,9 +199,9 @@ WRITER = textwrap.dedent(
     """
     import sys
     from retrieval.engine import Engine
-    from server.service.identity import Identity
-    from server.service.memory import MemoryService
-    from server.service.models import MemoryInput
+    from server.service.core.identity import Identity
+    from server.service.memories.memory import MemoryService
+    from server.service.core.models import MemoryInput
     home, url, name, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     svc = MemoryService(Engine(home, store_url=url))
     who = Identity(project_id="p", agent_id="agent-" + name)
@@ -339,8 +339,8 @@ def test_tokens_are_shared_by_every_node(tmp_path, url):
 def test_reviewer_tokens_of_the_cluster_are_honoured(tmp_path, url, nodes):
     """``token create --reviewer`` in PostgreSQL mode writes the cluster's token table; the
     review policy of every node reads it (not a tokens.json beside the replica)."""
-    from server.service.bearer_tokens import TokenStore
-    from server.service.review import review_policy
+    from server.service.browsing.review import review_policy
+    from server.service.core.bearer_tokens import TokenStore
     from tests.mcp_util import identity_env, runtime_on
 
     TokenStore(tmp_path / "cli", url).create("carol", "p", reviewer=True)

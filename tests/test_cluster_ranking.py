@@ -9,15 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from retrieval import links
-from retrieval.buckets import Scope
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Record, RecordFilter
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput, RecallInput
-from server.service.recall import recall
+from retrieval.storage.buckets import Scope
+from retrieval.timeline import links
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput, RecallInput
+from server.service.memories.memory import MemoryService
+from server.service.recalling.recall import recall
 
 A = Identity(project_id="p", agent_id="agent-a")
 B = Identity(project_id="p", agent_id="agent-b")

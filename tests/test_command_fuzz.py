@@ -1,6 +1,6 @@
 """Command lines are outside input: any of them is read into its checks without an error and
-in bounded time (``ingest/commands.py``, ``ingest/runner_args.py``, ``ingest/check_targets.py``,
-``ingest/test_filters.py``), whatever quotes, separators, pipes, environment prefixes, filters
+in bounded time (``ingest/learning/commands.py``, ``ingest/learning/runner_args.py``, ``ingest/learning/check_targets.py``,
+``ingest/learning/test_filters.py``), whatever quotes, separators, pipes, environment prefixes, filters
 and option values it holds (Hypothesis, and a few pathological lines)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.check_targets import Check
-from ingest.commands import command_key, related
-from ingest.test_filters import go_run, matches, negates, pytest_k
+from ingest.learning.check_targets import Check
+from ingest.learning.commands import command_key, related
+from ingest.learning.test_filters import go_run, matches, negates, pytest_k
 
 WORDS = [
     "pytest", "python", "-m", "cargo", "test", "go", "./...", "npx", "jest", "make", "npm", "run",

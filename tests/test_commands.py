@@ -1,13 +1,19 @@
 """Which commands are checks, and when a later command re-runs a failed one
-(``ingest/commands.py``, ``ingest/check_targets.py``); what an output says
-(``ingest/signatures.py``)."""
+(``ingest/learning/commands.py``, ``ingest/learning/check_targets.py``); what an output says
+(``ingest/learning/signatures.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ingest.commands import command_key, related
-from ingest.signatures import error_signature, error_text, failing_tests, runner_failed, runner_of
+from ingest.learning.commands import command_key, related
+from ingest.learning.signatures import (
+    error_signature,
+    error_text,
+    failing_tests,
+    runner_failed,
+    runner_of,
+)
 
 CWD = "/work/app"
 
@@ -188,7 +194,7 @@ def test_k_and_m_are_part_of_the_checks_identity():
     ],
 )  # fmt: skip
 def test_pytest_k_expressions_are_evaluated(expr, selected):
-    from ingest.check_targets import Check
+    from ingest.learning.check_targets import Check
 
     check = Check("pytest", "test", ("tests/test_api.py",), expr)
     assert check.selects("tests/test_api.py::TestApi::test_upload_large") is selected

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.records import Record
-from server.service import candidates, update_judge
+from server.service.updating import candidates, update_judge
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 AWS = "AKIA" + "Q3EGRT7KLMNOPWXZ"

@@ -366,7 +366,7 @@ def test_a_bridged_caller_ingests_and_exports_in_its_own_project_folder(
     folder must get its own folder as the default ingest path and allowed directory (it got the
     daemon's), and a remote agent, which has no folder here, must name one."""
     from server.http.auth import envelope_headers
-    from server.service.identity import Identity
+    from server.service.core.identity import Identity
 
     proj_b = tmp_path_factory.mktemp("proj b é")  # outside the store; percent-encoded
     (proj_b / "notes.md").write_text("# Billing\n\nInvoices are sent by the billing worker.\n")
@@ -480,7 +480,7 @@ def _cli_under_a_daemon(home: Path, proj: Path, info: dict, monkeypatch, capsys)
 
 def envelope_for(info: dict, agent: str) -> dict:
     from server.http.auth import envelope_headers
-    from server.service.identity import Identity
+    from server.service.core.identity import Identity
 
     return envelope_headers(Identity(project_id="p1", agent_id=agent), info["secret"])
 

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph.models import EntityInput
-from retrieval import guard
+from retrieval.ranking import guard
 from retrieval.records import Record, RecordFilter
-from retrieval.store import COLUMNS, SQLiteStore
+from retrieval.storage.store import COLUMNS, SQLiteStore
 from server.cli import main
-from server.service.models import MemoryInput
+from server.service.core.models import MemoryInput
 from tests.mcp_util import in_process
 from tests.ui_util import UiHarness
 
@@ -94,7 +94,7 @@ def test_store_reads_leave_out_a_row_that_cannot_be_read_and_log_it_once(damaged
 
     # metadata that is not JSON loses only the metadata: the record is read without it
     kept = {damaged.healthy, damaged.bad["metadata"]}
-    with caplog.at_level(logging.WARNING, logger="retrieval.guard"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.ranking.guard"):
         got = store.get(ids)
         first = logged()
         for _ in range(3):

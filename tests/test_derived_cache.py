@@ -1,5 +1,5 @@
 """The values derived from the code's patterns, kept on disk between processes
-(retrieval/derived.py): read back equal to what the code derives, and a bad file or value never
+(retrieval/regexes/derived.py): read back equal to what the code derives, and a bad file or value never
 makes a wrong table (it is derived again)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import derived, linear_regex
-from retrieval.regex_translate import _Translator
-from server.service.trust import injection, pattern_facts, rule_search
+from retrieval.regexes import derived, linear_regex
+from retrieval.regexes.regex_translate import _Translator
+from server.service.trust.injection_scan import injection, pattern_facts, rule_search
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -170,12 +170,12 @@ def test_a_second_process_reads_the_rules_tables_instead_of_deriving_them(tmp_pa
     probe = (
         "from retrieval import derived\n"
         "derived.write_new()\n"  # as the command line and the daemon do
-        "import retrieval.regex_translate as t, server.service.trust.pattern_facts as f\n"
+        "import retrieval.regexes.regex_translate as t, server.service.trust.injection_scan.pattern_facts as f\n"
         "calls = []\n"
         "real, realt = f._derive, t._Translator.translate\n"
         "f._derive = lambda *a: calls.append(1) or real(*a)\n"
         "t._Translator.translate = lambda *a: calls.append(1) or realt(*a)\n"
-        "import server.service.trust.injection, server.service.trust.secrets\n"
+        "import server.service.trust.injection_scan.injection, server.service.trust.secret_scan.secrets\n"
         "print(len(calls))\n"
     )
     first = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,

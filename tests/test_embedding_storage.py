@@ -8,10 +8,10 @@ import sqlite3
 
 import numpy as np
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Record, Scope
-from retrieval.store import SQLiteStore
+from retrieval.storage.store import SQLiteStore
 
 V8_EMBEDDINGS = """CREATE TABLE embeddings(
     record_rowid INTEGER NOT NULL, model_id TEXT NOT NULL, window INTEGER NOT NULL,

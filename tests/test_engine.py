@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.errors import Conflict
 from retrieval.records import RecordFilter, Scope
 

@@ -1,5 +1,5 @@
-"""The episode detector (``ingest/episodes.py``) fed from transcripts
-(``ingest/episode_events.py``): fail -> edit -> pass, and nothing else; the real transcripts of
+"""The episode detector (``ingest/learning/episodes.py``) fed from transcripts
+(``ingest/learning/episode_events.py``): fail -> edit -> pass, and nothing else; the real transcripts of
 ``tests/data/transcripts`` (PROVENANCE.md names their episodes)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.episode_events import FeedProgress, read_events
-from ingest.episodes import Event, SessionEpisodes, feed, finish
+from ingest.learning.episode_events import FeedProgress, read_events
+from ingest.learning.episodes import Event, SessionEpisodes, feed, finish
 from tests.transcript_util import TranscriptWriter
 
 DATA = Path(__file__).parent / "data" / "transcripts"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.analyzer import query_terms
 from retrieval.engine import content_spans, embed_views
+from retrieval.fulltext.analyzer import query_terms
 from retrieval.records import Record
-from retrieval.vectors import words_of
-from server.service import excerpts
-from server.service import hook_context as ar
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from retrieval.vector.vectors import words_of
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
+from server.service.recalling import excerpts
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
 FILLER = (

@@ -1,10 +1,10 @@
 """Exchanges, the unit a transcript is searched by: grouping turns, the tool summary, the text,
-and long exchanges split into parts (``ingest/exchanges.py``, pure functions)."""
+and long exchanges split into parts (``ingest/sessions/exchanges.py``, pure functions)."""
 
 from __future__ import annotations
 
-from ingest import exchanges as ex
-from ingest.exchanges import TurnText
+from ingest.sessions import exchanges as ex
+from ingest.sessions.exchanges import TurnText
 
 
 def turns(*pairs: tuple[str, str]) -> list[TurnText]:

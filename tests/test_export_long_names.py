@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from ingest.importers.export_files import write_paths
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
-from server.service.export_to import export_to
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.transfers.export_to import export_to
 
 ME = Identity(project_id="proj", agent_id="agent")
 NAME_MAX = 255  # bytes of one file name (Linux, macOS)

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from ingest.importers.items import MemoryItem
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
 from server.cli import main
-from server.service.export_to import export_to
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.import_write import import_items, import_source
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.transfers.export_to import export_to
+from server.service.transfers.import_write import import_items, import_source
 
 DATA = Path(__file__).parent / "data" / "import"
 ME = Identity(project_id="proj", agent_id="agent")

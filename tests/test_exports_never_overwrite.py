@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from ingest.importers.export_files import write_paths
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
 from server.cli import main
-from server.service import transfer
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.transfers import transfer
 from tests.mcp_util import identity_env, in_process, runtime_on
 
 ME = Identity(project_id="proj", agent_id="agent")

@@ -10,12 +10,12 @@ import copy
 import pytest
 
 from graph.learned import LearnedLessons
-from server.service import failure_lessons as fl
-from server.service import hook_context as hc
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.ledger import Ledger
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.learning import failure_lessons as fl
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as hc
+from server.service.prompting.ledger import Ledger
 from tests.test_hooks import LESSON
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
@@ -149,7 +149,7 @@ def test_the_prompt_hook_says_a_lesson_was_learned_once_and_review_mode_leaves_i
 
 
 def test_hook_preview_leaves_out_what_review_mode_leaves_out(services):
-    from server.service.hook_preview import preview
+    from server.service.prompting.hook_preview import preview
 
     svc, gs = services
     LearnedLessons(gs.lessons).learn(WHO, learned(), "team")

@@ -1,5 +1,5 @@
 """A pass is an episode only when it re-ran the failure and the edit could be its fix
-(``ingest/episodes.py`` with ``ingest/fix_evidence.py``): sequences in which the failing test
+(``ingest/learning/episodes.py`` with ``ingest/learning/fix_evidence.py``): sequences in which the failing test
 never passed (excluded, deselected, skipped, filtered out, not run, cut short) or in which only
 documentation changed teach nothing; real fixes, narrower reruns of the failing test among
 them, still do. The last test runs whole sessions through the session indexer into a real
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.episodes import Event, SessionEpisodes, feed, finish
-from ingest.test_reports import read_report
-from retrieval.embedder import HashEmbedder
+from ingest.learning.episodes import Event, SessionEpisodes, feed, finish
+from ingest.learning.test_reports import read_report
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service.hook_events import HookService
-from server.service.identity import Identity
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_events import HookService
 from tests.mcp_util import identity_env, runtime_on
 from tests.transcript_util import TranscriptWriter
 

@@ -10,13 +10,13 @@ import logging
 
 import pytest
 
-from retrieval import guard
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
+from retrieval.ranking import guard
 from retrieval.records import Kind, Record, Scope
-from server.service.hook_events import HookInput, HookRequest, HookService
-from server.service.hook_preview import preview
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_events import HookInput, HookRequest, HookService
+from server.service.prompting.hook_preview import preview
 from tests.mcp_util import identity_env, in_process, runtime_on
 
 NORMAL = "The deploys moved to Fridays after the incident review with the payments team."
@@ -76,22 +76,22 @@ def _raise(kind: type[Exception]):
 
 # (what fails, how to make it fail) -> the feature name the guard logs
 FAULTS = {
-    "the time grammar": ("retrieval.timeexpr", "read"),
-    "a record's stated times": ("retrieval.timeprior", "stated_times"),
-    "the mention of a time": ("retrieval.timeprior", "MENTIONS_TIME"),
-    "the time prior's gains": ("retrieval.timeprior", "gains"),
-    "the stemmer": ("server.service.vocabulary", "stem"),
-    "the gate's coverage": ("server.service.gate", "_coverage"),
-    "the prompt's words": ("server.service.vocabulary.Terms", "of"),
-    "an excerpt": ("server.service.excerpts", "_excerpt"),
-    "the citations' check": ("server.service.citations.CitationService", "states"),
-    "the boosts": ("server.service.recall", "boosts"),
-    "the code names": ("retrieval.grouping", "code_names"),
-    "the test-file factor": ("retrieval.grouping", "is_test_path"),
-    "the diversification": ("server.service.recall", "diversify"),
-    "the current version first": ("retrieval.hybrid", "_current_first"),
-    "code in prose": ("retrieval.modality", "is_prose_query"),
-    "the views of a long query": ("retrieval.longquery", "views"),
+    "the time grammar": ("retrieval.timeline.timeexpr", "read"),
+    "a record's stated times": ("retrieval.timeline.timeprior", "stated_times"),
+    "the mention of a time": ("retrieval.timeline.timeprior", "MENTIONS_TIME"),
+    "the time prior's gains": ("retrieval.timeline.timeprior", "gains"),
+    "the stemmer": ("server.service.prompting.vocabulary", "stem"),
+    "the gate's coverage": ("server.service.prompting.gate", "_coverage"),
+    "the prompt's words": ("server.service.prompting.vocabulary.Terms", "of"),
+    "an excerpt": ("server.service.recalling.excerpts", "_excerpt"),
+    "the citations' check": ("server.service.recalling.citations.CitationService", "states"),
+    "the boosts": ("server.service.recalling.recall", "boosts"),
+    "the code names": ("retrieval.ranking.grouping", "code_names"),
+    "the test-file factor": ("retrieval.ranking.grouping", "is_test_path"),
+    "the diversification": ("server.service.recalling.recall", "diversify"),
+    "the current version first": ("retrieval.ranking.hybrid", "_current_first"),
+    "code in prose": ("retrieval.ranking.modality", "is_prose_query"),
+    "the views of a long query": ("retrieval.ranking.longquery", "views"),
     "the framing of an item": ("server.service.trust.framing", "source"),
 }
 
@@ -132,7 +132,7 @@ def test_a_failing_feature_is_dropped_logged_once_and_the_query_answers(
         monkeypatch.setattr(target, name, _raise(kind))
     before = sum(n for (_, err), n in guard.dropped_counts().items() if err == kind.__name__)
     client, svc, rt = world["client"], world["svc"], world["rt"]
-    with caplog.at_level(logging.WARNING, logger="retrieval.guard"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.ranking.guard"):
         for q in QUERIES:
             res = client.call("recall", {"query": q})
             assert not res.is_error, (what, q, res)
@@ -154,7 +154,7 @@ def test_the_log_line_names_feature_error_place_and_record_never_the_text(caplog
     def read(text):
         raise ValueError(f"cannot read {text}")
 
-    with caplog.at_level(logging.WARNING, logger="retrieval.guard"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.ranking.guard"):
         for i in range(50):
             assert (
                 guard.guarded("a test feature", read, "SECRET-TEXT", default=[], record=f"r{i}")

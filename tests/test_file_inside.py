@@ -1,6 +1,6 @@
 """A file is read only when it is a regular file inside its root at the moment it is opened,
 never waiting on a named pipe, never past its bound: what the workspace walker, citations and
-the importers read (one helper, ``ingest.file_inside``). A FIFO, a link out of the root or a
+the importers read (one helper, ``ingest.workspace.file_inside``). A FIFO, a link out of the root or a
 bigger file swapped in after the walk is refused, and ingestion finishes. Real SQLite and
 Chroma in ``tmp_path``, the hashing embedder."""
 
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import walker
-from ingest.file_inside import NotRead, read_inside
 from ingest.importers import bounded, source_files
-from ingest.pipeline import Ingestor
-from ingest.walker import Walker
+from ingest.workspace import walker
+from ingest.workspace.file_inside import NotRead, read_inside
+from ingest.workspace.pipeline import Ingestor
+from ingest.workspace.walker import Walker
 
 
 def unblock(fifo: Path) -> None:

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from retrieval.hybrid import FusionConfig
+from retrieval.ranking.hybrid import FusionConfig
 from retrieval.records import Kind, Record, RecordFilter, Scope
 
 MODES = ("lexical", "vector", "hybrid")

@@ -213,12 +213,12 @@ def test_a_routed_item_cannot_forge_an_item_with_its_provenance():
 def test_a_stored_name_with_a_line_break_forges_no_item_in_recall(engine, tmp_path):
     """An entity's name and an ingested file's name reach recall's text through their source
     lines: each item keeps exactly one."""
-    from ingest.pipeline import Ingestor
-    from server.service.graph_services import graph_services
-    from server.service.identity import Identity
-    from server.service.memory import MemoryService
-    from server.service.models import RecallInput
-    from server.service.recall import recall
+    from ingest.workspace.pipeline import Ingestor
+    from server.service.core.identity import Identity
+    from server.service.core.models import RecallInput
+    from server.service.graphs.graph_services import graph_services
+    from server.service.memories.memory import MemoryService
+    from server.service.recalling.recall import recall
 
     who = Identity(project_id="proj", agent_id="agent-7")
     svc = MemoryService(engine)

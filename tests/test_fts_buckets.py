@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from retrieval import lexical as lexical_mod
-from retrieval import schema
-from retrieval.buckets import bucket_token
-from retrieval.lexical import LexicalIndex, RowidScores
+from retrieval.fulltext import lexical as lexical_mod
+from retrieval.fulltext.lexical import LexicalIndex, RowidScores
 from retrieval.records import RecordFilter, Scope, utcnow
-from retrieval.store import SQLiteStore
+from retrieval.storage import schema
+from retrieval.storage.buckets import bucket_token
+from retrieval.storage.store import SQLiteStore
 
 V4_FTS = (
     "CREATE VIRTUAL TABLE records_fts USING fts5("

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from retrieval import fusion
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from retrieval.hybrid import FusionConfig
+from retrieval.ranking import fusion
+from retrieval.ranking.hybrid import FusionConfig
 from retrieval.records import Record, RecordFilter
 
 nan = float("nan")

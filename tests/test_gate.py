@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from retrieval.fulltext.stemmer import measure, stem
 from retrieval.records import Kind, Record, Scope
-from retrieval.stemmer import measure, stem
-from server.service import gate
-from server.service import hook_context as ar
-from server.service.identity import Identity
-from server.service.ledger import Ledger
-from server.service.memory import MemoryService
-from server.service.vocabulary import UNKNOWN_WEIGHT, Terms, coverage, stems, weight
+from server.service.core.identity import Identity
+from server.service.memories.memory import MemoryService
+from server.service.prompting import gate
+from server.service.prompting import hook_context as ar
+from server.service.prompting.ledger import Ledger
+from server.service.prompting.vocabulary import UNKNOWN_WEIGHT, Terms, coverage, stems, weight
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
 # Porter (1980), step 1's own examples
@@ -123,11 +123,11 @@ def test_every_candidate_has_a_decision(engine):
 def test_the_hooks_load_the_background_words_before_the_first_prompt(tmp_path):
     import time
 
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
-    from server.service import vocabulary
-    from server.service.graph_services import graph_services
-    from server.service.hook_events import HookService
+    from server.service.graphs.graph_services import graph_services
+    from server.service.prompting import vocabulary
+    from server.service.prompting.hook_events import HookService
 
     svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
     hooks = HookService(svc, graph_services(svc))

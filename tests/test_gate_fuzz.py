@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from retrieval.fulltext.stemmer import MAX_WORD, consonants, measure, stem
 from retrieval.records import Record, Scope
-from retrieval.stemmer import MAX_WORD, consonants, measure, stem
-from server.service import gate
-from server.service.vocabulary import MAX_CHARS, Terms, held, stems
+from server.service.prompting import gate
+from server.service.prompting.vocabulary import MAX_CHARS, Terms, held, stems
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])  # fmt: skip

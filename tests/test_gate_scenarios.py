@@ -10,10 +10,10 @@ import pytest
 
 from retrieval.engine import Engine
 from retrieval.records import Record, RecordFilter, Scope
-from server.service import hook_context as ar
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer
+from server.service.core.identity import Identity
+from server.service.indexing.sessions import SessionIndexer
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
 from tests import transcript_util
 from tests.test_session_exchanges import QUESTION, moto_transcript
 from tests.transcript_util import TranscriptWriter

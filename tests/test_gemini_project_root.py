@@ -1,5 +1,5 @@
 """Gemini CLI's ``tmp/<project>/.project_root`` names a session's folder only as a small regular
-file in that folder (``ingest.transcripts_gemini.project_root``): a named pipe there (opening it
+file in that folder (``ingest.sessions.transcripts_gemini.project_root``): a named pipe there (opening it
 would wait for a writer forever, holding up the session indexer), a device, a link, a folder or
 a large file names none, at once."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.transcripts import session_cwd
-from ingest.transcripts_gemini import ROOT_BYTES, project_root
+from ingest.sessions.transcripts import session_cwd
+from ingest.sessions.transcripts_gemini import ROOT_BYTES, project_root
 
 
 def _session(tmp_path: Path, sub: bool = False) -> tuple[Path, Path]:

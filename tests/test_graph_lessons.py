@@ -14,10 +14,10 @@ from graph.entities import GraphService
 from graph.lesson_ranking import SUCCESS_WEIGHT
 from graph.lessons import LessonService
 from graph.search import search_nodes
-from retrieval.buckets import bucket_of
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.errors import Conflict, InvalidInput, NotFound
 from retrieval.records import Kind, RecordFilter
+from retrieval.storage.buckets import bucket_of
 
 
 class Who:

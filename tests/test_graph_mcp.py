@@ -12,7 +12,7 @@ import json
 import pytest
 
 from retrieval.engine import Engine
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
 from tests.mcp_util import hash_store_client, identity_env, in_process, runtime_on
 
 GRAPH_TOOLS = {

@@ -6,10 +6,10 @@ import pytest
 
 from graph.entities import GraphService
 from graph.search import search_nodes
-from retrieval.buckets import bucket_of
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.errors import InvalidInput, NotFound
 from retrieval.records import Kind, RecordFilter, Scope
+from retrieval.storage.buckets import bucket_of
 
 
 class Who:

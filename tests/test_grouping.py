@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.pipeline import Ingestor
-from retrieval import grouping
+from ingest.workspace.pipeline import Ingestor
+from retrieval.ranking import grouping
 from retrieval.records import Kind, RecordFilter
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import RecallInput
-from server.service.recall import recall
+from server.service.core.identity import Identity
+from server.service.core.models import RecallInput
+from server.service.memories.memory import MemoryService
+from server.service.recalling.recall import recall
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from server.service.identity import Identity
-from server.service.maintenance import CLOCK_SLACK_S, health
+from server.service.core.identity import Identity
+from server.service.core.maintenance import CLOCK_SLACK_S, health
 from tests.mcp_util import FakeClock, clocked_service
 
 WHO = Identity(project_id="proj", agent_id="agent")

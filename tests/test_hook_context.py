@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from retrieval.records import Kind, Record, Scope, utcnow
-from server.service import hook_context as ar
-from server.service.identity import Identity
-from server.service.ledger import LEDGER_KEY, Ledger, prune_ledgers
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
+from server.service.prompting.ledger import LEDGER_KEY, Ledger, prune_ledgers
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -134,7 +134,7 @@ def test_real_model_prompt_injects_the_relevant_team_memory_only(real_embedder, 
     daemon's UserPromptSubmit handler: the team's payments memory answers a paraphrased
     question, an unrelated prompt gets nothing."""
     from retrieval.engine import Engine
-    from server.service.hook_events import HookInput, HookRequest, HookService
+    from server.service.prompting.hook_events import HookInput, HookRequest, HookService
     from tests.mcp_util import identity_env, in_process, runtime_on
 
     svc = MemoryService(Engine(tmp_path / "home", real_embedder))

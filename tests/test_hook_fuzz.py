@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server.hooks.install import CLIENT
-from server.service.hook_events import EVENTS as HOOK_EVENTS
+from server.service.prompting.hook_events import EVENTS as HOOK_EVENTS
 
 SEED = 20_261_204
 CASES = 36

@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from server.service.hook_events import HookService
+from server.service.prompting.hook_events import HookService
 
 
 def _bare() -> HookService:

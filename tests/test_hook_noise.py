@@ -8,8 +8,8 @@ import json
 from argparse import Namespace
 
 from benchmarks import hook_noise, relevance
-from retrieval.embedder import HashEmbedder
-from server.service import hook_context as ar
+from retrieval.embedding.embedder import HashEmbedder
+from server.service.prompting import hook_context as ar
 from tests.test_bench_harnesses import write_longmemeval
 from tests.test_sessions_bench import DATA
 

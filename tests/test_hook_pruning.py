@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import utcnow
-from server.service.episode_feed import STATE_KEY
-from server.service.graph_services import graph_services
-from server.service.hook_context import HookConfig
-from server.service.hook_events import HookRequest, HookService
-from server.service.identity import Identity
-from server.service.ledger import LEDGER_KEY
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.learning.episode_feed import STATE_KEY
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_context import HookConfig
+from server.service.prompting.hook_events import HookRequest, HookService
+from server.service.prompting.ledger import LEDGER_KEY
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
 

@@ -9,10 +9,10 @@ import random
 from argparse import Namespace
 
 from benchmarks import gate_fit, hook_sizes, relevance
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.records import Record
-from server.service import gate
-from server.service import hook_context as ar
+from server.service.prompting import gate
+from server.service.prompting import hook_context as ar
 from tests.test_bench_harnesses import write_longmemeval
 from tests.test_sessions_bench import DATA
 

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from server.http.daemon import read_info
 from server.http.hostguard import HostGuard, guard_settings
 from server.mcp.app import create_server
-from server.service.errors import InvalidInput
+from server.service.core.errors import InvalidInput
 from tests.mcp_util import identity_env, runtime_on
 from tests.test_daemon import daemon, start_daemon, stop  # noqa: F401  (the fixture)
 
@@ -176,10 +176,10 @@ def test_logging_set_level_is_answered_by_the_daemon(served):
 def test_logging_set_level_filters_the_in_process_servers_log_messages(tmp_path):
     """In process the level holds for the connection: after setLevel("warning") an info
     message is dropped and an error message delivered."""
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
     from server.mcp import client_logging
-    from server.service.memory import MemoryService
+    from server.service.memories.memory import MemoryService
 
     svc = MemoryService(Engine(tmp_path / "home", HashEmbedder()))
     rt = runtime_on(svc, identity_env(tmp_path / "home", "p1", "a1"), tmp_path)

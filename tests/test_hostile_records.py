@@ -166,10 +166,10 @@ def test_a_prompt_holding_a_lone_surrogate_gets_an_answer(world):
 
 def test_no_feature_was_dropped_for_the_hostile_texts(world, caplog):
     """The texts above are read, not skipped: no feature failed on them."""
-    from retrieval.guard import dropped_counts
+    from retrieval.ranking.guard import dropped_counts
 
     before = dropped_counts()
-    with caplog.at_level(logging.WARNING, logger="retrieval.guard"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.ranking.guard"):
         for q in QUESTIONS:
             world["client"].ok("recall", {"query": q})
     assert dropped_counts() == before, caplog.text

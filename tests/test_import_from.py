@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
 from server.cli import main
-from server.service import import_write
-from server.service.export_to import export_basic_memory
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.import_write import import_source, record_id
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.transfers import import_write
+from server.service.transfers.export_to import export_basic_memory
+from server.service.transfers.import_write import import_source, record_id
 from server.service.trust.policy import WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 DATA = Path(__file__).parent / "data" / "import"
 ME = Identity(project_id="proj", agent_id="agent")

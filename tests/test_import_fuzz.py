@@ -32,7 +32,7 @@ from ingest.importers import (
 )
 from ingest.importers.items import Read
 from retrieval.errors import InvalidInput
-from server.service.import_from import read_memory_jsonl
+from server.service.transfers.import_from import read_memory_jsonl
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

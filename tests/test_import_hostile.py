@@ -22,15 +22,15 @@ from pathlib import Path
 import pytest
 
 from ingest.importers import basic_memory, bounded, claude_code, claude_mem, mem0, source_files
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
 from server.cli import main
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.import_from import read_source
-from server.service.import_write import import_source
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.transfers.import_from import read_source
+from server.service.transfers.import_write import import_source
 
 ME = Identity(project_id="proj", agent_id="agent")
 SECRET_LINE = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q3kLmN4p"
@@ -389,7 +389,7 @@ def test_an_unexpected_failure_of_a_reader_is_one_clear_error(tmp_path, monkeypa
     def broken(_path):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setitem(__import__("server.service.import_from").service.import_from.SOURCES,
+    monkeypatch.setitem(__import__("server.service.transfers.import_from").service.import_from.SOURCES,
                         "mem0", broken)  # fmt: skip
     with pytest.raises(InvalidInput) as err:
         read_source("mem0", tmp_path / "x.json")
@@ -486,7 +486,7 @@ def test_json_of_too_many_values_is_refused_before_it_is_parsed(tmp_path, monkey
 
 
 def test_items_an_agent_sends_are_held_to_the_same_limits():
-    from server.service.import_from import parse_items
+    from server.service.transfers.import_from import parse_items
 
     deep: object = "x"
     for _ in range(70):

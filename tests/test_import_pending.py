@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from graph import pending
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.cli import main
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.import_write import import_items, import_source
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.transfers.import_write import import_items, import_source
 from server.service.trust.policy import WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 DATA = Path(__file__).parent / "data" / "import"
 NOTE = DATA / "basic-memory-note"

@@ -16,7 +16,7 @@ import pytest
 
 from ingest.importers import basic_memory, claude_code, claude_mem, mcp_memory_service, mem0
 from retrieval.errors import InvalidInput
-from server.service.import_from import read_source
+from server.service.transfers.import_from import read_source
 
 DATA = Path(__file__).parent / "data" / "import"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from server.hooks.install import CLIENT
 from server.http.daemon import read_info
-from server.service.ids import derive_agent_id, derive_project_id
+from server.service.core.ids import derive_agent_id, derive_project_id
 from tests.transcript_util import TranscriptWriter
 
 
@@ -102,7 +102,7 @@ def test_the_hook_path_imports_nothing_heavy(tmp_path):
             assert proc.returncode == 0 and proc.stdout == b""
             modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                        if line.startswith("import time:")}  # fmt: skip
-            assert "server.service.ids" in modules  # the trace covers the client's imports
+            assert "server.service.core.ids" in modules  # the trace covers the client's imports
             lean = heavy + (("pathlib", "urllib") if "-S" in cmd else ())
             for name in lean:
                 assert not any(m == name or m.startswith(name + ".") for m in modules), (cmd, name)
@@ -111,8 +111,8 @@ def test_the_hook_path_imports_nothing_heavy(tmp_path):
 
 
 def test_default_home_matches_platformdirs():
-    from server.service.config import default_home
-    from server.service.ids import default_home as stdlib_home
+    from server.service.core.config import default_home
+    from server.service.core.ids import default_home as stdlib_home
 
     assert Path(stdlib_home(os.environ)) == default_home()
 
@@ -225,18 +225,18 @@ def test_an_unanswered_tool_call_never_stalls_index_sessions(tmp_path, monkeypat
 
 
 def test_stdlib_ids_match_the_service_identity(tmp_path):
-    """The hook client's identity (server/service/ids.py, os.path only) is the service's."""
+    """The hook client's identity (server/service/core/ids.py, os.path only) is the service's."""
     from urllib.parse import quote
 
     from server.hooks.hookclient import percent_encode
-    from server.service.identity import identity_from_env
+    from server.service.core.identity import identity_from_env
 
     repo = tmp_path / "My Repo (ü)"
     (repo / ".git").mkdir(parents=True)
     (repo / "src").mkdir()
     for env in ({}, {"PATTERN_PROJECT_ID": "p"}, {"PATTERN_SUBAGENT_TYPE": "Explore"}):
         who = identity_from_env(env, repo / "src")
-        from server.service.ids import identity_fields, project_root
+        from server.service.core.ids import identity_fields, project_root
 
         assert identity_fields(env, str(repo / "src")) == who.model_dump(exclude={"root"})
         assert project_root(str(repo / "src")) == who.root == str(repo)

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest import filetable as ft
-from ingest.artifacts import ArtifactStore, chunk_source
-from ingest.pipeline import IngestOptions, Ingestor
-from ingest.walker import Walker
-from retrieval.embedder import HashEmbedder
+from ingest.workspace import filetable as ft
+from ingest.workspace.artifacts import ArtifactStore, chunk_source
+from ingest.workspace.pipeline import IngestOptions, Ingestor
+from ingest.workspace.walker import Walker
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.records import Kind, RecordFilter
 
 PROJECT, AGENT = "proj", "agent"
@@ -291,9 +291,9 @@ def test_artifacts_keep_each_version_once(tree, engine, ingestor):
 KILL_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
-    from ingest.pipeline import IngestOptions, Ingestor
+    from ingest.workspace.pipeline import IngestOptions, Ingestor
 
     class Slow(HashEmbedder):
         def embed_documents(self, texts):
@@ -357,7 +357,7 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, open_engine
 
 
 def test_one_ingestion_at_a_time(tree, engine, ingestor):
-    from ingest.pipeline import IngestLock
+    from ingest.workspace.pipeline import IngestLock
     from retrieval.errors import Conflict
 
     with IngestLock(engine.home):
@@ -368,11 +368,11 @@ def test_one_ingestion_at_a_time(tree, engine, ingestor):
 
 # ---------------------------------------------------------------------------- service, recall
 def test_recall_and_recall_context_show_chunks_as_path_lines(tree, tmp_path, engine):
-    from server.service.context import recall_context
-    from server.service.identity import Identity
-    from server.service.memory import MemoryService
-    from server.service.models import MemoryInput, RecallContextInput, RecallInput
-    from server.service.recall import recall
+    from server.service.core.identity import Identity
+    from server.service.core.models import MemoryInput, RecallContextInput, RecallInput
+    from server.service.memories.memory import MemoryService
+    from server.service.recalling.context import recall_context
+    from server.service.recalling.recall import recall
 
     svc = MemoryService(engine)
     who = Identity(project_id=PROJECT, agent_id=AGENT)
@@ -393,8 +393,8 @@ def test_recall_and_recall_context_show_chunks_as_path_lines(tree, tmp_path, eng
 
 
 def test_ingest_path_must_be_inside_the_allowed_directories(tmp_path):
-    from server.service.errors import AccessDenied, InvalidInput
-    from server.service.workspace import check_root
+    from server.service.core.errors import AccessDenied, InvalidInput
+    from server.service.transfers.workspace import check_root
 
     allowed = tmp_path / "allowed"
     (allowed / "sub").mkdir(parents=True)
@@ -433,10 +433,10 @@ def test_mcp_tool_reports_progress(tree, tmp_path):
     from functools import partial
 
     from retrieval.engine import Engine
-    from server.service.config import Settings
-    from server.service.identity import identity_from_env
-    from server.service.memory import MemoryService
-    from server.service.runtime import Runtime
+    from server.service.core.config import Settings
+    from server.service.core.identity import identity_from_env
+    from server.service.core.runtime import Runtime
+    from server.service.memories.memory import MemoryService
     from tests.mcp_util import in_process
 
     env = {"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
@@ -475,7 +475,7 @@ class Watching:
         import queue
         import threading
 
-        from ingest.watch import watch
+        from ingest.workspace.watch import watch
 
         self.reports: queue.Queue = queue.Queue()
         self.stop = threading.Event()

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from ingest.chunkers import Chunk, bound_words, chunk_text, file_type
+from ingest.workspace.chunkers import Chunk, bound_words, chunk_text, file_type
 
 
 def check_ranges(text: str, chunks: list[Chunk]) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.pipeline import Ingestor
+from ingest.workspace.pipeline import Ingestor
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
 
@@ -90,10 +90,10 @@ def test_questions_find_their_files_in_the_top_3(repo_engine):
 
 
 def test_recall_shows_the_file_and_lines(repo_engine):
-    from server.service.identity import Identity
-    from server.service.memory import MemoryService
-    from server.service.models import RecallInput
-    from server.service.recall import recall
+    from server.service.core.identity import Identity
+    from server.service.core.models import RecallInput
+    from server.service.memories.memory import MemoryService
+    from server.service.recalling.recall import recall
 
     who = Identity(project_id="self", agent_id="tester")
     res = recall(
@@ -103,6 +103,7 @@ def test_recall_shows_the_file_and_lines(repo_engine):
     )
     locations = [i.location for i in res.items[:3]]
     assert any(
-        loc.startswith(("retrieval/fusion.py:", "retrieval/hybrid.py:")) for loc in locations
+        loc.startswith(("retrieval/ranking/fusion.py:", "retrieval/ranking/hybrid.py:"))
+        for loc in locations
     )
     assert res.text.count("— file retrieval/") >= 1

@@ -1,4 +1,4 @@
-"""The instruction-injection scan (server/service/trust/injection.py): one case per kind of attack,
+"""The instruction-injection scan (server/service/trust/injection_scan/injection.py): one case per kind of attack,
 the hard negatives that must stay quiet, the policy from the environment.
 
 The rates over real corpora and the whole adversarial set are measured by
@@ -12,7 +12,12 @@ import base64
 import pytest
 
 from retrieval.errors import InvalidInput
-from server.service.trust.injection import InjectionPolicy, policy_from_env, scan, verdict
+from server.service.trust.injection_scan.injection import (
+    InjectionPolicy,
+    policy_from_env,
+    scan,
+    verdict,
+)
 
 
 def tags(s: str) -> str:

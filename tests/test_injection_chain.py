@@ -8,10 +8,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.service.trust import injection
-from server.service.trust.injection_fold import fold_parts
-from server.service.trust.rule_search import Finder
-from server.service.trust.scan_text import ScanText
+from server.service.trust.injection_scan import injection
+from server.service.trust.injection_scan.injection_fold import fold_parts
+from server.service.trust.injection_scan.rule_search import Finder
+from server.service.trust.injection_scan.scan_text import ScanText
 
 RULES = [
     r

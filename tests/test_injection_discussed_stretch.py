@@ -9,12 +9,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.service.trust import injection, injection_mention, secrets
-from server.service.trust.injection_fold import fold_parts
-from server.service.trust.injection_mention import _discussed, discussed, discussed_to
-from server.service.trust.rule_search import Finder
-from server.service.trust.scan_text import RUN, ScanText
-from server.service.trust.secret_rules import RULES as SECRET_RULES
+from server.service.trust.injection_scan import injection, injection_mention
+from server.service.trust.injection_scan.injection_fold import fold_parts
+from server.service.trust.injection_scan.injection_mention import (
+    _discussed,
+    discussed,
+    discussed_to,
+)
+from server.service.trust.injection_scan.rule_search import Finder
+from server.service.trust.injection_scan.scan_text import RUN, ScanText
+from server.service.trust.secret_scan import secrets
+from server.service.trust.secret_scan.secret_rules import RULES as SECRET_RULES
 
 RULES = [
     r

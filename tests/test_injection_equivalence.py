@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.service.trust import injection, secrets
+from server.service.trust.injection_scan import injection
+from server.service.trust.secret_scan import secrets
 from tests import scan_corpus
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from server.service.trust import injection
+from server.service.trust.injection_scan import injection
 
 # (text, suspicious, score), as the reference scan (commit 775b062) gave them
 CASES = {

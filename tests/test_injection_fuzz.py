@@ -9,7 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.service.trust import injection, secrets
+from server.service.trust.injection_scan import injection
+from server.service.trust.secret_scan import secrets
 
 # the rules' own words and marks: runs of them are what a backtracking pattern chokes on
 PIECES = [

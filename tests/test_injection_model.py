@@ -1,5 +1,5 @@
 """The injection scan's second line: the linear model over the MiniLM embedding
-(server/service/trust/injection_model.py), shipped as package data and wired into the write policy."""
+(server/service/trust/injection_scan/injection_model.py), shipped as package data and wired into the write policy."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
-from server.service.errors import InvalidInput
-from server.service.trust.injection import InjectionPolicy, verdict
-from server.service.trust.injection_model import (
+from retrieval.embedding.embedder import HashEmbedder
+from server.service.core.errors import InvalidInput
+from server.service.trust.injection_scan.injection import InjectionPolicy, verdict
+from server.service.trust.injection_scan.injection_model import (
     CUES,
     KINDS,
     N_FEATURES,
@@ -24,7 +24,7 @@ from server.service.trust.injection_model import (
     windows,
 )
 from server.service.trust.policy import WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 # paraphrases written for this test; "rules" says whether the rule table alone flags them
 PARAPHRASES = [
@@ -167,9 +167,9 @@ def test_without_the_embedding_model_the_rules_decide_and_say_so():
 
 
 def test_health_reports_a_rules_only_scan(engine):
-    from server.service.identity import Identity
-    from server.service.maintenance import health
-    from server.service.memory import MemoryService
+    from server.service.core.identity import Identity
+    from server.service.core.maintenance import health
+    from server.service.memories.memory import MemoryService
 
     result = health(MemoryService(engine), Identity(project_id="p", agent_id="a"))
     assert any(

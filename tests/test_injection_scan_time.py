@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from server.service.trust import injection, secrets
+from server.service.trust.injection_scan import injection
+from server.service.trust.secret_scan import secrets
 from tests.mcp_util import hash_store_client
 
 # (a short text that fires nothing, the run repeated after it): each is quadratic or worse in

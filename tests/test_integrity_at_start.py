@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Record, Scope
 

@@ -13,11 +13,11 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import Client, types
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.mcp.app import create_server
-from server.service import update_judge
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
+from server.service.updating import update_judge
 
 from .mcp_util import FakeClock, SyncClient, identity_env, runtime_on
 

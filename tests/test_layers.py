@@ -50,16 +50,16 @@ FORWARDERS = {"server.hookclient"}
 # the file primitives the daemon and the hook client need before any store is open: locks, and
 # folders and files created private)
 FACE_MAY_IMPORT = {
-    "retrieval.locks",
-    "retrieval.private",
-    "retrieval.derived",
+    "retrieval.storage.locks",
+    "retrieval.storage.private",
+    "retrieval.regexes.derived",
     "retrieval.errors",
     "retrieval.records",
     "graph.models",
     "graph.lesson_models",
-    "ingest.pipeline.IngestReport",
-    "ingest.pipeline.Progress",
-    "ingest.progress",
+    "ingest.workspace.pipeline.IngestReport",
+    "ingest.workspace.pipeline.Progress",
+    "ingest.workspace.progress",
 }
 
 
@@ -172,7 +172,7 @@ def test_the_walk_finds_the_layers():
     names = {m for m, _ in ALL}
     assert {
         "retrieval.engine",
-        "server.service.memory",
+        "server.service.memories.memory",
         "server.mcp.memory_tools",
         "server.http.daemon",
         "server.hooks.hookclient",
@@ -238,7 +238,7 @@ BAD_DYNAMIC = """
 import importlib
 from importlib import import_module
 engine = importlib.import_module("retrieval.engine")
-walker = import_module("ingest.walker")
+walker = import_module("ingest.workspace.walker")
 tools = importlib.import_module("..mcp.memory_tools", __package__)
 bridge = __import__("server.http.bridge")
 name = "graph" + ".entities"
@@ -284,7 +284,9 @@ def test_a_dynamic_import_is_an_import(tmp_path):
     """``importlib.import_module`` / ``__import__`` of a lower or forbidden layer is caught,
     and a computed module name is refused."""
     found = _bad(tmp_path, "graph.bad", BAD_DYNAMIC)
-    assert any("imports ingest.walker: graph may not import ingest" in v for v in found), found
+    assert any(
+        "imports ingest.workspace.walker: graph may not import ingest" in v for v in found
+    ), found
     assert any("imports server.http.bridge: graph may not import server" in v for v in found), found
     assert any("computed name" in v for v in found), found
     assert ("retrieval.engine", []) in imports("server.mcp.bad", tmp_path / "bad.py")
@@ -296,7 +298,7 @@ def test_review_policy_lives_in_the_service():
     """Who reviews is a rule of the service, not of a face (the tools, the dashboard and the
     daemon's authenticator all read it from there)."""
     import server.http.auth
-    from server.service.review import review_policy
+    from server.service.browsing.review import review_policy
 
     assert callable(review_policy)
     assert not hasattr(server.http.auth, "review_policy")

@@ -15,12 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import onnx_model
-from retrieval.embedder import SentenceTransformerEmbedder, default_model_path, torch_model_path
-from retrieval.store import SQLiteStore
-from retrieval.tokenizer import ModelTokenizer, max_seq_length
-from server.service.config import Settings
-from server.service.runtime import Runtime
+from retrieval.embedding import onnx_model
+from retrieval.embedding.embedder import (
+    SentenceTransformerEmbedder,
+    default_model_path,
+    torch_model_path,
+)
+from retrieval.embedding.tokenizer import ModelTokenizer, max_seq_length
+from retrieval.storage.store import SQLiteStore
+from server.service.core.config import Settings
+from server.service.core.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +150,7 @@ def test_concurrent_callers_share_the_tokenizer_and_session_safely(real_embedder
 
 NO_TORCH_PROBE = """
 import json, sys
-from server.service.runtime import Runtime
+from server.service.core.runtime import Runtime
 from retrieval.records import RecordFilter
 rt = Runtime.start(background=False)
 assert rt.model_error is None, rt.model_error

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service import lesson_scrub
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.trust.injection import InjectionPolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.learning import lesson_scrub
+from server.service.memories.memory import MemoryService
+from server.service.trust.injection_scan.injection import InjectionPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.mcp_util import identity_env, runtime_on
 
 AKID = "AKIA" + "J5Q7R2L4M8N3P6T9"

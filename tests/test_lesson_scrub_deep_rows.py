@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from server.service import lesson_scrub
+from server.service.learning import lesson_scrub
 
 from .test_lesson_scrub import GHP, files_holding, learned_lesson, open_runtime, write_old_store
 

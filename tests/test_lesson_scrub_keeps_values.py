@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.service import lesson_scrub
+from server.service.learning import lesson_scrub
 
 GHP = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
 OTHER = "ghp_" + "Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0aXq7"

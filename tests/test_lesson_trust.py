@@ -1,5 +1,5 @@
 """What a lesson has earned, as it is shown (``graph/lesson_trust.py``), and the readers of
-stored flags (``graph/withheld.py``, ``server/service/withheld.py``), with any stored shape:
+stored flags (``graph/withheld.py``, ``server/service/recalling/withheld.py``), with any stored shape:
 a ``learned`` block is whatever a caller of ``create_lesson`` sent, a record's metadata and a
 flag's reason whatever a store holds. None of them raises; none shows a diff a fix has not
 earned; counts are counts."""
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from graph import lesson_trust as lt
 from graph.lesson_models import Lesson
 from graph.withheld import checked, flag_of, withheld_note
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.withheld import brief
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.recalling.withheld import brief
 from tests.test_hooks import LESSON
 
 JSON = st.recursive(

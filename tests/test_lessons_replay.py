@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 from benchmarks import d4j_sessions as d4j
 from benchmarks import lessons_auto
-from retrieval.embedder import HashEmbedder
-from server.service import hook_context
-from server.service.failure_lessons import pattern_of, query_text
+from retrieval.embedding.embedder import HashEmbedder
+from server.service.learning.failure_lessons import pattern_of, query_text
+from server.service.prompting import hook_context
 
 
 def trace(exc: str, msg: str, method: str, test: str, line: int) -> str:

@@ -1,5 +1,5 @@
 """Every regular expression the packages compile at module level runs in time linear in the text:
-it is run by RE2 (:mod:`retrieval.linear_regex`), or it is one of a short list of ``re``
+it is run by RE2 (:mod:`retrieval.regexes.linear_regex`), or it is one of a short list of ``re``
 patterns each shown linear here, on hostile texts built from its own literal characters."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from re import _parser
 
 import pytest
 
-from retrieval import linear_regex
+from retrieval.regexes import linear_regex
 
 PACKAGES = ("retrieval", "ingest", "graph", "server")
 
@@ -22,19 +22,19 @@ PACKAGES = ("retrieval", "ingest", "graph", "server")
 # choice to go back on), and checked below on hostile texts.
 ALLOWED_RE = {
     # the runs of letters and apostrophes around a word found beside an apostrophe
-    "server.service.trust.scan_text._WORD": "one run of letters per word",
-    "server.service.trust.scan_text._OUTSIDE_ASCII": "one run of characters outside ASCII",
+    "server.service.trust.injection_scan.scan_text._WORD": "one run of letters per word",
+    "server.service.trust.injection_scan.scan_text._OUTSIDE_ASCII": "one run of characters outside ASCII",
     # the parts of a text outside ASCII, the 160 characters before a match (Python's word
     # boundary: RE2's is ASCII)
-    "server.service.trust.injection_fold._ACCENT": "the marks after a Latin letter",
-    "server.service.trust.injection_fold._LOOKALIKE": "one character per match",
-    "server.service.trust.injection_mention._DISCUSSION": "words of a sentence, one per match",
+    "server.service.trust.injection_scan.injection_fold._ACCENT": "the marks after a Latin letter",
+    "server.service.trust.injection_scan.injection_fold._LOOKALIKE": "one character per match",
+    "server.service.trust.injection_scan.injection_mention._DISCUSSION": "words of a sentence, one per match",
     # the upper-case run before a capitalised word needs a lookahead; keys and values only
-    "server.service.trust.secret_checks.KEY_WORD": "one run per word of a key",
-    "server.service.trust.injection_mention._SENTENCE_BREAK": "one run of spaces per break",
-    "server.service.session_records.ARG_WORDS": "one run of separators per match",
+    "server.service.trust.secret_scan.secret_checks.KEY_WORD": "one run per word of a key",
+    "server.service.trust.injection_scan.injection_mention._SENTENCE_BREAK": "one run of spaces per break",
+    "server.service.indexing.session_records.ARG_WORDS": "one run of separators per match",
     # bytes: a JSON line's escaped lone surrogate, four fixed characters
-    "ingest.transcripts._ESCAPED_SURROGATE": "four fixed characters per match",
+    "ingest.sessions.transcripts._ESCAPED_SURROGATE": "four fixed characters per match",
     # one control character per match (what a terminal would act on, escaped before printing)
     "server.service.trust.escapes._TERMINAL": "one character per match",
     # a client's or an event's name in a hook command: one bounded run, anchored by fullmatch
@@ -44,36 +44,36 @@ ALLOWED_RE = {
 # applied per line, per token or to a bounded field; the shapes that were not linear are RE2's)
 ALLOWED_MODULES = {
     "graph.traces": "stack-trace lines and assertion messages",
-    "ingest.artifacts": "a commit id",
-    "ingest.chunkers": "Markdown and reST heading lines",
-    "ingest.episodes": "a tool result's first line",
-    "ingest.exchanges": "words of an exchange",
-    "ingest.fix_evidence": "paths in a command",
+    "ingest.workspace.artifacts": "a commit id",
+    "ingest.workspace.chunkers": "Markdown and reST heading lines",
+    "ingest.learning.episodes": "a tool result's first line",
+    "ingest.sessions.exchanges": "words of an exchange",
+    "ingest.learning.fix_evidence": "paths in a command",
     "ingest.importers.basic_memory": "a note's lines",
     "ingest.importers.claude_code": "a memory file's pointer line",
     "ingest.importers.markdown": "a note's lines",
-    "ingest.runner_args": "a test command's switches",
-    "ingest.signatures": "a runner's output lines",
-    "ingest.test_filters": "a test command's words",
-    "retrieval.analyzer": "tokens of a text",
-    "retrieval.grouping": "identifiers and test names",
-    "retrieval.linear_regex": "a substitution template written in the code",
-    "retrieval.longquery": "sentence breaks of a query",
-    "retrieval.modality": "code lines and identifiers of a query",
+    "ingest.learning.runner_args": "a test command's switches",
+    "ingest.learning.signatures": "a runner's output lines",
+    "ingest.learning.test_filters": "a test command's words",
+    "retrieval.fulltext.analyzer": "tokens of a text",
+    "retrieval.ranking.grouping": "identifiers and test names",
+    "retrieval.regexes.linear_regex": "a substitution template written in the code",
+    "retrieval.ranking.longquery": "sentence breaks of a query",
+    "retrieval.ranking.modality": "code lines and identifiers of a query",
     "retrieval.pg.dialect": "SQL written in the code",
-    "retrieval.tense": "words of a query",
-    "retrieval.timeexpr": "time phrases of a query or a text",
-    "retrieval.timeprior": "time words of a query",
-    "retrieval.vectors": "words of a text",
+    "retrieval.timeline.tense": "words of a query",
+    "retrieval.timeline.timeexpr": "time phrases of a query or a text",
+    "retrieval.timeline.timeprior": "time words of a query",
+    "retrieval.vector.vectors": "words of a text",
     "server.cli.ownership": "an error message",
     "server.http.hostguard": "a Host header",
-    "server.service.excerpts": "a reply's lines",
-    "server.service.hook_context": "a prompt's words",
-    "server.service.merge": "tokens of a text",
-    "server.service.trust.secret_files": "base64 runs of a file",
-    "server.service.unattended_warnings": "a warning's preview",
-    "server.service.update_judge": "a model's answer",
-    "server.service.vocabulary": "words of a prompt",
+    "server.service.recalling.excerpts": "a reply's lines",
+    "server.service.prompting.hook_context": "a prompt's words",
+    "server.service.memories.merge": "tokens of a text",
+    "server.service.trust.secret_scan.secret_files": "base64 runs of a file",
+    "server.service.browsing.unattended_warnings": "a warning's preview",
+    "server.service.updating.update_judge": "a model's answer",
+    "server.service.prompting.vocabulary": "words of a prompt",
 }
 
 

@@ -1,4 +1,4 @@
-"""The file-lock primitives (retrieval/locks.py) between real processes: a lock held by one
+"""The file-lock primitives (retrieval/storage/locks.py) between real processes: a lock held by one
 process is refused, waited for or reported to another, and released by the kernel when its
 holder dies."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import locks
+from retrieval.storage import locks
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import longquery
+from retrieval.ranking import longquery
 from retrieval.records import RecordFilter
 
 WRAPPER = (

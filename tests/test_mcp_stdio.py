@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from server.service.runtime import Runtime
+from server.service.core.runtime import Runtime
 from tests.mcp_util import (
     PATTERN_TOOLS,
     SyncClient,

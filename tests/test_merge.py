@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service import changes, merge
-from server.service.errors import Conflict
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.errors import Conflict
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories import changes, merge
+from server.service.memories.memory import MemoryService
 from tests.race_util import race
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -202,7 +202,7 @@ def test_a_merge_over_a_limit_is_a_conflict_with_the_attempt(svc):
 
 
 def test_a_merge_over_the_size_limit_is_a_conflict(svc):
-    from server.service.scopes import MAX_CONTENT_BYTES
+    from server.service.core.scopes import MAX_CONTENT_BYTES
 
     half = "x" * (MAX_CONTENT_BYTES // 2 + 10)
     m = svc.remember(A, MemoryInput(content="head. middle. tail."))
@@ -216,7 +216,7 @@ def test_a_merge_over_the_size_limit_is_a_conflict(svc):
 
 
 def test_an_edit_invalid_on_its_own_is_still_invalid_input_when_stale(svc):
-    from server.service.errors import InvalidInput
+    from server.service.core.errors import InvalidInput
 
     m = svc.remember(A, MemoryInput(content=BASE))
     svc.update_memory(A, m.memoryId, content=BASE.replace("v1", "v2"), expected_revision=1)
@@ -274,7 +274,7 @@ def test_two_nodes_editing_concurrently_merge_and_end_equal(tmp_path, store_url)
 def test_a_v7_store_migrates_and_its_old_memories_merge(tmp_path):
     import sqlite3
 
-    from retrieval.store import SQLiteStore
+    from retrieval.storage.store import SQLiteStore
 
     path = tmp_path / "store" / "pattern.sqlite3"
     svc = MemoryService(Engine(tmp_path / "store", HashEmbedder()))
@@ -299,7 +299,7 @@ def test_a_v7_store_migrates_and_its_old_memories_merge(tmp_path):
 
 @pytest.mark.backends("sqlite")
 def test_the_history_keeps_the_last_versions_and_goes_with_the_record(svc, monkeypatch):
-    from retrieval import store as store_mod
+    from retrieval.storage import store as store_mod
 
     monkeypatch.setattr(store_mod, "HISTORY_DEPTH", 3)
     m = svc.remember(A, MemoryInput(content=BASE))

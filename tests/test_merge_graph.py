@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from graph.entities import GraphService
-from retrieval.buckets import bucket_of
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
+from retrieval.storage.buckets import bucket_of
 from tests.race_util import race
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")

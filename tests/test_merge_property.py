@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from graph.entities import GraphService
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service.errors import Conflict, InvalidInput
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.errors import Conflict, InvalidInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
 
 AGENT = Identity(project_id="p", agent_id="owner")  # a memory is edited by its creator's sessions
 TEXT = "the build uses make. tests run with pytest. deploys go out on fridays after review."

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import fusion, modality
+from retrieval.ranking import fusion, modality
 from retrieval.records import RecordFilter
 
 PY = '''def is_iterable(obj):

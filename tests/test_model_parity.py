@@ -11,10 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import onnx_model
-from retrieval.embedder import SentenceTransformerEmbedder, default_model_path, torch_model_path
-from retrieval.onnx_model import OnnxEncoder
-from retrieval.tokenizer import ModelTokenizer
+from retrieval.embedding import onnx_model
+from retrieval.embedding.embedder import (
+    SentenceTransformerEmbedder,
+    default_model_path,
+    torch_model_path,
+)
+from retrieval.embedding.onnx_model import OnnxEncoder
+from retrieval.embedding.tokenizer import ModelTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 PARITY_COSINE = 0.999  # the packaged (int8-stored) graph against the float32 model on torch

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.engine import Engine
-from server.service.demo import paragraphs
-from server.service.memory import MemoryService
+from server.service.core.demo import paragraphs
+from server.service.memories.memory import MemoryService
 
 from .mcp_util import FakeClock, identity_env, in_process, runtime_on
 

@@ -9,8 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from retrieval import onnx_model
-from retrieval.embedder import SentenceTransformerEmbedder, default_model_path, torch_model_path
+from retrieval.embedding import onnx_model
+from retrieval.embedding.embedder import (
+    SentenceTransformerEmbedder,
+    default_model_path,
+    torch_model_path,
+)
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -77,7 +81,7 @@ def test_export_runs_quietly_in_a_child_is_cached_and_int8_is_close(
     assert expected.is_relative_to(tmp_path) and not expected.exists()
     # the command the server runs as a child: no tracer, deprecation or progress-bar output
     proc = subprocess.run(
-        [sys.executable, "-m", "retrieval.onnx_model", path, "--out-dir", str(expected.parent)],
+        [sys.executable, "-m", "retrieval.embedding.onnx_model", path, "--out-dir", str(expected.parent)],
         capture_output=True, text=True, check=False, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -104,7 +108,7 @@ def test_export_runs_quietly_in_a_child_is_cached_and_int8_is_close(
 @pytest.mark.slow
 def test_auto_falls_back_to_torch_for_other_pipelines(monkeypatch, caplog):
     monkeypatch.setattr(onnx_model, "unsupported", lambda path: "a CLS pooling model")
-    with caplog.at_level(logging.WARNING, logger="retrieval.embedder"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.embedding.embedder"):
         emb = SentenceTransformerEmbedder(backend="auto").load()
     assert emb.backend_in_use == "torch"
     assert "embedding with torch" in caplog.text

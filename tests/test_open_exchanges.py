@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from retrieval.records import Kind, RecordFilter
-from server.service.graph_services import graph_services
-from server.service.hook_events import HookRequest, HookService
-from server.service.identity import Identity
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_events import HookRequest, HookService
 from tests import transcript_util
 from tests.transcript_util import TranscriptWriter, hook_input
 

@@ -78,7 +78,9 @@ def test_the_wheel_holds_the_model_and_the_ui_assets_and_no_tests(source, built)
           if p.is_file() and p.parent.name in ("static", "vendor", "templates")}  # fmt: skip
     assert ui and ui <= names, sorted(ui - names)
     assert "server/http/handshake.json" in names
-    assert "server/service/trust/injection_model.npz" in names  # the injection scan's second line
+    assert (
+        "server/service/trust/injection_scan/injection_model.npz" in names
+    )  # the injection scan's second line
     leaked = sorted(n for n in names if n.split("/")[0] in ("tests", "benchmarks", "scripts"))
     assert leaked == []
     assert any(n.endswith(".dist-info/licenses/" + MODEL + "LICENSE") for n in names)

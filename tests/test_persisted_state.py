@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from retrieval.records import Kind, RecordFilter
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer
-from server.service.trust.secrets import SecretPolicy
+from server.service.core.identity import Identity
+from server.service.indexing.sessions import SessionIndexer
+from server.service.memories.memory import MemoryService
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests import transcript_util
 from tests.transcript_util import TranscriptWriter
 

@@ -13,7 +13,7 @@ import pytest
 from retrieval.pg import log
 from retrieval.pg.catalog import LOCAL_TABLES, Catalog
 from retrieval.pg.dialect import Dialect, UnsupportedSQL, to_pg
-from retrieval.schema import migrate
+from retrieval.storage.schema import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,9 +116,9 @@ def test_log_entries_round_trip_with_bytes_and_apply_to_sqlite():
 
 def test_the_sqlite_path_never_imports_psycopg(tmp_path):
     code = (
-        "import sys; from server.service.runtime import Runtime; "
+        "import sys; from server.service.core.runtime import Runtime; "
         f"rt = Runtime.start({{'PATTERN_HOME': {str(tmp_path)!r}, 'PATTERN_EMBEDDER': 'hash'}}, "
-        "background=False); rt.service.remember(rt.identity, __import__('server.service.models', "
+        "background=False); rt.service.remember(rt.identity, __import__('server.service.core.models', "
         "fromlist=['MemoryInput']).MemoryInput(content='x')); rt.close(); "
         "print('psycopg' in sys.modules)"
     )
@@ -133,8 +133,8 @@ def test_a_later_migration_is_canonical_without_code(monkeypatch, new_pg_databas
     """A table, a column and an expression index (SQLite-only functions) added by a new
     migration: the table and column appear in PostgreSQL, the index is left out, and a write
     to the new table replicates to another node."""
-    from retrieval import schema
     from retrieval.engine import Engine
+    from retrieval.storage import schema
 
     extra = [
         """CREATE TABLE IF NOT EXISTS later_things(

@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from retrieval.bm25 import Tokenizer, idf
-from retrieval.lexical import LexicalIndex
+from retrieval.fulltext.bm25 import Tokenizer, idf
+from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.records import RecordFilter, Scope
-from retrieval.store import SQLiteStore
+from retrieval.storage.store import SQLiteStore
 
 WORDS = (
     "alpha beta gamma delta cells patients running runner runs vitamin fracture cohort "

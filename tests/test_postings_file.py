@@ -11,9 +11,9 @@ import shutil
 import numpy as np
 import pytest
 
-from retrieval.lexical import LexicalIndex
+from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.records import RecordFilter
-from retrieval.store import SQLiteStore
+from retrieval.storage.store import SQLiteStore
 from tests.test_postings import _assert_same, _records
 
 
@@ -37,7 +37,7 @@ def _ready(store) -> LexicalIndex:
 @pytest.fixture
 def builds(monkeypatch) -> list[int]:
     """One entry per postings build from FTS5 (a load from the file adds none)."""
-    from retrieval import postings as postings_mod
+    from retrieval.fulltext import postings as postings_mod
 
     out: list[int] = []
     assemble = postings_mod.Postings._assemble
@@ -116,7 +116,7 @@ def test_saving_digests_every_live_id_in_one_pass(path, make_record, monkeypatch
     """The file keeps a digest of each live entry's record id (checked at load). Computing it
     is one vectorised pass over the ids: a save at a million records holds the postings' lock
     (finding the newest record once per record made it O(n²) once: 500 s)."""
-    from retrieval import postings_file
+    from retrieval.fulltext import postings_file
 
     rng = random.Random(3)
     store = SQLiteStore(path)

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from retrieval.lexical import LexicalIndex
+from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.records import RecordFilter
-from retrieval.store import SQLiteStore
+from retrieval.storage.store import SQLiteStore
 from tests.test_postings import _assert_same, _records
 from tests.test_postings_file import _ready, _write
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from ingest.artifacts import ArtifactStore
-from retrieval.embedder import HashEmbedder
+from ingest.workspace.artifacts import ArtifactStore
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from retrieval.lexical import LexicalIndex
+from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.records import RecordFilter
 from server.http.daemon import read_info
-from server.service.identity import Identity
-from server.service.maintenance import health
-from server.service.memory import MemoryService
+from server.service.core.identity import Identity
+from server.service.core.maintenance import health
+from server.service.memories.memory import MemoryService
 from tests.test_daemon import call
 from tests.test_hooks import run_hook, wait_for
 from tests.transcript_util import hook_input

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import RecordFilter
-from server.service import recall as rc
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
+from server.service.recalling import recall as rc
 
 
 def reference(svc, hits, scores):

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.graphs.graph_services import graph_services
+from server.service.memories.memory import MemoryService
 from server.service.trust.policy import WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 GHP = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
 OTHER = "ghp_" + "Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0aXq7"
@@ -21,7 +21,7 @@ KEYED = {GHP: "first value", OTHER: "second value", "plain": "third value"}
 
 @pytest.fixture
 def svc(open_engine) -> MemoryService:
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
 
     return MemoryService(open_engine(HashEmbedder()),
                          policy=WritePolicy(secrets=SecretPolicy.redact))  # fmt: skip

@@ -134,8 +134,8 @@ def test_paraphrase_similarity_is_meaningful(real_embedder):
 
 
 def test_the_query_fast_path_gives_the_vectors_of_sentence_transformers_encode(real_embedder):
-    from retrieval.embedder import torch_model_path
-    from retrieval.onnx_model import load_sentence_transformer
+    from retrieval.embedding.embedder import torch_model_path
+    from retrieval.embedding.onnx_model import load_sentence_transformer
 
     texts = ["why does the daemon refuse a second owner?", "NullPointerException in parser"]
     st_model = load_sentence_transformer(torch_model_path())  # the reference, on torch

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service import review as rv
-from server.service.errors import AccessDenied, Conflict, InvalidInput, NotFound
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
-from server.service.trust.secrets import SecretPolicy
+from server.service.browsing import review as rv
+from server.service.core.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 from .mcp_util import FakeClock, SyncClient
 

@@ -1,4 +1,4 @@
-"""The review inbox's lessons learned from sessions (``server/service/lesson_review.py``,
+"""The review inbox's lessons learned from sessions (``server/service/learning/lesson_review.py``,
 ``server/ui/review_views.py``): listed with their fix, accepted, edited, merged, rejected."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from graph.learned import LearnedLessons
-from server.service import lesson_review
-from server.service.errors import InvalidInput
+from server.service.core.errors import InvalidInput
+from server.service.learning import lesson_review
 from tests.ui_util import UiHarness, csrf_of
 
 

@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service import bulk
-from server.service.errors import AccessDenied, Conflict, InvalidInput, NotFound
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories import bulk
+from server.service.memories.memory import MemoryService
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.lexical import LexicalIndex
+from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.records import Record, RecordFilter, Scope
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
@@ -119,7 +119,7 @@ def test_bulk_workers_match_single_call(real_embedder):
 
 
 def test_query_vector_cache_is_a_small_lru(monkeypatch):
-    from retrieval.embedder import SentenceTransformerEmbedder
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
     emb = SentenceTransformerEmbedder()
     calls = []

@@ -13,10 +13,10 @@ import json
 
 import pytest
 
-from server.service.errors import Conflict
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.errors import Conflict
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

@@ -21,7 +21,7 @@ import pytest
 from pydantic import ValidationError
 
 from retrieval.errors import InvalidInput
-from server.service.trust.secrets import (
+from server.service.trust.secret_scan.secrets import (
     KINDS,
     Finding,
     SecretPolicy,
@@ -518,7 +518,7 @@ def test_policy_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch):
 
 def test_module_does_not_import_mcp():
     code = (
-        "import sys, server.service.trust.secrets; "
+        "import sys, server.service.trust.secret_scan.secrets; "
         "bad = [m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')]; "
         "assert not bad, bad"
     )

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.service.trust.secret_files import secret_text, without_encoded
-from server.service.trust.secrets import SecretPolicy, apply_policy, scan
+from server.service.trust.secret_scan.secret_files import secret_text, without_encoded
+from server.service.trust.secret_scan.secrets import SecretPolicy, apply_policy, scan
 
 GHP = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
 ENV = f"GITHUB_TOKEN={GHP}\n"
@@ -107,7 +107,7 @@ def test_text_without_secrets_is_kept_unchanged(parts):
 
 
 def test_both_spellings_are_read_when_the_one_pass_of_hints_cannot_tell(monkeypatch):
-    from server.service.trust import secrets
+    from server.service.trust.secret_scan import secrets
 
     class Failed:  # RE2's Set reports nothing when its pass fails, not even the empty pattern
         def Match(self, raw):  # noqa: N802

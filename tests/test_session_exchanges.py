@@ -10,11 +10,11 @@ import pytest
 
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
-from server.service import hook_context as ar
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer
-from server.service.trust.secrets import SecretPolicy
+from server.service.core.identity import Identity
+from server.service.indexing.sessions import SessionIndexer
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.transcript_util import TranscriptWriter
 
 WHO = Identity(project_id="proj", agent_id="agent-1")

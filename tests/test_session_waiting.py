@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ingest import transcripts
+from ingest.sessions import transcripts
 from retrieval.records import Kind, RecordFilter
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer, dangling_seconds
+from server.service.core.identity import Identity
+from server.service.indexing.sessions import SessionIndexer, dangling_seconds
+from server.service.memories.memory import MemoryService
 from tests import transcript_util
 from tests.transcript_util import TranscriptWriter
 

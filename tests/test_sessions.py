@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from retrieval.records import Kind, RecordFilter
-from server.service import sessions as sessions_mod
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer
-from server.service.trust.injection import InjectionPolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.core.identity import Identity
+from server.service.indexing import sessions as sessions_mod
+from server.service.indexing.sessions import SessionIndexer
+from server.service.memories.memory import MemoryService
+from server.service.trust.injection_scan.injection import InjectionPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.transcript_util import TranscriptWriter
 
 WHO = Identity(project_id="proj", agent_id="agent-1")
@@ -134,7 +134,7 @@ def test_crash_mid_file_resumes_where_it_stopped(engine, tmp_path, monkeypatch):
     assert [r.metadata["turn"] for r in recs] == list(range(0, 60, 2))
     # the same records as one uninterrupted run
     other = tmp_path / "other"
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
 
     clean_engine = Engine(other, HashEmbedder())

@@ -8,7 +8,7 @@ from argparse import Namespace
 
 from benchmarks import relevance, sessions_bench
 from benchmarks.sessions_bench import unit_metrics
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 
 
 def sample(sid: str, a: str, b: str, topic: str, fact: str) -> dict:

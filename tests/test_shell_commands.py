@@ -23,8 +23,8 @@ from server.cli import main
 from server.cli.ownership import call_tool
 from server.cli.shell_commands import reach_daemon
 from server.http.daemonfiles import owner_alive, read_info
-from server.service.errors import InvalidInput
-from server.service.identity import Identity
+from server.service.core.errors import InvalidInput
+from server.service.core.identity import Identity
 from server.service.trust.framing import HEADER
 
 SECRET = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

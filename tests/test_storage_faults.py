@@ -13,7 +13,7 @@ import pytest
 
 from retrieval.errors import StoreUnavailable, low_disk, reason_of, storage_error
 from retrieval.records import RecordFilter
-from retrieval.store import SQLiteStore
+from retrieval.storage.store import SQLiteStore
 
 
 @pytest.fixture

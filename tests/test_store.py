@@ -11,10 +11,10 @@ from datetime import UTC, datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from retrieval import schema
 from retrieval.errors import NotFound, StoreUnavailable
 from retrieval.records import Kind, RecordFilter, Scope, content_hash
-from retrieval.store import SQLITE_READERS, SQLiteStore, parse_ts, ts
+from retrieval.storage import schema
+from retrieval.storage.store import SQLITE_READERS, SQLiteStore, parse_ts, ts
 
 TABLES = ("records", "records_fts", "record_tags", "embeddings", "changes", "vector_outbox")
 
@@ -83,7 +83,7 @@ def test_reopening_does_not_migrate_again(tmp_path, make_record, monkeypatch):
         found.append(real_migrate(conn))
         return found[-1]
 
-    monkeypatch.setattr("retrieval.store.migrate", spy)
+    monkeypatch.setattr("retrieval.storage.store.migrate", spy)
     statements: list[str] = []
     again = SQLiteStore(path)
     again._writer.set_trace_callback(statements.append)

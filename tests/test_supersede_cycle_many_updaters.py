@@ -9,12 +9,12 @@ import uuid
 
 import pytest
 
-from retrieval import links
-from server.service import supersede
-from server.service.errors import InvalidInput
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from retrieval.timeline import links
+from server.service.core.errors import InvalidInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.updating import supersede
 
 from .conftest import T0
 

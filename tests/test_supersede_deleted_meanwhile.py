@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from server.service import supersede
-from server.service.errors import NotFound
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from server.service.core.errors import NotFound
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.updating import supersede
 
 from .conftest import T0
 

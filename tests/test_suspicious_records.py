@@ -10,17 +10,17 @@ import copy
 import pytest
 
 from retrieval.records import Kind, RecordFilter, Scope
-from server.service import failure_lessons as fl
-from server.service import hook_context as ar
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import RecallInput
-from server.service.recall import recall
-from server.service.trust.injection import InjectionPolicy
-from server.service.trust.injection_model import MODEL_ID
+from server.service.core.identity import Identity
+from server.service.core.models import RecallInput
+from server.service.graphs.graph_services import graph_services
+from server.service.learning import failure_lessons as fl
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
+from server.service.recalling.recall import recall
+from server.service.trust.injection_scan.injection import InjectionPolicy
+from server.service.trust.injection_scan.injection_model import MODEL_ID
 from server.service.trust.policy import SUSPICIOUS, WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.test_hooks import LESSON  # a lesson about postgres refusing connections
 
 WHO = Identity(project_id="proj", agent_id="agent-1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.tense import asks_current
+from retrieval.timeline.tense import asks_current
 
 CURRENT = [
     "How many bikes do I currently own?",

@@ -1,6 +1,6 @@
-"""What a test run's output reports (``ingest/test_reports.py``): the tests it names with their
+"""What a test run's output reports (``ingest/learning/test_reports.py``): the tests it names with their
 outcome and its summary's counts, per runner; and whether a pass proves a failure re-run and
-an edit can be its fix (``ingest/fix_evidence.py``). Hostile and random outputs never raise and
+an edit can be its fix (``ingest/learning/fix_evidence.py``). Hostile and random outputs never raise and
 are read in bounded time (Hypothesis)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.fix_evidence import file_kind, fix_paths, named_files
-from ingest.test_reports import read_report, runner_passed, same_test
+from ingest.learning.fix_evidence import file_kind, fix_paths, named_files
+from ingest.learning.test_reports import read_report, runner_passed, same_test
 
 PYTEST_V = """tests/test_api.py::test_small PASSED                                   [ 33%]
 tests/test_api.py::TestApi::test_large[1] FAILED                          [ 66%]

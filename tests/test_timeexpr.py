@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval.timeexpr import MONTHS, SEASONS, read
-from retrieval.timeprior import stated_times
+from retrieval.timeline.timeexpr import MONTHS, SEASONS, read
+from retrieval.timeline.timeprior import stated_times
 
 NOW = datetime(2024, 5, 15, 14, 30, tzinfo=UTC)  # a Wednesday
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from retrieval.records import Record, RecordFilter, Scope
-from retrieval.timeexpr import Window
-from retrieval.timeprior import membership, recent_gain
+from retrieval.timeline.timeexpr import Window
+from retrieval.timeline.timeprior import membership, recent_gain
 
 NOW = datetime(2024, 5, 15, 12, 0, tzinfo=UTC)  # a Wednesday
 

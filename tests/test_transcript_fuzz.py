@@ -16,16 +16,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import episode_events, transcripts
-from ingest.episode_events import FeedProgress, read_events
-from ingest.transcripts import (
+from ingest.learning import episode_events
+from ingest.learning.episode_events import FeedProgress, read_events
+from ingest.sessions import transcripts
+from ingest.sessions.transcripts import (
     MAX_TURN_CHARS,
     last_turn,
     read_turns,
     session_cwd,
     tool_result_text,
 )
-from ingest.turns import turn_context
+from ingest.sessions.turns import turn_context
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.transcripts import MAX_TURN_CHARS, REPLY_CUT_CHARS, last_turn, read_turns
+from ingest.sessions.transcripts import MAX_TURN_CHARS, REPLY_CUT_CHARS, last_turn, read_turns
 
 LINES, SIZE = 1200, 2000
 BOUND = 256 * 1024

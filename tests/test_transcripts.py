@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ingest.transcripts import (
+from ingest.sessions.transcripts import (
     error_excerpt,
     last_turn,
     read_turns,
@@ -12,7 +12,7 @@ from ingest.transcripts import (
     tool_result_text,
     valid_offset,
 )
-from ingest.turns import turn_context
+from ingest.sessions.turns import turn_context
 from tests.transcript_util import TranscriptWriter
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from retrieval.records import RecordFilter
-from server.service import transfer
-from server.service.errors import AccessDenied, InvalidInput
-from server.service.identity import Identity
-from server.service.models import MemoryInput, MemoryMetadata
+from server.service.core.errors import AccessDenied, InvalidInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput, MemoryMetadata
+from server.service.transfers import transfer
 from tests.mcp_util import FakeClock, clocked_service, write_json
 
 ME = Identity(project_id="proj", agent_id="agent-a")
@@ -132,8 +132,8 @@ def test_export_import_round_trips_every_field(svc, open_service, clock, dirs):
                 b.scope, b.category, b.content, b.metadata, b.created_at, b.updated_at,
                 b.expires_at, b.revision, b.agent_id, b.project_id)  # fmt: skip
     # searchable after import
-    from server.service.models import RecallInput
-    from server.service.recall import recall
+    from server.service.core.models import RecallInput
+    from server.service.recalling.recall import recall
 
     hits = recall(fresh, ME, RecallInput(query="exponential backoff jitter")).items
     assert hits[0].id == ids[6]

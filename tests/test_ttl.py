@@ -11,11 +11,13 @@ from datetime import timedelta
 import pytest
 
 from retrieval.records import Kind, RecordFilter
-from server.service import bulk, context, maintenance, recall
-from server.service.errors import InvalidInput, LimitExceeded, NotFound
-from server.service.identity import Identity
-from server.service.models import MemoryInput, MemoryMetadata, RecallContextInput, RecallInput
-from server.service.scopes import MAX_CONTENT_BYTES, MAX_CORE_PER_AGENT
+from server.service.core import maintenance
+from server.service.core.errors import InvalidInput, LimitExceeded, NotFound
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput, MemoryMetadata, RecallContextInput, RecallInput
+from server.service.core.scopes import MAX_CONTENT_BYTES, MAX_CORE_PER_AGENT
+from server.service.memories import bulk
+from server.service.recalling import context, recall
 from tests.mcp_util import (
     FakeClock,
     clocked_service,

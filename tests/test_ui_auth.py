@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from server.service.identity import Identity
-from server.service.models import MemoryInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
 from server.ui.logins import COOKIE, sign_login
 
 from .ui_util import SECRET, UiHarness, csrf_of, hidden_csrf

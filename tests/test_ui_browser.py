@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from server.http.daemon import read_info
-from server.service.runtime import Runtime
+from server.service.core.runtime import Runtime
 from server.ui.logins import login_url
 
 from .test_daemon import start_daemon, stop

@@ -13,9 +13,9 @@ import pytest
 from graph.lesson_models import LessonInput
 from graph.models import EntityInput, Relation
 from retrieval.records import Kind, Record, Scope, utcnow
-from server.service.identity import Identity
-from server.service.models import MemoryInput
-from server.service.workspace import ingest_workspace
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.transfers.workspace import ingest_workspace
 
 from .ui_util import UiHarness, csrf_of, form_fields
 
@@ -138,7 +138,7 @@ def test_memories_table_pages_and_sorts_per_scope(ui):
 
 
 def test_keyset_pages_cover_every_record_once_in_order(ui):
-    from server.service import browse
+    from server.service.browsing import browse
 
     owner = ui.rt.identity
     for sort in browse.SORTS:
@@ -412,7 +412,7 @@ def test_sessions_group_turns_in_order(ui):
 
 def test_a_session_page_orders_exchanges_and_their_parts(ui):
     """Exchanges by first turn, a long one's parts in order; a page may end inside one."""
-    from server.service import browse
+    from server.service.browsing import browse
 
     owner = ui.rt.identity
     t0 = utcnow()
@@ -514,8 +514,8 @@ def test_activity_stream_sends_visible_changes_only(ui):
 def test_schema_v7_migrates_a_v6_store_and_its_indexes_serve_the_lists(tmp_path):
     import sqlite3
 
-    from retrieval import schema
-    from retrieval.store import SQLiteStore
+    from retrieval.storage import schema
+    from retrieval.storage.store import SQLiteStore
 
     path = tmp_path / "db.sqlite3"
     SQLiteStore(path).close()
@@ -552,7 +552,7 @@ def test_schema_v7_migrates_a_v6_store_and_its_indexes_serve_the_lists(tmp_path)
 
 
 def test_expired_records_are_neither_listed_nor_counted(ui):
-    from server.service import browse
+    from server.service.browsing import browse
 
     owner = ui.rt.identity
     gone = Record(project_id="p1", agent_id="owner", scope=Scope.private, category="recent",
@@ -580,7 +580,7 @@ def test_activity_page_filters_by_agent_and_kind(ui):
 
 def test_sessions_pages_show_a_transcript_indexed_by_the_session_indexer(tmp_path):
     """The Sessions pages read what the real indexer writes (not only hand-made turn records)."""
-    from server.service.sessions import SessionIndexer
+    from server.service.indexing.sessions import SessionIndexer
     from tests.transcript_util import TranscriptWriter
 
     h = UiHarness(tmp_path / "store")

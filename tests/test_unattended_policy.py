@@ -9,9 +9,9 @@ import pytest
 
 from retrieval.errors import InvalidInput
 from retrieval.records import Kind, Record, Scope
-from server.service.trust.injection import InjectionPolicy
+from server.service.trust.injection_scan.injection import InjectionPolicy
 from server.service.trust.policy import WritePolicy, unattended
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 SECRET = "gh" + "p_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"
 LEAKY = f"the deploy bot authenticates with {SECRET}"

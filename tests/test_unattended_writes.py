@@ -18,18 +18,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.episode_events import MAX_PENDING, FeedProgress, read_events
-from retrieval.embedder import HashEmbedder
+from ingest.learning.episode_events import MAX_PENDING, FeedProgress, read_events
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
-from server.service import unattended_warnings as ww
-from server.service.episode_feed import FILE_KEY
-from server.service.hook_context import HookConfig
-from server.service.hook_events import HookInput, HookRequest, HookService
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.sessions import PROGRESS_KEY
-from server.service.trust.secrets import SecretPolicy
+from server.service.browsing import unattended_warnings as ww
+from server.service.core.identity import Identity
+from server.service.indexing.sessions import PROGRESS_KEY
+from server.service.learning.episode_feed import FILE_KEY
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_context import HookConfig
+from server.service.prompting.hook_events import HookInput, HookRequest, HookService
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests import transcript_util
 from tests.mcp_util import identity_env, runtime_on
 from tests.transcript_util import TranscriptWriter

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client, types
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.mcp.app import create_server
-from server.service.hook_context import HookConfig, select_for_prompt
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
+from server.service.prompting.hook_context import HookConfig, select_for_prompt
 
 from .mcp_util import FakeClock, SyncClient, identity_env, in_process, runtime_on
 
@@ -180,7 +180,7 @@ def test_no_question_is_sent_with_the_judge_off_or_where_the_server_cannot_ask(e
 
 def test_the_judges_question_quotes_both_texts_as_data_without_secrets():
     from retrieval.records import Record, Scope
-    from server.service import update_judge
+    from server.service.updating import update_judge
 
     token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     old = Record(project_id="p", agent_id="a", scope=Scope.team,
@@ -198,7 +198,7 @@ def test_the_judges_question_quotes_both_texts_as_data_without_secrets():
 def test_only_the_single_word_yes_is_a_clear_yes(answer):
     import re
 
-    from server.service.update_judge import clear_yes
+    from server.service.updating.update_judge import clear_yes
 
     if clear_yes(answer):
         assert re.sub(r"[ \t\n\r\f\v.!]", "", answer).lower() == "yes"

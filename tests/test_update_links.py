@@ -8,15 +8,15 @@ from datetime import timedelta
 
 import pytest
 
-from retrieval import links
 from retrieval.records import Kind, Record, RecordFilter, Scope
-from server.service import supersede
-from server.service.errors import AccessDenied, InvalidInput, NotFound
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput, RecallInput
-from server.service.recall import recall
+from retrieval.timeline import links
+from server.service.core.errors import AccessDenied, InvalidInput, NotFound
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput, RecallInput
+from server.service.memories.memory import MemoryService
+from server.service.recalling.recall import recall
 from server.service.trust import framing
+from server.service.updating import supersede
 
 from .conftest import T0
 
@@ -236,7 +236,7 @@ def test_a_flagged_record_cannot_replace_another(svc):
 
 
 def test_a_memory_and_an_observation_do_not_supersede_each_other(svc, engine):
-    from server.service.graph_services import graph_services
+    from server.service.graphs.graph_services import graph_services
 
     g = graph_services(svc).graph
     g.create_entities(A, [{"name": "kafka", "entityType": "service",
@@ -294,7 +294,7 @@ def test_update_note_is_one_escaped_line():
 
 
 def test_the_prompt_hook_injects_the_note(svc):
-    from server.service.hook_context import HookConfig, select_for_prompt
+    from server.service.prompting.hook_context import HookConfig, select_for_prompt
 
     old = remember(svc, A, "the release train leaves on Tuesdays")
     new = remember(svc, A, "the release train leaves every day", supersedes=[old.memoryId])
@@ -312,7 +312,7 @@ def test_a_link_an_earlier_version_guessed_becomes_a_pair_to_decide(open_engine,
     candidate pair: nothing is marked outdated without a call, and recall marks the pair."""
     import sqlite3
 
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
 
     eng = open_engine(HashEmbedder())
     svc = MemoryService(eng, clock=Clock())

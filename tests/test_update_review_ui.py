@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.service.identity import Identity
-from server.service.models import MemoryInput
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
 
 from .mcp_util import FakeClock
 from .ui_util import UiHarness, csrf_of
@@ -53,8 +53,8 @@ def test_the_inbox_lists_a_pair_and_a_person_links_it_then_undoes_it(ui):
 
 
 def test_a_dismissed_pair_is_neither_listed_nor_marked_by_recall(ui):
-    from server.service.models import RecallInput
-    from server.service.recall import recall
+    from server.service.core.models import RecallInput
+    from server.service.recalling.recall import recall
 
     c = ui.owner()
     old, new = pair(ui, ui.rt.identity)

@@ -1,5 +1,5 @@
-"""Background vector writes and the vector index in a child process (retrieval/vector_writer.py,
-retrieval/vector_process.py): a write returns at COMMIT and is found by vector search at once
+"""Background vector writes and the vector index in a child process (retrieval/vector/vector_writer.py,
+retrieval/vector/vector_process.py): a write returns at COMMIT and is found by vector search at once
 (its stored vector is scored exactly until the index has it); concurrent writes share index
 calls; a failing index is retried; closing drains; the child process serves the same API,
 survives being killed, and the server ranks exactly until the child has opened its store."""
@@ -13,14 +13,14 @@ import threading
 import numpy as np
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.errors import StoreUnavailable
 from retrieval.records import RecordFilter
-from retrieval.vector_process import VectorIndexError, VectorProcess
-from retrieval.vector_writer import BackgroundWriter
-from retrieval.vectors import VectorItem
-from server.service.config import Settings
-from server.service.errors import InvalidInput
+from retrieval.vector.vector_process import VectorIndexError, VectorProcess
+from retrieval.vector.vector_writer import BackgroundWriter
+from retrieval.vector.vectors import VectorItem
+from server.service.core.config import Settings
+from server.service.core.errors import InvalidInput
 
 MODEL = HashEmbedder().model_id
 
@@ -305,7 +305,7 @@ def test_a_second_child_waits_for_the_first_to_let_go_of_the_folder(tmp_path):
 
 
 def test_a_runtime_starts_its_deferred_index_when_told_before_or_after_the_model(tmp_path):
-    from server.service.runtime import Runtime
+    from server.service.core.runtime import Runtime
 
     for tell_first in (True, False):
         env = {"PATTERN_HOME": str(tmp_path / f"rt{tell_first}"), "PATTERN_EMBEDDER": "hash",
@@ -326,9 +326,9 @@ def test_a_runtime_starts_its_deferred_index_when_told_before_or_after_the_model
 
 def test_health_reports_a_vector_index_that_cannot_open(tmp_path):
     from retrieval.engine import Engine
-    from server.service.identity import Identity
-    from server.service.maintenance import health
-    from server.service.memory import MemoryService
+    from server.service.core.identity import Identity
+    from server.service.core.maintenance import health
+    from server.service.memories.memory import MemoryService
 
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "chroma.lock").mkdir()  # the child cannot take its folder lock

@@ -12,11 +12,11 @@ import time
 import numpy as np
 import pytest
 
-from retrieval import vector_child
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.records import RecordFilter
-from retrieval.vector_child import VectorTimeout, deadline_for, hang_seconds
-from retrieval.vector_process import VectorProcess
+from retrieval.vector import vector_child
+from retrieval.vector.vector_child import VectorTimeout, deadline_for, hang_seconds
+from retrieval.vector.vector_process import VectorProcess
 from tests.test_vector_restart import wait_until, within
 
 MODEL = HashEmbedder().model_id

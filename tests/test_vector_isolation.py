@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import vector_spawner
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import RecordFilter, Scope
-from retrieval.vector_process import VectorProcess
-from retrieval.vectors import VectorItem
-from server.service.runtime import Runtime
+from retrieval.vector import vector_spawner
+from retrieval.vector.vector_process import VectorProcess
+from retrieval.vector.vectors import VectorItem
+from server.service.core.runtime import Runtime
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 TOKEN = "gh" + "p_" + "Yq4Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0b"  # split: no literal credential
@@ -66,7 +66,7 @@ def test_an_engine_runs_its_store_index_in_a_child_even_when_asked_not_to(tmp_pa
 
 PROBE = """
 import json, os, sys
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Record
 held = open(".env")  # a secret file the opener holds open while the child starts
@@ -116,7 +116,9 @@ def test_the_child_and_its_spawner_have_nothing_of_their_openers_environment(tmp
             k: v for k, v in expected.items() if k != "PYTHONPATH"}, who  # fmt: skip
         assert TOKEN not in what["environ"] and DOTENV not in what["environ"], who
         argv = what["cmdline"].split("\0")
-        assert argv[1:4] == ["-P", "-m", "retrieval.vector_spawner"] and argv[4].isdigit(), who
+        assert argv[1:4] == ["-P", "-m", "retrieval.vector.vector_spawner"] and argv[4].isdigit(), (
+            who
+        )
         assert len(argv) == 6, who  # no path, no text among its arguments
         assert what["core"] == ["0", "0"], who  # no core file: nothing of its memory on disk
         mine = [t for t in what["fds"].values() if t.startswith(str(tmp_path))]
@@ -207,7 +209,7 @@ def test_an_idle_spawner_leaves_and_the_next_store_starts_another(tmp_path, monk
 
 LEAVE = """
 import os, sys
-from retrieval.vector_process import VectorProcess
+from retrieval.vector.vector_process import VectorProcess
 vp = VectorProcess(sys.argv[1])
 vp.wait_ready(60)
 child = vp._proc.pid

@@ -14,15 +14,15 @@ import time
 
 import pytest
 
-from retrieval import vector_child, vector_process
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.errors import StoreUnavailable
-from retrieval.vector_process import VectorProcess
-from server.service.identity import Identity
-from server.service.maintenance import health
-from server.service.memory import MemoryService
-from server.service.models import RecallInput
-from server.service.recall import recall
+from retrieval.vector import vector_child, vector_process
+from retrieval.vector.vector_process import VectorProcess
+from server.service.core.identity import Identity
+from server.service.core.maintenance import health
+from server.service.core.models import RecallInput
+from server.service.memories.memory import MemoryService
+from server.service.recalling.recall import recall
 
 WHO = Identity(project_id="proj", agent_id="agent")
 

@@ -1,4 +1,4 @@
-"""The vector outbox after a commit (retrieval/vector_sync.py): a Chroma failure after COMMIT
+"""The vector outbox after a commit (retrieval/vector/vector_sync.py): a Chroma failure after COMMIT
 is a warning and a background replay, never an error; a Chroma error while deleting keeps its
 outbox row; orphan vectors are counted and removed; a model attaching in the middle of a
 write neither fails it nor splits it."""
@@ -13,17 +13,17 @@ import pytest
 
 from graph.entities import GraphService
 from graph.lessons import LessonService
-from ingest.pipeline import Ingestor
-from retrieval.embedder import HashEmbedder
+from ingest.workspace.pipeline import Ingestor
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter, Scope
-from retrieval.vector_process import VectorProcess
-from retrieval.vector_sync import RetryTimer
-from retrieval.vectors import VectorItem
-from server.service import bulk
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
+from retrieval.vector.vector_process import VectorProcess
+from retrieval.vector.vector_sync import RetryTimer
+from retrieval.vector.vectors import VectorItem
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories import bulk
+from server.service.memories.memory import MemoryService
 from tests.mcp_util import FakeClock, clocked_service, identity_env, in_process, runtime_on
 
 MODEL = HashEmbedder().model_id

@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
 from server.service.trust.policy import WritePolicy
 from tests.mcp_util import SyncClient, identity_env, in_process, runtime_on
 from tests.test_graph_lessons import SEED

@@ -8,12 +8,12 @@ import sqlite3
 import numpy as np
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import BARE_VIEW_WEIGHT, embed_views
 from retrieval.errors import NotFound
 from retrieval.records import RecordFilter, Scope
-from retrieval.vector_process import VectorProcess
-from retrieval.vectors import VectorItem, collection_name, windows
+from retrieval.vector.vector_process import VectorProcess
+from retrieval.vector.vectors import VectorItem, collection_name, windows
 
 MODEL = HashEmbedder().model_id
 
@@ -350,7 +350,7 @@ def test_a_reopened_engine_searches_every_bucket_it_holds(open_engine, make_reco
 
 
 def test_changing_the_embedding_model_re_embeds_existing_records(tmp_path):
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
     from retrieval.records import Record
 
@@ -381,7 +381,7 @@ def test_changing_the_embedding_model_re_embeds_existing_records(tmp_path):
 
 
 def test_the_model_change_scan_skips_a_store_attached_to_the_same_model(tmp_path, monkeypatch):
-    from retrieval.embedder import HashEmbedder
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
     from retrieval.records import Record
 

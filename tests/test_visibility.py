@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from server.service.identity import derive_agent_id, derive_project_id, identity_from_env
+from server.service.core.identity import derive_agent_id, derive_project_id, identity_from_env
 from tests.mcp_util import (
     FakeClock,
     clocked_service,
@@ -280,7 +280,7 @@ def test_pending_vector_writes_are_the_callers_and_stats_is_store_wide(tmp_path)
     import subprocess
     import sys
 
-    from server.service.maintenance import health
+    from server.service.core.maintenance import health
 
     home = tmp_path / "home"
     svc = clocked_service(home, FakeClock())

@@ -10,14 +10,14 @@ import pytest
 
 from retrieval.engine import Engine
 from retrieval.records import RecordFilter
-from server.service import bulk
-from server.service.errors import InvalidInput
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.trust import injection_model
-from server.service.trust.injection import InjectionPolicy
+from server.service.core.errors import InvalidInput
+from server.service.core.identity import Identity
+from server.service.memories import bulk
+from server.service.memories.memory import MemoryService
+from server.service.trust.injection_scan import injection_model
+from server.service.trust.injection_scan.injection import InjectionPolicy
 from server.service.trust.policy import SUSPICIOUS, WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 ME = Identity(project_id="proj", agent_id="agent-a")
 SECRET = "gh" + "p_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import links
 from retrieval.records import Kind, Record, RecordFilter, Scope
-from server.service import candidates, supersede
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
-from server.service.trust.secrets import SecretPolicy
+from retrieval.timeline import links
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.trust.secret_scan.secrets import SecretPolicy
+from server.service.updating import candidates, supersede
 
 from .conftest import CountingEmbedder
 from .mcp_util import FakeClock
@@ -248,8 +248,8 @@ def test_a_long_text_is_read_for_its_first_sentences_only():
 
 
 def test_an_observation_lists_older_observations_of_its_own_entity(svc, clock):
-    from server.service.graph_services import graph_services
-    from server.service.observation_candidates import after_observations
+    from server.service.graphs.graph_services import graph_services
+    from server.service.updating.observation_candidates import after_observations
 
     graph = graph_services(svc).graph
     graph.create_entities(A, [{"name": "payments-queue", "entityType": "service",

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
-from server.service import scopes
-from server.service.errors import LimitExceeded
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
-from server.service.writes import SHARED_COUNT
+from server.service.core import scopes
+from server.service.core.errors import LimitExceeded
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.memories.memory import MemoryService
+from server.service.memories.writes import SHARED_COUNT
 
 ME = Identity(project_id="proj", agent_id="agent-a")
 PEER = Identity(project_id="proj", agent_id="agent-b")

@@ -17,18 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from ingest.pipeline import Ingestor
+from ingest.workspace.pipeline import Ingestor
 from retrieval.engine import Engine
 from retrieval.errors import InvalidInput
 from retrieval.records import Kind, Record, RecordFilter, Scope
-from server.service import bulk, transfer
-from server.service.graph_services import graph_services
-from server.service.identity import Identity
-from server.service.memory import MemoryService
-from server.service.models import MemoryInput
-from server.service.trust.injection import InjectionPolicy
+from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
+from server.service.graphs.graph_services import graph_services
+from server.service.memories import bulk
+from server.service.memories.memory import MemoryService
+from server.service.transfers import transfer
+from server.service.trust.injection_scan.injection import InjectionPolicy
 from server.service.trust.policy import SUSPICIOUS, WritePolicy
-from server.service.trust.secrets import SecretPolicy
+from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.conftest import CountingEmbedder
 
 ME = Identity(project_id="proj", agent_id="agent-a")
@@ -407,7 +408,7 @@ def test_a_screened_record_is_not_screened_twice(tmp_path):
 
 
 def test_runtime_reads_both_policies_from_the_environment(tmp_path):
-    from server.service.runtime import Runtime
+    from server.service.core.runtime import Runtime
 
     env = {"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
            "PATTERN_PROJECT_ID": "proj", "PATTERN_AGENT_ID": "agent-a",

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embedder import HashEmbedder
+from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from server.service.memory import MemoryService
+from server.service.memories.memory import MemoryService
 from server.service.trust.policy import WritePolicy
 from tests.mcp_util import identity_env, in_process, runtime_on
 from tests.test_graph_lessons import SEED

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from retrieval.records import utcnow
-from server.service import unattended_warnings as ww
-from server.service.hook_events import HookService
-from server.service.identity import Identity
-from server.service.trust import secrets
-from server.service.trust.secret_files import FOLDERS, secret_bearing, secret_text
+from server.service.browsing import unattended_warnings as ww
+from server.service.core.identity import Identity
+from server.service.prompting.hook_events import HookService
+from server.service.trust.secret_scan import secrets
+from server.service.trust.secret_scan.secret_files import FOLDERS, secret_bearing, secret_text
 from tests.transcript_util import TranscriptWriter
 
 from .ui_util import XSS, UiHarness, csrf_of

@@ -71,7 +71,7 @@ def wait_model_ready(home: Path, project: str = "p1", agent: str = "owner", time
 
     from server.http.auth import envelope_headers
     from server.http.daemon import read_info
-    from server.service.identity import Identity
+    from server.service.core.identity import Identity
 
     from .test_daemon import call
 

@@ -11,7 +11,7 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from server.http.auth import TokenStore, make_authenticator
-from server.service.runtime import Runtime
+from server.service.core.runtime import Runtime
 from server.ui import Dashboard
 from server.ui.logins import sign_login
 
@@ -295,13 +295,13 @@ def populate_demo(rt: Runtime, folder: Path, xss: bool = True) -> dict[str, str]
     from datetime import timedelta
 
     from graph.models import EntityInput, Relation
-    from ingest import exchanges
+    from ingest.sessions import exchanges
     from retrieval.records import utcnow
-    from server.service import review
-    from server.service.identity import Identity
-    from server.service.models import MemoryInput, MemoryMetadata
-    from server.service.session_records import unit_records
-    from server.service.workspace import ingest_workspace
+    from server.service.browsing import review
+    from server.service.core.identity import Identity
+    from server.service.core.models import MemoryInput, MemoryMetadata
+    from server.service.indexing.session_records import unit_records
+    from server.service.transfers.workspace import ingest_workspace
 
     svc, owner = rt.service, rt.identity
     ids: dict[str, str] = {}

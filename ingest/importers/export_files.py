@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from ingest.workspace.file_inside import special
 from retrieval.errors import InvalidInput
-
-from ..file_inside import special
 
 FILE_MODE = 0o600
 # the longest name of a file or folder written: its backup (``.bak-<time>-<n>``) and its

@@ -2,7 +2,7 @@
 
 An importer turns a source (a database, an export, a folder of notes) into :class:`Read`: the
 items it holds, and the units it left out with the reason (deleted or superseded in the source).
-The service writes the items (``server/service/import_from.py``); nothing here touches the store.
+The service writes the items (``server/service/transfers/import_from.py``); nothing here touches the store.
 
 Four kinds of item:
 

@@ -8,7 +8,7 @@ keeps. So:
 * the folder given is resolved once (a link *to* the folder is the user's own choice), and a
   file is read only when its real path lies inside it: a link to a file inside is read, a link
   out of it is skipped and reported; a link to a folder is never entered (:func:`walk`);
-* a file is read by ``ingest.file_inside`` (:func:`read_text`): opened by its real path without
+* a file is read by ``ingest.workspace.file_inside`` (:func:`read_text`): opened by its real path without
   following a final symbolic link (``O_NOFOLLOW``) and without waiting on a named pipe
   (``O_NONBLOCK``); it must be a regular file, and where the system tells, the open file's own
   path is checked against the folder again, so a link swapped in between the check and the
@@ -28,7 +28,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..file_inside import OPEN_FLAGS, NotRead, inside, read_inside, special
+from ingest.workspace.file_inside import OPEN_FLAGS, NotRead, inside, read_inside, special
+
 from .bounded import SourceError, size_text
 
 MAX_FILE_BYTES = 8 << 20  # a Markdown note or instruction file
@@ -61,7 +62,7 @@ def shown(path: Path) -> str:
 
 def read_bytes(path: Path, root: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[bytes, datetime]:
     """(the bytes, the modification time) of the regular file ``path``, which must lie inside
-    ``root`` when it is opened (``ingest.file_inside``). Raises :class:`~.bounded.SourceError`
+    ``root`` when it is opened (``ingest.workspace.file_inside``). Raises :class:`~.bounded.SourceError`
     saying why it was not read (outside the folder, not a regular file, too large,
     unreadable)."""
     try:

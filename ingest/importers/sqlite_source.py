@@ -16,7 +16,8 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..file_inside import special
+from ingest.workspace.file_inside import special
+
 from .bounded import MAX_FIELD_CHARS, check_count, size_text
 from .items import unreadable
 

@@ -1,6 +1,6 @@
 """What PostgreSQL holds, derived from the SQLite schema: no table is declared twice.
 
-The catalog is read from a store migrated to :data:`retrieval.schema.SCHEMA_VERSION` (an
+The catalog is read from a store migrated to :data:`retrieval.storage.schema.SCHEMA_VERSION` (an
 in-memory SQLite built from the same migrations), so a table that a later migration adds is
 canonical in PostgreSQL without code of its own:
 
@@ -25,7 +25,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-from ..schema import SCHEMA_VERSION, migrate
+from retrieval.storage.schema import SCHEMA_VERSION, migrate
 
 LOCAL_TABLES = frozenset({"vector_outbox"})
 FTS_SHADOWS = ("_data", "_idx", "_content", "_docsize", "_config")

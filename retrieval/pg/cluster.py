@@ -27,8 +27,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
+from retrieval.storage.schema import MIGRATIONS
+
 from ..errors import StoreUnavailable
-from ..schema import MIGRATIONS
 from .canonical import LOCK_KEY, Canonical, PgConn, sqlite_error
 from .catalog import Catalog
 from .dialect import Dialect

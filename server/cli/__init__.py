@@ -46,9 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..hooks.hookclient import main as hook_main  # the fast path: standard library only
 
         return hook_main(argv[1:])
-    from retrieval import derived
-
-    from ..service.errors import PatternError
+    from retrieval.regexes import derived
+    from server.service.core.errors import PatternError
 
     derived.write_new()  # what this process derives from the code's patterns, kept for the next
     if argv == ["serve"]:  # what MCP clients start every session: no argparse (~10 ms)

@@ -49,9 +49,10 @@ def cmd_hook_preview(args: argparse.Namespace) -> int:
     import os
     import time
 
+    from server.service.core.errors import StoreUnavailable
+    from server.service.core.ids import identity_fields, project_root, store_home
+
     from ..hooks.hookclient import call_daemon, config_from_env
-    from ..service.errors import StoreUnavailable
-    from ..service.ids import identity_fields, project_root, store_home
 
     env, cwd = os.environ, os.getcwd()
     who = {**identity_fields(env, cwd), "root": project_root(os.path.realpath(cwd))}

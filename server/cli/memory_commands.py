@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Store the paragraphs of README.md and docs/ as team memories, then recall."""
-    from ..service.demo import ask, doc_files, store_docs
+    from server.service.core.demo import ask, doc_files, store_docs
 
     owner = sole("demo", "Its `remember` and `recall` tools do the same through the daemon. ")
     try:
@@ -57,8 +57,8 @@ def _demo(args, ask, doc_files, store_docs) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ..service.models import RecallInput
-    from ..service.recall import recall
+    from server.service.core.models import RecallInput
+    from server.service.recalling.recall import recall
 
     owner = Owner("recall")
     try:
@@ -83,7 +83,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..service.transfer import export_memories
+    from server.service.transfers.transfer import export_memories
 
     owner = sole("export", "Its `export-memories` tool exports through the daemon. ")
     try:
@@ -107,7 +107,7 @@ def _show_backups(lines: list[str]) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..service.transfer import import_memories
+    from server.service.transfers.transfer import import_memories
 
     owner = Owner("import")
     try:
@@ -190,9 +190,9 @@ def _show_verify(res) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """List your memories whose cited code changed (with diffs); confirm, update or forget one."""
-    from ..service.errors import InvalidInput
-    from ..service.runtime import Runtime
-    from ..service.verify import verify
+    from server.service.core.errors import InvalidInput
+    from server.service.core.runtime import Runtime
+    from server.service.recalling.verify import verify
 
     actions = [a for a in ("confirm", "update", "forget") if getattr(args, a)]
     if len(actions) > 1:
@@ -203,7 +203,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     owner = Owner("verify")
     try:
         if owner.daemon is not None:
-            from ..service.verify import VerifyResult
+            from server.service.recalling.verify import VerifyResult
 
             data = owner.call("verify-memories", {
                 "action": action, "memoryId": getattr(args, action) if actions else None,

@@ -27,7 +27,7 @@ SOURCES_HELP = "claude-mem, mcp-memory-service, mem0, basic-memory, memory-jsonl
 
 
 def _progress(args):
-    from ingest.progress import ProgressPrinter
+    from ingest.workspace.progress import ProgressPrinter
 
     if args.quiet or args.json:
         return None
@@ -53,9 +53,8 @@ def _through_daemon(owner: Owner, source: str, items: list, args, progress):
     added up."""
     import time
 
-    from ingest.pipeline import Progress
-
-    from ..service.import_from import ImportFromResult, merge
+    from ingest.workspace.pipeline import Progress
+    from server.service.transfers.import_from import ImportFromResult, merge
 
     total = ImportFromResult(source=source, scope=args.scope, dryRun=args.dry_run)
     started, done = time.monotonic(), 0
@@ -78,9 +77,9 @@ def cmd_import_from(args: argparse.Namespace) -> int:
     """Import another memory server's memories (see the module docstring)."""
     import time
 
-    from ..service.import_from import fold, read_source, source_name
-    from ..service.import_write import import_items
-    from ..service.runtime import Runtime
+    from server.service.core.runtime import Runtime
+    from server.service.transfers.import_from import fold, read_source, source_name
+    from server.service.transfers.import_write import import_items
 
     source = source_name(args.source)
     started = time.monotonic()
@@ -154,8 +153,8 @@ def summary(res) -> str:
 
 
 def cmd_export_to(args: argparse.Namespace) -> int:
-    from ..service.export_to import export_to
-    from ..service.runtime import Runtime
+    from server.service.core.runtime import Runtime
+    from server.service.transfers.export_to import export_to
 
     owner = sole("export-to", "Its `read_graph` and `export-memories` tools read through it. ")
     try:

@@ -18,12 +18,13 @@ import re
 from pathlib import Path
 from typing import Any, NoReturn
 
+from server.service.core import errors
+from server.service.core.errors import PatternError, StoreUnavailable
+from server.service.core.identity import Identity
+
 from ..http.auth import envelope_headers
 from ..http.daemon import StoreLock
 from ..http.daemonfiles import read_info
-from ..service import errors
-from ..service.errors import PatternError, StoreUnavailable
-from ..service.identity import Identity
 
 __all__ = ["Owner", "call_tool", "refuse", "runtime", "sole", "take"]
 
@@ -101,7 +102,7 @@ def call_tool(info: dict, who: Identity, tool: str, args: dict[str, Any]) -> dic
 
 def runtime(background: bool = False):
     """The service runtime over the store, in this process."""
-    from ..service.runtime import Runtime
+    from server.service.core.runtime import Runtime
 
     return Runtime.start(background=background)
 
@@ -111,7 +112,7 @@ class Owner:
     that owns it (``daemon``: its daemon.json); see :func:`take`."""
 
     def __init__(self, command: str) -> None:
-        from ..service.config import Settings
+        from server.service.core.config import Settings
 
         self.command = command
         self.settings = Settings.from_env()
@@ -123,7 +124,7 @@ class Owner:
             refuse(self.settings.home, self.daemon, self.command, instead)
 
     def call(self, tool: str, args: dict, project: str | None = None) -> dict:
-        from ..service.identity import identity_from_env
+        from server.service.core.identity import identity_from_env
 
         who = identity_from_env(os.environ, self.settings.cwd)
         if project:

@@ -29,9 +29,10 @@ def serving_threads() -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.standalone:
         serving_threads()
+        from server.service.core.config import Settings
+
         from ..http.daemon import StoreLock
         from ..mcp.app import create_server
-        from ..service.config import Settings
 
         lock = StoreLock(Settings.from_env().home, "pattern-memory serve --standalone")
         lock.acquire()  # one owner per store: a second standalone server is refused
@@ -67,8 +68,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     import signal
     import time
 
+    from server.service.core.config import Settings
+
     from ..http.daemon import read_info
-    from ..service.config import Settings
 
     home = Path(args.home) if args.home else Settings.from_env().home
     info = read_info(home)
@@ -90,8 +92,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """Open the dashboard: find (or start) the store's daemon, sign a one-time login link."""
     import webbrowser
 
+    from server.service.core.config import Settings
+
     from ..http.bridge import DaemonLink
-    from ..service.config import Settings
     from ..ui.logins import LINK_TTL, base_url, login_url
 
     home = Path(args.home) if args.home else Settings.from_env().home
@@ -105,10 +108,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    from server.service.core.bearer_tokens import TokenStore
+    from server.service.core.config import Settings
+    from server.service.core.errors import InvalidInput
+
     from ..http.auth import binding
-    from ..service.bearer_tokens import TokenStore
-    from ..service.config import Settings
-    from ..service.errors import InvalidInput
 
     settings = Settings.from_env()
     tokens = TokenStore(settings.home, settings.store_url)
@@ -117,7 +121,7 @@ def cmd_token(args: argparse.Namespace) -> int:
             raise InvalidInput(f"two agents given: {args.name!r} and --agent {args.agent!r}")
         project = args.project
         if project is None and not args.any_project:
-            from ..service.identity import identity_from_env
+            from server.service.core.identity import identity_from_env
 
             project = identity_from_env(None, settings.cwd).project_id  # the current project
         token = tokens.create(

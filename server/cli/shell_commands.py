@@ -15,7 +15,7 @@ it is committed; a refused or unanswered write is an error. Everything printed g
 reaches the terminal as a control sequence.
 
 Bad input is refused before the daemon is reached, by the service's own checks
-(``server/service/scopes.py``), so the messages are the tools' messages. Exit codes: 0 done;
+(``server/service/core/scopes.py``), so the messages are the tools' messages. Exit codes: 0 done;
 2 bad input (``invalid_input``: an unknown scope or category, an empty or too long text, a
 write the write policy refused; ``core_protected``: a core memory without ``--force``; a usage
 error); 1 anything else (``not_found``, ``access_denied``, a store or daemon that cannot serve).
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..service.errors import InvalidInput, PatternError, StoreUnavailable
+from server.service.core.errors import InvalidInput, PatternError, StoreUnavailable
 
 if TYPE_CHECKING:
     import argparse
@@ -120,8 +120,9 @@ def reach_daemon(home: str, env: dict[str, str], start_s: float = START_S) -> di
 def call(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """``tool`` on the store's daemon (started when none runs) as this shell's identity;
     arguments that are None are left out (the tool's defaults apply)."""
-    from ..service.identity import identity_from_env
-    from ..service.ids import store_home
+    from server.service.core.identity import identity_from_env
+    from server.service.core.ids import store_home
+
     from .ownership import call_tool
 
     env = dict(os.environ)
@@ -171,7 +172,7 @@ def show(data: dict, as_json: bool) -> bool:
 
 # ----------------------------------------------------------------------- remember, forget
 def cmd_remember(args: argparse.Namespace) -> int:
-    from ..service.scopes import (
+    from server.service.core.scopes import (
         DEFAULT_CATEGORY,
         MAX_CONTENT_BYTES,
         check_content,
@@ -233,7 +234,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------- lessons
 def cmd_lessons(args: argparse.Namespace) -> int:
-    from ..service.scopes import MAX_CONTENT_BYTES, check_graph_scope
+    from server.service.core.scopes import MAX_CONTENT_BYTES, check_graph_scope
 
     check_graph_scope(args.scope)  # the graph tools' own check
     if args.query is None:
@@ -245,7 +246,7 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     common = {"limit": args.limit, "scope": args.scope,
               "includeSuspicious": args.include_suspicious or None}  # fmt: skip
     if args.error:
-        from ..service.failure_lessons import failure_query, pattern_of
+        from server.service.learning.failure_lessons import failure_query, pattern_of
 
         output = text_arg(args.query, "the error text", STDIN_LESSON_BYTES)
         if not output.strip():
@@ -307,8 +308,8 @@ def _match_entry(d: dict):
     """A lesson of a search as the failure hook quotes one: its error, fix, how often it
     worked, how to verify; its score, stale citations and flag in its provenance line."""
     from graph.lesson_models import LessonMatch
+    from server.service.learning.failure_lessons import lesson_text
 
-    from ..service.failure_lessons import lesson_text
     from ..service.trust import framing
 
     try:

@@ -15,12 +15,11 @@ if TYPE_CHECKING:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest a folder's files as searchable chunks; the model loads only if something changed."""
-    from ingest.pipeline import IngestReport
-    from ingest.progress import ProgressPrinter, summary
-
-    from ..service.config import Settings
-    from ..service.runtime import Runtime
-    from ..service.workspace import check_root, ingest_workspace, watch_workspace
+    from ingest.workspace.pipeline import IngestReport
+    from ingest.workspace.progress import ProgressPrinter, summary
+    from server.service.core.config import Settings
+    from server.service.core.runtime import Runtime
+    from server.service.transfers.workspace import check_root, ingest_workspace, watch_workspace
 
     settings = Settings.from_env()
     root = check_root(args.path, settings.allowed_dirs, settings.cwd)  # this process = caller
@@ -59,7 +58,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from ..service.maintenance import reindex
+    from server.service.core.maintenance import reindex
 
     owner = sole("reindex")
     try:
@@ -69,7 +68,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def _reindex(args, reindex) -> int:
-    from ..service.errors import PatternError
+    from server.service.core.errors import PatternError
 
     rt = runtime(background=False)
     try:
@@ -86,7 +85,7 @@ def _reindex(args, reindex) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from ..service.maintenance import health, orphan_vectors
+    from server.service.core.maintenance import health, orphan_vectors
 
     owner = sole("stats", "Its `pattern_health` tool reports through the daemon. ")
     try:
@@ -104,8 +103,8 @@ def cmd_compact_changes(args: argparse.Namespace) -> int:
     """Delete old change-stream rows (consumers behind the new horizon get reset_required)."""
     from datetime import timedelta
 
-    from ..service.changes import compact
-    from ..service.runtime import Runtime
+    from server.service.core.runtime import Runtime
+    from server.service.memories.changes import compact
 
     owner = sole("compact-changes")
     try:

@@ -41,9 +41,9 @@ if __package__ in (None, ""):  # run as a file: import the package from the chec
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:
-    from retrieval import private
+    from retrieval.storage import private
     from server.http.daemonfiles import owner_alive, read_info, spawn_daemon
-    from server.service.ids import identity_fields, project_root, store_home
+    from server.service.core.ids import identity_fields, project_root, store_home
 except BaseException:  # noqa: BLE001 - a broken install still never fails the client
     if __name__ == "__main__":
         os._exit(0)

@@ -32,12 +32,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from retrieval.errors import PatternError
+from server.service.core.errors import invalid_fields
+from server.service.core.identity import Identity
+from server.service.prompting.hook_context import HookConfig
+from server.service.prompting.hook_events import HookAnswer, HookRequest, HookService
+from server.service.prompting.hook_preview import preview
 
-from ..service.errors import invalid_fields
-from ..service.hook_context import HookConfig
-from ..service.hook_events import HookAnswer, HookRequest, HookService
-from ..service.hook_preview import preview
-from ..service.identity import Identity
 from . import clients
 from .clients.spec import ClientSpec
 

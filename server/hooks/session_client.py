@@ -4,7 +4,7 @@ The indexing runs in the store's daemon (the one writer; started when none runs)
 client asks, transcript by transcript, to index a few batches at a time
 (``POST /sessions/index``) until the file is done, printing progress. Each transcript is indexed
 as the agent of its own project: the identity is derived from the ``cwd`` the transcript names
-(the same derivation as every other identity, ``server/service/ids.py``), so its turns land in
+(the same derivation as every other identity, ``server/service/core/ids.py``), so its turns land in
 that agent's private scope of that project.
 
 Default paths: Claude Code's transcripts, ``~/.claude/projects/*/*.jsonl`` and their sub-agent
@@ -32,8 +32,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..service.ids import identity_fields, project_root, store_home
-from ..service.sessions import transcript_cwd
+from server.service.core.ids import identity_fields, project_root, store_home
+from server.service.indexing.sessions import transcript_cwd
+
 from .hookclient import HookError, call_daemon
 
 IDLE_S = 1800

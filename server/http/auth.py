@@ -6,7 +6,7 @@
   ``X-Pattern-Subagent-Type``, ``X-Pattern-Parent-Agent``, ``X-Pattern-Root``: the client's
   project folder, percent-encoded): the trusted envelope.
 - Remote agents present a token made by ``pattern-memory token create --agent ID``. Tokens are
-  stored hashed (:class:`server.service.bearer_tokens.TokenStore`: ``<home>/tokens.json``, or the
+  stored hashed (:class:`server.service.core.bearer_tokens.TokenStore`: ``<home>/tokens.json``, or the
   cluster's table in PostgreSQL mode); each maps to one agent id (a header can
   never change the agent) and to **one project**: the one given with ``--project``, else the
   CLI's current project. A header naming another project gets 403. Only a token created with
@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from ..service.bearer_tokens import TokenStore, write_private
-from ..service.identity import Identity
+from server.service.core.bearer_tokens import TokenStore, write_private
+from server.service.core.identity import Identity
 
 HEADER_PREFIX = "x-pattern-"
 LEGACY_BINDING = "the daemon's default project (legacy token, created before project binding)"

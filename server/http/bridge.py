@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from retrieval import private
+from retrieval.storage import private
 
 from .daemonfiles import owner_alive, read_info, spawn_daemon
 
@@ -395,11 +395,12 @@ class Bridge:
 
 def make_bridge(env: dict[str, str], spawned_at: float | None = None) -> Bridge:
     """The bridge for this environment's store and identity, with the standard library only:
-    the settings are checked (a bad value raises :class:`~server.service.errors.InvalidInput`,
+    the settings are checked (a bad value raises :class:`~server.service.core.errors.InvalidInput`,
     as the daemon would), the identity is derived as the service derives it."""
+    from server.service.core import envsettings
+    from server.service.core.ids import identity_fields, project_root, store_home
+
     from ..hooks.hookclient import envelope  # the hook client's envelope, stdlib only
-    from ..service import envsettings
-    from ..service.ids import identity_fields, project_root, store_home
 
     envsettings.check(env)
     home = store_home(env)

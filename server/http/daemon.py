@@ -19,9 +19,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from retrieval import locks, private
+from retrieval.storage import locks, private
+from server.service.core.errors import StoreUnavailable, storage_error
 
-from ..service.errors import StoreUnavailable, storage_error
 from .auth import Refusal, TokenStore, make_authenticator, write_private
 from .daemonfiles import INFO_FILE, LOCK_FILE, read_info
 
@@ -222,7 +222,8 @@ def run_daemon(
 ) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT. ``allowed_hosts``: the public
     names clients use for ``--http`` (the loopback names are always allowed)."""
-    from ..service.config import Settings
+    from server.service.core.config import Settings
+
     from .hostguard import check_allowed_host
 
     restore_sigchld()
@@ -246,7 +247,7 @@ def run_daemon(
     lock.acquire()
     info_path = home / INFO_FILE
     try:
-        from ..service.runtime import Runtime
+        from server.service.core.runtime import Runtime
 
         # the model loads in the background from here on; the vector index's process starts
         # once we serve (its ~1.9 s of CPU would compete with this start-up)
@@ -275,8 +276,9 @@ def run_daemon(
         secret = secrets.token_urlsafe(32)
         near = local_address(host)  # where a local bridge connects (and what its Host says)
         info = {"host": near, "port": port, "url": f"http://{host_literal(near)}:{port}/mcp"}
+        from server.service.prompting.hook_events import HookService
+
         from ..hooks.routes import hook_routes
-        from ..service.hook_events import HookService
 
         # hooks, sessions and the lessons learned from them
         hooks = HookService(rt.service, rt.graphs, rt.settings.auto_lessons)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from retrieval import private  # standard library only
+from retrieval.storage import private  # standard library only
 
 LOCK_FILE = "daemon.lock"
 INFO_FILE = "daemon.json"
@@ -50,7 +50,7 @@ def wait_announced(home, proc, timeout: float = 60.0) -> dict:
 def owner_alive(home) -> bool:
     """True while some process holds the store lock (the authoritative test: a dead owner's
     lock is released by the kernel, even if it left daemon.json behind)."""
-    from retrieval import locks  # standard library only
+    from retrieval.storage import locks  # standard library only
 
     return locks.held(os.path.join(home, LOCK_FILE))
 
@@ -89,7 +89,7 @@ def start_early(env: dict[str, str]) -> float | None:
     be written raises ``StoreUnavailable`` naming the fault."""
     import time
 
-    from ..service.ids import store_home  # stdlib only, as the hook client uses it
+    from server.service.core.ids import store_home  # stdlib only, as the hook client uses it
 
     home = store_home(env)
     try:
@@ -97,7 +97,7 @@ def start_early(env: dict[str, str]) -> float | None:
             return None
         spawn_daemon(home, env)
     except OSError as exc:  # a read-only store folder: say so, not a traceback
-        from ..service.errors import storage_error
+        from server.service.core.errors import storage_error
 
         failed = storage_error(exc, home, "no daemon can serve it")
         if failed is None:

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..service.errors import InvalidInput
+from server.service.core.errors import InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
     from mcp.server.transport_security import TransportSecuritySettings

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from ..service.errors import InvalidInput
+from server.service.core.errors import InvalidInput
+
 from ..service.trust import framing
 
 SCOPES = ("private", "personal", "team", "public")

@@ -8,8 +8,10 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import maintenance, transfer
-from ..service.models import CleanupResult, ExportResult, HealthResult, ImportResult
+from server.service.core import maintenance
+from server.service.core.models import CleanupResult, ExportResult, HealthResult, ImportResult
+from server.service.transfers import transfer
+
 from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()

@@ -9,7 +9,8 @@ from pathlib import Path
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus, SubscriptionBus
 
-from ..service.runtime import Runtime
+from server.service.core.runtime import Runtime
+
 from . import (
     admin_tools,
     graph_tools,

@@ -1,5 +1,5 @@
 """Knowledge-graph MCP tools: the official memory server's names and arguments, thin adapters
-over ``graph/`` (via ``server.service.graph_services``).
+over ``graph/`` (via ``server.service.graphs.graph_services``).
 
 Every tool works on one graph: the team graph of the project unless ``scope`` says otherwise
 (``private`` = you in this project, ``personal`` = you everywhere, ``public`` = everyone).
@@ -25,10 +25,13 @@ from graph.models import (
     ObservationInput,
     Relation,
 )
+from server.service.core.identity import Identity
+from server.service.graphs.graph_services import GraphServices
+from server.service.updating.observation_candidates import (
+    AddObservationsWithCandidates,
+    after_observations,
+)
 
-from ..service.graph_services import GraphServices
-from ..service.identity import Identity
-from ..service.observation_candidates import AddObservationsWithCandidates, after_observations
 from .toolset import ToolSet, call, session_of
 from .update_tools import observations_judged
 

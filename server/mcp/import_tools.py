@@ -1,5 +1,5 @@
 """The MCP tool ``import-from``: items read from another memory server, written through the
-service (:mod:`server.service.import_write`).
+service (:mod:`server.service.transfers.import_write`).
 
 ``pattern-memory import-from SOURCE PATH`` reads the source in its own process and, when a
 daemon owns the store, sends the items here in batches; the daemon writes them with the
@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import import_write
-from ..service.import_from import ImportFromResult, parse_items
+from server.service.transfers import import_write
+from server.service.transfers.import_from import ImportFromResult, parse_items
+
 from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()

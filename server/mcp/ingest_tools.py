@@ -1,4 +1,4 @@
-"""The MCP tool ``ingest_workspace``: a thin adapter over :mod:`server.service.workspace`.
+"""The MCP tool ``ingest_workspace``: a thin adapter over :mod:`server.service.transfers.workspace`.
 
 Progress goes to the client as MCP progress notifications (``ctx.report_progress``: files done
 of files seen, with chunk count and rate as the message), at most twice a second. A cancelled
@@ -18,10 +18,10 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from ingest.pipeline import IngestReport, Progress
+from ingest.workspace.pipeline import IngestReport, Progress
+from server.service.core.errors import PatternError
+from server.service.transfers import workspace
 
-from ..service import workspace
-from ..service.errors import PatternError
 from .toolset import ToolSet, session_of, tool_error
 
 tools = ToolSet()

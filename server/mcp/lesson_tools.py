@@ -1,6 +1,6 @@
 """Lesson tools (the lessons fork's names and arguments): an error, its fix, its verification
 steps and how often the fix worked; ``find_similar_errors`` ranks by meaning and stack-trace
-shape. Thin adapters over ``graph/lessons.py`` (via ``server.service.graph_services``)."""
+shape. Thin adapters over ``graph/lessons.py`` (via ``server.service.graphs.graph_services``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from graph.lesson_models import (
     LessonSearchResult,
     LessonSuccessResult,
 )
+from server.service.core.models import Citations
 
-from ..service.models import Citations
 from .graph_tools import GraphScope, IncludeSuspicious, services
 from .toolset import ToolSet, call
 

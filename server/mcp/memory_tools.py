@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import bulk, review
-from ..service.models import (
+from server.service.browsing import review
+from server.service.core.models import (
     CITATIONS_HELP,
     SUPERSEDES_HELP,
     BulkForgetResult,
@@ -23,6 +23,8 @@ from ..service.models import (
     ShareLearningResult,
     UpdateMemoryResult,
 )
+from server.service.memories import bulk
+
 from .toolset import IdempotencyKey, ScopeArg, ToolSet, call, session_of
 from .update_tools import with_judgement
 

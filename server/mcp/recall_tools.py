@@ -9,8 +9,14 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import context, recall
-from ..service.models import RecallContextInput, RecallContextResult, RecallInput, RecallResult
+from server.service.core.models import (
+    RecallContextInput,
+    RecallContextResult,
+    RecallInput,
+    RecallResult,
+)
+from server.service.recalling import context, recall
+
 from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()

@@ -1,5 +1,5 @@
 """Review inbox tools: ``list-proposals`` and ``review-proposal``, thin adapters over
-``server.service.review`` (``share-learning``, in ``memories``, proposes through it too)."""
+``server.service.browsing.review`` (``share-learning``, in ``memories``, proposes through it too)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import withheld
-from ..service.review import ProposalPage, ReviewResult, list_proposals, review_policy
-from ..service.review import review_proposal as review
+from server.service.browsing.review import ProposalPage, ReviewResult, list_proposals, review_policy
+from server.service.browsing.review import review_proposal as review
+from server.service.recalling import withheld
+
 from .toolset import IdempotencyKey, ToolSet, call, session_of
 
 tools = ToolSet()

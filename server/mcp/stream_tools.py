@@ -28,9 +28,10 @@ from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
-from ..service import changes as stream
-from ..service import withheld
-from ..service.changes import AckResult, ChangesResult
+from server.service.memories import changes as stream
+from server.service.memories.changes import AckResult, ChangesResult
+from server.service.recalling import withheld
+
 from .toolset import ScopeArg, call, session_of
 
 CHANGES_URI = "pattern://changes"

@@ -19,9 +19,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from ..service.errors import PatternError, storage_error
-from ..service.identity import Identity
-from ..service.runtime import Runtime
+from server.service.core.errors import PatternError, storage_error
+from server.service.core.identity import Identity
+from server.service.core.runtime import Runtime
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])

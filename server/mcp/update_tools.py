@@ -1,6 +1,6 @@
 """Facts that changed, as tools: ``supersede``, and the client's model as the judge of a write's
 candidates (MCP sampling, ``PATTERN_UPDATE_JUDGE=sampling``). Thin adapters over
-``server/service/supersede.py`` and ``server/service/update_judge.py``."""
+``server/service/updating/supersede.py`` and ``server/service/updating/update_judge.py``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from ..service import supersede, update_judge
-from ..service.identity import Identity
-from ..service.models import Superseded
-from ..service.runtime import Runtime
-from ..service.supersede import SupersedeResult
+from server.service.core.identity import Identity
+from server.service.core.models import Superseded
+from server.service.core.runtime import Runtime
+from server.service.updating import supersede, update_judge
+from server.service.updating.supersede import SupersedeResult
+
 from .toolset import ToolSet, call, session_of
 
 log = logging.getLogger("pattern_memory.candidates")

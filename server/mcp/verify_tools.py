@@ -1,5 +1,5 @@
 """``verify-memories``: your memories whose cited code changed, with diffs, and what to do about
-each (confirm, update, forget). A thin adapter over ``server.service.verify``."""
+each (confirm, update, forget). A thin adapter over ``server.service.recalling.verify``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..service import verify as service
-from ..service import withheld
-from ..service.verify import VerifyResult
+from server.service.recalling import verify as service
+from server.service.recalling import withheld
+from server.service.recalling.verify import VerifyResult
+
 from .toolset import IdempotencyKey, ToolSet, call, session_of
 
 tools = ToolSet()

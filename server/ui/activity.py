@@ -1,5 +1,5 @@
 """The activity page: the change stream, live (server-sent events), filterable by agent and
-kind. Both the first page and the stream read ``server.service.changes`` as the signed-in
+kind. Both the first page and the stream read ``server.service.memories.changes`` as the signed-in
 identity, so they show exactly what the ``changes`` tool would: only changes of buckets the
 caller can see.
 
@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from retrieval.records import Kind
-from server.service.browse import author_of, recent_changes
-from server.service.changes import Change, latest_changes, read_changes
-from server.service.errors import InvalidInput
+from server.service.browsing.browse import author_of, recent_changes
+from server.service.core.errors import InvalidInput
+from server.service.memories.changes import Change, latest_changes, read_changes
 
 from .dashboard import Dashboard, _short, route, view
 from .logins import UiSession

@@ -29,12 +29,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from server.service import lesson_review
-from server.service import unattended_warnings as write_warnings
-from server.service.errors import PatternError
-from server.service.identity import Identity
-from server.service.review import ReviewPolicy, count_pending
-from server.service.runtime import Runtime
+from server.service.browsing import unattended_warnings as write_warnings
+from server.service.browsing.review import ReviewPolicy, count_pending
+from server.service.core.errors import PatternError
+from server.service.core.identity import Identity
+from server.service.core.runtime import Runtime
+from server.service.learning import lesson_review
 
 from .logins import COOKIE, Authenticate, Logins, UiSession
 
@@ -80,7 +80,7 @@ class Dashboard:
         policy: Callable[[], ReviewPolicy] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from server.service.review import review_policy
+        from server.service.browsing.review import review_policy
 
         from . import activity, graph_views, review_views, views, workspace_views
         from .jobs import IngestJobs

@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from graph.lesson_models import ErrorQuery
-from server.service import graph_browse
-from server.service.errors import InvalidInput
+from server.service.core.errors import InvalidInput
+from server.service.graphs import graph_browse
 
 from .dashboard import Dashboard, route, view
 from .logins import UiSession

@@ -1,6 +1,6 @@
 """Background re-ingest jobs started from the workspace page, with their progress.
 
-One job per (project, folder) at a time; a job runs ``server.service.workspace.
+One job per (project, folder) at a time; a job runs ``server.service.transfers.workspace.
 ingest_workspace`` as the identity that started it (same allowed directories and rules as the
 ``ingest_workspace`` tool) in a thread, and the page polls its progress. Finished jobs are
 kept (the last :data:`KEEP` of them) so the page can show their report.
@@ -13,11 +13,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ingest.pipeline import IngestReport, Progress
-from server.service.errors import NotFound, PatternError
-from server.service.identity import Identity
-from server.service.runtime import Runtime
-from server.service.workspace import check_root, ingest_workspace
+from ingest.workspace.pipeline import IngestReport, Progress
+from server.service.core.errors import NotFound, PatternError
+from server.service.core.identity import Identity
+from server.service.core.runtime import Runtime
+from server.service.transfers.workspace import check_root, ingest_workspace
 
 KEEP = 20
 

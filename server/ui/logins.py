@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from server.service.identity import Identity
+from server.service.core.identity import Identity
 
 LINK_TTL = 120  # seconds a one-time login link is valid
 SESSION_IDLE = 8 * 3600

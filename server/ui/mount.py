@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from server.service.runtime import Runtime
+from server.service.core.runtime import Runtime
 
 from .logins import Authenticate
 

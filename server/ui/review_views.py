@@ -1,18 +1,20 @@
 """The review inbox page: proposals of the signed-in project (a reviewer's whole inbox, or an
 agent's own proposals), with approve, reject (with a reason) and edit-then-approve; and the
 lessons learned from sessions that nobody reviewed yet, with accept, edit, merge and reject
-(``server/service/lesson_review.py``); and the warnings of writes no person asked for, with
-dismiss (``server/service/unattended_warnings.py``); and the records that may state the same
-thing, with link and dismiss (``server/service/conflicts.py``)."""
+(``server/service/learning/lesson_review.py``); and the warnings of writes no person asked for, with
+dismiss (``server/service/browsing/unattended_warnings.py``); and the records that may state the same
+thing, with link and dismiss (``server/service/memories/conflicts.py``)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from server.service import conflicts, lesson_review, review
-from server.service import unattended_warnings as write_warnings
-from server.service.errors import Conflict, InvalidInput
+from server.service.browsing import review
+from server.service.browsing import unattended_warnings as write_warnings
+from server.service.core.errors import Conflict, InvalidInput
+from server.service.learning import lesson_review
+from server.service.memories import conflicts
 
 from .dashboard import PREFIX, Dashboard, route, view
 from .logins import UiSession
@@ -128,7 +130,7 @@ PAIR_DONE = {"link": "pair-linked", "dismiss": "pair-dismissed"}
 @view
 async def decide_pair(ui: Dashboard, request: Request, s: UiSession) -> Response:
     """A decision on two records that may state the same thing: link (the newer replaces the
-    older) or dismiss (both stay true) (``server/service/conflicts.py``)."""
+    older) or dismiss (both stay true) (``server/service/memories/conflicts.py``)."""
     form = await request.form()
     action = str(form.get("action", ""))
     if action not in PAIR_DONE:

@@ -13,12 +13,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from retrieval.records import Kind
-from server.service import browse, merge, review, supersede
-from server.service.errors import Conflict, InvalidInput
-from server.service.maintenance import health, orphan_vectors
-from server.service.models import RecallInput
-from server.service.recall import recall
-from server.service.scopes import ALL_CATEGORIES
+from server.service.browsing import browse, review
+from server.service.core.errors import Conflict, InvalidInput
+from server.service.core.maintenance import health, orphan_vectors
+from server.service.core.models import RecallInput
+from server.service.core.scopes import ALL_CATEGORIES
+from server.service.memories import merge
+from server.service.recalling.recall import recall
+from server.service.updating import supersede
 
 from .dashboard import PREFIX, Dashboard, route, view
 from .logins import COOKIE, LOGIN_COOKIE, SESSION_MAX, UiSession

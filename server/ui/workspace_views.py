@@ -8,8 +8,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from server.service import browse
-from server.service.errors import InvalidInput
+from server.service.browsing import browse
+from server.service.core.errors import InvalidInput
 
 from .dashboard import Dashboard, route, view
 from .logins import UiSession

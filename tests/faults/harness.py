@@ -84,11 +84,14 @@ class Daemon:
 
     def vector_child(self, timeout: float = 60.0) -> int:
         """The pid of the daemon's vector index process (once it runs): the living child of the
-        spawner the daemon started (retrieval/vector_spawner.py)."""
+        spawner the daemon started (retrieval/vector/vector_spawner.py)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             for spawner in children(self.proc.pid):
-                if b"retrieval.vector_spawner" not in Path(f"/proc/{spawner}/cmdline").read_bytes():
+                if (
+                    b"retrieval.vector.vector_spawner"
+                    not in Path(f"/proc/{spawner}/cmdline").read_bytes()
+                ):
                     continue
                 living = [pid for pid in children(spawner) if _alive(pid)]
                 if living:

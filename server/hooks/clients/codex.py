@@ -24,7 +24,7 @@ https://developers.openai.com/codex/config-reference) and source
 - a Bash ``tool_response`` is the command's output as a string, without its exit status
   (``codex-rs/core/tests/suite/hooks.rs``): a status line in it is the command's own text, so
   the hook feeds the episode detector no run (the rollout's status decides) and the output's
-  looks decide only whether lessons are shown (:mod:`server.service.codex_results`);
+  looks decide only whether lessons are shown (:mod:`server.service.prompting.codex_results`);
 - stdout: ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}`` adds
   context for SessionStart, UserPromptSubmit and PostToolUse (``codex-rs/hooks/src/schema.rs``;
   Stop's output takes no such object, so nothing is printed for the others);
@@ -46,8 +46,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from retrieval.errors import InvalidInput
+from server.service.prompting.codex_results import UNKNOWN_STATUS_TOOL, says_failed, shell_result
 
-from ...service.codex_results import UNKNOWN_STATUS_TOOL, says_failed, shell_result
 from . import config_files as cf
 from .spec import Binding, ClientSpec, ConfigFile, Installer
 
@@ -107,7 +107,7 @@ def to_input(event: str, data: dict) -> tuple[str, dict] | None:
     passed as Codex's own tool (``exec_command``), which the live detector does not follow
     (the rollout's ``function_call_output`` gives the run and its real status). What the
     output looks like decides only what is shown: an error-looking output (a traceback, an
-    ``Error:`` line, ``FAILED``, a non-zero status line: :mod:`server.service.codex_results`)
+    ``Error:`` line, ``FAILED``, a non-zero status line: :mod:`server.service.prompting.codex_results`)
     goes to the failure handler, for the lessons nearest it. Other tools' results are ignored (edits are read from the rollout)."""
     base = {k: v for k in ("session_id", "transcript_path", "cwd") if (v := _str(data, k))}
     if event in FIELDS:

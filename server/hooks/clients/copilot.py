@@ -45,7 +45,9 @@ from .spec import Binding, ClientSpec, ConfigFile, Installer
 NAME = "copilot"
 HOOKS_FILE = "pattern-memory.json"
 TIMEOUT_S = 10  # the client's own limit (its default is 30); ours is PATTERN_HOOK_DEADLINE
-TOOL_MATCHER = "bash|powershell|edit|create"  # the shell and the edits (ingest.transcripts_copilot)
+TOOL_MATCHER = (
+    "bash|powershell|edit|create"  # the shell and the edits (ingest.sessions.transcripts_copilot)
+)
 SHELL_TOOLS = ("bash", "powershell")
 TOP = {"version": 1}
 SOURCES = {"new": "startup", "startup": "startup", "resume": "resume"}
@@ -108,7 +110,7 @@ def _tool(data: dict, inp: dict, transcript: str | None) -> dict | None:
     """Our tool fields of a ``postToolUse``: Claude Code's names (``Bash``, ``Edit``,
     ``Write``) with the call's id when the session file shows the call, else Copilot CLI's own
     name (which the episode detector does not follow: it reads the file instead)."""
-    from ...service.copilot_calls import TOOLS, as_claude, call_of, shell_output
+    from server.service.prompting.copilot_calls import TOOLS, as_claude, call_of, shell_output
 
     tool, args = _str(data.get("toolName")), tool_args(data.get("toolArgs"))
     if tool not in TOOLS or args is None:

@@ -28,10 +28,10 @@ What Gemini CLI reads and sends (https://github.com/google-gemini/gemini-cli:
 - the MCP server: ``"mcpServers": {NAME: {"command": …, "args": […]}}`` in the same file.
 
 A shell command's result reaches us through ``AfterTool`` (matcher ``^run_shell_command$``):
-its output is read back from the tool's text (``server/service/gemini_shell.py``),
+its output is read back from the tool's text (``server/service/prompting/gemini_shell.py``),
 a failure (an exit status, a timeout, an error) goes to the failure handler, a success to the
 tool handler; a command cancelled by the user or moved to the background is no result. Gemini
-CLI gives a hook no call id, so the key is ``ingest.gemini_parts.run_key``'s, the one
+CLI gives a hook no call id, so the key is ``ingest.sessions.gemini_parts.run_key``'s, the one
 the transcript reader gives the same call.
 """
 
@@ -41,7 +41,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ...service.gemini_shell import SHELL, shell_call
+from server.service.prompting.gemini_shell import SHELL, shell_call
+
 from . import config_files as cf
 from .spec import Binding, ClientSpec, ConfigFile, Installer
 
@@ -198,7 +199,7 @@ def extension_hooks() -> dict:
 
 def session_files(home: Path | None = None) -> list[Path]:
     """Gemini CLI's sessions on this machine (``index-sessions``' default paths; the files
-    ``ingest/transcripts_gemini.py`` reads): ``tmp/*/chats/session-*.jsonl``, sub-agents'
+    ``ingest/sessions/transcripts_gemini.py`` reads): ``tmp/*/chats/session-*.jsonl``, sub-agents'
     ``tmp/*/chats/*/*.jsonl``, and the ``session-*.json`` documents of builds before v0.39 that
     have no ``.jsonl`` copy (Gemini CLI writes one when it resumes such a session). ``home``:
     the ``.gemini`` folder (:func:`gemini_home`). Regular files only (a named pipe there

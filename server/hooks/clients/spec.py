@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# our handlers (server.service.hook_events.EVENTS; repeated here so a client module needs no
+# our handlers (server.service.prompting.hook_events.EVENTS; repeated here so a client module needs no
 # service import)
 HANDLERS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure",
             "PreCompact", "Stop", "SessionEnd")  # fmt: skip

@@ -15,7 +15,7 @@ command). Every such block is built here, so it always reads the same way:
   separator ``·`` too, so a name cannot add a field), and a line given whole (a routed
   store's item) is escaped by :func:`one_line`; the text's own line breaks are every one that
   ``str.splitlines`` knows (``\\r``, ``\\u2028``, ``\\x85``, …), each starting a quoted line;
-* an item that a newer record updates (the same subject, a new value: ``retrieval/links.py``)
+* an item that a newer record updates (the same subject, a new value: ``retrieval/timeline/links.py``)
   says so in its provenance line: "updated by <id> on <date>", so the agent reads the newer
   one as current;
 * an item whose cited code changed or was deleted since it was written (its citations, see
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
 from retrieval.cite import CitationState
-from retrieval.guard import guarded
+from retrieval.ranking.guard import guarded
 from retrieval.records import Kind, Record
 
 from .escapes import escaped, for_terminal, one_line
@@ -197,7 +197,7 @@ def unquotable(rec: Record) -> Entry:
 
 def entry_of(rec: Record, citations: Sequence[CitationState] | None = None) -> Entry:
     """:meth:`Entry.of`, or :func:`unquotable` for a record it fails on (one record never
-    fails the block: :mod:`retrieval.guard`)."""
+    fails the block: :mod:`retrieval.ranking.guard`)."""
     return guarded("framing", Entry.of, rec, citations, default=unquotable(rec), record=rec.id)
 
 

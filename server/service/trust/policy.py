@@ -47,12 +47,12 @@ from functools import lru_cache
 from typing import Any
 
 from retrieval.records import Record
-
-from ..errors import InvalidInput
-from . import injection, injection_model, secrets
-from .injection import InjectionPolicy
-from .injection_model import Detector
-from .secrets import SecretPolicy
+from server.service.core.errors import InvalidInput
+from server.service.trust.injection_scan import injection, injection_model
+from server.service.trust.injection_scan.injection import InjectionPolicy
+from server.service.trust.injection_scan.injection_model import Detector
+from server.service.trust.secret_scan import secrets
+from server.service.trust.secret_scan.secrets import SecretPolicy
 
 log = logging.getLogger(__name__)
 SUSPICIOUS = "suspicious"  # the metadata key of a flagged record
@@ -285,7 +285,7 @@ class WritePolicy:
     def forgotten(self, old: Sequence[str], new: Sequence[str]) -> Callable[[str], str] | None:
         """A function that redacts the secrets the strings ``old`` hold and ``new`` do not, or
         None when there are none (or secret scanning is off). The store applies it to a
-        memory's kept versions when an update removes a secret (``retrieval.history``), and a
+        memory's kept versions when an update removes a secret (``retrieval.storage.history``), and a
         conflict to the base it shows."""
         if self.secret_policy is None:
             return None

@@ -1,0 +1,371 @@
+"""Lexical retrieval: SQLite FTS5 ``bm25()`` over content, context and extra terms.
+
+Okapi BM25 as FTS5 computes it (k1 = 1.2, b = 0.75), per column with weights
+:data:`COLUMN_WEIGHTS` (content, context, identifier parts/tags/names). FTS5 returns lower-is-better
+values; we negate them so every score in the engine is higher-is-better.
+Queries are OR-ed content terms (stopwords removed, identifiers split, see ``analyzer``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from retrieval.fulltext.analyzer import fts_or_query, query_terms
+from retrieval.fulltext.postings import Postings
+from retrieval.records import RecordFilter, utcnow
+from retrieval.storage.buckets import bucket_token
+from retrieval.storage.store import SQLiteStore, ts, where_clause
+
+COLUMN_WEIGHTS = (1.0, 0.6, 0.8)
+# A filter on at most this many buckets is ANDed into the MATCH as ``bucket : (...)`` (FTS5
+# intersects the doclists, so only visible rows are scored); more buckets are filtered by the
+# records join alone.
+MAX_MATCH_BUCKETS = 16
+# The FTS5-only path (no records join) leaves out expired records by rowid; with more expired
+# records than this (maintenance normally purges them) the records join filters instead.
+MAX_EXPIRED_SET = 5000
+# Stores with at least this many records rank visibility-filtered queries with the in-memory
+# postings (same scores as FTS5's bm25, see retrieval/fulltext/postings.py); -1 = never.
+POSTINGS_MIN = 20_000
+
+
+def _bm25_expr(weights: Sequence[float]) -> str:
+    # the bucket column (schema v5) weighs 0: its token never changes a score
+    return "bm25(records_fts, " + ", ".join(f"{w:g}" for w in (*weights, 0.0)) + ")"
+
+
+def _ids_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
+    """{rowid: record id} for the rowids whose record exists."""
+    out: dict[int, str] = {}
+    for i in range(0, len(rowids), 500):
+        part = json.dumps(list(rowids[i : i + 500]))
+        out.update(
+            conn.execute(
+                "SELECT r.rowid, r.id FROM json_each(?) AS v CROSS JOIN records r "
+                "ON r.rowid = v.value",
+                [part],
+            ).fetchall()
+        )
+    return out
+
+
+class RowidScores(Mapping[str, float]):
+    """{record id: bm25} as the FTS5-only path produces it: keyed by rowid, a record id is
+    resolved when it is looked up (one read of the unique id index), instead of a records read
+    for every matching row (~1.6 us each: 4.7k rows per filtered query at 100k records)."""
+
+    def __init__(self, store: SQLiteStore, scores: dict[int, float], known: dict[str, int]):
+        self._store = store
+        self._scores = scores
+        self._known = dict(known)
+
+    def _rowid(self, rid: str) -> int | None:
+        if rid not in self._known:
+            row = self._store.reader.execute(
+                "SELECT rowid FROM records WHERE id = ?", (rid,)
+            ).fetchone()
+            self._known[rid] = None if row is None else row[0]
+        return self._known[rid]
+
+    def resolve(self, ids: Sequence[str]) -> None:
+        """Look up many record ids at once (one query instead of one per :meth:`get`)."""
+        todo = [r for r in dict.fromkeys(ids) if r not in self._known]
+        for i in range(0, len(todo), 500):
+            part = todo[i : i + 500]
+            found = dict(
+                self._store.reader.execute(
+                    "SELECT v.value, r.rowid FROM json_each(?) AS v CROSS JOIN records r "
+                    "ON r.id = v.value",
+                    [json.dumps(part)],
+                ).fetchall()
+            )
+            self._known.update((r, found.get(r)) for r in part)
+
+    def __getitem__(self, rid: str) -> float:
+        rowid = self._rowid(rid)
+        if rowid is None or rowid not in self._scores:
+            raise KeyError(rid)
+        return self._scores[rowid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ids_of(self._store.reader, list(self._scores)).values())
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+
+class LexicalIndex:
+    """FTS5 ranking over the canonical store (the FTS rows are written with the records)."""
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        weights: Sequence[float] = COLUMN_WEIGHTS,
+        max_terms: int = 32,
+        max_df: float | None = None,
+        min_terms: int = 3,
+        postings_min: int | None = None,
+    ) -> None:
+        """``max_df``: query-term pruning by document frequency (None = off; default from
+        ``PATTERN_FTS_MAX_DF``). FTS5 scores every row that contains any OR-ed term, so the cost
+        of a query is the sum of its terms' document frequencies, and one very common term
+        ("cells", "patients") dominates it while adding little to bm25 (its IDF is low). With
+        ``max_df`` = f, terms occurring in more than f of the records are left out of the MATCH
+        expression, except that the ``min_terms`` rarest terms are always kept (a query made
+        only of common words still finds something); terms that occur nowhere are dropped, and
+        at most ``max_terms`` terms are kept, rarest first. Document frequencies are exact
+        (FTS5 counts) and cached per term; the cache is cleared when the record count has
+        moved by more than 10 %. Effect measured in docs/benchmarks.md ("Scale")."""
+        self.store = store
+        self.weights = tuple(weights)
+        self.max_terms = max_terms
+        if max_df is None and os.environ.get("PATTERN_FTS_MAX_DF"):
+            max_df = float(os.environ["PATTERN_FTS_MAX_DF"])
+        self.max_df = max_df if max_df and max_df > 0 else None
+        self.min_terms = min_terms
+        self._df: dict[str, int] = {}
+        self._df_n = 0
+        self._df_checked = 0.0
+        self._df_lock = threading.Lock()
+        if postings_min is None:
+            postings_min = int(os.environ.get("PATTERN_BM25_MEMORY_MIN", str(POSTINGS_MIN)))
+        self.postings = Postings(store, self.weights, postings_min) if postings_min >= 0 else None
+
+    def _doc_count(self, conn: sqlite3.Connection) -> int:
+        now = time.monotonic()
+        if now - self._df_checked > 30.0 or not self._df_n:
+            n = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+            with self._df_lock:
+                if not self._df_n or abs(n - self._df_n) > 0.1 * self._df_n:
+                    self._df.clear()
+                    self._df_n = n
+                self._df_checked = now
+        return self._df_n
+
+    def doc_freqs(self, terms: Sequence[str], conn: sqlite3.Connection | None = None) -> dict:
+        """{term: number of records containing it} (cached; FTS5 stems the same way it indexes)."""
+        conn = conn or self.store.reader
+        self._doc_count(conn)
+        out = {}
+        for t in terms:
+            df = self._df.get(t)
+            if df is None:
+                try:
+                    df = conn.execute(
+                        "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?",
+                        [fts_or_query([t])],
+                    ).fetchone()[0]
+                except sqlite3.OperationalError:
+                    df = 0
+                with self._df_lock:
+                    if len(self._df) > 200_000:
+                        self._df.clear()
+                    self._df[t] = df
+            out[t] = df
+        return out
+
+    def prune_terms(self, terms: list[str], conn: sqlite3.Connection | None = None) -> list[str]:
+        """The terms that reach FTS5 under ``max_df`` (see ``__init__``); order kept."""
+        if self.max_df is None or not terms:
+            return terms[: self.max_terms]
+        dfs = self.doc_freqs(terms, conn)
+        n = max(1, self._df_n)
+        present = sorted((t for t in terms if dfs[t] > 0), key=lambda t: dfs[t])
+        keep = [t for i, t in enumerate(present) if i < self.min_terms or dfs[t] <= self.max_df * n]
+        keep = set(keep[: self.max_terms])
+        return [t for t in terms if t in keep]
+
+    def doc_count(self, conn: sqlite3.Connection | None = None) -> int:
+        """Records in the store (cached for 30 s; what :meth:`doc_freqs` is relative to)."""
+        return self._doc_count(conn or self.store.reader)
+
+    def terms(self, query: str, conn: sqlite3.Connection | None = None) -> list[str]:
+        """The query's terms as they reach the ranker (``max_df`` pruning applied)."""
+        if self.max_df is None:
+            return query_terms(query, self.max_terms)
+        return self.prune_terms(query_terms(query, 10_000), conn)
+
+    def match_expr(self, query: str, conn: sqlite3.Connection | None = None) -> str | None:
+        terms = self.terms(query, conn)
+        return fts_or_query(terms) if terms else None
+
+    def _match(self, expr: str, f: RecordFilter | None = None) -> str:
+        """The MATCH for a term expression, AND the caller's buckets when they are few
+        (``MAX_MATCH_BUCKETS``). The terms are not restricted to the text columns: a bucket
+        token typed as a query term would only match a record's bucket column, whose weight
+        is 0 (score 0.0 = no lexical match), and a column filter costs FTS5 time."""
+        if f is not None and f.buckets and len(f.buckets) <= MAX_MATCH_BUCKETS:
+            toks = " OR ".join(f'"{bucket_token(b)}"' for b in dict.fromkeys(f.buckets))
+            return f"({expr}) AND (bucket : ({toks}))"
+        return expr
+
+    def _fts_only(
+        self,
+        expr: str,
+        f: RecordFilter,
+        limit: int | None,
+        conn: sqlite3.Connection,
+        terms: list[str] | None = None,
+    ) -> np.ndarray | None:
+        """[rowid, bm25] rows (FTS5's lower-is-better bm25) of the matching records satisfying
+        ``f``, best first when ``limit`` is given, from FTS5 alone: the buckets are in the MATCH
+        and expiry is a set of expired rowids. None when ``f`` needs the records table (other
+        conditions, many buckets, many expired records)."""
+        if not f.is_visibility_only():
+            return None
+        if f.buckets is not None and len(f.buckets) > MAX_MATCH_BUCKETS:
+            return None
+        expired: list[int] = []
+        if not f.include_expired:
+            expired = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT rowid FROM records WHERE expires_at IS NOT NULL AND expires_at <= ? "
+                    "LIMIT ?",
+                    [ts(f.now or utcnow()), MAX_EXPIRED_SET + 1],
+                )
+            ]
+            if len(expired) > MAX_EXPIRED_SET:
+                return None
+        want = None if limit is None else limit + len(expired)
+        rows = self._from_postings(terms, f, want, conn)
+        if rows is None:
+            sql = f"SELECT rowid, {_bm25_expr(self.weights)} AS s FROM records_fts WHERE records_fts MATCH ?"
+            params: list = [self._match(expr, f)]
+            if want is not None:
+                sql += " ORDER BY s LIMIT ?"
+                params.append(want)
+            cur = conn.cursor()
+            cur.row_factory = None  # plain tuples: thousands of rows, no per-row Python work
+            rows = np.array(cur.execute(sql, params).fetchall(), dtype=np.float64).reshape(-1, 2)
+        if expired:
+            rows = rows[~np.isin(rows[:, 0], np.asarray(expired, dtype=np.float64))]
+        return rows
+
+    def _from_postings(
+        self, terms: list[str] | None, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
+    ) -> np.ndarray | None:
+        """The same rows from the in-memory postings (:mod:`retrieval.fulltext.postings`), or None
+        when they are off, not built yet, or do not cover the query."""
+        if terms is None or self.postings is None:
+            return None
+        if not self.postings.ensure(conn, self._doc_count(conn)):
+            return None
+        tokens = None if f.buckets is None else [bucket_token(b) for b in f.buckets]
+        return self.postings.rows(terms, tokens, limit)
+
+    def _joined(
+        self, expr: str, f: RecordFilter, limit: int | None, conn: sqlite3.Connection
+    ) -> list[tuple[str, float]]:
+        """(record id, FTS5 bm25) rows of the matching records satisfying ``f``, through the
+        records table (any filter), best first when ``limit`` is given."""
+        where, params = where_clause(f)
+        sql = (
+            f"SELECT r.id, {_bm25_expr(self.weights)} AS s FROM records_fts CROSS JOIN records r "
+            f"ON r.rowid = records_fts.rowid WHERE records_fts MATCH ? AND {where}"
+        )
+        # CROSS JOIN keeps FTS5 as the outer loop. With a plain JOIN and a one-bucket filter,
+        # SQLite walked the bucket's records and ran the MATCH once per record (the score_ids
+        # pattern), e.g. 5183 MATCHes per query on SciFact (docs/benchmarks.md).
+        params = [self._match(expr, f), *params]
+        if limit is not None:
+            sql += " ORDER BY s LIMIT ?"
+            params.append(limit)
+        return conn.execute(sql, params).fetchall()
+
+    def search(
+        self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None,
+        terms: list[str] | None = None,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        """Top ``limit`` (record id, bm25) pairs among the records that satisfy ``f``.
+        ``terms``: the query's terms when the caller chose them (a long query's views)."""
+        conn = conn or self.store.reader
+        terms = self.terms(query, conn) if terms is None else terms
+        if not terms or limit <= 0 or f.buckets == []:
+            return []
+        expr = fts_or_query(terms)
+        try:
+            fast = self._fts_only(expr, f, limit, conn, terms)
+            if fast is not None:
+                top = [(int(r), -float(s)) for r, s in fast[:limit]]
+                ids = _ids_of(conn, [r for r, _ in top])
+                return [(ids[r], s) for r, s in top if r in ids]
+            rows = self._joined(expr, f, limit, conn)
+        except sqlite3.OperationalError:
+            return []
+        return [(r[0], -float(r[1])) for r in rows]
+
+    def search_all(
+        self, query: str, f: RecordFilter, limit: int, conn: sqlite3.Connection | None = None,
+        terms: list[str] | None = None,
+    ) -> tuple[list[tuple[str, float]], Mapping[str, float]]:  # fmt: skip
+        """(top ``limit`` pairs as :meth:`search` gives them, {id: bm25} of *every* record that
+        satisfies ``f`` and contains a query term). FTS5 computes bm25 for every matching row
+        anyway; returning them all costs a few ms more than ``ORDER BY ... LIMIT`` and makes the
+        lexical score of any other candidate a lookup (0.0 when absent, as in
+        :meth:`score_ids`), where ``score_ids`` re-runs the MATCH once per id (measured at 100k
+        records: ~24 ms CPU per 100 ids, docs/benchmarks.md "Scale"). With a visibility-only
+        filter the mapping is a :class:`RowidScores` (no records read per matching row)."""
+        conn = conn or self.store.reader
+        terms = self.terms(query, conn) if terms is None else terms
+        if not terms or limit <= 0 or f.buckets == []:
+            return [], {}
+        expr = fts_or_query(terms)
+        try:
+            fast = self._fts_only(expr, f, None, conn, terms)
+            if fast is None:
+                rows = self._joined(expr, f, None, conn)
+                keys = [r[0] for r in rows]
+                scores = -np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+            else:
+                keys = fast[:, 0].astype(np.int64).tolist()
+                scores = -fast[:, 1]
+        except sqlite3.OperationalError:
+            return [], {}
+        if not keys:
+            return [], {}
+        if len(keys) > limit:
+            top = np.argpartition(-scores, limit - 1)[:limit]
+        else:
+            top = np.arange(len(keys))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        values = scores.tolist()
+        if fast is None:
+            return [(keys[i], values[i]) for i in top], dict(zip(keys, values, strict=True))
+        ids = _ids_of(conn, [keys[i] for i in top])
+        pairs = [(ids[keys[i]], values[i]) for i in top if keys[i] in ids]
+        by_rowid = dict(zip(keys, values, strict=True))
+        return pairs, RowidScores(self.store, by_rowid, {v: k for k, v in ids.items()})
+
+    def score_ids(
+        self, query: str, ids: Sequence[str], conn: sqlite3.Connection | None = None,
+        terms: list[str] | None = None,
+    ) -> dict[str, float]:  # fmt: skip
+        """bm25 of specific records (0.0 where no query term occurs): used to complete the
+        lexical side of candidates found only by the vector retriever."""
+        expr = self.match_expr(query) if terms is None else (fts_or_query(terms) if terms else None)
+        if expr is None or not ids:
+            return {}
+        bm25 = _bm25_expr(self.weights)
+        conn = conn or self.store.reader
+        out: dict[str, float] = {}
+        ids = list(ids)
+        match = self._match(expr)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            sql = (
+                f"SELECT r.id, {bm25} FROM records_fts JOIN records r ON r.rowid = records_fts.rowid "
+                f"WHERE records_fts MATCH ? AND r.id IN ({','.join('?' * len(part))})"
+            )
+            try:
+                out.update((r[0], -float(r[1])) for r in conn.execute(sql, [match, *part]))
+            except sqlite3.OperationalError:
+                return out
+        return out

@@ -1,0 +1,322 @@
+"""The vector outbox applied to Chroma: after each commit, in the background after a failure,
+at start-up; orphan vectors; reindex.
+
+Chroma is derived from SQLite. Every write commits one ``vector_outbox`` row per changed record
+(``insert``, ``upsert`` or ``delete``, with the bucket) in the same transaction as the record,
+so a write is durable at COMMIT whatever Chroma does next. :class:`VectorSync` then applies the
+rows and clears them, a row only once Chroma has accepted it:
+
+- **After every commit** either the writing thread applies the outbox before it returns
+  (inline), or the background writer applies it (``background=True``, what a serving runtime
+  uses: :mod:`retrieval.vector.vector_writer`). Until a record's rows are applied, a search scores it
+  exactly from its stored vector (:meth:`VectorSync.pending_ids`), so a write is found by
+  meaning as soon as it returns. If Chroma fails, the write still succeeded: the caller gets a
+  warning that the vector index is catching up (:func:`catching_up`), and the outbox is
+  replayed in the background with exponential backoff (:class:`RetryTimer` inline, the writer
+  itself in the background) until it succeeds, without waiting for the next write.
+- **One application at a time**: :attr:`VectorSync.lock` (owned here, taken by nothing else).
+  Writers that commit while another applies the outbox find their rows applied, or apply them
+  together next: concurrent single writes share Chroma calls (a group commit).
+- Rows left by a crash are replayed when the model attaches (:meth:`Engine.set_embedder`).
+- **Orphans** are vectors whose record is gone, lives in another bucket, or has fewer windows
+  now; :meth:`VectorSync.orphans` counts them (``pattern-memory stats``) and
+  :meth:`VectorSync.remove_orphans` / :meth:`VectorSync.reindex` remove them. A Chroma error
+  while deleting keeps the outbox row (only "collection not found" means "nothing to delete").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from retrieval.errors import NotFound
+from retrieval.vector.vector_writer import BackgroundWriter
+from retrieval.vector.vectors import VectorItem
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from retrieval.embedding.embedder import Embedder
+    from retrieval.engine import Engine
+    from retrieval.records import Record
+
+log = logging.getLogger(__name__)
+
+# {record id: (the record as just committed, its windows x dim vectors)}
+Known = dict[str, tuple["Record", "np.ndarray"]]
+
+OUTBOX_BATCH = 2000  # outbox rows applied per round
+# records waiting in the outbox that a search scores exactly (pending_ids); more than this is a
+# bulk re-embedding (a model change), whose records are found by vector once the index has them
+PENDING_EXACT_MAX = 5000
+RETRY_FIRST_S = 0.5  # first background retry after a failed application, doubled up to
+RETRY_MAX_S = 30.0
+
+
+def catching_up(exc: BaseException | str) -> str:
+    """The warning a write returns when it committed but Chroma failed afterwards (or, with
+    the background writer, is failing)."""
+    why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    return (
+        f"saved; the vector index is catching up ({why}): search finds this now (its stored "
+        "vector is scored directly until the index has it; the index replays it in the "
+        "background); do not write it again"
+    )
+
+
+class RetryTimer(BackgroundWriter):
+    """Replays the outbox in one background thread after an inline application failed: a
+    :class:`~retrieval.vector.vector_writer.BackgroundWriter` whose every run waits ``first`` seconds
+    first, again with exponential backoff (``first`` doubled up to ``cap`` seconds) while it
+    raises, until it succeeds with no kick since its last start."""
+
+    def __init__(
+        self,
+        fn: Callable[[], object],
+        *,
+        first: float = RETRY_FIRST_S,
+        cap: float = RETRY_MAX_S,
+        name: str = "vector-index-retry",
+    ) -> None:
+        super().__init__(fn, first=first, cap=cap, name=name, pause_first=True)
+
+
+class OwnedLock:
+    """A lock that knows whether the calling thread holds it: with PostgreSQL, embedding a
+    record that has no vector is a canonical write whose log apply asks for a sync again on
+    the same thread (``Engine._replicated``), which must not wait for itself."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+
+    def __exit__(self, *exc) -> None:
+        self._owner = None
+        self._lock.release()
+
+    def mine(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
+class VectorSync:
+    """Applies the outbox of one engine's store to its vector index (see the module docstring).
+
+    ``background``: after a commit the rows are applied by one background thread
+    (:mod:`retrieval.vector.vector_writer`) instead of the writing thread, and the write returns at
+    COMMIT; searches then score the records still in the outbox exactly (:meth:`pending_ids`)."""
+
+    def __init__(self, engine: Engine, *, background: bool = False) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.lock = OwnedLock()
+        self.retry = RetryTimer(self.run)
+        self.writer = BackgroundWriter(self._drain) if background else None
+        self._known: Known = {}  # records committed since the writer's last round
+        self._known_lock = threading.Lock()
+        # commits noted (after their COMMIT) vs. the last one known applied: while they differ
+        # the outbox may hold rows and searches ask it (pending_ids); rows left by a crash or a
+        # model change count as one commit at start
+        self._commits, self._applied = 1, 0
+
+    # ------------------------------------------------------------------ applying the outbox
+    def run(self, known: Known | None = None) -> int:
+        """Apply pending outbox rows to Chroma (embedding records that have no vector yet).
+        Returns the number of rows applied; a no-op without an embedder. Raises what Chroma
+        raises, leaving the rows not applied in the outbox.
+
+        ``known``: records the caller just committed, with their vectors; those still at the
+        stored version are applied from memory instead of being read back from SQLite."""
+        embedder = self.engine.embedder  # read once: every vector of this run is this model's
+        if embedder is None:
+            return 0
+        vectors = self.engine.vectors
+        model = embedder.model_id
+        applied = 0
+        with self.lock:
+            noted = self._commits  # every commit noted by now is applied once the outbox is empty
+            while rows := self.store.outbox(OUTBOX_BATCH):
+                last = rows[-1]["seq"]
+                latest: dict[str, str] = {}
+                deletes: dict[str, dict[str, None]] = defaultdict(dict)
+                for r in rows:  # the last op per record wins
+                    latest[r["record_id"]] = r["op"]
+                    if r["op"] != "insert":  # a new record has no vectors to clear yet;
+                        # every bucket named (a moved record left one); upserts clear stale windows
+                        deletes[r["bucket"]][r["record_id"]] = None
+                for bucket, rids in deletes.items():
+                    vectors.delete(bucket, model, list(rids))
+                upserts = [rid for rid, op in latest.items() if op != "delete"]
+                self._upsert(upserts, embedder, known)
+                self.store.clear_outbox(last)
+                applied += len(rows)
+            self._applied = max(self._applied, noted)
+        return applied
+
+    def after_commit(self, known: Known | None = None) -> list[str]:
+        """Apply the outbox after a commit (inline, or by the background writer); a failure
+        becomes a warning and a retry (the write itself is durable: it must not be reported as
+        an error)."""
+        with self._known_lock:
+            self._commits += 1
+            if known and self.writer is not None:
+                self._known.update(known)
+        if self.writer is None:
+            return self.flush(known)
+        self.writer.kick()
+        failing = self.writer.last_error
+        return [catching_up(failing)] if failing else []
+
+    def _drain(self) -> None:
+        """One round of the background writer: every row committed so far."""
+        with self._known_lock:
+            known, self._known = self._known, {}
+        self.run(known or None)
+
+    def pending_ids(self) -> set[str]:
+        """Records whose outbox rows are not applied yet (a search scores them exactly from
+        their stored vectors); empty when every commit is known applied, and when there are
+        more than :data:`PENDING_EXACT_MAX` (a bulk re-embedding)."""
+        if self._applied >= self._commits:
+            return set()
+        rows = self.store.reader.execute(
+            "SELECT DISTINCT record_id FROM vector_outbox LIMIT ?", (PENDING_EXACT_MAX + 1,)
+        ).fetchall()
+        return {r[0] for r in rows} if len(rows) <= PENDING_EXACT_MAX else set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the background writer has applied every commit so far (True at once
+        without one); False on timeout or while the vector index fails."""
+        return self.writer.wait_idle(timeout) if self.writer is not None else True
+
+    def flush(self, known: Known | None = None) -> list[str]:
+        """Apply the outbox now, on this thread; a failure becomes a warning and a background
+        retry."""
+        try:
+            self.run(known)
+        except Exception as exc:  # Chroma raises many kinds
+            log.warning("vector index update failed after commit (will retry): %s", exc)
+            self.retry.kick()
+            return [catching_up(exc)]
+        return []
+
+    def _current(self, ids: list[str], known: Known | None) -> Known:
+        """The entries of ``known`` for ``ids`` that are still the stored version (another
+        writer may have replaced a record after this one committed it)."""
+        cand = [rid for rid in ids if rid in known] if known else []
+        if not cand:
+            return {}
+        stored = self.store.versions(cand)
+        return {
+            rid: known[rid]
+            for rid in cand
+            if stored.get(rid)
+            == (known[rid][0].revision, known[rid][0].bucket, known[rid][0].content_hash)
+        }
+
+    def _upsert(self, ids: list[str], embedder: Embedder, known: Known | None = None) -> None:
+        model = embedder.model_id
+        ready = self._current(ids, known)
+        recs = self.store.get([rid for rid in ids if rid not in ready])
+        stored = self.store.embeddings(list(recs), model)
+        missing = [recs[r] for r in recs if r not in stored]
+        if missing:
+            fresh = self.engine.vectors_for(missing, embedder)
+            with self.store.transaction() as conn:
+                self.store.put_embeddings(
+                    conn, model, [(r.id, r.content_hash, fresh[r.id]) for r in missing]
+                )
+            stored.update(fresh)
+        for rid, (rec, vecs) in ready.items():
+            recs[rid], stored[rid] = rec, vecs
+        by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
+        # Chroma keeps only `record_id` beside a vector (VectorIndex.upsert): every filter is
+        # applied to the candidates in SQLite, so more metadata would cost each write ~0.3 ms
+        # of Chroma's metadata indexing for nothing (docs/benchmarks.md, "Scale")
+        for rid, rec in recs.items():
+            for w, vec in enumerate(stored[rid]):
+                by_bucket[rec.bucket].append(VectorItem(rid, w, vec))
+        for bucket, items in by_bucket.items():
+            self.engine.vectors.upsert(bucket, model, items)
+
+    # ------------------------------------------------------------------ orphans, reindex
+    def _model(self) -> str:
+        if self.engine.embedder is None or self.engine.vectors is None:
+            raise NotFound("no embedding model is loaded; the vector index needs one")
+        return self.engine.embedder.model_id
+
+    def orphans(self) -> dict[str, list[str]]:
+        """Vector ids of the current model whose record is gone, lives in another bucket, or
+        has fewer windows now, per bucket. Records with pending outbox rows are left out (the
+        outbox will fix them)."""
+        model = self._model()
+        pending = {r[0] for r in self.store.reader.execute("SELECT record_id FROM vector_outbox")}
+        out: dict[str, list[str]] = {}
+        for bucket in self.engine.vectors.buckets(model):
+            ids = self.engine.vectors.ids(bucket, model)
+            windows = self._windows(model, {vid.split("#", 1)[0] for vid in ids})
+            bad = []
+            for vid in ids:
+                rid, _, w = vid.partition("#")
+                if rid in pending:
+                    continue
+                found = windows.get(rid)
+                if found is None or found[0] != bucket or (found[1] and int(w or 0) >= found[1]):
+                    bad.append(vid)
+            if bad:
+                out[bucket] = bad
+        return out
+
+    def _windows(self, model: str, rids: set[str]) -> dict[str, tuple[str, int]]:
+        """{record id: (bucket, windows stored for the model's current vectors)}."""
+        out: dict[str, tuple[str, int]] = {}
+        ids = list(rids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows = self.store.reader.execute(
+                "SELECT r.id, r.bucket, (SELECT count(*) FROM embeddings e WHERE "
+                "e.record_rowid = r.rowid AND e.model_id = ? AND e.content_hash = r.content_hash) "
+                f"FROM records r WHERE r.id IN ({','.join('?' * len(part))})",
+                [model, *part],
+            ).fetchall()
+            out.update((r[0], (r[1], r[2])) for r in rows)
+        return out
+
+    def remove_orphans(self) -> int:
+        """Delete every orphan vector (see :meth:`orphans`); returns how many."""
+        model = self._model()
+        with self.lock:
+            found = self.orphans()
+            for bucket, ids in found.items():
+                self.engine.vectors.delete_ids(bucket, model, ids)
+        return sum(map(len, found.values()))
+
+    def reindex(self) -> tuple[int, int]:
+        """Rebuild every Chroma collection of the current model from SQLite (stored vectors;
+        records without one are embedded). Returns (records indexed, orphans removed)."""
+        embedder = self.engine.embedder
+        model = self._model()
+        with self.lock:
+            orphans = sum(map(len, self.orphans().values()))
+            self.engine.vectors.drop_model(model)
+            total = 0
+            for _bucket, ids in self.store.all_ids_by_bucket().items():
+                for i in range(0, len(ids), OUTBOX_BATCH):
+                    part: Sequence[str] = ids[i : i + OUTBOX_BATCH]
+                    self._upsert(list(part), embedder)
+                    total += len(part)
+        return total, orphans
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.retry.close(drain=False)
+
+
+__all__ = ["OUTBOX_BATCH", "RetryTimer", "VectorSync", "catching_up"]

@@ -1,0 +1,1 @@
+"""The session indexer: transcripts become searchable exchanges, incrementally and safely."""

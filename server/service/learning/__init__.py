@@ -1,0 +1,1 @@
+"""Lessons learned from work, the service: episodes fed from transcripts and hook events, a lesson written and its outcomes counted, lessons for a failed command, the review inbox of learned lessons, the scrub of old ones."""

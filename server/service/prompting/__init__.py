@@ -1,0 +1,1 @@
+"""The prompt gate and the hooks' service side: what a client hook injects, the gate and its vocabulary, the per-session ledger, each client's tool results read back."""
