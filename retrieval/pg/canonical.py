@@ -34,14 +34,12 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import StoreUnavailable
 from . import log
 from .dialect import Statement
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cluster import Cluster
+from .node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +121,7 @@ class PgConn:
 
     in_transaction = True
 
-    def __init__(self, cluster: Cluster, pg) -> None:
+    def __init__(self, cluster: ClusterNode, pg) -> None:
         self.cluster = cluster
         self.pg = pg
         self.entries: list[list] = []
@@ -220,7 +218,7 @@ class PgConn:
 class Canonical:
     """``store.transaction()`` in PostgreSQL mode (attached to the store as ``canonical``)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterNode) -> None:
         self.cluster = cluster
         self._local = threading.local()
         self.held_ms: deque[float] = deque(maxlen=2000)  # the serial section of recent writes

@@ -24,12 +24,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from . import log
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cluster import Cluster
+from .node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +36,7 @@ STATE_DDL = "CREATE TABLE IF NOT EXISTS replica_state(key TEXT PRIMARY KEY, valu
 
 
 class Replica:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: ClusterNode) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self._lock = threading.RLock()
