@@ -31,14 +31,11 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from retrieval.errors import StoreUnavailable
-
-if TYPE_CHECKING:
-    from retrieval.vector.vector_process import _Child
 
 PING = "ping"  # a liveness probe: answered (id, True, None) by the loop, never by Chroma
 HOLD_TIMEOUT_S = 30.0  # how long a new child waits for a previous one to release the folder
@@ -71,12 +68,33 @@ def hang_seconds(env=os.environ) -> float:
     return value if 0 < value and math.isfinite(value) else HANG_S
 
 
+class Killable(Protocol):
+    """The child's process handle (a :class:`~retrieval.vector.vector_spawner.Forked`)."""
+
+    def kill(self) -> None: ...
+
+
+class ChildState(Protocol):
+    """What :class:`Liveness` reads and sets on the parent's record of one child process."""
+
+    proc: Killable
+    conn: Connection
+    opened: threading.Event
+    open_error: str | None
+    calls: dict[int, Future]
+    dead: bool
+    heard: float
+    ping: tuple[int, float] | None
+    missed: str | None
+    hung: bool
+
+
 class Liveness:
     """The deadline and ping half of :class:`~retrieval.vector.vector_process.VectorProcess`: it
     uses the process's ``_lock``, ``_ids``, ``_child``, ``_local``, ``error``, ``hang_s`` and
     ``path``, and the child's ``ping``, ``missed``, ``hung`` and ``heard``."""
 
-    def _check_alive(self, child: _Child) -> None:
+    def _check_alive(self, child: ChildState) -> None:
         """The watchdog's look at a running child: ping it when a call missed its deadline or
         nothing was heard from it for HEARTBEAT_S; kill it when a ping stays unanswered for
         ``hang_s`` (the watchdog then restarts it, as after any death)."""
@@ -97,7 +115,7 @@ class Liveness:
                 except OSError:
                     child.ping = None  # the reader sees the connection end
 
-    def _answered(self, child: _Child) -> None:
+    def _answered(self, child: ChildState) -> None:
         """The child answered a ping: it is alive, and no longer suspect."""
         with self._lock:
             child.ping = None
@@ -105,7 +123,7 @@ class Liveness:
             if missed is not None and self._child is child and self.error == self._suspect(missed):
                 self.error = None
 
-    def _silent(self, child: _Child) -> bool:
+    def _silent(self, child: ChildState) -> bool:
         """A call missed its deadline, or a ping has waited longer than a heartbeat."""
         ping = child.ping
         return child.missed is not None or (
@@ -116,7 +134,7 @@ class Liveness:
     def _suspect(missed: str) -> str:
         return f"the vector index process {missed}; checking whether it is alive"
 
-    def _missed(self, child: _Child, cid: int, method: str, deadline: float) -> VectorTimeout:
+    def _missed(self, child: ChildState, cid: int, method: str, deadline: float) -> VectorTimeout:
         """A call missed its deadline: forget it (a late answer is dropped), count the index
         unavailable until the child answers a ping (the watchdog sends one now)."""
         with self._lock:
