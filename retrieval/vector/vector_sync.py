@@ -30,7 +30,7 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from retrieval.errors import NotFound
 from retrieval.vector.vector_writer import BackgroundWriter
@@ -40,8 +40,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from retrieval.embedding.embedder import Embedder
-    from retrieval.engine import Engine
     from retrieval.records import Record
+    from retrieval.storage.store import SQLiteStore
+    from retrieval.vector.vector_process import VectorProcess
+    from retrieval.vector.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,19 @@ OUTBOX_BATCH = 2000  # outbox rows applied per round
 PENDING_EXACT_MAX = 5000
 RETRY_FIRST_S = 0.5  # first background retry after a failed application, doubled up to
 RETRY_MAX_S = 30.0
+
+
+class VectorOwner(Protocol):
+    """What :class:`VectorSync` reads from its owner (the engine) on every run: its store, its
+    current model and vector index (either may attach or change later), and how it embeds."""
+
+    store: SQLiteStore
+    embedder: Embedder | None
+    vectors: VectorIndex | VectorProcess | None
+
+    def vectors_for(
+        self, records: Sequence[Record], embedder: Embedder | None
+    ) -> dict[str, np.ndarray]: ...
 
 
 def catching_up(exc: BaseException | str) -> str:
@@ -112,7 +127,7 @@ class VectorSync:
     (:mod:`retrieval.vector.vector_writer`) instead of the writing thread, and the write returns at
     COMMIT; searches then score the records still in the outbox exactly (:meth:`pending_ids`)."""
 
-    def __init__(self, engine: Engine, *, background: bool = False) -> None:
+    def __init__(self, engine: VectorOwner, *, background: bool = False) -> None:
         self.engine = engine
         self.store = engine.store
         self.lock = OwnedLock()
