@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.import_graph import DYNAMIC, imports, modules
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("retrieval", "ingest", "graph", "server")
 
@@ -63,65 +65,6 @@ FACE_MAY_IMPORT = {
 }
 
 
-def modules() -> list[tuple[str, Path]]:
-    out = []
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = path.relative_to(ROOT).with_suffix("")
-            parts = list(rel.parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out.append((".".join(parts), path))
-    return out
-
-
-DYNAMIC = "<computed>"  # a dynamic import whose module name is not a literal
-IMPORTERS = {"import_module", "__import__"}
-
-
-def _relative(base: list[str], name: str) -> str:
-    """``name`` (``.x``, ``..x``) relative to the package ``base``."""
-    level = len(name) - len(name.lstrip("."))
-    anchor = base[: len(base) - level + 1]
-    rest = name[level:]
-    return ".".join([*anchor, rest] if rest else anchor)
-
-
-def _dynamic(node: ast.Call, base: list[str]) -> str | None:
-    """The module a dynamic import call names, :data:`DYNAMIC` when computed, None when the
-    call is not an import."""
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    if name not in IMPORTERS:
-        return None
-    arg = node.args[0] if node.args else next((k.value for k in node.keywords), None)
-    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
-        return DYNAMIC
-    return _relative(base, arg.value) if arg.value.startswith(".") else arg.value
-
-
-def imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
-    """(absolute module, imported names) for every import statement and every dynamic import
-    in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    is_pkg = path.name == "__init__.py"
-    base = module.split(".") if is_pkg else module.split(".")[:-1]
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [(alias.name, []) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = base[: len(base) - node.level + 1]
-                target = ".".join([*anchor, node.module] if node.module else anchor)
-            else:
-                target = node.module or ""
-            out.append((target, [a.name for a in node.names]))
-        elif isinstance(node, ast.Call) and (target := _dynamic(node, base)) is not None:
-            out.append((target, []))
-    return out
-
-
 def modules_named(target: str, names: list[str]) -> list[str]:
     """The modules an import may reach: ``target`` itself, and ``target.name`` for each name
     (``from server.http import auth`` reaches ``server.http.auth``)."""
@@ -165,7 +108,7 @@ def violations(module: str, path: Path) -> list[str]:
     return out
 
 
-ALL = modules()
+ALL = modules(PACKAGES)
 
 
 def test_the_walk_finds_the_layers():
