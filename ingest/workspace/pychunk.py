@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import warnings
 
-from ingest.workspace.chunkers import MAX_CHARS, Unit
+from ingest.workspace.units import MAX_CHARS, Unit
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
