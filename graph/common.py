@@ -34,6 +34,9 @@ from retrieval.ranking import guard
 from retrieval.records import MAX_TEXT_BYTES, Record, Scope, check_text, utcnow
 from retrieval.storage.store import parse_ts, ts
 
+from .pending_rows import drop as drop_pending
+from .pending_rows import resolve as resolve_pending
+
 MAX_BATCH = 1000  # items per call
 DEFAULT_SCOPE = "team"
 
@@ -303,9 +306,7 @@ class GraphBase:
             "INSERT INTO entities_fts(rowid, name, entity_type, terms) VALUES (?,?,?,?)",
             (rowid, name, entity_type, identifier_parts(f"{name} {entity_type}")),
         )
-        from .pending import resolve  # relations an import kept waiting for this name
-
-        resolve(conn, bucket, name)
+        resolve_pending(conn, bucket, name)  # relations an import kept waiting for this name
         return rowid
 
     @staticmethod
@@ -331,9 +332,7 @@ class GraphBase:
                 f"DELETE FROM relations WHERE bucket=? AND (from_name IN ({marks}) OR to_name IN ({marks}))",
                 [bucket, *part, *part],
             )
-            from .pending import drop
-
-            drop(conn, bucket, part)
+            drop_pending(conn, bucket, part)
             conn.execute(
                 f"DELETE FROM lessons WHERE bucket=? AND name IN ({marks})", [bucket, *part]
             )

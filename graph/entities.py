@@ -60,7 +60,7 @@ from .models import (
     ObservationInput,
     Relation,
 )
-from .pending import forget as forget_pending
+from .pending_rows import forget as forget_pending
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000

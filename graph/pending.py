@@ -5,28 +5,28 @@ Gateway]]``) and makes the relation when that note appears; the official memory 
 relation to any name. This graph holds a relation only between entities that exist
 (``create_relations`` refuses a missing one, so an agent hears about a mistyped name), so an
 import keeps such a relation here instead, in ``pending_relations``: out of every read of the
-graph (no entity is made up for it), and made a relation by :func:`resolve` in the transaction
-that creates the entity it waits for (``GraphBase.insert_entity``: ``create_entities``, a
-lesson, a later import). Deleting an entity drops the pending relations that name it, as it
-drops its relations (:func:`drop`); deleting a relation drops it pending too.
+graph (no entity is made up for it), and made a relation by
+:func:`~graph.pending_rows.resolve` in the transaction that creates the entity it waits for
+(``GraphBase.insert_entity``: ``create_entities``, a lesson, a later import). Deleting an entity
+drops the pending relations that name it, as it drops its relations
+(:func:`~graph.pending_rows.drop`); deleting a relation drops it pending too. The rows
+themselves are read and written in :mod:`graph.pending_rows`.
 
 The names and type are screened by the write policy like a relation's (:func:`keep`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .common import Caller, parse_scope, ts
+from .pending_rows import COLUMNS
+
 if TYPE_CHECKING:
-    from .common import Caller
     from .entities import GraphService
     from .models import Relation
-
-COLUMNS = "bucket, from_name, to_name, relation_type, created_by, created_at"
-CHUNK = 400  # names per statement (SQLite's limit on variables is 999 in older builds)
 
 
 @dataclass
@@ -44,8 +44,6 @@ def keep(
 ) -> Kept:
     """Keep ``relations`` (an endpoint of each was missing when the import planned) pending,
     in one transaction; a relation whose endpoints both exist by then is made at once."""
-    from .common import parse_scope, ts
-
     bucket = who.bucket(parse_scope(scope).value)
     out = Kept()
     triples = {
@@ -71,65 +69,3 @@ def keep(
                              "(?,?,?,?,?,?)", row)  # fmt: skip
                 out.pending += 1
     return out
-
-
-def resolve(conn: sqlite3.Connection, bucket: str, name: str) -> int:
-    """Make a relation of every relation pending on ``name`` (just created, in ``conn``'s
-    transaction) whose other endpoint exists too; returns how many."""
-    rows = conn.execute(
-        "SELECT from_name, to_name, relation_type, created_by, created_at FROM "
-        "pending_relations WHERE bucket=? AND (from_name=? OR to_name=?)",
-        (bucket, name, name),
-    ).fetchall()
-    made = 0
-    for f, t, kind, by, at in rows:
-        other = t if f == name else f
-        if (
-            other != name
-            and not conn.execute(
-                "SELECT 1 FROM entities WHERE bucket=? AND name=?", (bucket, other)
-            ).fetchone()
-        ):
-            continue
-        conn.execute(f"INSERT OR IGNORE INTO relations({COLUMNS}) VALUES (?,?,?,?,?,?)",
-                     (bucket, f, t, kind, by, at))  # fmt: skip
-        conn.execute(
-            "DELETE FROM pending_relations WHERE bucket=? AND from_name=? AND to_name=? "
-            "AND relation_type=?",
-            (bucket, f, t, kind),
-        )
-        made += 1
-    return made
-
-
-def drop(conn: sqlite3.Connection, bucket: str, names: Sequence[str]) -> None:
-    """Forget the relations pending from or to ``names`` (entities being deleted)."""
-    for start in range(0, len(names), CHUNK):
-        part = list(names[start : start + CHUNK])
-        marks = ",".join("?" * len(part))
-        conn.execute(
-            f"DELETE FROM pending_relations WHERE bucket=? AND (from_name IN ({marks}) "
-            f"OR to_name IN ({marks}))",
-            [bucket, *part, *part],
-        )
-
-
-def forget(conn: sqlite3.Connection, bucket: str, triple: tuple[str, str, str]) -> int:
-    """Forget one pending relation (``delete_relations``); returns 1 if it was there."""
-    return conn.execute(
-        "DELETE FROM pending_relations WHERE bucket=? AND from_name=? AND to_name=? "
-        "AND relation_type=?",
-        (bucket, *triple),
-    ).rowcount
-
-
-def of(reader: sqlite3.Connection, bucket: str) -> list[tuple[str, str, str]]:
-    """The relations pending in ``bucket``: (from, to, type), oldest first."""
-    return [
-        (r[0], r[1], r[2])
-        for r in reader.execute(
-            "SELECT from_name, to_name, relation_type FROM pending_relations WHERE bucket=? "
-            "ORDER BY created_at, from_name, to_name, relation_type",
-            (bucket,),
-        )
-    ]

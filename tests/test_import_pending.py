@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graph import pending
+from graph import pending_rows
 from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.cli import main
@@ -49,7 +49,7 @@ def triples(graphs) -> set[tuple[str, str, str]]:
 
 
 def waiting(graphs) -> set[tuple[str, str, str]]:
-    return set(pending.of(graphs.graph.reader, ME.bucket("team")))
+    return set(pending_rows.of(graphs.graph.reader, ME.bucket("team")))
 
 
 def test_a_note_linking_notes_of_another_folder_keeps_its_relations_pending(store):

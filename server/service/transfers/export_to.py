@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from graph import pending
+from graph import pending_rows
 from graph.common import parse_scope
 from graph.compat import export_rows
 from ingest.importers.basic_memory import STANDARD, NoteOut, file_slug, note_files
@@ -130,7 +130,7 @@ def export_basic_memory(
     relations = graph.all_relations(bucket)
     for r in relations:
         outgoing.setdefault(r.from_, []).append((r.relationType, r.to))
-    waiting = pending.of(graph.reader, bucket)
+    waiting = pending_rows.of(graph.reader, bucket)
     for f, t, kind in waiting:  # basic-memory keeps them as forward references
         outgoing.setdefault(f, []).append((kind, t))
     origins = _entity_origins(svc, bucket)
@@ -184,7 +184,7 @@ def export_memory_jsonl(
         raise InvalidInput(f"{target} is a folder; give the file to write", path=str(target))
     rows, lesson_docs = export_rows(graphs.graph, graphs.lessons, who, scope)
     bucket = who.bucket(parse_scope(scope).value)
-    waiting = pending.of(graphs.graph.reader, bucket)
+    waiting = pending_rows.of(graphs.graph.reader, bucket)
     rows += [{"type": "relation", "from": f, "to": t, "relationType": k} for f, t, k in waiting]
     text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
     done = write_files(target.parent, {target.name: text}, force=force, hidden=True)
