@@ -33,31 +33,25 @@ import ast
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from retrieval.cite import anchor, locate, norm, read_lines  # noqa: E402
-from server.service.bulk import remember_bulk  # noqa: E402
-from server.service.runtime import Runtime  # noqa: E402
+from benchmarks.citations_diff import git, parse_diff, truth  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from retrieval.cite import anchor, locate, read_lines  # noqa: E402
+from server.service.core.runtime import Runtime  # noqa: E402
+from server.service.memories.bulk import remember_bulk  # noqa: E402
 
 STALE = {"changed", "deleted"}
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -89,83 +83,6 @@ def functions(text: str) -> list[tuple[str, int, int]]:
 
     walk(tree, "")
     return out
-
-
-# ---------------------------------------------------------------------- truth from git diff
-@dataclass
-class Hunk:
-    a: int
-    b: int
-    c: int
-    d: int
-    removed: list[str] = field(default_factory=list)
-    added: list[str] = field(default_factory=list)
-
-    def touches(self, s: int, e: int) -> bool:
-        if self.b == 0:  # an insertion after old line a
-            return s <= self.a < e
-        return self.a <= e and self.a + self.b - 1 >= s
-
-    def before(self, s: int) -> bool:
-        return self.a < s if self.b == 0 else self.a + self.b - 1 < s
-
-    def whitespace_only(self) -> bool:
-        return [n for x in self.removed if (n := norm(x))] == [
-            n for x in self.added if (n := norm(x))
-        ]
-
-
-@dataclass
-class FileDiff:
-    deleted: bool = False
-    hunks: list[Hunk] = field(default_factory=list)
-
-
-def parse_diff(text: str) -> dict[str, FileDiff]:
-    out: dict[str, FileDiff] = {}
-    cur: FileDiff | None = None
-    hunk: Hunk | None = None
-    for line in text.split("\n"):
-        if line.startswith("diff --git "):
-            path = line.split(" b/", 1)[0][len("diff --git a/") :]
-            cur = out.setdefault(path, FileDiff())
-            hunk = None
-        elif cur is None:
-            continue
-        elif line.startswith("deleted file mode"):
-            cur.deleted = True
-        elif m := _HUNK.match(line):
-            a, b, c, d = m.groups()
-            hunk = Hunk(int(a), 1 if b is None else int(b), int(c), 1 if d is None else int(d))
-            cur.hunks.append(hunk)
-        elif hunk is not None and line.startswith("-") and not line.startswith("---"):
-            hunk.removed.append(line[1:])
-        elif hunk is not None and line.startswith("+") and not line.startswith("+++"):
-            hunk.added.append(line[1:])
-    return out
-
-
-def _contains(seq: list[str], sub: list[str]) -> bool:
-    k = len(sub)
-    return k > 0 and any(seq[i : i + k] == sub for i in range(len(seq) - k + 1))
-
-
-def truth(fd: FileDiff | None, s: int, e: int, block: list[str]) -> tuple[str, str]:
-    """The status git diff implies for old lines s..e (``block``: their text), and why."""
-    if fd is None:
-        return "fresh", "file unchanged"
-    if fd.deleted:
-        return "deleted", "file deleted"
-    touching = [h for h in fd.hunks if h.touches(s, e)]
-    shift = sum(h.d - h.b for h in fd.hunks if h.before(s))
-    if not touching or all(h.whitespace_only() for h in touching):
-        end_shift = shift + sum(h.d - h.b for h in touching)
-        why = "no hunk in the range" if not touching else "whitespace-only hunk"
-        return ("fresh" if shift == 0 and end_shift == 0 else "moved"), why
-    want = [n for x in block if (n := norm(x))]
-    if any(_contains([n for x in h.added if (n := norm(x))], want) for h in fd.hunks):
-        return "moved", "block re-added whole (git's moved block)"
-    return "changed", "hunk in the range"
 
 
 # ---------------------------------------------------------------------- one pair
@@ -364,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.citations_ranking import run_ranking
 
             ranking = run_ranking(work, pairs, rng)
-            Path(args.ranking).write_text(json.dumps(ranking, indent=2))
+            write_json(args.ranking, ranking)
     tp = sum(c.truth in STALE and c.predicted in STALE for c in items)
     pred = sum(c.predicted in STALE for c in items)
     real = sum(c.truth in STALE for c in items)
@@ -420,9 +337,9 @@ def main(argv: list[str] | None = None) -> int:
           f"first check {details['first_check_ms_per_item']} ms/item; load {details['load']}")  # fmt: skip
     print(json.dumps(result))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json_out, result)
     if args.details:
-        Path(args.details).write_text(json.dumps(details, indent=2) + "\n")
+        write_json(args.details, details)
     return 0
 
 

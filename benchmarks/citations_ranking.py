@@ -67,7 +67,7 @@ def describe(text: str) -> dict[str, tuple[int, int, str, str]]:
 
 def run_ranking(work: Path, pairs: list[tuple[str, str]], rng: random.Random) -> dict:
     """Every pair of the status run is one span (old -> new commit); the counts add up."""
-    from server.service.runtime import Runtime
+    from server.service.core.runtime import Runtime
 
     env = {
         "PATTERN_HOME": str(work / "home-ranking"), "PATTERN_PROJECT_ID": "bench",
@@ -101,11 +101,11 @@ def _ratio(a: int, b: int) -> float | None:
 
 
 def _span(rt, repo: Path, old: str, new: str, rng: random.Random, totals: dict) -> dict:
-    from benchmarks.citations import git, parse_diff, truth
+    from benchmarks.citations_diff import git, parse_diff, truth
     from retrieval.cite import read_lines
-    from server.service.bulk import remember_bulk
-    from server.service.models import RecallInput
-    from server.service.recall import recall
+    from server.service.core.models import RecallInput
+    from server.service.memories.bulk import remember_bulk
+    from server.service.recalling.recall import recall
 
     who = rt.identity
     git(repo, "checkout", "-q", "-f", old)

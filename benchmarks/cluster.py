@@ -51,6 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness.report import write_json  # noqa: E402
+
 PROJECT = "bench"
 
 
@@ -295,7 +297,9 @@ def write_phase(args, url: str, work: Path, nodes: int | None = None, kill: bool
 
 # ---------------------------------------------------------------------- recall equality
 def recall_phase(args, url: str, work: Path) -> dict:
-    from benchmarks.relevance import beir_record, load_beir, make_embedder
+    from benchmarks.harness.data import load_beir
+    from benchmarks.harness.embed_cache import make_embedder
+    from benchmarks.harness.sets import beir_record
     from retrieval.engine import Engine
     from retrieval.records import RecordFilter
 
@@ -413,7 +417,7 @@ def main() -> int:
         args.writes = int(args.writes)
         return worker_main(args)
 
-    from benchmarks.pg_util import postgres
+    from benchmarks.harness.pg import postgres
 
     load = os.getloadavg()
     result: dict = {}
@@ -447,8 +451,7 @@ def main() -> int:
         if key in result:
             print(f"{key:<32}{result[key]!s:>24}")
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
+        write_json(args.json_out, result)
     ok = (
         result["lost_acknowledged"] == 0
         and result["duplicated"] == 0

@@ -108,7 +108,7 @@ def encode_single(all_texts: list[str], embedder: str) -> dict:
 
     from retrieval.engine import DEFAULT_WINDOW_WORDS, embed_views
     from retrieval.records import Record
-    from server.service.config import Settings
+    from server.service.core.config import Settings
 
     emb = Settings.from_env({**os.environ, "PATTERN_EMBEDDER": embedder}).make_embedder()
     jobs = []  # the texts a write embeds for each memory (one window, one view here)
@@ -135,7 +135,7 @@ def encode_single(all_texts: list[str], embedder: str) -> dict:
 
 def count_vectors(home: str) -> dict:
     """Vectors in Chroma for the memories (each must have one) and the outbox left over."""
-    from retrieval.vectors import VectorIndex
+    from retrieval.vector.vectors import VectorIndex
 
     db = sqlite3.connect(f"file:{home}/pattern.sqlite3?mode=ro", uri=True)
     ids = {r[0] for r in db.execute("SELECT id FROM records WHERE kind='memory'")}

@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness.report import write_json  # noqa: E402
 from server.http.auth import TokenStore  # noqa: E402
 from server.http.daemonfiles import wait_announced  # noqa: E402
 
@@ -212,7 +213,7 @@ def main() -> int:
         doc = {"version": VERSION, "scenarios": results, "passed_all": ok}
         if others:
             doc["other_scenarios"] = others
-        Path(args.json).write_text(json.dumps(doc, indent=2))
+        write_json(args.json, doc)
     return 0 if ok else 1
 
 

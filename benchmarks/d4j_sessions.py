@@ -1,7 +1,7 @@
 """Claude Code transcripts of Defects4J bugs, written from their real data
 (``benchmarks/lessons_auto.py``).
 
-Entries follow the format the session indexer reads (``ingest/transcripts.py``: one JSON object
+Entries follow the format the session indexer reads (``ingest/sessions/transcripts.py``: one JSON object
 per line, ``type`` user/assistant, ``uuid``/``parentUuid``, ``sessionId``, ``cwd``,
 ``gitBranch``, ``timestamp``, ``message.content`` a string or blocks ``text`` / ``tool_use``
 {id, name, input} / ``tool_result`` {tool_use_id, content, is_error}; a failed Bash call's

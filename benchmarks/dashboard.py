@@ -36,8 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.scale import DATA, corpus_texts, load_queries, make_records  # noqa: E402
-from retrieval.embedder import HashEmbedder  # noqa: E402
+from benchmarks.harness.corpus import DATA, corpus_texts, load_queries, make_records  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from retrieval.embedding.embedder import HashEmbedder  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Kind, Record, RecordFilter, Scope, utcnow  # noqa: E402
 
@@ -54,11 +55,11 @@ def fill_extras(home: Path) -> dict:
     """Graph, lessons, sessions, proposals and an ingested folder for agent-00 / proj-alpha."""
     from graph.lesson_models import LessonInput
     from graph.models import EntityInput, Relation
-    from server.service import review
-    from server.service.identity import Identity
-    from server.service.models import MemoryInput
-    from server.service.runtime import Runtime
-    from server.service.workspace import ingest_workspace
+    from server.service.browsing import review
+    from server.service.core.identity import Identity
+    from server.service.core.models import MemoryInput
+    from server.service.core.runtime import Runtime
+    from server.service.transfers.workspace import ingest_workspace
 
     rt = Runtime.start(env(home), ROOT, background=False)
     who = Identity(project_id=PROJECT, agent_id=AGENT)
@@ -151,10 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     from starlette.testclient import TestClient
 
     from server.http.auth import TokenStore, make_authenticator
-    from server.service import browse
-    from server.service.models import RecallInput
-    from server.service.recall import recall
-    from server.service.runtime import Runtime
+    from server.service.browsing import browse
+    from server.service.core.models import RecallInput
+    from server.service.core.runtime import Runtime
+    from server.service.recalling.recall import recall
     from server.ui import Dashboard
     from server.ui.logins import sign_login
 
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:50} p50 {v['p50_ms']:6.1f}  p95 {v['p95_ms']:6.1f}")
     print(f"max p95 {worst:.1f} ms: {'all pages within' if worst <= TARGET_MS else 'OVER'} 200 ms")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_json(args.json, results)
     client.close()
     ui.close()
     rt.close()

@@ -3,7 +3,7 @@
     python benchmarks/hnsw_build.py [--size 140000] [--ef 200,100] [--step 20000] [--json OUT]
 
 For each ``ef_construction``: a new Chroma collection in a temp folder, with the settings of
-``retrieval/vectors.py`` (``HNSW``) but that one, filled with random unit 384-d vectors in
+``retrieval/vector/vectors.py`` (``HNSW``) but that one, filled with random unit 384-d vectors in
 upserts of 1000 (the vector writer's batch), each carrying a ``record_id`` metadata value as
 ours do. Reported: inserts per second over each ``--step`` vectors. Random vectors measure the
 insert cost, not the graph's quality; the ranking under each setting is measured by
@@ -13,7 +13,6 @@ insert cost, not the graph's quality; the ranking under each setting is measured
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import tempfile
@@ -22,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.vectors import HNSW
+from benchmarks.harness.report import write_json
+from retrieval.vector.vectors import HNSW
 
 BATCH = 1000
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         result["rates"][str(ef)] = rates
         print(f"ef_construction {ef:>4}: " + "  ".join(f"{n // 1000}k {r:.0f}/s" for n, r in rates))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        write_json(args.json, result)
     return 0
 
 

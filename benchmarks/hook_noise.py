@@ -43,8 +43,16 @@ sys.path.insert(0, str(ROOT))  # first: benchmarks/ingest.py must not shadow the
 
 from benchmarks import longmemeval as lme  # noqa: E402
 from benchmarks import sessions_bench as sb  # noqa: E402
+from benchmarks.harness.data import (  # noqa: E402
+    evidence_ids,
+    load_longmemeval,
+    locomo_date,
+    locomo_sessions,
+)
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
 from retrieval.records import Record  # noqa: E402
-from server.service import hook_context as ar  # noqa: E402
+from server.service.prompting import hook_context as ar  # noqa: E402
 
 THRESHOLDS = sb.THRESHOLDS  # 0.02 … 1.00, step 0.02
 CHECK_THRESHOLDS = (0.10, 0.30, 0.50, 0.70, 0.90)
@@ -197,7 +205,7 @@ def locomo_questions(data: list[dict], helpers, limit: int) -> list[dict]:
 def run(args, data: list[dict], embedder, helpers) -> dict:
     """Index both sets into one store, ask every question, return the curves (and print them)."""
     t_start = time.perf_counter()
-    lme_qs, sessions = lme.load(Path(args.longmemeval), args.limit)
+    lme_qs, sessions = load_longmemeval(Path(args.longmemeval), args.limit)
     lo_qs = locomo_questions(data, helpers, args.locomo_limit)
     print(f"locomo: {len(data)} conversations, {len(lo_qs)} answerable questions; longmemeval: "
           f"{len(lme_qs)} questions, {len(sessions)} sessions", flush=True)  # fmt: skip
@@ -323,11 +331,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def execute(args, harness) -> int:
     """Load ``--locomo``, run ``harness(args, data, embedder, helpers)``, write ``--json``."""
-    from benchmarks import relevance as rel
-
     data = json.loads(Path(args.locomo).read_text(encoding="utf-8"))
-    helpers = (rel.locomo_sessions, rel.locomo_date, rel.evidence_ids)
-    rel.write_json(args.json, harness(args, data, rel.make_embedder(not args.no_cache), helpers))
+    helpers = (locomo_sessions, locomo_date, evidence_ids)
+    write_json(args.json, harness(args, data, make_embedder(not args.no_cache), helpers))
     return 0
 
 

@@ -22,7 +22,7 @@ hook's order with the gate's relevance); the default threshold, item limit and b
 applied offline with the hook's packing. ``--check N`` asks ``select_for_prompt`` itself with
 the default configuration for the first N questions of each kind and size and counts the
 selections that differ from the offline ones (must be 0). ``--dump`` pickles every asked
-question with its candidates (``benchmarks/gate_fit.py`` fits the gate on them).
+question with its candidates (``benchmarks/lab/gate_fit.py`` fits the gate on them).
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ sys.path.insert(0, str(ROOT))  # first: benchmarks/ingest.py must not shadow the
 from benchmarks import hook_noise as hn  # noqa: E402
 from benchmarks import longmemeval as lme  # noqa: E402
 from benchmarks import sessions_bench as sb  # noqa: E402
+from benchmarks.harness.data import load_longmemeval  # noqa: E402
 from retrieval.records import Kind, Record, Scope  # noqa: E402
-from server.service import hook_context as ar  # noqa: E402
-from server.service.identity import Identity  # noqa: E402
+from server.service.core.identity import Identity  # noqa: E402
+from server.service.prompting import hook_context as ar  # noqa: E402
 
 SETS = hn.SETS
 METRICS = ("evidence", "first3", "evidence_text", "off_topic_silent")
@@ -228,7 +229,7 @@ def check(svc, asked: dict, n: int, config: ar.HookConfig) -> dict:
 def run(args, data, embedder, helpers) -> dict:
     t_start = time.perf_counter()
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    lme_qs, sessions = lme.load(Path(args.longmemeval), args.limit)
+    lme_qs, sessions = load_longmemeval(Path(args.longmemeval), args.limit)
     lo_qs = hn.locomo_questions(data, helpers, args.locomo_limit)
     print(f"locomo: {len(lo_qs)} answerable questions; longmemeval: {len(lme_qs)}", flush=True)
     config = ar.HookConfig()

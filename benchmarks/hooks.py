@@ -55,8 +55,11 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import hook_payloads, scale  # noqa: E402
-from benchmarks.relevance import locomo_sessions, make_embedder, turn_text  # noqa: E402
+from benchmarks import hook_payloads  # noqa: E402
+from benchmarks.harness import corpus as scale  # noqa: E402
+from benchmarks.harness.data import locomo_sessions  # noqa: E402
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from ingest.sessions.turns import turn_text  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Record, Scope  # noqa: E402
 from server.hooks.clients import CLIENTS  # noqa: E402

@@ -8,11 +8,11 @@ Each source is generated in its own on-disk format from the layout of its fixtur
 fixtures with the rows added; mem0 a ``get_all`` JSON; basic-memory a folder of notes, each an
 entity with three observations, two relations and a text; memory.jsonl entities and relations;
 Claude Code an auto-memory folder of topic files), with distinct synthetic sentences. Each is
-imported into a fresh store by :func:`server.service.import_write.import_source` (read, the
+imported into a fresh store by :func:`server.service.transfers.import_write.import_source` (read, the
 write policy, embedding, SQLite, the vector index), the embedding model loaded and warmed up
 once before (loading it is not importing). ``items/s`` counts the source's items, ``records/s``
 the records written (a basic-memory note's observations are records too). The baseline is
-:func:`server.service.transfer.import_memories` of a ``pattern-memory export`` file of as many
+:func:`server.service.transfers.transfer.import_memories` of a ``pattern-memory export`` file of as many
 memories, in the same conditions.
 """
 
@@ -34,12 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py is not the package)
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness.report import write_json  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
-from server.service.graph_services import graph_services  # noqa: E402
-from server.service.identity import Identity  # noqa: E402
-from server.service.import_write import import_source  # noqa: E402
-from server.service.memory import MemoryService  # noqa: E402
-from server.service.transfer import import_memories  # noqa: E402
+from server.service.core.identity import Identity  # noqa: E402
+from server.service.graphs.graph_services import graph_services  # noqa: E402
+from server.service.memories.memory import MemoryService  # noqa: E402
+from server.service.transfers.import_write import import_source  # noqa: E402
+from server.service.transfers.transfer import import_memories  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "data" / "import"
 WHO = Identity(project_id="bench", agent_id="bench-agent")
@@ -217,11 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if args.embedder == "hash":
-        from retrieval.embedder import HashEmbedder
+        from retrieval.embedding.embedder import HashEmbedder
 
         embedder = HashEmbedder()
     else:
-        from retrieval.embedder import SentenceTransformerEmbedder
+        from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder().load()
         embedder.embed_documents(["warm up the model"] * 8)
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in out["sources"].values():
             r["vs_import"] = round(r["items_per_s"] / base["items_per_s"], 2)
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, out)
     return 0
 
 

@@ -4,7 +4,7 @@
 
 1. a fresh store in a temporary folder, the real embedding model loaded and warmed up first
    (model load is not ingestion);
-2. first run: every PATH ingested with :class:`ingest.pipeline.Ingestor` (walk, read, hash,
+2. first run: every PATH ingested with :class:`ingest.workspace.pipeline.Ingestor` (walk, read, hash,
    chunk, embed, SQLite, Chroma, artifacts) -> files/s and chunks/s;
 3. second run on the unchanged tree -> ``rerun_seconds`` (target ≤ 1 % of the first);
 4. raw encode rate: ``embedder.embed_documents`` on the texts the pipeline embedded (every
@@ -20,7 +20,6 @@ files_per_s, chunks_per_s, encode_rate, ratio, rerun_seconds (plus timings and l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -32,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ingest.pipeline import IngestOptions, Ingestor  # noqa: E402
-from ingest.walker import Walker  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from ingest.workspace.pipeline import IngestOptions, Ingestor  # noqa: E402
+from ingest.workspace.walker import Walker  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-files", type=int)
     ap.add_argument("--embed-batch", type=int, default=IngestOptions.embed_batch)
     args = ap.parse_args(argv)
-    from retrieval.embedder import SentenceTransformerEmbedder
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
     paths = [Path(p).resolve() for p in args.paths]
     work = Path(tempfile.mkdtemp(prefix="pm-bench-ingest-"))
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"stage seconds: {timings}  load average {out['loadavg']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_json(args.json, out)
     return 0
 
 

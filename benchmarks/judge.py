@@ -1,7 +1,7 @@
 """The injection scan as the write policy applies it, for the poisoning benchmark: the rules
-on a record's content and context, then the linear model (:mod:`server.service.trust.injection_model`)
+on a record's content and context, then the linear model (:mod:`server.service.trust.injection_scan.injection_model`)
 over the embeddings of what they pass, with the embeddings cached on disk
-(:mod:`benchmarks.embed_cache`); the model's write-time cost; and the split of the benign texts,
+(:mod:`benchmarks.harness.embed_cache`); the model's write-time cost; and the split of the benign texts,
 by group, between fitting the model, setting its threshold and reporting its rate."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import time
 
-from benchmarks.embed_cache import CachingEmbedder
-from server.service.trust import injection, injection_model
+from benchmarks.harness.embed_cache import CachingEmbedder
+from server.service.trust.injection_scan import injection, injection_model
 from server.service.trust.policy import _readings
 
 SPLITS = ("fit", "tune", "report")
@@ -69,7 +69,7 @@ class Judge:
         self.det = injection_model.default() if model else None
         self.emb = None
         if self.det is not None:
-            from retrieval.embedder import SentenceTransformerEmbedder
+            from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
             self.emb = CachingEmbedder(SentenceTransformerEmbedder())
         self.cpu = 0.0  # CPU seconds in the rules
@@ -120,7 +120,7 @@ class Judge:
 def model_latency(texts: list[str], n: int = 200) -> dict:
     """Wall time the model adds to a write: embedding a text's windows (uncached, one thread,
     the embedder already loaded) and scoring them, over ``n`` texts."""
-    from retrieval.embedder import SentenceTransformerEmbedder
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
     det = injection_model.default()
     if det is None:

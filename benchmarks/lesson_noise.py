@@ -17,12 +17,12 @@ from pathlib import Path
 
 from graph.entities import GraphService
 from graph.lessons import LessonService
-from ingest.signatures import error_text
+from ingest.learning.signatures import error_text
 from retrieval.engine import Engine
 from retrieval.records import Kind, RecordFilter
-from server.service import failure_lessons as fl
-from server.service import hook_context as ar
-from server.service.memory import MemoryService
+from server.service.learning import failure_lessons as fl
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
 
 THRESHOLDS = [round(0.30 + 0.05 * i, 2) for i in range(19)]
 

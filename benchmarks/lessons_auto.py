@@ -62,7 +62,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import d4j_sessions as d4j  # noqa: E402
 from benchmarks import lesson_controls as lc  # noqa: E402
-from benchmarks.relevance import error_pattern, make_embedder, write_json  # noqa: E402
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from benchmarks.relevance import error_pattern  # noqa: E402
 
 CWD = "/defects4j"
 CONTROLS = ("never", "other", "reads")
@@ -145,8 +147,8 @@ def learned_lessons(svc, who) -> dict[str, dict]:
 def detected(paths: list[Path]) -> list[str]:
     """The sessions in which the episode detector finds an episode (read on its own, without
     the store: what there was to learn)."""
-    from ingest.episode_events import FeedProgress, read_events
-    from ingest.episodes import SessionEpisodes, feed, finish
+    from ingest.learning.episode_events import FeedProgress, read_events
+    from ingest.learning.episodes import SessionEpisodes, feed, finish
 
     out = []
     for path in paths:
@@ -168,11 +170,11 @@ def recall_rows(ranked: list[str], relevant: set[str]) -> dict:
 def run(args, embedder=None) -> dict:
     """The replay (module docstring); ``embedder``: the real model unless given (tests)."""
     from retrieval.engine import Engine
-    from server.service.graph_services import graph_services
-    from server.service.hook_context import HookConfig
-    from server.service.hook_events import HookRequest, HookService
-    from server.service.identity import Identity, identity_fields
-    from server.service.memory import MemoryService
+    from server.service.core.identity import Identity, identity_fields
+    from server.service.graphs.graph_services import graph_services
+    from server.service.memories.memory import MemoryService
+    from server.service.prompting.hook_context import HookConfig
+    from server.service.prompting.hook_events import HookRequest, HookService
 
     bugs = load(args.file, args.projects.split(",") if args.projects else None)
     qs = queries(bugs)
@@ -240,7 +242,7 @@ def latency(n: int, bugs: list[dict], qs, who, embedder, tmp: Path) -> dict:
     """The hooks timed over the replay's store (``benchmarks/lessons_latency.py``)."""
     from benchmarks import lessons_latency as lat
     from retrieval.engine import Engine
-    from server.service.memory import MemoryService
+    from server.service.memories.memory import MemoryService
 
     by_id = {bug_id(b): b for b in bugs}
     picked = random.Random(3).sample(qs, min(n + 50, len(qs)))
@@ -258,7 +260,7 @@ def latency(n: int, bugs: list[dict], qs, who, embedder, tmp: Path) -> dict:
 def ask(svc, gs, hooks, who, qs, relevant, learned, bugs, HookRequest, HookConfig) -> dict:  # noqa: N803
     patched = {bug_id(b): {Path(h.path).name for h in d4j.hunks(b.get("src_patch") or "")}
                for b in bugs}  # fmt: skip
-    from server.service import failure_lessons as fl
+    from server.service.learning import failure_lessons as fl
 
     rows, named, injected, gate = [], [], [], []
     for i, (bug, test, trace) in enumerate(qs):
@@ -299,7 +301,7 @@ def judged_relevant(svc, who, fl, output: str, command: str, rel: set[str]) -> d
     failure's query (``hook_context.lesson_scores`` of ``failure_lessons.query_text``, the
     hook's one search) returns it, and whether its relevance clears the threshold."""
     from retrieval.records import Kind, RecordFilter
-    from server.service.hook_context import lesson_scores
+    from server.service.prompting.hook_context import lesson_scores
 
     if not rel:
         return None

@@ -34,6 +34,7 @@ import psutil
 
 from benchmarks import d4j_sessions as d4j
 from benchmarks.hooks import child_cpu_ms, pct, start_daemon, wait_model
+from benchmarks.hooks import daemon_cpu_ms as tree_cpu_ms
 from server.hooks.hookclient import http_post
 from server.hooks.install import CLIENT
 from server.http.daemon import read_info
@@ -53,19 +54,10 @@ def hook_once(home: Path, who, event: str, payload: dict) -> tuple[float, str, f
 def daemon_cpu_ms(pid: int) -> float:
     """Processor ms used so far by the daemon and the processes under it (the vector index's
     spawner and child)."""
-    total = 0.0
     try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
+        return tree_cpu_ms(psutil.Process(pid))
+    except psutil.Error:  # the daemon is gone
         return float("nan")
-    for p in procs:
-        try:
-            t = p.cpu_times()
-        except psutil.Error:  # a child that exited meanwhile
-            continue
-        total += 1000 * (t.user + t.system)
-    return total
 
 
 def settled(pid: int, timeout: float = 120.0) -> float:

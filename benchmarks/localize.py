@@ -7,7 +7,7 @@
 swebench_lite_sympy`` does. The instances are taken in order of their number (the repository's
 history order), and one workspace folder is moved from snapshot to snapshot: the files of an
 instance's ``base_commit`` are written (changed ones rewritten, vanished ones deleted) and the
-folder is ingested with the real pipeline (``ingest.pipeline.Ingestor``: the walker, the
+folder is ingested with the real pipeline (``ingest.workspace.pipeline.Ingestor``: the walker, the
 chunkers, incremental by content hash), exactly as ``pattern-memory ingest`` keeps a workspace
 up to date. Then the issue text is asked and the answer is ranked *files*
 (``Engine.search_files``, the ranking ``recall`` uses over a workspace).
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import baselines as bl
-from ingest.pipeline import Ingestor
-from ingest.walker import DEFAULT_MAX_FILE_KB
+from benchmarks.harness import baselines as bl
+from ingest.workspace.pipeline import Ingestor
+from ingest.workspace.walker import DEFAULT_MAX_FILE_KB
 from retrieval.engine import Engine
-from retrieval.grouping import is_test_path
+from retrieval.ranking.grouping import is_test_path
 from retrieval.records import Kind, RecordFilter
 
 PROJECT, AGENT = "localize", "bench-agent"

@@ -7,12 +7,12 @@ Abstention questions (ids ending ``_abs``) are skipped. Each question's haystack
 transcript in the generic JSONL format (``{"session", "role", "content", "timestamp", "cwd"}``
 per line, the sessions in haystack order at their dates), exactly as a user's own transcripts
 would arrive, with ``cwd`` ``/longmemeval/<question id>``: the indexer puts it in a project of
-its own (``server/service/sessions.py``: exchanges of at most 500 words). The question is then
+its own (``server/service/indexing/sessions.py``: exchanges of at most 500 words). The question is then
 asked of that project (``Engine.search``, the ranker ``recall`` and the hooks use).
 
 - turn level: a returned unit counts when it holds an answer turn (``answer_turns``);
   ``turn_recall_any@k``: one among the first k units.
-- session level: the units grouped by session (``retrieval.grouping``, as files group chunks);
+- session level: the units grouped by session (``retrieval.ranking.grouping``, as files group chunks);
   ``session_recall_any@k``: an answer session among the first k sessions; ``ndcg@10`` over the
   sessions.
 
@@ -23,57 +23,32 @@ session), ``bm25_stdlib_turns`` (over each turn; a session scores by its best tu
 
 from __future__ import annotations
 
-import gzip
 import json
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks import baselines as bl
-from benchmarks import time_metrics as tm
-from benchmarks.metrics import ndcg_at_k
-from benchmarks.relevance import ranking_as
-from retrieval import grouping
+from benchmarks.harness import baselines as bl
+from benchmarks.harness import time_metrics as tm
+from benchmarks.harness.data import load_longmemeval, session_date
+from benchmarks.harness.metrics import ndcg_at_k
+from benchmarks.harness.ranking import ranking_as
 from retrieval.engine import Engine
+from retrieval.ranking import grouping
 from retrieval.records import Kind, RecordFilter
-from server.service.identity import Identity, identity_fields
-from server.service.memory import MemoryService
-from server.service.sessions import SessionIndexer
+from server.service.core.identity import Identity, identity_fields
+from server.service.indexing.sessions import SessionIndexer
+from server.service.memories.memory import MemoryService
 
 KS = (5, 10)
 DEPTH = 50  # units asked for (enough for 10 sessions)
 BASELINE_WORDS = 128
 METRICS = [f"session_recall_any@{k}" for k in KS] + [f"turn_recall_any@{k}" for k in KS]
 METRICS += ["ndcg@10", "recall_all@10", "newest_first"]
-
-
-def load(
-    folder: Path, limit: int = 0, types: Sequence[str] = ()
-) -> tuple[list[dict], dict[str, list[dict]]]:
-    qs = [json.loads(line) for line in open(folder / "questions.jsonl", encoding="utf-8")]
-    qs = [q for q in qs if not q["question_id"].endswith("_abs") and q["answer_session_ids"]]
-    if types:
-        qs = [q for q in qs if q["question_type"] in types]
-    if limit:
-        qs = qs[:limit]
-    need = {s for q in qs for s in q["haystack_session_ids"]}
-    sessions = {}
-    with gzip.open(folder / "sessions.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh:
-            s = json.loads(line)
-            if s["session_id"] in need:
-                sessions[s["session_id"]] = s["turns"]
-    return qs, sessions
-
-
-def session_date(text: str) -> datetime:
-    """'2023/05/20 (Sat) 07:47' -> datetime (UTC)."""
-    day, _, clock = text.partition(") ")
-    return datetime.strptime(f"{day.split(' (')[0]} {clock}", "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
 
 
 def positions(turns: list[dict]) -> dict[int, int]:
@@ -160,7 +135,7 @@ def baseline_rows(q: dict, sessions: dict, embedder, answers) -> dict[str, dict]
 
 
 def run(args, embedder, rankers: list[str]) -> dict:
-    qs, sessions = load(Path(args.dir), args.limit, getattr(args, "types", None) or ())
+    qs, sessions = load_longmemeval(Path(args.dir), args.limit, getattr(args, "types", None) or ())
     print(f"longmemeval: {len(qs)} questions, {len(sessions)} sessions", flush=True)
     rows: dict[str, list[dict]] = {}
     t_start = time.perf_counter()

@@ -13,7 +13,7 @@ count (x 100k); the fixed parts (the model, the interpreter and libraries) are r
   persisted, the rest wait in its log, ``chroma.sqlite3``); ``vector_process_rss``: the
   vector index's process after one query per collection (every collection loaded), minus the
   same process with only its smallest collection loaded;
-- ``postings``: the in-memory bm25 postings (:mod:`retrieval.postings`): their arrays' bytes,
+- ``postings``: the in-memory bm25 postings (:mod:`retrieval.fulltext.postings`): their arrays' bytes,
   the growth of this process's heap and mapped file pages when they are built from FTS5 and
   when a second index loads them from the saved file, and the file's size;
 - ``sqlite``: the store's file by part (``dbstat``): records and their indexes, the FTS5 index,
@@ -37,13 +37,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from retrieval.lexical import LexicalIndex  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from retrieval.fulltext.lexical import LexicalIndex  # noqa: E402
 from retrieval.records import RecordFilter  # noqa: E402
-from retrieval.store import SQLiteStore  # noqa: E402
+from retrieval.storage.store import SQLiteStore  # noqa: E402
 
 MB = 2**20
 DIM = 384
-HNSW_M = 16  # Chroma's default max_neighbors (retrieval/vectors.py does not change it)
+HNSW_M = 16  # Chroma's default max_neighbors (retrieval/vector/vectors.py does not change it)
 
 
 def sqlite_parts(db: Path) -> dict[str, float]:
@@ -193,7 +194,7 @@ def main() -> int:
                                                       "PATTERN_BM25_MEMORY_MIN")}  # fmt: skip
     print(json.dumps(out, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
+        write_json(args.json, out)
     return 0
 
 

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cluster import ROOT, daemon_pid, env_for, start_daemon, stop_daemon
+from benchmarks.harness.report import write_json
 
 MEMORIES = 5
 ENTITIES = 5
@@ -280,7 +281,7 @@ def main(argv: list[str]) -> int:
     if args.worker:
         return worker_main(args)
     if args.store_url:
-        from benchmarks.pg_util import postgres
+        from benchmarks.harness.pg import postgres
 
         with postgres(args.store_url) as fresh:
             result = run(args, fresh("pm_merge_race"), args.nodes)
@@ -291,6 +292,6 @@ def main(argv: list[str]) -> int:
     for key in keys:
         print(f"{key:<16}{result[key]!s:>24}")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
+        write_json(args.json_out, result)
     ok = result["lost"] == 0 and result["conflict_rate"] <= 0.10 and result["nodes_equal"]
     return 0 if ok and not result["errors"] else 1

@@ -5,10 +5,10 @@ catches attacks.
                                    [--tensortrust DIR] [--jailbreaks DIR] [--model on|off]
                                    [--json OUT] [--show N]
 
-A text is flagged as the write policy flags it: by the rules (:mod:`server.service.trust.injection`)
+A text is flagged as the write policy flags it: by the rules (:mod:`server.service.trust.injection_scan.injection`)
 or, for a text they pass, by the linear model over its embedding
-(:mod:`server.service.trust.injection_model`; ``--model off``: the rules alone). The embeddings come
-from the packaged all-MiniLM-L6-v2 through ``benchmarks/embed_cache.py`` (cached in
+(:mod:`server.service.trust.injection_scan.injection_model`; ``--model off``: the rules alone). The embeddings come
+from the packaged all-MiniLM-L6-v2 through ``benchmarks/harness/embed_cache.py`` (cached in
 ``.bench-cache/``).
 
 Benign corpora (every text is scanned as the write policy scans a record: its content, and its
@@ -81,6 +81,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):  # before benchmarks/ (its ingest.py would shadow the package)
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness.report import write_json  # noqa: E402
 from benchmarks.judge import SPLITS, Judge, family, model_latency, split_of  # noqa: E402
 from benchmarks.poisoning_fields import (  # noqa: E402
     TRANSCRIPTS,
@@ -90,10 +91,11 @@ from benchmarks.poisoning_fields import (  # noqa: E402
 )
 from benchmarks.poisoning_fields import measure as measure_fields  # noqa: E402
 from benchmarks.public_attacks import load  # noqa: E402
-from ingest.chunkers import chunk_text  # noqa: E402
-from ingest.pipeline import IngestOptions  # noqa: E402
-from ingest.walker import Walker, decode_text  # noqa: E402
-from server.service.trust import injection, secrets  # noqa: E402
+from ingest.workspace.chunkers import chunk_text  # noqa: E402
+from ingest.workspace.pipeline import IngestOptions  # noqa: E402
+from ingest.workspace.walker import Walker, decode_text  # noqa: E402
+from server.service.trust.injection_scan import injection  # noqa: E402
+from server.service.trust.secret_scan import secrets  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "data" / "poisoning_cases.json"
 # the adversarial set itself and the tests that hold attack strings
@@ -108,12 +110,12 @@ EXCLUDE = frozenset(
         "tests/test_injection_escape.py",
         "tests/test_injection_model.py",
         "scripts/fit_injection_model.py",  # its probe texts
-        "server/service/trust/injection.py",
-        "server/service/trust/injection_rules.py",  # the rule tables
-        "server/service/trust/injection_intent.py",
-        "server/service/trust/injection_escape.py",
-        "server/service/trust/injection_addressed.py",
-        "server/service/trust/injection_markup.py",
+        "server/service/trust/injection_scan/injection.py",
+        "server/service/trust/injection_scan/injection_rules.py",  # the rule tables
+        "server/service/trust/injection_scan/injection_intent.py",
+        "server/service/trust/injection_scan/injection_escape.py",
+        "server/service/trust/injection_scan/injection_addressed.py",
+        "server/service/trust/injection_scan/injection_markup.py",
         "tests/scan_corpus.py",  # attacks placed, stretched and re-cased
         "tests/test_injection_evasion.py",
     }
@@ -191,7 +193,7 @@ def chat(sessions: list[dict]) -> Iterator[Text]:
 def claude_code(folder: Path = TRANSCRIPTS) -> Iterator[Text]:
     """The prompts and replies of the real Claude Code transcripts in ``folder`` (``*.jsonl``),
     as the transcript reader gives them (tool calls and results left out)."""
-    from ingest.transcripts import read_turns
+    from ingest.sessions.transcripts import read_turns
 
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         turns = read_turns(path, flush=True, final=True).turns
@@ -541,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  case {m['case']} ({m['kind']}, {m['split']}, {m['score']}): {text[:100]!r}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        write_json(args.json, result, ensure_ascii=False)
     return 0
 
 

@@ -6,7 +6,7 @@ of them can mark a record suspicious, and a suspicious record is never injected.
 measured by ``benchmarks/poisoning.py``'s corpora; here each other field, from real sources:
 
 - ``exchange context``, ``exchange metadata`` and ``exchange content``: the records the session
-  indexer stores (``server/service/sessions.py``, the real indexer into a temporary store) from
+  indexer stores (``server/service/indexing/sessions.py``, the real indexer into a temporary store) from
   LongMemEval_S sessions (the generic JSONL, their real dates), LoCoMo dev conversations
   (Claude Code transcripts with their real dates) and the real Claude Code transcripts under
   ``tests/data/transcripts`` (their context is the exchange's timestamp, with the prompt for a
@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from ingest.chunkers import chunk_text
-from ingest.pipeline import IngestOptions
+from ingest.workspace.chunkers import chunk_text
+from ingest.workspace.pipeline import IngestOptions
 
 Field = dict[str, list[tuple[str, str]]]  # field -> [(id, text)]
 FIELDS = ("exchange context", "exchange metadata", "exchange content", "chunk context", "title",
@@ -61,14 +61,14 @@ def exchanges(data: Path, transcripts: Path = TRANSCRIPTS, sessions: list[dict] 
     :data:`LME_SESSIONS` of the questions' haystacks), ``conversations``: the LoCoMo sample ids
     (default: all)."""
     from benchmarks import longmemeval as lme
-    from benchmarks import relevance as rel
     from benchmarks import sessions_bench as sb
-    from retrieval.embedder import HashEmbedder
+    from benchmarks.harness.data import locomo_date, locomo_sessions
+    from retrieval.embedding.embedder import HashEmbedder
     from retrieval.engine import Engine
     from retrieval.records import Kind, RecordFilter
-    from server.service.identity import Identity
-    from server.service.memory import MemoryService
-    from server.service.sessions import SessionIndexer
+    from server.service.core.identity import Identity
+    from server.service.indexing.sessions import SessionIndexer
+    from server.service.memories.memory import MemoryService
 
     out: Field = {"exchange context": [], "exchange metadata": [], "exchange content": []}
     with tempfile.TemporaryDirectory(prefix="pm-fields-") as tmp:
@@ -89,7 +89,7 @@ def exchanges(data: Path, transcripts: Path = TRANSCRIPTS, sessions: list[dict] 
                 if conversations is not None and sample["sample_id"] not in conversations:
                     continue
                 sid = sample["sample_id"]
-                sb.transcripts(sample, folder / "locomo", rel.locomo_sessions, rel.locomo_date)
+                sb.transcripts(sample, folder / "locomo", locomo_sessions, locomo_date)
                 whos.append(("locomo", sb.who_of(sid)))
                 for path in sorted((folder / "locomo" / sid).glob("*.jsonl")):
                     indexer.index_file(whos[-1][1], path, flush=True, final=True)
@@ -116,9 +116,9 @@ def _lme_haystack(folder: Path, n_sessions: int, wanted: set[str] | None = None)
     """LongMemEval_S questions whose haystacks hold the first ``n_sessions`` distinct sessions
     (``wanted``: all of these sessions instead), each question's haystack cut to the sessions
     not taken yet (each session indexed once, with its date in that haystack)."""
-    from benchmarks import longmemeval as lme
+    from benchmarks.harness.data import load_longmemeval
 
-    qs, sessions = lme.load(folder, 0)
+    qs, sessions = load_longmemeval(folder, 0)
     limit = n_sessions if wanted is None else len(wanted)
     taken: set[str] = set()
     out = []
@@ -148,7 +148,7 @@ def repository_files(data: Path, repo: Path) -> Iterator[tuple[str, str]]:
                 blob = json.loads(line)
                 if blob["sha"] in want:
                     yield f"sympy/{want[blob['sha']]}", blob["text"]
-    from ingest.walker import Walker, decode_text
+    from ingest.workspace.walker import Walker, decode_text
 
     opts = IngestOptions()
     for cand in Walker(repo, max_file_bytes=opts.max_file_bytes).walk().files:

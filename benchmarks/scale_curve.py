@@ -47,7 +47,7 @@ from pathlib import Path
 
 import anyio
 
-from benchmarks.scale import (
+from benchmarks.harness.corpus import (
     _SENT,
     CATEGORIES,
     N_AGENTS,
@@ -55,11 +55,11 @@ from benchmarks.scale import (
     agent_name,
     agent_project,
     load_queries,
-    pct,
     visible_buckets,
 )
+from benchmarks.harness.report import pct
 from benchmarks.startup import SameIdHash, proc_memory, server_command, stop_daemon
-from retrieval.embedder import SentenceTransformerEmbedder
+from retrieval.embedding.embedder import SentenceTransformerEmbedder
 from retrieval.engine import Engine
 from retrieval.records import RecordFilter
 
@@ -111,7 +111,7 @@ def curve_item(i: int, sents: list[str]) -> tuple[int, dict]:
 
 def lift_limits() -> None:
     """No per-agent, per-category or per-project limit in this process (one store, 1M records)."""
-    from server.service import scopes
+    from server.service.core import scopes
 
     scopes.MAX_PER_AGENT = scopes.MAX_SHARED_PER_PROJECT = 10**12
     scopes.MAX_PER_CATEGORY = dict.fromkeys(scopes.MAX_PER_CATEGORY, 10**12)
@@ -119,9 +119,9 @@ def lift_limits() -> None:
 
 def fill_to(home: Path, start: int, stop: int, sents: list[str]) -> dict:
     """Records ``start..stop-1`` through ``remember_bulk``; the write rate of the increment."""
-    from server.service.bulk import remember_bulk
-    from server.service.identity import Identity
-    from server.service.memory import MemoryService
+    from server.service.core.identity import Identity
+    from server.service.memories.bulk import remember_bulk
+    from server.service.memories.memory import MemoryService
     from server.service.trust.policy import WritePolicy
 
     lift_limits()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import subprocess
 import sys
 import tempfile
@@ -78,7 +77,7 @@ def load_old(commit: str) -> tuple[object, object]:
         return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout  # fmt: skip
 
-    (pkg / "errors.py").write_text(show("server/service/errors.py"))
+    (pkg / "errors.py").write_text(show("server/service/core/errors.py"))
     for name in OLD_MODULES:
         (pkg / "trust" / f"{name}.py").write_text(show(f"server/service/trust/{name}.py"))
     sys.path.insert(0, str(folder))
@@ -108,7 +107,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
-    from server.service.trust import injection, secrets
+    from server.service.trust.injection_scan import injection
+    from server.service.trust.secret_scan import secrets
 
     sizes = [int(s) for s in args.sizes.split(",")]
     old = load_old(args.old) if args.old else None
@@ -132,8 +132,9 @@ def main() -> int:
               + f"{wall[str(sizes[-1])]:>12.1f}" + old_cell, flush=True)  # fmt: skip
     print("CPU ms per 100 KB (best of runs; wall: the time that passed); target 20")
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
+        from benchmarks.harness.report import write_json
+
+        write_json(args.json_out, result)
     return 0
 
 

@@ -6,7 +6,7 @@
    (``speaker_a`` speaks as the user, ``speaker_b`` as the assistant; a message's text is
    ``Name: text``, as a chat bridge writes it, and a shared image its caption in brackets), in a
    project of its own (``cwd`` ``/locomo/<sample>``).
-2. The session indexer (``server/service/sessions.py``) indexes them into a fresh store: one
+2. The session indexer (``server/service/indexing/sessions.py``) indexes them into a fresh store: one
    record per exchange (a ``speaker_a`` message with the ``speaker_b`` replies until the next
    one), holding the LoCoMo turns of its turn range (``metadata.turn`` to ``last_turn``).
 3. Every question with evidence is asked through ``hook_context.select_for_prompt`` (the hook's
@@ -38,14 +38,14 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
-from ingest import exchanges
+from ingest.sessions import exchanges
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, RecordFilter
-from server.service import hook_context as ar
-from server.service.identity import Identity, identity_fields
-from server.service.memory import MemoryService
-from server.service.session_records import unit_records
-from server.service.sessions import SessionIndexer
+from server.service.core.identity import Identity, identity_fields
+from server.service.indexing.session_records import unit_records
+from server.service.indexing.sessions import SessionIndexer
+from server.service.memories.memory import MemoryService
+from server.service.prompting import hook_context as ar
 
 DEFAULT_WRAPPERS = Path(__file__).resolve().parent / "data" / "long_prompts.json"
 THRESHOLDS = [round(0.02 * i, 2) for i in range(1, 51)]  # the gate's relevance: 0.02 … 1.00

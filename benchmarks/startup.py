@@ -58,7 +58,7 @@ from mcp import Client, StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.scale import (  # noqa: E402
+from benchmarks.harness.corpus import (  # noqa: E402
     DATA,
     agent_name,
     agent_project,
@@ -66,7 +66,7 @@ from benchmarks.scale import (  # noqa: E402
     load_queries,
     make_records,
 )
-from retrieval.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
+from retrieval.embedding.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
 
 HANDSHAKE_TARGET_S = 0.25
 READY_TARGET_S = 2.0
@@ -216,35 +216,35 @@ PARTS = {
     "python (bare)": "pass",
     "import numpy": "import numpy",
     "import tokenizers + tokenizer.json": (
-        "from retrieval.tokenizer import ModelTokenizer\n"
-        "from retrieval.embedder import default_model_path\n"
+        "from retrieval.embedding.tokenizer import ModelTokenizer\n"
+        "from retrieval.embedding.embedder import default_model_path\n"
         "ModelTokenizer(default_model_path())(['warm up'])"
     ),
     "import onnxruntime": "import onnxruntime",
     "onnx session (float, warmed)": (
-        "from retrieval.embedder import SentenceTransformerEmbedder\n"
+        "from retrieval.embedding.embedder import SentenceTransformerEmbedder\n"
         "SentenceTransformerEmbedder(backend='onnx').load().embed_query('warm up')"
     ),
     "import chromadb": "import chromadb",
     "chroma: open store + 1 query": (
         "import numpy as np\n"
-        "from retrieval.vectors import VectorIndex\n"
+        "from retrieval.vector.vectors import VectorIndex\n"
         "v = VectorIndex(os.path.join(store, 'chroma'))\n"
-        "from retrieval.store import SQLiteStore\n"
+        "from retrieval.storage.store import SQLiteStore\n"
         "b = SQLiteStore(os.path.join(store, 'pattern.sqlite3')).all_buckets()\n"
-        "from retrieval.embedder import SentenceTransformerEmbedder as S\n"
+        "from retrieval.embedding.embedder import SentenceTransformerEmbedder as S\n"
         "v.query(b, S().model_id, np.ones(384, dtype=np.float32) / 384 ** .5, 100)"
     ),
     "sqlite: open + integrity_check": (
-        "from retrieval.store import SQLiteStore\n"
+        "from retrieval.storage.store import SQLiteStore\n"
         "SQLiteStore(os.path.join(store, 'pattern.sqlite3')).integrity_check()"
     ),
     "sqlite: 20 lexical recalls (mmap 1 GB)": LEXICAL_RECALLS,
     "sqlite: 20 lexical recalls (no mmap)": "os.environ['PATTERN_SQLITE_MMAP_MB'] = '0'\n"
     + LEXICAL_RECALLS,
     "sqlite: + in-memory postings built": (
-        "from retrieval.store import SQLiteStore\n"
-        "from retrieval.lexical import LexicalIndex\n"
+        "from retrieval.storage.store import SQLiteStore\n"
+        "from retrieval.fulltext.lexical import LexicalIndex\n"
         "s = SQLiteStore(os.path.join(store, 'pattern.sqlite3'))\n"
         "LexicalIndex(s, postings_min=0).postings.build(s.reader)"
     ),
@@ -252,7 +252,7 @@ PARTS = {
     "import torch": "import torch",
     "import sentence_transformers": "import sentence_transformers",
     "torch backend: model loaded": (
-        "from retrieval.embedder import SentenceTransformerEmbedder\n"
+        "from retrieval.embedding.embedder import SentenceTransformerEmbedder\n"
         "SentenceTransformerEmbedder(backend='torch').load().embed_query('warm up')"
     ),
 }
@@ -323,7 +323,7 @@ def main() -> int:
 
     # 2-4. model ready and idle RSS on a built store
     if args.ready_runs > 0:
-        from retrieval import onnx_model
+        from retrieval.embedding import onnx_model
 
         emb = SentenceTransformerEmbedder()
         t0 = time.perf_counter()

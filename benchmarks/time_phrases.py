@@ -7,7 +7,7 @@ dev category 2 (156, "now" = the conversation's last session date). What each qu
 expressions mean is written by hand in ``benchmarks/data/time_phrases.json`` (every question not
 listed there holds none). Parsers, each where importable:
 
-- ``grammar``: ``retrieval.timeexpr.read`` (windows, open windows, events);
+- ``grammar``: ``retrieval.timeline.timeexpr.read`` (windows, open windows, events);
 - ``dateparser``: ``dateparser.search.search_dates`` with the question's date as
   ``RELATIVE_BASE`` and ``PREFER_DATES_FROM=past`` (dates as points);
 - ``parsedatetime``: ``Calendar.nlp`` with the question's date as ``sourceTime`` (points).
@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.longmemeval import session_date  # noqa: E402
-from benchmarks.relevance import locomo_date, locomo_sessions  # noqa: E402
-from retrieval import timeexpr  # noqa: E402
+from benchmarks.harness.data import locomo_date, locomo_sessions, session_date  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from retrieval.timeline import timeexpr  # noqa: E402
 
 GOLD = ROOT / "benchmarks" / "data" / "time_phrases.json"
 Found = list[tuple[datetime | None, datetime | None]]
@@ -84,7 +84,7 @@ def parsedatetime_points(text: str, now: datetime) -> tuple[Found, list[str]]:
 
 PARSERS = {"grammar": grammar, "dateparser": dateparser_points,
            "parsedatetime": parsedatetime_points}  # fmt: skip
-IMPORTS = {"grammar": "retrieval.timeexpr", "dateparser": "dateparser.search",
+IMPORTS = {"grammar": "retrieval.timeline.timeexpr", "dateparser": "dateparser.search",
            "parsedatetime": "parsedatetime"}  # fmt: skip
 
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
               f"p50 {res['p50_ms']:.3f} ms  p95 {res['p95_ms']:.3f} ms  import "
               f"{res['import_s']:.3f} s  +{res['import_rss_mb']} MB")  # fmt: skip
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, results)
         print(f"wrote {args.json}")
     return 0
 

@@ -61,14 +61,15 @@ import pydantic_core
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import longmemeval as lme  # noqa: E402
-from benchmarks import time_metrics as tm  # noqa: E402
-from benchmarks.relevance import make_embedder  # noqa: E402
+from benchmarks.harness import time_metrics as tm  # noqa: E402
+from benchmarks.harness.data import load_longmemeval, session_date  # noqa: E402
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Kind, RecordFilter  # noqa: E402
-from server.service.identity import Identity  # noqa: E402
-from server.service.memory import MemoryService  # noqa: E402
-from server.service.models import MemoryInput  # noqa: E402
+from server.service.core.identity import Identity  # noqa: E402
+from server.service.core.models import MemoryInput  # noqa: E402
+from server.service.memories.memory import MemoryService  # noqa: E402
 
 PAIRS = ROOT / "benchmarks" / "data" / "update_pairs.json"
 OTHER_TYPES = ["temporal-reasoning", "multi-session", "single-session-user",
@@ -93,10 +94,10 @@ class Clock:
 def turns_in_order(q: dict, sessions: dict) -> list[tuple[str, int, object, str]]:
     """(session, turn index, time, text) of every user turn of ``q``'s haystack."""
     order = sorted(zip(q["haystack_session_ids"], q["haystack_dates"], strict=True),
-                   key=lambda sd: lme.session_date(sd[1]))  # fmt: skip
+                   key=lambda sd: session_date(sd[1]))  # fmt: skip
     out = []
     for sid, date in order:
-        start = lme.session_date(date)
+        start = session_date(date)
         for i, t in enumerate(sessions[sid]):
             if t["role"] == "user" and t["content"].strip():
                 out.append((sid, i, start + timedelta(seconds=30 * i), t["content"][:32000]))
@@ -117,7 +118,7 @@ def write_haystack(svc, clock, who, writes, *, judge=None, keep_pools=False):
         clock.now = when
         pool = None
         if keep_pools:  # the write's pool, to replay other settings (a cached embedding)
-            from server.service import candidates as cand  # not in versions before them
+            from server.service.updating import candidates as cand  # not in versions before them
 
             rec, _ = svc.prepare(who, MemoryInput(content=text))
             vec = svc.engine.embed([rec]).get(rec.id)
@@ -146,7 +147,7 @@ def newest_first(engine, who, q, answers: dict, links: bool) -> tuple[float | No
     not ranked counting as below) and over its answer sessions (a session ranked by its best
     turn, as ``relevance.py longmemeval`` ranks exchanges)."""
     f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.memory],
-                     now=lme.session_date(q["question_date"]))  # fmt: skip
+                     now=session_date(q["question_date"]))  # fmt: skip
     cfg = engine.ranker.config
     engine.ranker.config = replace(cfg, current_first=links)
     try:
@@ -156,7 +157,7 @@ def newest_first(engine, who, q, answers: dict, links: bool) -> tuple[float | No
     turns = tm.newest_first([h.record.id for h in hits], answers) if answers else None
     order = list(dict.fromkeys(str(h.record.metadata.get("session")) for h in hits))
     dates = dict(zip(q["haystack_session_ids"], q["haystack_dates"], strict=True))
-    gold = {s: lme.session_date(dates[s]).timestamp() for s in q["answer_session_ids"]}
+    gold = {s: session_date(dates[s]).timestamp() for s in q["answer_session_ids"]}
     return turns, tm.newest_first(order, gold)
 
 
@@ -172,7 +173,7 @@ class Oracle:
         self.ids[key] = new_id
         if not self.active or key not in self.evidence:
             return
-        from server.service import supersede
+        from server.service.updating import supersede
 
         by_id = {v: k for k, v in self.ids.items()}
         for old_id in listed:
@@ -281,7 +282,7 @@ def other_types(svc, clock, folder: Path, limit: int, chosen: dict) -> dict:
     as shipped and replayed at the chosen setting."""
     out = {}
     for qtype in OTHER_TYPES:
-        qs, sessions = lme.load(folder, limit, [qtype])
+        qs, sessions = load_longmemeval(folder, limit, [qtype])
         listed, pools = [], []
         for q in qs:
             who = Identity(project_id=f"lme-{qtype}-{q['question_id']}", agent_id="user")
@@ -298,7 +299,7 @@ def other_types(svc, clock, folder: Path, limit: int, chosen: dict) -> dict:
 
 def locomo(svc, clock, path: Path) -> dict:
     """Writes listing candidates when LoCoMo dev's turns are remembered in order."""
-    from benchmarks.relevance import locomo_date, locomo_sessions
+    from benchmarks.harness.data import locomo_date, locomo_sessions
 
     listed = 0
     total = 0
@@ -322,7 +323,7 @@ REVIEW = ROOT / "benchmarks" / "data" / "update_review_cases.json"
 def review_cases(svc, clock, start) -> dict:
     """The review's cases (remembered in quick succession, and the pairs also a day apart)
     and the hand-written update pairs (a day apart): links without a call, candidates."""
-    from server.service.demo import paragraphs
+    from server.service.core.demo import paragraphs
 
     def write_all(project, texts, gap):
         who = Identity(project_id=project, agent_id="agent-a")
@@ -384,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--locomo", metavar="FILE", help="LoCoMo dev, written as a check")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    qs, sessions = lme.load(Path(args.data), args.limit, ["knowledge-update"])
+    qs, sessions = load_longmemeval(Path(args.data), args.limit, ["knowledge-update"])
     emb = make_embedder()
     clock = Clock()
     with tempfile.TemporaryDirectory(prefix="pm-candidates-") as tmp:
@@ -401,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                 res["fit"] = fit(ku)
                 chosen = res["fit"]["chosen"]
                 checks = {
-                    "review": review_cases(svc, clock, lme.session_date("2024/01/01 (Mon) 09:00"))
+                    "review": review_cases(svc, clock, session_date("2024/01/01 (Mon) 09:00"))
                 }
                 if args.check_limit:
                     checks["other_types"] = other_types(svc, clock, Path(args.data),
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                    "cache_hits": getattr(emb, "hits", 0), "cache_misses": getattr(emb, "misses", 0)}  # fmt: skip
     print(json.dumps({k: v for k, v in res.items() if k not in ("per_question", "fit")}, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, res)
     return 0
 
 

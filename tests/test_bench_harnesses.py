@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks import localize, longmemeval
+from benchmarks.harness.data import load_longmemeval
 from retrieval.embedding.embedder import HashEmbedder
 
 SOURCE = '''"""Parsing of intervals."""
@@ -117,7 +118,7 @@ def test_longmemeval_harness(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     write_longmemeval(data)
-    qs, sessions = longmemeval.load(data)
+    qs, sessions = load_longmemeval(data)
     assert [q["question_id"] for q in qs] == ["q1", "q2"]  # abstention skipped
     # the empty assistant turn is not read: the data's turn 2 is the indexer's position 1
     assert longmemeval.answer_positions(qs[1], sessions) == {("s2", 1)}
@@ -157,7 +158,7 @@ def test_the_scale_curve_is_drawn_from_its_published_json(tmp_path):
 
 
 def test_update_sentences_finds_the_true_pair_and_counts_the_wrong_ones():
-    from benchmarks import update_sentences as us
+    from benchmarks.lab import update_sentences as us
 
     sessions = {
         "old": [{"role": "user", "content": "I currently have three bikes. I like tea a lot."},

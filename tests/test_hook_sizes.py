@@ -1,4 +1,4 @@
-"""``benchmarks/hook_sizes.py`` and ``benchmarks/gate_fit.py`` on tiny fixtures of both layouts:
+"""``benchmarks/hook_sizes.py`` and ``benchmarks/lab/gate_fit.py`` on tiny fixtures of both layouts:
 projects of every size built from a question's evidence and random others, the hook's own
 selection asked of each (offline equal to ``select_for_prompt``), and the gate fit on the dump."""
 
@@ -8,7 +8,8 @@ import json
 import random
 from argparse import Namespace
 
-from benchmarks import gate_fit, hook_sizes, relevance
+from benchmarks import hook_sizes, relevance
+from benchmarks.lab import gate_fit
 from retrieval.embedding.embedder import HashEmbedder
 from retrieval.records import Record
 from server.service.prompting import gate

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.metrics import (  # noqa: E402
+from benchmarks.harness.metrics import (  # noqa: E402
     evaluate,
     mean_metrics,
     mrr_at_k,

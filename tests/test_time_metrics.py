@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.time_metrics import longmemeval_metrics, mean_rows, newest_first
+from benchmarks.harness.time_metrics import longmemeval_metrics, mean_rows, newest_first
 
 DATES = {"old": 1.0, "new": 2.0}
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.analyzer import STOPWORDS
+from retrieval.fulltext.analyzer import STOPWORDS
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 K1, B = 1.2, 0.75

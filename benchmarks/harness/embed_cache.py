@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_CACHE = Path(__file__).resolve().parents[1] / ".bench-cache"
+DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".bench-cache"
 
 
 def variant(inner) -> str:
@@ -25,7 +25,7 @@ def variant(inner) -> str:
     path = getattr(inner, "model_path", None)
     if getattr(inner, "backend", None) == "torch" or not path:
         return ""
-    from retrieval import onnx_model
+    from retrieval.embedding import onnx_model
 
     try:
         graph = onnx_model.graph_path(path, getattr(inner, "quantize", None))
@@ -111,3 +111,12 @@ class CachingEmbedder:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def make_embedder(cache: bool = True):
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder()
+    if cache:
+        emb = CachingEmbedder(emb)
+    return emb

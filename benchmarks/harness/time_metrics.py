@@ -1,5 +1,5 @@
 """Per-question metrics of the chat-history sets, as pure functions (``relevance.py
-longmemeval``, ``benchmarks/time_lab.py``).
+longmemeval``, ``benchmarks/lab/time_lab.py``).
 
 - ``session_recall_any@k``: an answer session among the first k sessions;
 - ``recall_all@k``: every answer session among the first k sessions;
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from benchmarks.metrics import ndcg_at_k, query_metrics
+from benchmarks.harness.metrics import ndcg_at_k, query_metrics
 
 KS = (5, 10)
 

@@ -1,6 +1,6 @@
 """Which chunk size and overlap find the right file? Measured on questions about a repository.
 
-    python benchmarks/chunking.py PATH [--questions FILE] [--sizes 600,1200,2000]
+    python -m benchmarks run chunking PATH [--questions FILE] [--sizes 600,1200,2000]
                                        [--overlaps 0,3] [--json OUT]
 
 For every (max_chars, overlap) variant: ingest PATH into a fresh store with the real model
@@ -19,12 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.embed_cache import CachingEmbedder  # noqa: E402
-from ingest.pipeline import IngestOptions, Ingestor  # noqa: E402
+from benchmarks.harness.embed_cache import CachingEmbedder  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from ingest.workspace.pipeline import IngestOptions, Ingestor  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Kind, RecordFilter  # noqa: E402
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overlaps", default="0,3")
     p.add_argument("--json")
     args = p.parse_args(argv)
-    from retrieval.embedder import SentenceTransformerEmbedder
+    from retrieval.embedding.embedder import SentenceTransformerEmbedder
 
     questions = json.loads(Path(args.questions).read_text())
     embedder = CachingEmbedder(SentenceTransformerEmbedder())
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Compare query views and fusions on the dumps of ``fusion_lab.py``; leave-one-set-out.
 
-python benchmarks/fusion_fit.py /tmp/lab/*.pkl
+python -m benchmarks run fusion_fit /tmp/lab/*.pkl
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.metrics import query_metrics  # noqa: E402
+from benchmarks.harness.metrics import query_metrics  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
 
 DEPTH = 100
 METRIC = {"scifact": "ndcg@10"}
@@ -184,7 +185,6 @@ def main() -> None:
     """The family grid on every dump given, the leave-one-set-out choice, and the current
     ranker (the salient window alone) for comparison; JSON to ``--json``."""
     import argparse
-    import json
 
     p = argparse.ArgumentParser()
     p.add_argument("dumps", nargs="+")
@@ -212,7 +212,7 @@ def main() -> None:
                "current": current, "loso": {h: {k: (list(v) if isinstance(v, tuple) else v)
                                                for k, v in r.items()} for h, r in loso.items()},
                "grid": [[list(k), v] for k, v in results.items()]}  # fmt: skip
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        write_json(args.json, out, indent=1)
 
 
 SIGNALS = {"gap": (0.2, 0.5, "gap"), "gap+gain": (0.2, 0.5, ("max", (0.0, 0.1)))}

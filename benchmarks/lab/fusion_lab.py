@@ -1,10 +1,10 @@
 """Signals of every dev set, dumped once, so query views and fusion can be compared offline.
 
-    python benchmarks/fusion_lab.py dump jira|cosqa|scifact|locomo|locomo_long --out DIR
+    python -m benchmarks run fusion_lab dump jira|cosqa|scifact|locomo|locomo_long --out DIR
 
 For each query, over every record of its bucket: the bm25 of several lexical term sets and the
 best-window cosine of several query vectors (the whole query, each of its windows), with each
-window's salience. ``benchmarks/fusion_fit.py`` fits and scores fusions on these dumps.
+window's salience. ``fusion_fit.py`` fits and scores fusions on these dumps.
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import relevance as rel  # noqa: E402
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.ranking import Query, index  # noqa: E402
+from benchmarks.harness.sets import DEFAULT_LOCOMO_CONTEXT, beir_set, locomo_set  # noqa: E402
 from benchmarks.sessions_bench import wrap  # noqa: E402
-from retrieval import longquery  # noqa: E402
-from retrieval.analyzer import query_terms  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
+from retrieval.fulltext.analyzer import query_terms  # noqa: E402
+from retrieval.ranking import longquery  # noqa: E402
 from retrieval.records import RecordFilter  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -37,30 +39,18 @@ def sets(name: str):
     if name in ("jira", "cosqa", "scifact"):
         folder = {"jira": DATA / "jira_activemq/beir", "cosqa": DATA / "cosqa/beir",
                   "scifact": DATA / "scifact"}[name]  # fmt: skip
-        corpus, queries, qrels, _ = rel.load_beir(folder, None)
-        records = [rel.beir_record(d, f"beir-{name}", "context") for d in corpus]  # as relevance.py
-        bucket = records[0].bucket
-        qs = [rel.Query(q, queries[q], r, bucket) for q, r in qrels.items() if q in queries]
+        records, qs, _, _ = beir_set(folder, None, "context", f"beir-{name}")  # as relevance.py
         return records, qs
     data = json.loads((DATA / "locomo/locomo_dev.json").read_text(encoding="utf-8"))
-    records, qs = [], []
-    wrappers = None
+    wrapped = None
     if name == "locomo_long":
         path = ROOT / "benchmarks" / "data" / "long_prompts.json"
         wrappers = json.loads(path.read_text(encoding="utf-8"))
-    for sample in data:
-        recs = rel.locomo_records(sample, rel.DEFAULT_LOCOMO_CONTEXT)
-        records.extend(recs)
-        known = {r.metadata["doc_id"] for r in recs}
-        for i, qa in enumerate(sample.get("qa", [])):
-            ev = rel.evidence_ids(qa.get("evidence", []), known)
-            if ev and qa.get("question") and str(qa.get("category")) in "1234":
-                qid = f"{sample['sample_id']}#{i}"
-                text = qa["question"]
-                if wrappers:
-                    text = wrap(text, qid, wrappers)
-                qs.append(rel.Query(qid, text, ev, recs[0].bucket, str(qa.get("category"))))
-    return records, qs
+
+        def wrapped(text: str, qid: str) -> str:
+            return wrap(text, qid, wrappers)
+
+    return locomo_set(data, DEFAULT_LOCOMO_CONTEXT, dated=False, categories="1234", wrap=wrapped)
 
 
 def head(rec, words: int = 200) -> str:
@@ -69,7 +59,7 @@ def head(rec, words: int = 200) -> str:
     return " ".join(text.split()[:words])
 
 
-def signals(engine: Engine, q: rel.Query, ids: list[str], mats) -> dict:
+def signals(engine: Engine, q: Query, ids: list[str], mats) -> dict:
     lex = engine.lexical
     f = RecordFilter(buckets=[q.bucket])
     pos = {r: i for i, r in enumerate(ids)}
@@ -86,7 +76,7 @@ def signals(engine: Engine, q: rel.Query, ids: list[str], mats) -> dict:
 
     all_terms = query_terms(q.text, 10_000)
     counts: dict[str, int] = {}
-    from retrieval.analyzer import _WORD  # token stream for query-term frequencies
+    from retrieval.fulltext.analyzer import _WORD  # token stream for query-term frequencies
 
     for tok in _WORD.findall(q.text):
         for t in query_terms(tok, 100):
@@ -130,12 +120,12 @@ def dump(args) -> None:
     records, qs = sets(args.set)
     if args.limit:
         qs = qs[: args.limit]
-    embedder = rel.make_embedder(True)
+    embedder = make_embedder(True)
     out = {"set": args.set, "queries": []}
     with tempfile.TemporaryDirectory(prefix="pm-lab-") as home:
         engine = Engine(Path(home), embedder)
         try:
-            rel.index(engine, records, "records")
+            index(engine, records, "records")
             by_bucket: dict[str, tuple] = {}
             for j, q in enumerate(qs):
                 if q.bucket not in by_bucket:

@@ -1,8 +1,8 @@
-"""Fit the prompt gate (``server/service/gate.py``) on the questions ``benchmarks/hook_sizes.py``
+"""Fit the prompt gate (``server/service/prompting/gate.py``) on the questions ``benchmarks/hook_sizes.py``
 asked, and report every fit's leave-one-set-out results.
 
     python benchmarks/hook_sizes.py ... --dump ASKED.pkl
-    python benchmarks/gate_fit.py ASKED.pkl [--json OUT]
+    python -m benchmarks run gate_fit ASKED.pkl [--json OUT]
 
 The dump holds, for every question asked at every project size (its own project and one of the
 other set's), the hook's candidates in order with their explanation (cosine, bm25), whether
@@ -31,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import hook_noise as hn  # noqa: E402
-from server.service import gate as gt  # noqa: E402
-from server.service import hook_context as ar  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from server.service.prompting import gate as gt  # noqa: E402
+from server.service.prompting import hook_context as ar  # noqa: E402
 
 
 class Asked:
@@ -122,7 +123,7 @@ FORMER = (former, 0.68, ar.HookConfig(prompt_tokens=400))  # its threshold and b
 
 def metrics(asked: list[Asked], model, config: ar.HookConfig) -> dict:
     """{set: {size: {evidence, first3, evidence_text, off_topic_silent, questions}}} of a
-    :class:`~server.service.gate.GateModel`, or of ``FORMER`` (scores, threshold, config)."""
+    :class:`~server.service.prompting.gate.GateModel`, or of ``FORMER`` (scores, threshold, config)."""
     acc: dict = {}
     if isinstance(model, gt.GateModel):
         score, tau = (lambda a: scores(a, model)), model.threshold
@@ -216,14 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     before = metrics(asked, FORMER, config)
     print("the former relevance at 0.68, 400 tokens:", json.dumps(before))
     if args.json:
-        Path(args.json).write_text(json.dumps({"features": list(gt.FEATURES),
-                                               "model": model_dict(model), "result": full,
-                                               "margin": round(margin(full), 4),
-                                               "leave_one_set_out": loso,
-                                               "shipped": {"model": model_dict(gt.MODEL),
-                                                           "result": shipped},
-                                               "former": before},
-                                              indent=2) + "\n")  # fmt: skip
+        full_run = {"features": list(gt.FEATURES), "model": model_dict(model), "result": full,
+                    "margin": round(margin(full), 4), "leave_one_set_out": loso,
+                    "shipped": {"model": model_dict(gt.MODEL), "result": shipped},
+                    "former": before}  # fmt: skip
+        write_json(args.json, full_run)
     return 0
 
 

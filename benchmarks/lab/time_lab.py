@@ -1,15 +1,15 @@
 """Choose the time prior's and the update order's settings offline, on all dev sets together.
 
-    python benchmarks/time_lab.py dump longmemeval ../shared/data/longmemeval_s --out DIR/lme.pkl [--types ...]
-    python benchmarks/time_lab.py dump locomo ../shared/data/locomo/locomo_dev.json --out DIR/locomo.pkl
-    python benchmarks/time_lab.py fit DIR/lme.pkl DIR/locomo.pkl [--json OUT]
+    python -m benchmarks run time_lab dump longmemeval ../shared/data/longmemeval_s --out DIR/lme.pkl [--types ...]
+    python -m benchmarks run time_lab dump locomo ../shared/data/locomo/locomo_dev.json --out DIR/locomo.pkl
+    python -m benchmarks run time_lab fit DIR/lme.pkl DIR/locomo.pkl [--json OUT]
 
 ``dump`` indexes a set exactly as ``benchmarks/relevance.py`` does (LongMemEval through the
 session indexer, LoCoMo one memory per turn; the whole set before the first question) and
 keeps, per question, the fused candidates of today's ranking (no time prior, no update order)
 with their dates, whether their texts state a time, the times they speak of, and the windows
 the question's events resolve to. ``fit`` replays the prior (the gains computed by
-:func:`retrieval.timeprior.gains`, the ranker's own computation) over a grid of weights in
+:func:`retrieval.timeline.timeprior.gains`, the ranker's own computation) over a grid of weights in
 two stages (the window, event and when weights; then, at their choice, the recency of
 questions about the current state) and reports each set's metrics per question type, the
 settings chosen on every set together, the shipped setting's metrics and objective beside
@@ -30,13 +30,16 @@ from types import SimpleNamespace
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import longmemeval as lme  # noqa: E402
-from benchmarks import time_metrics as tm  # noqa: E402
-from retrieval import grouping, timeexpr  # noqa: E402
-from retrieval.timeprior import (  # noqa: E402
+from benchmarks.harness import time_metrics as tm  # noqa: E402
+from benchmarks.harness.data import load_longmemeval, session_date  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from retrieval.ranking import grouping  # noqa: E402
+from retrieval.timeline import timeexpr  # noqa: E402
+from retrieval.timeline.timeprior import (  # noqa: E402
     MENTIONS_TIME,
     TimePrior,
     TimeWeights,
@@ -51,13 +54,14 @@ ALL = 100  # candidates kept per question: the fused candidates the benchmark's 
 
 
 def dump_longmemeval(args) -> dict:
-    from benchmarks.relevance import main_config, make_embedder
+    from benchmarks.harness.embed_cache import make_embedder
+    from benchmarks.harness.ranking import main_config
     from retrieval.engine import Engine
     from retrieval.records import Kind, RecordFilter
-    from server.service.memory import MemoryService
-    from server.service.sessions import SessionIndexer
+    from server.service.indexing.sessions import SessionIndexer
+    from server.service.memories.memory import MemoryService
 
-    qs, sessions = lme.load(Path(args.path), args.limit, args.types or ())
+    qs, sessions = load_longmemeval(Path(args.path), args.limit, args.types or ())
     out = []
     with tempfile.TemporaryDirectory(prefix="pm-timelab-") as tmp:
         engine = Engine(Path(tmp) / "store", make_embedder())
@@ -70,7 +74,7 @@ def dump_longmemeval(args) -> dict:
                 if n % 10 == 0:
                     print(f"indexed {n}/{len(qs)}", flush=True)
             for q in qs:
-                who, now = lme.who_of(q), lme.session_date(q["question_date"])
+                who, now = lme.who_of(q), session_date(q["question_date"])
                 f = RecordFilter(buckets=who.visible_buckets(), kinds=[Kind.turn], now=now)
                 hits = engine.search(q["question"], f, ALL)
                 answers = lme.answer_positions(q, sessions)
@@ -80,7 +84,7 @@ def dump_longmemeval(args) -> dict:
                 out.append({
                     "id": q["question_id"], "type": q["question_type"], "question": q["question"],
                     "now": now, "gold": list(q["answer_session_ids"]),
-                    "gold_dates": {s: lme.session_date(dates[s]).timestamp()
+                    "gold_dates": {s: session_date(dates[s]).timestamp()
                                    for s in q["answer_session_ids"]},
                     "events": events,
                     "cands": [(h.record.metadata.get("session"), h.record.created_at.timestamp(),
@@ -94,15 +98,10 @@ def dump_longmemeval(args) -> dict:
 
 
 def dump_locomo(args) -> dict:
-    from benchmarks.relevance import (
-        DEFAULT_LOCOMO_CONTEXT,
-        evidence_ids,
-        locomo_date,
-        locomo_records,  # fmt: skip
-        locomo_sessions,
-        main_config,
-        make_embedder,
-    )
+    from benchmarks.harness.data import evidence_ids, locomo_date, locomo_sessions
+    from benchmarks.harness.embed_cache import make_embedder
+    from benchmarks.harness.ranking import main_config
+    from benchmarks.harness.sets import DEFAULT_LOCOMO_CONTEXT, locomo_records
     from retrieval.engine import Engine
     from retrieval.records import RecordFilter
 
@@ -263,7 +262,7 @@ def choose(dumps: dict, base: dict, sets: set[str]) -> tuple[dict, dict]:
 
 def shipped() -> dict:
     """The ranker's shipped setting, in the lab's names."""
-    from retrieval.hybrid import FusionConfig
+    from retrieval.ranking.hybrid import FusionConfig
 
     cfg = FusionConfig()
     return {**{k: getattr(cfg, k) for k in GRID if k != "stated"}, "stated": cfg.stated_times,
@@ -291,7 +290,7 @@ def fit(args) -> dict:
         out["leave_one_out"][name] = {"setting": setting, "result": res[name]}
     print(json.dumps({k: v for k, v in out.items() if k != "grid"}, indent=1, default=str))
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
+        write_json(args.json, out, default=str)
     return out
 
 

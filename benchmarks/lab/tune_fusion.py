@@ -8,9 +8,9 @@ prints the metrics, so hundreds of variants cost seconds instead of a rerun each
 depths and "no score completion" are simulated from the same lists (the top d of a retriever
 within the union is its true top d, because the union contains it).
 
-    python benchmarks/tune_fusion.py dump beir /work/shared/data/scifact --out .bench-cache/tune/scifact.pkl
-    python benchmarks/tune_fusion.py dump locomo /work/shared/data/locomo/locomo_dev.json --out .bench-cache/tune/locomo.pkl
-    python benchmarks/tune_fusion.py sweep .bench-cache/tune/scifact.pkl [--metric ndcg@10]
+    python -m benchmarks run tune_fusion dump beir /work/shared/data/scifact --out .bench-cache/tune/scifact.pkl
+    python -m benchmarks run tune_fusion dump locomo /work/shared/data/locomo/locomo_dev.json --out .bench-cache/tune/locomo.pkl
+    python -m benchmarks run tune_fusion sweep .bench-cache/tune/scifact.pkl [--metric ndcg@10]
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import relevance as rel  # noqa: E402
-from benchmarks.metrics import mean_metrics, query_metrics  # noqa: E402
-from retrieval import fusion  # noqa: E402
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.metrics import mean_metrics, query_metrics  # noqa: E402
+from benchmarks.harness.ranking import index, open_engine  # noqa: E402
+from benchmarks.harness.sets import DEFAULT_LOCOMO_CONTEXT, beir_set, locomo_set  # noqa: E402
+from retrieval.ranking import fusion  # noqa: E402
 from retrieval.records import RecordFilter  # noqa: E402
 
 
@@ -37,40 +39,20 @@ from retrieval.records import RecordFilter  # noqa: E402
 def dump(args) -> None:
     args.ranker = "hybrid"
     if args.set == "beir":
-        folder = Path(args.path)
-        corpus, queries, qrels, split = rel.load_beir(folder, args.split)
-        records = [rel.beir_record(d, f"beir-{folder.name}", args.title) for d in corpus]
-        bucket = records[0].bucket
-        qs = [rel.Query(q, queries[q], r, bucket) for q, r in qrels.items() if q in queries]
+        records, qs, _, _ = beir_set(Path(args.path), args.split, args.title)
     else:
         import json
 
         data = json.loads(Path(args.path).read_text(encoding="utf-8"))
-        records, qs = [], []
-        for sample in data:
-            recs = rel.locomo_records(sample, args.context)
-            records.extend(recs)
-            known = {r.metadata["doc_id"] for r in recs}
-            for i, qa in enumerate(sample.get("qa", [])):
-                ev = rel.evidence_ids(qa.get("evidence", []), known)
-                if ev and qa.get("question"):
-                    qs.append(
-                        rel.Query(
-                            f"{sample['sample_id']}#{i}",
-                            qa["question"],
-                            ev,
-                            recs[0].bucket,
-                            str(qa.get("category")),
-                        )
-                    )
+        records, qs = locomo_set(data, args.context, dated=False)
     doc_of = {r.id: r.metadata["doc_id"] for r in records}
-    embedder = rel.make_embedder(True)
+    embedder = make_embedder(True)
     out = []
     args.fusion = f"depth={args.depth},complete=true" + (f",{args.fusion}" if args.fusion else "")
     with tempfile.TemporaryDirectory(prefix="pm-tune-") as home:
-        engine = rel.open_engine(args, embedder, Path(home))
+        engine = open_engine(args, embedder, Path(home))
         try:
-            rel.index(engine, records, "records")
+            index(engine, records, "records")
             for q in qs:
                 scored = engine.ranker.search(
                     q.text,
@@ -202,7 +184,7 @@ def main(argv=None) -> int:
     d.add_argument("--out", required=True)
     d.add_argument("--split", default=None)
     d.add_argument("--title", default="content")
-    d.add_argument("--context", default=rel.DEFAULT_LOCOMO_CONTEXT)
+    d.add_argument("--context", default=DEFAULT_LOCOMO_CONTEXT)
     d.add_argument("--depth", type=int, default=100)
     d.add_argument("--fusion", default="")
     d.add_argument("--window-words", type=int, default=0)

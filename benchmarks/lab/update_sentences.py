@@ -1,11 +1,11 @@
 """Could update links between past sessions be found from their sentences?
 
-    python benchmarks/update_sentences.py ../shared/data/longmemeval_s [--json OUT]
+    python -m benchmarks run update_sentences ../shared/data/longmemeval_s [--json OUT]
 
 A LongMemEval knowledge-update question's answer sessions state one subject's old value and
 its new one ("I currently have three bikes" ... "I'll actually have four bikes"). If the
 session indexer linked the newer exchange to the older one, as a ``supersede`` call links
-memories (``server/service/supersede.py``), the newest would rank first for every question
+memories (``server/service/updating/supersede.py``), the newest would rank first for every question
 about it.
 Whole exchanges are too far apart for that (half of the true pairs are not among each other's
 six nearest), so this asks the narrower question: do the *sentences* that state the values
@@ -24,19 +24,19 @@ Zipf below :data:`UNCOMMON`, and are not the same text).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import longmemeval as lme  # noqa: E402
-from benchmarks.relevance import make_embedder  # noqa: E402
-from ingest.exchanges import SENTENCE  # noqa: E402
+from benchmarks.harness.data import load_longmemeval  # noqa: E402
+from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.report import write_json  # noqa: E402
+from ingest.sessions.exchanges import SENTENCE  # noqa: E402
 
 THRESHOLDS = [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
 UNCOMMON = 4.5  # Zipf frequency below which a word names a subject ("bikes", "Hilton")
@@ -100,7 +100,7 @@ def table(rows: list[tuple[float | None, np.ndarray]]) -> list[dict]:
 
 
 def run(path: Path) -> dict:
-    qs, sessions = lme.load(path, 0, ("knowledge-update",))
+    qs, sessions = load_longmemeval(path, 0, ("knowledge-update",))
     emb = make_embedder()
     plain, ruled, counts = [], [], []
     for q in qs:
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['wrong_per_haystack_median']:6.0f} / {r['wrong_per_haystack_mean']}"
             )
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, res)
     return 0
 
 
