@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.registry import published_by
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,12 +45,16 @@ def test_every_published_run_names_its_command_and_data(bt):
     assert len(files) >= 15
     used = {stem for t in bt.TABLES.values() for _, cells in t.rows for stem, _, _ in cells}
     assert used <= {f.stem for f in files}
+    by = published_by()
+    assert sorted(by) == sorted(f.stem for f in files), "benchmarks/registry.py: published"
     for f in files:
         run = json.loads(f.read_text(encoding="utf-8"))
         assert {"benchmark", "command", "data", "model", "result"} <= set(run), f.name
+        # the run names the script it ran (as it was called then); the registry its module now
         script = run["benchmark"].split()[0]
-        assert run["command"].startswith(f"python benchmarks/{script}"), f.name
-        assert (ROOT / "benchmarks" / script).is_file(), f.name
+        assert script == f"{by[f.stem].name}.py", f.name
+        assert re.match(rf"python benchmarks/(lab/)?{re.escape(script)}", run["command"]), f.name
+        assert by[f.stem].path.is_file(), f.name
 
 
 def test_a_changed_value_changes_its_table(bt, tmp_path, monkeypatch):
