@@ -25,8 +25,8 @@ from server.service.browsing.browse import author_of, recent_changes
 from server.service.core.errors import InvalidInput
 from server.service.memories.changes import Change, latest_changes, read_changes
 
-from .dashboard import Dashboard, _short, route, view
 from .logins import UiSession
+from .pages import Pages, route, short, view
 
 POLL_SECONDS = 1.0
 STREAM_SECONDS = 300.0
@@ -38,7 +38,7 @@ def row(c: Change, s: UiSession) -> dict:
     return {
         "seq": c.seq, "op": c.op, "kind": c.kind, "scope": c.scope, "revision": c.revision,
         "at": c.at.strftime("%Y-%m-%d %H:%M:%S"), "agent": author_of(c, s.identity) or "",
-        "id": c.record_id, "text": _short(c.record.content, 140) if c.record else "",
+        "id": c.record_id, "text": short(c.record.content, 140) if c.record else "",
         "present": c.record is not None,
     }  # fmt: skip
 
@@ -56,7 +56,7 @@ def matches(r: dict, agent: str | None, kind: str | None) -> bool:
 
 
 @view
-async def activity_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def activity_page(ui: Pages, request: Request, s: UiSession) -> Response:
     agent, kind = filters(request)
 
     def build() -> dict:
@@ -70,7 +70,7 @@ async def activity_page(ui: Dashboard, request: Request, s: UiSession) -> Respon
 
 
 @view
-async def activity_stream(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def activity_stream(ui: Pages, request: Request, s: UiSession) -> Response:
     agent, kind = filters(request)
     start = request.headers.get("last-event-id") or request.query_params.get("after") or ""
     try:
@@ -120,7 +120,7 @@ async def activity_stream(ui: Dashboard, request: Request, s: UiSession) -> Resp
     )
 
 
-def routes(ui: Dashboard) -> list:
+def routes(ui: Pages) -> list:
     return [
         route("/activity", activity_page),
         route("/activity/stream", activity_stream),

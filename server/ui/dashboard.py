@@ -15,60 +15,29 @@ from __future__ import annotations
 
 import threading
 import time
-import typing
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import anyio
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from server.service.browsing import unattended_warnings as write_warnings
-from server.service.browsing.review import ReviewPolicy, count_pending
-from server.service.core.errors import PatternError
-from server.service.core.identity import Identity
+from server.service.browsing.review import ReviewPolicy
 from server.service.core.runtime import Runtime
-from server.service.learning import lesson_review
 
-from .logins import COOKIE, Authenticate, Logins, UiSession
+from .logins import Authenticate, Logins
+from .pages import PREFIX, Pages, fmt_dt, short
 
 HERE = Path(__file__).resolve().parent
-PREFIX = "/ui"
-SAFE = ("GET", "HEAD", "OPTIONS")
-STATUS = {"not_found": 404, "access_denied": 403, "core_protected": 403, "invalid_input": 400,
-          "conflict": 409, "limit_exceeded": 409, "store_unavailable": 503}  # fmt: skip
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
     "frame-ancestors 'none'; form-action 'self'"
 )
 
-View = Callable[["Dashboard", Request, UiSession], Awaitable[Response]]
 
-
-def _fmt_dt(value) -> str:
-    if value is None or value == "":
-        return ""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return value
-    return value.strftime("%Y-%m-%d %H:%M")
-
-
-def _short(text: str | None, n: int = 160) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-class Dashboard:
+class Dashboard(Pages):
     """One per daemon: the runtime, the sessions, background ingest jobs, the Starlette app."""
 
     def __init__(
@@ -94,8 +63,8 @@ class Dashboard:
         self.jobs = IngestJobs()
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
-        env.filters["dt"] = _fmt_dt
-        env.filters["short"] = _short
+        env.filters["dt"] = fmt_dt
+        env.filters["short"] = short
         routes = [
             Mount(
                 f"{PREFIX}/static", app=StaticFiles(directory=str(HERE / "static")), name="static"
@@ -127,86 +96,6 @@ class Dashboard:
         """The daemon is stopping: live streams end, running ingest jobs are asked to stop."""
         self.stopping.set()
         self.jobs.stop_all()
-
-    # ------------------------------------------------------------------ helpers for views
-    @property
-    def svc(self):
-        return self.rt.service
-
-    async def run(self, fn: Callable[[], typing.Any]) -> typing.Any:
-        """A service call off the event loop (SQLite and the model block)."""
-        return await anyio.to_thread.run_sync(fn)
-
-    def nav(self, who: Identity) -> dict:
-        """What every page's header needs (call in a worker thread)."""
-        policy = self.policy()
-        return {
-            "reviewer": policy.is_reviewer(who),
-            "review_on": policy.enabled(who.project_id),
-            "pending": count_pending(self.svc, policy, who)
-            + lesson_review.count_pending(self.rt.graphs, who)
-            + write_warnings.count(self.svc, who),
-        }
-
-    def render(
-        self, request: Request, s: UiSession, name: str, ctx: dict, status: int = 200
-    ) -> Response:
-        full = {"s": s, "who": s.identity, "csrf": s.csrf, "nav": {}, **ctx}
-        return self.templates.TemplateResponse(request, name, full, status_code=status)
-
-    async def page(
-        self, request: Request, s: UiSession, name: str, build: Callable[[], dict],
-        status: int = 200,
-    ) -> Response:  # fmt: skip
-        """Render ``name`` with ``build()`` (run in a worker thread, with the header data)."""
-        ctx = await self.run(lambda: {**build(), "nav": self.nav(s.identity)})
-        return self.render(request, s, name, ctx, status)
-
-    async def error(self, request: Request, s: UiSession, exc: PatternError) -> Response:
-        status = STATUS.get(exc.code, 400)
-        if request.headers.get("hx-request"):
-            return self.render(request, s, "_message.html", {"error": exc}, 200)
-        return await self.page(request, s, "error.html", lambda: {"error": exc}, status)
-
-    def session(self, request: Request) -> UiSession | None:
-        return self.logins.get(request.cookies.get(COOKIE))
-
-
-def _same_origin(request: Request) -> bool:
-    """A browser's Origin (or Referer) must name this very host (defence beside CSRF)."""
-    origin = request.headers.get("origin") or request.headers.get("referer")
-    if not origin:
-        return True  # not a browser (browsers send Origin on every POST)
-    return urlsplit(origin).netloc == request.headers.get("host", "")
-
-
-def view(fn: View) -> Callable[[Request], Awaitable[Response]]:
-    """A dashboard endpoint: signed in, CSRF-checked if it changes state, errors as pages."""
-
-    async def endpoint(request: Request) -> Response:
-        ui: Dashboard = request.app.state.ui
-        s = ui.session(request)
-        if s is None:
-            if request.method in SAFE and not request.headers.get("hx-request"):
-                return RedirectResponse(f"{PREFIX}/login", status_code=303)
-            return PlainTextResponse("sign in first", status_code=401)
-        if request.method not in SAFE:
-            presented = request.headers.get("x-csrf-token")
-            if presented is None:
-                form = await request.form()
-                presented = form.get("csrf")
-            if not ui.logins.csrf_ok(s, presented) or not _same_origin(request):
-                return PlainTextResponse("invalid or missing CSRF token", status_code=403)
-        try:
-            return await fn(ui, request, s)
-        except PatternError as exc:
-            return await ui.error(request, s, exc)
-
-    return endpoint
-
-
-def route(path: str, fn, methods=("GET",)) -> Route:
-    return Route(PREFIX + path, fn, methods=list(methods))
 
 
 class _Secure:

@@ -11,8 +11,8 @@ from graph.lesson_models import ErrorQuery
 from server.service.core.errors import InvalidInput
 from server.service.graphs import graph_browse
 
-from .dashboard import Dashboard, route, view
 from .logins import UiSession
+from .pages import Pages, route, view
 
 GRAPH_SCOPES = ("team", "private", "personal", "public")
 
@@ -25,7 +25,7 @@ def _scope(request: Request) -> str:
 
 
 @view
-async def graph_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def graph_page(ui: Pages, request: Request, s: UiSession) -> Response:
     scope, q = _scope(request), request.query_params.get("q", "").strip()
 
     def build() -> dict:
@@ -36,7 +36,7 @@ async def graph_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
 
 
 @view
-async def graph_data(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def graph_data(ui: Pages, request: Request, s: UiSession) -> Response:
     """cytoscape.js elements of the slice the page shows (labels are drawn as canvas text)."""
     scope, q = _scope(request), request.query_params.get("q", "").strip()
     sl = await ui.run(
@@ -60,7 +60,7 @@ async def graph_data(ui: Dashboard, request: Request, s: UiSession) -> Response:
 
 
 @view
-async def entity_panel(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def entity_panel(ui: Pages, request: Request, s: UiSession) -> Response:
     scope, name = _scope(request), request.query_params.get("name", "")
     build = lambda: {"d": graph_browse.entity_detail(ui.svc, ui.rt.graphs, s.identity, scope, name),  # noqa: E731
                      "scope": scope, "active": "graph"}  # fmt: skip
@@ -70,7 +70,7 @@ async def entity_panel(ui: Dashboard, request: Request, s: UiSession) -> Respons
 
 
 @view
-async def lessons_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def lessons_page(ui: Pages, request: Request, s: UiSession) -> Response:
     scope = _scope(request)
     try:
         after = int(request.query_params.get("after", "0"))
@@ -86,7 +86,7 @@ async def lessons_page(ui: Dashboard, request: Request, s: UiSession) -> Respons
 
 
 @view
-async def similar_lessons(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def similar_lessons(ui: Pages, request: Request, s: UiSession) -> Response:
     """find_similar_errors with a lesson's own error pattern (the lesson itself ranks first)."""
     scope, name = _scope(request), request.query_params.get("name", "")
 
@@ -104,7 +104,7 @@ async def similar_lessons(ui: Dashboard, request: Request, s: UiSession) -> Resp
     return await ui.page(request, s, "similar.html", build)
 
 
-def routes(ui: Dashboard) -> list:
+def routes(ui: Pages) -> list:
     return [
         route("/graph", graph_page),
         route("/graph/data", graph_data),

@@ -16,14 +16,14 @@ from server.service.core.errors import Conflict, InvalidInput
 from server.service.learning import lesson_review
 from server.service.memories import conflicts
 
-from .dashboard import PREFIX, Dashboard, route, view
 from .logins import UiSession
+from .pages import PREFIX, Pages, route, view
 from .views import lines, msg
 
 STATUSES = ("pending", "approved", "rejected", "withdrawn", "all")
 
 
-def inbox(ui: Dashboard, s: UiSession, status: str, cursor: str | None) -> dict:
+def inbox(ui: Pages, s: UiSession, status: str, cursor: str | None) -> dict:
     page = review.list_proposals(ui.svc, ui.policy(), s.identity, status, cursor)
     learned = lesson_review.pending(ui.rt.graphs, s.identity)
     names = lesson_review.lesson_names(ui.rt.graphs, s.identity) if learned else []
@@ -36,7 +36,7 @@ def inbox(ui: Dashboard, s: UiSession, status: str, cursor: str | None) -> dict:
 
 
 @view
-async def review_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def review_page(ui: Pages, request: Request, s: UiSession) -> Response:
     status = request.query_params.get("status", "pending")
     cursor = request.query_params.get("cursor") or None
     return await ui.page(
@@ -46,7 +46,7 @@ async def review_page(ui: Dashboard, request: Request, s: UiSession) -> Response
 
 
 @view
-async def decide(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def decide(ui: Pages, request: Request, s: UiSession) -> Response:
     pid = request.path_params["id"]
     form = await request.form()
     action = str(form.get("action", ""))
@@ -90,7 +90,7 @@ LESSON_DONE = {"accept": "lesson-accepted", "edit": "lesson-accepted",
 
 
 @view
-async def decide_lesson(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def decide_lesson(ui: Pages, request: Request, s: UiSession) -> Response:
     """A decision on a lesson learned from a session (its name is a form field: a lesson's
     name may hold any character)."""
     form = await request.form()
@@ -114,7 +114,7 @@ async def decide_lesson(ui: Dashboard, request: Request, s: UiSession) -> Respon
 
 
 @view
-async def dismiss_warning(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def dismiss_warning(ui: Pages, request: Request, s: UiSession) -> Response:
     """Dismiss one warning of an automatic write (``id``), or all the caller sees (``all``)."""
     form = await request.form()
     wid = None if form.get("all") else str(form.get("id", "")).strip()
@@ -128,7 +128,7 @@ PAIR_DONE = {"link": "pair-linked", "dismiss": "pair-dismissed"}
 
 
 @view
-async def decide_pair(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def decide_pair(ui: Pages, request: Request, s: UiSession) -> Response:
     """A decision on two records that may state the same thing: link (the newer replaces the
     older) or dismiss (both stay true) (``server/service/memories/conflicts.py``)."""
     form = await request.form()
@@ -140,7 +140,7 @@ async def decide_pair(ui: Dashboard, request: Request, s: UiSession) -> Response
     return RedirectResponse(f"{PREFIX}/review?msg={PAIR_DONE[action]}", status_code=303)
 
 
-def routes(ui: Dashboard) -> list:
+def routes(ui: Pages) -> list:
     return [
         route("/review", review_page),
         route("/review/lessons", decide_lesson, ("POST",)),

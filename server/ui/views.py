@@ -22,8 +22,8 @@ from server.service.memories import merge
 from server.service.recalling.recall import recall
 from server.service.updating import supersede
 
-from .dashboard import PREFIX, Dashboard, route, view
 from .logins import COOKIE, LOGIN_COOKIE, SESSION_MAX, UiSession
+from .pages import PREFIX, Pages, route, view
 
 SCOPES = ("private", "personal", "team", "public")
 QUOTE = '"'
@@ -131,7 +131,7 @@ def signed_in(s: UiSession, request: Request, to: str = f"{PREFIX}/") -> Respons
 async def login(request: Request) -> Response:
     import secrets
 
-    ui: Dashboard = request.app.state.ui
+    ui: Pages = request.app.state.ui
     error = None
     status = 200
     if request.method == "GET" and "t" in request.query_params:
@@ -167,7 +167,7 @@ async def login(request: Request) -> Response:
 
 
 @view
-async def logout(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def logout(ui: Pages, request: Request, s: UiSession) -> Response:
     ui.logins.logout(s.id)
     resp = RedirectResponse(f"{PREFIX}/login", status_code=303)
     resp.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
@@ -176,7 +176,7 @@ async def logout(ui: Dashboard, request: Request, s: UiSession) -> Response:
 
 # ---------------------------------------------------------------------- search
 @view
-async def search(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def search(ui: Pages, request: Request, s: UiSession) -> Response:
     q = request.query_params
     form = {k: q.get(k, "").strip() for k in ("q", "scope", "category", "kind", "tags", "after",
                                                "before")}  # fmt: skip
@@ -203,7 +203,7 @@ async def search(ui: Dashboard, request: Request, s: UiSession) -> Response:
 
 # ---------------------------------------------------------------------- memories
 @view
-async def memories(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def memories(ui: Pages, request: Request, s: UiSession) -> Response:
     q = request.query_params
     scope = q.get("scope", "private")
     sort = q.get("sort", "updated")
@@ -225,7 +225,7 @@ async def memories(ui: Dashboard, request: Request, s: UiSession) -> Response:
     return await ui.page(request, s, "memories.html", build)
 
 
-def memory_context(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
+def memory_context(ui: Pages, s: UiSession, memory_id: str) -> dict:
     rec = browse.get_record(ui.svc, s.identity, memory_id)
     policy = ui.policy()
     return {
@@ -244,7 +244,7 @@ def memory_context(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
     }
 
 
-def update_chain(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
+def update_chain(ui: Pages, s: UiSession, memory_id: str) -> dict:
     """The update links around a memory (older -> newer, both ways) and the records they join."""
     chain = supersede.chain(ui.svc, s.identity, memory_id)
     ids = list(dict.fromkeys(x for lk in chain for x in (lk.older, lk.newer)))
@@ -252,14 +252,14 @@ def update_chain(ui: Dashboard, s: UiSession, memory_id: str) -> dict:
 
 
 @view
-async def memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def memory(ui: Pages, request: Request, s: UiSession) -> Response:
     mid = request.path_params["id"]
     return await ui.page(
         request, s, "memory.html", lambda: {**memory_context(ui, s, mid), "message": msg(request)}
     )
 
 
-def shown(ui: Dashboard, rec, revision: int) -> tuple[str, list[str], int]:
+def shown(ui: Pages, rec, revision: int) -> tuple[str, list[str], int]:
     """(content, tags, priority) of a memory as its edit form showed them: at the revision the
     page was made from (kept in the history when the memory changed since), else as now."""
     if revision != rec.revision:
@@ -271,7 +271,7 @@ def shown(ui: Dashboard, rec, revision: int) -> tuple[str, list[str], int]:
 
 
 @view
-async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def edit_memory(ui: Pages, request: Request, s: UiSession) -> Response:
     """Save what the user changed, and only that: a field that comes back as the page showed
     it (up to what a browser does to it: line ends, line breaks in an input) is not sent, so
     the form never reinterprets a field the user did not touch."""
@@ -317,7 +317,7 @@ async def edit_memory(ui: Dashboard, request: Request, s: UiSession) -> Response
 
 
 @view
-async def delete_memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def delete_memory(ui: Pages, request: Request, s: UiSession) -> Response:
     mid = request.path_params["id"]
     form = await request.form()
     force = form.get("force") == "on"
@@ -332,7 +332,7 @@ async def delete_memory(ui: Dashboard, request: Request, s: UiSession) -> Respon
 
 
 @view
-async def share_memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def share_memory(ui: Pages, request: Request, s: UiSession) -> Response:
     mid = request.path_params["id"]
     form = await request.form()
     category = str(form.get("category", "learnings"))
@@ -346,7 +346,7 @@ async def share_memory(ui: Dashboard, request: Request, s: UiSession) -> Respons
 
 
 @view
-async def unlink_memory(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def unlink_memory(ui: Pages, request: Request, s: UiSession) -> Response:
     """Undo a wrong update link: the older memory is current again (the link is kept, undone,
     so it is not detected again)."""
     mid = request.path_params["id"]
@@ -358,7 +358,7 @@ async def unlink_memory(ui: Dashboard, request: Request, s: UiSession) -> Respon
 
 # ---------------------------------------------------------------------- health, projects
 @view
-async def health_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def health_page(ui: Pages, request: Request, s: UiSession) -> Response:
     count_orphans = s.is_owner and request.query_params.get("orphans") == "1"
 
     def build() -> dict:
@@ -373,7 +373,7 @@ async def health_page(ui: Dashboard, request: Request, s: UiSession) -> Response
 
 
 @view
-async def projects_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def projects_page(ui: Pages, request: Request, s: UiSession) -> Response:
     if request.method == "POST":
         form = await request.form()
         project = str(form.get("project", "")).strip()
@@ -390,7 +390,7 @@ async def root(request: Request) -> Response:
     return RedirectResponse(f"{PREFIX}/", status_code=307)
 
 
-def routes(ui: Dashboard) -> list:
+def routes(ui: Pages) -> list:
     return [
         route("", root),
         route("/login", login, ("GET", "POST")),

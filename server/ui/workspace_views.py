@@ -11,8 +11,8 @@ from starlette.responses import Response
 from server.service.browsing import browse
 from server.service.core.errors import InvalidInput
 
-from .dashboard import Dashboard, route, view
 from .logins import UiSession
+from .pages import Pages, route, view
 
 
 def _int(request: Request, name: str, default: int) -> int:
@@ -23,7 +23,7 @@ def _int(request: Request, name: str, default: int) -> int:
 
 
 @view
-async def workspace_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def workspace_page(ui: Pages, request: Request, s: UiSession) -> Response:
     q = request.query_params
     root, state, after = q.get("root") or None, q.get("state") or None, q.get("after") or None
     if state not in (None, "indexed", "skipped"):
@@ -39,7 +39,7 @@ async def workspace_page(ui: Dashboard, request: Request, s: UiSession) -> Respo
 
 
 @view
-async def start_ingest(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def start_ingest(ui: Pages, request: Request, s: UiSession) -> Response:
     form = await request.form()
     path = str(form.get("root", "")).strip()
     if not path:
@@ -51,7 +51,7 @@ async def start_ingest(ui: Dashboard, request: Request, s: UiSession) -> Respons
 
 
 @view
-async def ingest_job(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def ingest_job(ui: Pages, request: Request, s: UiSession) -> Response:
     job = ui.jobs.get(request.path_params["id"], s.identity)
     if request.headers.get("hx-request"):
         return ui.render(request, s, "_job.html", {"job": job})
@@ -59,7 +59,7 @@ async def ingest_job(ui: Dashboard, request: Request, s: UiSession) -> Response:
 
 
 @view
-async def sessions_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def sessions_page(ui: Pages, request: Request, s: UiSession) -> Response:
     offset = max(0, _int(request, "offset", 0))
 
     def build() -> dict:
@@ -70,7 +70,7 @@ async def sessions_page(ui: Dashboard, request: Request, s: UiSession) -> Respon
 
 
 @view
-async def session_page(ui: Dashboard, request: Request, s: UiSession) -> Response:
+async def session_page(ui: Pages, request: Request, s: UiSession) -> Response:
     sid = request.path_params["sid"]
     after = _int(request, "after", -1)
     part = _int(request, "part", -1) if "part" in request.query_params else None
@@ -84,7 +84,7 @@ async def session_page(ui: Dashboard, request: Request, s: UiSession) -> Respons
     return await ui.page(request, s, "session.html", build)
 
 
-def routes(ui: Dashboard) -> list:
+def routes(ui: Pages) -> list:
     return [
         route("/workspace", workspace_page),
         route("/workspace/ingest", start_ingest, ("POST",)),
