@@ -1,1 +1,4 @@
-"""Retrieval engine: canonical SQLite store, offline embeddings, Chroma vectors, hybrid ranking."""
+"""The storage and ranking engine: the engine that owns a store folder (`engine.py`), SQLite (`storage/`), full text (`fulltext/`), embeddings (`embedding/`), the vector index (`vector/`), hybrid ranking (`ranking/`), time and update links (`timeline/`), linear-time regular expressions (`regexes/`), PostgreSQL mode (`pg/`).
+
+May import: `retrieval` only (tests/runtime/test_layers.py).
+"""

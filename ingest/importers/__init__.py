@@ -4,4 +4,6 @@ writes through the same path as every write (``server/service/transfers/import_f
 
 The official memory server's ``memory.jsonl`` is read by the knowledge graph's own
 ``graph.compat`` (``import-graph``), so it is not here.
+
+May import: `ingest`, `retrieval` (tests/runtime/test_layers.py).
 """

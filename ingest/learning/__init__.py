@@ -1,4 +1,4 @@
 """Lessons learned from work, the detection: checks and their commands, test reports and filters, error signatures, episodes (a check fails, files are edited, the same check passes) and their events.
 
-Imports: `ingest.sessions` (transcript readers), `retrieval` and this folder.
+May import: `ingest`, `retrieval` (tests/runtime/test_layers.py).
 """

@@ -1,4 +1,4 @@
 """Workspace ingestion: the walker, chunkers, the file table and artifacts, the pipeline, watch mode, progress output, reading a file inside its root.
 
-Imports: `retrieval` and this folder.
+May import: `ingest`, `retrieval` (tests/runtime/test_layers.py).
 """

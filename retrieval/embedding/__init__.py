@@ -1,4 +1,4 @@
 """Embeddings: the embedder protocol, the packaged model run by ONNX Runtime (`retrieval/model/`), its tokenizer.
 
-Imports: `retrieval` (errors) and this folder.
+May import: `retrieval` only (tests/runtime/test_layers.py).
 """

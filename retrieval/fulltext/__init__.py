@@ -1,4 +1,4 @@
 """Lexical retrieval: the analyzer, FTS5's bm25 and its in-memory postings (kept on disk beside the store), Porter's step 1.
 
-Imports: `retrieval.storage`, `retrieval.regexes`, `retrieval` (errors, records) and this folder.
+May import: `retrieval` only (tests/runtime/test_layers.py).
 """

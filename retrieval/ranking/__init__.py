@@ -1,4 +1,4 @@
 """Hybrid ranking as small functions: lexical and vector candidates fused, long queries, modality, grouping, the guard that drops a failing feature.
 
-Imports: `retrieval.fulltext`, `retrieval.vector`, `retrieval.timeline`, `retrieval.storage`, `retrieval.embedding`, `retrieval` (errors, records) and this folder.
+May import: `retrieval` only (tests/runtime/test_layers.py).
 """

@@ -1,4 +1,4 @@
 """The canonical SQLite store: records, schema and migrations, kept versions, the file locks every process takes, private files, visibility buckets.
 
-Imports: `retrieval` (errors, records) and this folder.
+May import: `retrieval` only (tests/runtime/test_layers.py).
 """

@@ -1,4 +1,4 @@
 """Time and updates in ranking: time expressions in a query, the time prior, tense, and update links between records.
 
-Imports: `retrieval.storage`, `retrieval.fulltext`, `retrieval.regexes`, `retrieval` (errors, records) and this folder.
+May import: `retrieval` only (tests/runtime/test_layers.py).
 """

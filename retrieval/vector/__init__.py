@@ -1,4 +1,4 @@
 """The vector index: Chroma in a child process forked from a clean spawner, the outbox applied after commits, stored vectors.
 
-Imports: `retrieval.storage`, `retrieval.embedding`, `retrieval` (errors, records) and this folder.
+May import: `retrieval` only (tests/runtime/test_layers.py).
 """

@@ -1,1 +1,4 @@
-"""Import, export and ingest as service calls: other memory servers' data in, notes and JSON out, a workspace ingested."""
+"""Import, export and ingest as service calls: other memory servers' data in, notes and JSON out, a workspace ingested.
+
+May import: `server.service`, `graph`, `ingest`, `retrieval`; never a face, never `mcp` (tests/runtime/test_layers.py).
+"""

@@ -1,9 +1,9 @@
 """Trust: what the service screens in every text it stores, and how it frames what it recalls.
 
 - :mod:`.policy`: the write policy, the one point every write passes (secrets, then injection);
-- :mod:`.secrets`: the secret scanner, with its rule tables (:mod:`.secret_rules`), value
-  checks (:mod:`.secret_checks`) and assignments (:mod:`.secret_assignments`);
-- :mod:`.injection`: the instruction-injection detector, with its rule tables
+- :mod:`.secret_scan.secrets`: the secret scanner, with its rule tables (:mod:`.secret_scan.secret_rules`), value
+  checks (:mod:`.secret_scan.secret_checks`) and assignments (:mod:`.secret_scan.secret_assignments`);
+- :mod:`.injection_scan.injection`: the instruction-injection detector (`injection_scan/`), with its rule tables
   (:mod:`.injection_rules`, :mod:`.injection_addressed`, :mod:`.injection_intent`,
   :mod:`.injection_escape`, :mod:`.injection_markup`), the text they read
   (:mod:`.injection_fold`), what makes a match a mention (:mod:`.injection_mention`), and its
@@ -15,4 +15,6 @@
 - :mod:`.framing`: recalled text quoted as evidence, with its provenance, never as instructions;
 - :mod:`.escapes`: control characters of stored text escaped, on one line (a provenance
   field) or for a terminal (what the shell commands print).
+
+May import: `server.service`, `graph`, `ingest`, `retrieval`; never a face, never `mcp` (tests/runtime/test_layers.py).
 """

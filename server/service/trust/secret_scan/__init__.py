@@ -1,4 +1,4 @@
 """The secret scanner: rule tables, value checks, assignments, spellings, and files whose diffs are never kept.
 
-Imports: `retrieval.regexes`, `retrieval` and this folder.
+May import: `server.service`, `graph`, `ingest`, `retrieval`; never a face, never `mcp` (tests/runtime/test_layers.py).
 """
