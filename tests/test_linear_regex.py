@@ -45,7 +45,7 @@ ALLOWED_RE = {
 ALLOWED_MODULES = {
     "graph.traces": "stack-trace lines and assertion messages",
     "ingest.workspace.artifacts": "a commit id",
-    "ingest.workspace.chunkers": "Markdown and reST heading lines",
+    "ingest.workspace.units": "Markdown and reST heading lines",
     "ingest.learning.episodes": "a tool result's first line",
     "ingest.sessions.exchanges": "words of an exchange",
     "ingest.learning.fix_evidence": "paths in a command",
