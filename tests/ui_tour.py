@@ -1,6 +1,6 @@
 """A walk through every dashboard page in a browser, one picture per page.
 
-Shared by ``tests/test_ui_browser.py`` (each step's expectation must hold; the pictures go to
+Shared by ``tests/browse/test_ui_browser.py`` (each step's expectation must hold; the pictures go to
 a temp folder) and ``scripts/screenshots.py`` (the pictures in ``docs/screenshots/``, taken on
 a store built with the real model). ``page`` is a Playwright page signed in as the store owner
 over a store filled by :func:`tests.ui_util.populate_demo`.

@@ -10,7 +10,7 @@ tokenizer's ``model_max_length``), capped at the model's ``max_position_embeddin
 sentence-transformers caps it. The ``truncation``/``padding`` stored inside ``tokenizer.json``
 (128, fixed) are overridden, as transformers overrides them on every call.
 
-The token ids equal sentence-transformers' (tests/test_onnx_backend.py compares them over
+The token ids equal sentence-transformers' (tests/store/test_onnx_backend.py compares them over
 mixed-script, accented, emoji, whitespace-only and over-long texts).
 """
 

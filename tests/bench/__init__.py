@@ -1,0 +1,1 @@
+"""The benchmark harnesses and the published tables."""

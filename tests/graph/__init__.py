@@ -1,0 +1,1 @@
+"""The knowledge graph: entities, relations, observations, the official server's format."""

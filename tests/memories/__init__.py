@@ -1,0 +1,1 @@
+"""Memories and writes: bulk, merge, revisions, idempotency, limits, TTL, visibility, the change stream."""

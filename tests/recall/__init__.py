@@ -1,0 +1,1 @@
+"""Recall and ranking: lexical and vector search, fusion, excerpts, citations."""

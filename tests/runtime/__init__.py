@@ -1,0 +1,1 @@
+"""The running product: daemon, bridge, CLI, packaging, docs, and the architecture test."""

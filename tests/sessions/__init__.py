@@ -1,0 +1,1 @@
+"""Sessions: every client's transcripts, exchanges, the session indexer."""

@@ -1,0 +1,1 @@
+"""Time and updates: time expressions and the time prior, update links, write-time candidates."""

@@ -1,0 +1,1 @@
+"""Import, export and ingest: other memory servers, files out, a workspace in."""

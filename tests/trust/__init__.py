@@ -1,0 +1,1 @@
+"""Trust: the write policy, secrets, instruction injection, framing, linear-time regular expressions."""
