@@ -35,7 +35,7 @@ run: $(RUN_STAMP)
 # tests' file last (tests/conftest.py), so the slow ones run beside each other, the short ones
 # fill the time left, and no file follows the browser tests in their worker.
 test: $(STAMP) docs
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=10
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing
 # anchor or a page left out of the nav fails the build, and so `make test`
