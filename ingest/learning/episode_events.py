@@ -1,9 +1,9 @@
 """Transcripts read as the episode detector's events (:class:`ingest.learning.episodes.Event`).
 
 The session indexer's turns (:mod:`ingest.sessions.transcripts`) are abbreviated for search; the
-detector needs more of each tool call: a shell command whole, its output up to
-:data:`MAX_OUTPUT`, and what an edit changed. So it reads the same files itself, from its own
-offset, with the same formats:
+detector needs more of each tool call (:mod:`ingest.learning.tool_events`): a shell command
+whole, its output up to ``MAX_OUTPUT``, and what an edit changed. So it reads the same files
+itself, from its own offset, with the same formats:
 
 - **Claude Code**: ``tool_use`` blocks (``Bash`` {command}, ``Edit`` {file_path, old_string,
   new_string}, ``MultiEdit`` {file_path, edits}, ``Write`` {file_path, content},
@@ -36,44 +36,45 @@ dropped with its arguments (a client killed mid-call never writes its result; wi
 the call is no event of the detector's). The caller screens the row before it stores it.
 
 Bounds: a line longer than :data:`MAX_LINE_BYTES` is skipped unread, a line that is not a JSON
-object is passed over (``transcripts.parse_line``), a read takes about ``max_bytes`` and at
-most :data:`MAX_READ_SECONDS` (and the line it is reading then), a waiting
-call keeps :data:`CUT_DEPTH` levels of its arguments, 20 items each, and an edit's diff reads
-:data:`INPUT_CHARS` of each side.
+object is passed over (``transcript_base.parse_line``), a read takes about ``max_bytes`` and at
+most :data:`MAX_READ_SECONDS` (and the line it is reading then), a waiting call keeps
+``CUT_DEPTH`` levels of its arguments, 20 items each, and an edit's diff reads ``INPUT_CHARS``
+of each side (:mod:`ingest.learning.tool_events`).
 """
 
 from __future__ import annotations
 
-import difflib
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from ingest.learning.episodes import Event
-from ingest.sessions import transcripts
-from ingest.sessions.transcripts import (
+from ingest.learning.tool_events import (
+    EDIT_TOOLS,
+    MAX_PENDING,
+    SHELL_TOOLS,
+    tool_event,
+    waiting_args,
+)
+from ingest.sessions.transcript_base import (
     COMPACT_PREFIX,
     line_hash,
-    message_blocks,
+    parse_line,
     result_text,
+    str_field,
     waiting_since,
 )
+from ingest.sessions.transcripts import find_newline
+from ingest.sessions.transcripts_claude import message_blocks
 from ingest.sessions.transcripts_codex import codex_events, is_rollout_entry
 from ingest.sessions.transcripts_copilot import copilot_events, is_copilot
 from ingest.sessions.transcripts_cursor import NOTES, cursor_events, is_cursor
 from ingest.sessions.transcripts_gemini import events as gemini_events
 from ingest.sessions.transcripts_gemini import is_gemini
 
-MAX_OUTPUT = 20_000  # of a command's output: its head and its tail beyond this
-HUNK_CHARS = 1200  # of one edit's diff
-INPUT_CHARS = 6000  # of a waiting call's string arguments
-MAX_PENDING = 64
 MAX_LINE_BYTES = 64 * 2**20  # a longer line is skipped, never held whole
 MAX_READ_SECONDS = 10.0  # a read stops after the line it is reading then
-CUT_DEPTH = 4  # of a waiting call's nested arguments kept
-EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
-SHELL_TOOLS = frozenset({"Bash", "shell", "run_shell_command", "execute_command"})
 
 
 class FeedProgress(BaseModel):
@@ -88,71 +89,6 @@ class FeedProgress(BaseModel):
     sessions: list[str] = Field(default_factory=list)  # the sessions read from the file
 
 
-def clip_output(text: str) -> str:
-    if len(text) <= MAX_OUTPUT:
-        return text
-    head = MAX_OUTPUT // 5
-    return f"{text[:head]}\n… [{len(text) - MAX_OUTPUT} characters left out] …\n{text[-(MAX_OUTPUT - head) :]}"
-
-
-def _diff(old: str, new: str) -> str:
-    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
-    body = [ln for ln in lines if not ln.startswith(("---", "+++"))]
-    return "\n".join(body)
-
-
-def edit_hunk(tool: str, args: dict) -> str:
-    """A short diff of what an edit call changed (a new file: its first lines)."""
-    if tool == "MultiEdit":
-        parts = [_diff(str(e.get("old_string", "")), str(e.get("new_string", "")))
-                 for e in args.get("edits") or [] if isinstance(e, dict)]  # fmt: skip
-        text = "\n".join(p for p in parts if p)
-    elif tool == "Edit":
-        text = _diff(str(args.get("old_string", ""))[:INPUT_CHARS],
-                     str(args.get("new_string", ""))[:INPUT_CHARS])  # fmt: skip
-    else:
-        body = str(args.get("content") or args.get("new_source") or "")
-        text = "\n".join("+" + ln for ln in body.splitlines()[:15])
-    return text[:HUNK_CHARS]
-
-
-def edit_path(args: dict) -> str:
-    return str(args.get("file_path") or args.get("notebook_path") or args.get("path") or "")
-
-
-def tool_event(tool: str, args: object, output: str, ok: bool, call: str = "",
-               at: str | None = None) -> Event | None:  # fmt: skip
-    """The event of one finished tool call (None: a call the detector does not follow)."""
-    if not isinstance(args, dict):
-        return None
-    if tool in SHELL_TOOLS and isinstance(args.get("command"), str):
-        return Event(kind="run", call=call, at=at, command=args["command"], ok=ok,
-                     output=clip_output(output))  # fmt: skip
-    if tool in EDIT_TOOLS and ok and edit_path(args):
-        return Event(kind="edit", call=call, at=at, path=edit_path(args),
-                     hunk=edit_hunk(tool, args))  # fmt: skip
-    return None
-
-
-def _small(tool: str, args: object) -> dict:
-    """The arguments of a waiting call the detector needs, strings clipped."""
-    if not isinstance(args, dict) or not (tool in SHELL_TOOLS or tool in EDIT_TOOLS):
-        return {}
-
-    def cut(v, depth: int = 0):
-        if isinstance(v, str):
-            return v[:INPUT_CHARS]
-        if depth >= CUT_DEPTH and isinstance(v, list | dict):
-            return None
-        if isinstance(v, list):
-            return [cut(x, depth + 1) for x in v[:20]]
-        if isinstance(v, dict):
-            return {k: cut(x, depth + 1) for k, x in list(v.items())[:20]}
-        return v
-
-    return {k: cut(v) for k, v in args.items() if k != "description"}
-
-
 def _session(e: dict, path: Path) -> str:
     sid = str(e.get("sessionId") or path.stem)
     if e.get("isSidechain"):
@@ -162,7 +98,7 @@ def _session(e: dict, path: Path) -> str:
 
 
 def give_up(prog: FeedProgress, now: float, after_s: float) -> list[str]:
-    """Drop the calls waiting at least ``after_s`` (:func:`~.transcripts.waiting_since`); their
+    """Drop the calls waiting at least ``after_s`` (:func:`~ingest.sessions.transcript_base.waiting_since`); their
     ids. A call kept before calls had a time is taken as first seen ``now``."""
     for v in prog.pending.values():
         seen = v.get("seen")
@@ -180,7 +116,7 @@ def claude_events(e: dict, path: Path, prog: FeedProgress,
     kind, blocks = message_blocks(e)
     if kind is None:
         return []
-    session, at = _session(e, path), transcripts.str_field(e.get("timestamp"))
+    session, at = _session(e, path), str_field(e.get("timestamp"))
     out: list[tuple[str, Event]] = []
     texts: list[str] = []
     for b in blocks:
@@ -192,7 +128,7 @@ def claude_events(e: dict, path: Path, prog: FeedProgress,
             name = str(b.get("name") or "")
             if name in SHELL_TOOLS or name in EDIT_TOOLS:
                 prog.pending[str(b["id"])] = {
-                    "name": name, "args": _small(name, b.get("input")),
+                    "name": name, "args": waiting_args(name, b.get("input")),
                     "entry": {"timestamp": at if isinstance(at, str) else None},
                     "seen": time.time() if now is None else now,
                 }  # fmt: skip
@@ -216,7 +152,7 @@ def claude_events(e: dict, path: Path, prog: FeedProgress,
 
 def generic_events(e: dict, path: Path) -> list[tuple[str, Event]]:
     role = str(e.get("role") or "").strip().lower()
-    session, at = str(e.get("session") or path.stem), transcripts.str_field(e.get("timestamp"))
+    session, at = str(e.get("session") or path.stem), str_field(e.get("timestamp"))
     content = e.get("content")
     text = content if isinstance(content, str) else result_text(content)
     if role == "user" and text.strip():
@@ -259,7 +195,7 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
                 ended = True
                 break
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):  # skipped, not held
-                nl, _ = transcripts.find_newline(fh, prog.offset + len(line))
+                nl, _ = find_newline(fh, prog.offset + len(line))
                 if nl is None:
                     ended = True
                     break
@@ -273,7 +209,7 @@ def read_events(path: str | Path, prog: FeedProgress, *, final: bool = False,
             read += len(line)
             prog.offset += len(line)
             prog.line_hash, prog.line_len = line_hash(line[-65536:]), len(line[-65536:])
-            e = transcripts.parse_line(line)
+            e = parse_line(line)
             if e is None:
                 continue
             if prog.format is None and e.get("type") not in NOTES:

@@ -21,7 +21,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from ingest.sessions.transcripts import FAILED_LINE
+from ingest.sessions.transcript_base import FAILED_LINE
 from retrieval.regexes import linear_regex
 
 MAX_ERROR_CHARS = 6000  # the error text a lesson keeps (a long trace is cut)

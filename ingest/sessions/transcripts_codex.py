@@ -48,18 +48,23 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ingest.learning.episodes import Event
-from ingest.sessions.transcripts import (
+from ingest.learning.tool_events import (  # an edit's diff, another custom tool's input kept
+    HUNK_CHARS,
+    INPUT_CHARS,
+    MAX_PENDING,
+    clip_output,
+    tool_event,
+)
+from ingest.sessions.transcript_base import (
     CWD_SCAN_BYTES,
-    MAX_WAITING,
     Turn,
-    _ClaudeCode,
-    _small_args,
     clip,
     error_excerpt,
     parse_line,
     str_field,
     tool_turn_text,
 )
+from ingest.sessions.transcripts_claude import MAX_WAITING, ClaudeCodeTurns, small_args
 
 ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
                            "compacted"})  # fmt: skip
@@ -75,12 +80,6 @@ HEADER_LINES = 12  # an output's head looked through for its exit status
 HEADER_KEYS = ("Command:", "Chunk ID:", "Wall time:", "Total output lines:",
                "Original token count:", "Exit code:", "Process ")  # fmt: skip
 PATCH_LINES = 20_000
-HUNK_CHARS = (
-    1200  # of an edit's diff (ingest.learning.episode_events.HUNK_CHARS, which imports this)
-)
-INPUT_CHARS = (
-    6000  # of another custom tool's input kept (ingest.learning.episode_events.INPUT_CHARS)
-)
 MAX_META_CACHED = 256
 _SHELL_BINS = frozenset({"bash", "sh", "zsh", "dash", "fish", "pwsh", "powershell"})
 _meta_cache: OrderedDict[tuple, dict] = OrderedDict()
@@ -298,7 +297,7 @@ def patch_ok(text: str) -> bool:
 
 def rollout_meta(path: Path) -> dict:
     """``{"session", "cwd", "branch"}`` of a rollout, from its ``session_meta`` line (read once
-    per file, within its first :data:`~ingest.sessions.transcripts.CWD_SCAN_BYTES`)."""
+    per file, within its first :data:`~ingest.sessions.transcript_base.CWD_SCAN_BYTES`)."""
     try:
         st = path.stat()
         key = (str(path), st.st_dev, st.st_ino)
@@ -333,7 +332,7 @@ def meta_of(payload: dict, meta: dict) -> dict:
     return out
 
 
-class CodexRollout(_ClaudeCode):
+class CodexRollout(ClaudeCodeTurns):
     """Parser state of a rollout for :func:`ingest.sessions.transcripts.read_turns`: the thread's id and
     folder, and the calls waiting for their outputs (kept in the same JSON form as Claude
     Code's, so a checkpoint can carry them). Messages are whole items: no reply is half-read."""
@@ -370,7 +369,7 @@ class CodexRollout(_ClaudeCode):
             if call is not None and call[0] != POLL:
                 name, args = call
                 shown = {"files": ", ".join(f for f, _ in patch_files(args["patch"]))[:400]} \
-                    if name == PATCH else _small_args(name, args)  # fmt: skip
+                    if name == PATCH else small_args(name, args)  # fmt: skip
                 self.calls[p["call_id"][:200]] = {
                     "name": name, "args": shown, "seen": self.now,
                     "entry": {k: e[k] for k in ("timestamp", "_at") if isinstance(e.get(k), str)},
@@ -408,12 +407,6 @@ def codex_events(e: dict, path: Path, prog, now: float | None = None) -> list[tu
     :class:`~ingest.learning.episode_events.FeedProgress` (calls waiting for outputs, and commands
     still running, ``run:<id>``). The line gets the rollout's ``cwd`` and ``gitBranch`` (the
     reader names a session's folder from its lines)."""
-    from ingest.learning.episode_events import (  # it imports this module
-        MAX_PENDING,
-        clip_output,
-        tool_event,
-    )
-
     meta = rollout_meta(path)
     session = meta.get("session") or thread_of(path)
     for k, field in (("cwd", "cwd"), ("branch", "gitBranch")):

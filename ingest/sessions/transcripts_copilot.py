@@ -43,14 +43,9 @@ import json
 from pathlib import Path
 
 from ingest.learning.episodes import Event
-from ingest.sessions.transcripts import (
-    Turn,
-    _ClaudeCode,
-    _small_args,
-    clip,
-    str_field,
-    tool_turn_text,
-)
+from ingest.learning.tool_events import MAX_PENDING, tool_event, waiting_args
+from ingest.sessions.transcript_base import Turn, clip, str_field, tool_turn_text
+from ingest.sessions.transcripts_claude import ClaudeCodeTurns, small_args
 
 FILE_NAME = "events.jsonl"
 SHELL_TOOLS = ("bash", "powershell")
@@ -183,7 +178,7 @@ def _session(e: dict, path: Path, facts: dict) -> tuple[str, str | None]:
     return (f"{sid}/agent-{agent[:200]}", sid) if agent else (sid, None)
 
 
-class CopilotTurns(_ClaudeCode):
+class CopilotTurns(ClaudeCodeTurns):
     """Parser state of a Copilot CLI session file: the reply being read and the calls waiting
     for their results (the Claude Code parser's, whose bookkeeping it shares)."""
 
@@ -208,9 +203,9 @@ class CopilotTurns(_ClaudeCode):
         if kind == "tool.execution_start" and cid:
             name, args = as_claude(str(data.get("toolName") or "tool")[:200], data.get("arguments"))
             entry = {k: e[k] for k in ("agentId", "timestamp", "_at") if isinstance(e.get(k), str)}
-            self.calls[cid[:200]] = {"name": name, "args": _small_args(name, args),
+            self.calls[cid[:200]] = {"name": name, "args": small_args(name, args),
                                      "entry": entry, "seen": self.now, "tool": data.get("toolName")}  # fmt: skip
-            if len(self.calls) > 256:  # transcripts.MAX_WAITING
+            if len(self.calls) > 256:  # transcripts_claude.MAX_WAITING
                 out += self._abandon(list(self.calls)[: len(self.calls) - 256])
         elif kind == "tool.execution_complete" and cid:
             call = self.calls.pop(cid[:200], None) or self.gave_up.pop(cid[:200], None)
@@ -233,8 +228,6 @@ def copilot_events(e: dict, path: Path, prog, now: float | None = None) -> list[
     ``gitBranch``) for :func:`ingest.learning.episode_events.where`."""
     import time
 
-    from ingest.learning import episode_events as ee  # it imports this module
-
     if not is_copilot(e):
         return []
     facts = head(path)
@@ -256,10 +249,10 @@ def copilot_events(e: dict, path: Path, prog, now: float | None = None) -> list[
         tool = str_field(data.get("toolName")) or ""
         if tool in TOOLS:
             name, args = as_claude(tool, data.get("arguments"))
-            prog.pending[cid[:200]] = {"name": name, "args": ee._small(name, args), "tool": tool,
+            prog.pending[cid[:200]] = {"name": name, "args": waiting_args(name, args), "tool": tool,
                                        "entry": {"timestamp": at},
                                        "seen": time.time() if now is None else now}  # fmt: skip
-            while len(prog.pending) > ee.MAX_PENDING:
+            while len(prog.pending) > MAX_PENDING:
                 del prog.pending[next(iter(prog.pending))]
         return []
     if kind == "tool.execution_complete":
@@ -267,7 +260,7 @@ def copilot_events(e: dict, path: Path, prog, now: float | None = None) -> list[
         if call is None:
             return []
         text, ok = completion(data, str(call.get("tool") or ""))
-        ev = ee.tool_event(call["name"], call["args"], text, ok, cid[:200], at)
+        ev = tool_event(call["name"], call["args"], text, ok, cid[:200], at)
         return [(session, ev)] if ev is not None else []
     return []
 

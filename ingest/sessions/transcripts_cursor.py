@@ -33,7 +33,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ingest.learning.episodes import Event
-from ingest.sessions.transcripts import REPLY_CUT_CHARS, Turn, clip, cut_reply, key_args, str_field
+from ingest.sessions.transcript_base import (
+    REPLY_CUT_CHARS,
+    Turn,
+    clip,
+    cut_reply,
+    key_args,
+    str_field,
+)
 
 NOTES = ("metadata", "turn_ended")  # line types that say nothing of the file's format
 USER_QUERY = ("<user_query>", "</user_query>")

@@ -61,7 +61,7 @@ from ingest.sessions.gemini_parts import (
     run_key,
     shell_result,
 )
-from ingest.sessions.transcripts import (
+from ingest.sessions.transcript_base import (
     Checkpoint,
     ReadResult,
     Turn,
@@ -141,7 +141,7 @@ def _shown_args(name: str, args: object) -> object:
 
 
 class GeminiTurns:
-    """Parser state of a JSONL session (the interface of ``transcripts._ClaudeCode``): the
+    """Parser state of a JSONL session (the interface of ``transcripts_claude.ClaudeCodeTurns``): the
     session's id and the keys of the turns given lately. Every line ends cleanly (nothing waits
     for another line), so every line is a checkpoint."""
 
@@ -342,8 +342,8 @@ def events(e: dict, path: Path, prog) -> list[tuple[str, Event]]:
 
 def call_event(call: dict) -> Event | None:
     """The detector's event of a completed shell or edit call (None for any other)."""
-    from ingest.learning.episode_events import clip_output, tool_event  # it imports this module
     from ingest.learning.episodes import Event
+    from ingest.learning.tool_events import clip_output, tool_event
 
     name, args = call["name"], call.get("args")
     at = str_field(call.get("timestamp"))

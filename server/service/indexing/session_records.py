@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from ingest.sessions import exchanges
-from ingest.sessions.transcripts import NAMESPACE, Turn
+from ingest.sessions.transcript_base import NAMESPACE, Turn
 from retrieval.records import Kind, Record, Scope
 from server.service.core.identity import Identity
 from server.service.trust.secret_scan.secret_files import secret_bearing

@@ -56,15 +56,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ingest.sessions import exchanges
-from ingest.sessions.transcripts import (
-    Checkpoint,
-    Turn,
-    clip,
-    read_turns,
-    session_cwd,
-    valid_offset,
-    waiting_since,
-)
+from ingest.sessions.transcript_base import Checkpoint, Turn, clip, waiting_since
+from ingest.sessions.transcripts import read_turns, session_cwd, valid_offset
 from retrieval.errors import Conflict, InvalidInput, PatternError
 from retrieval.records import Record, Scope, utcnow
 from server.service.browsing.unattended_warnings import note, watched

@@ -35,8 +35,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ingest.learning.episode_events import EDIT_TOOLS, FeedProgress, edit_path, read_events
+from ingest.learning.episode_events import FeedProgress, read_events
 from ingest.learning.episodes import Event, SessionEpisodes, feed, finish
+from ingest.learning.tool_events import EDIT_TOOLS, edit_path
 from ingest.sessions.transcripts import valid_offset
 from retrieval.records import utcnow
 from server.service.core.identity import Identity

@@ -13,7 +13,7 @@ and builds, an output that leads with ``Exit code: N`` / ``Process exited with c
 
 from __future__ import annotations
 
-from ingest.sessions.transcripts import error_excerpt
+from ingest.sessions.transcript_base import error_excerpt
 from ingest.sessions.transcripts_codex import exec_result, output_text
 
 # the tool name a Codex hook's shell result is passed under (Codex's own name of its shell

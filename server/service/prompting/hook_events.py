@@ -33,15 +33,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ingest.learning.episode_events import EDIT_TOOLS, tool_event
 from ingest.learning.episodes import Event
-from ingest.sessions.transcripts import (
-    error_excerpt,
-    key_args,
-    last_turn,
-    result_text,
-    tool_result_text,
-)
+from ingest.learning.tool_events import EDIT_TOOLS, tool_event
+from ingest.sessions.transcript_base import error_excerpt, key_args, result_text
+from ingest.sessions.transcripts import last_turn, tool_result_text
 from retrieval.errors import InvalidInput
 from server.service.core.envsettings import AUTO_LESSONS_DEFAULT
 from server.service.core.identity import Identity
