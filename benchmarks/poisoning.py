@@ -102,13 +102,13 @@ CASES = ROOT / "benchmarks" / "data" / "poisoning_cases.json"
 EXCLUDE = frozenset(
     {
         "benchmarks/data/poisoning_cases.json",
-        "tests/test_injection.py",
-        "tests/test_write_policy.py",
-        "tests/test_framing.py",
-        "tests/test_write_policy_tools.py",
-        "tests/test_injection_intent.py",
-        "tests/test_injection_escape.py",
-        "tests/test_injection_model.py",
+        "tests/trust/test_injection.py",
+        "tests/trust/test_write_policy.py",
+        "tests/trust/test_framing.py",
+        "tests/trust/test_write_policy_tools.py",
+        "tests/trust/test_injection_intent.py",
+        "tests/trust/test_injection_escape.py",
+        "tests/trust/test_injection_model.py",
         "scripts/fit_injection_model.py",  # its probe texts
         "server/service/trust/injection_scan/injection.py",
         "server/service/trust/injection_scan/injection_rules.py",  # the rule tables
@@ -117,7 +117,7 @@ EXCLUDE = frozenset(
         "server/service/trust/injection_scan/injection_addressed.py",
         "server/service/trust/injection_scan/injection_markup.py",
         "tests/scan_corpus.py",  # attacks placed, stretched and re-cased
-        "tests/test_injection_evasion.py",
+        "tests/trust/test_injection_evasion.py",
     }
 )
 # the real Claude Code transcripts: chat, measured as chat and never fit on (``claude_code``)

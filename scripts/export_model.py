@@ -16,7 +16,7 @@ The weights are stored as int8 (symmetric, round to nearest) and computed with i
 * biases, LayerNorm parameters and the position and token-type embeddings as float32.
 
 The file is about a quarter of the float32 export (25 MB instead of 90 MB). Its vectors agree
-with sentence-transformers' float32 model at cosine >= 0.999 (tests/test_model_parity.py).
+with sentence-transformers' float32 model at cosine >= 0.999 (tests/store/test_model_parity.py).
 
 The output depends only on the weights and this script: the same input gives the same bytes
 (``--check`` rebuilds in memory and compares with the committed file). The folder also receives

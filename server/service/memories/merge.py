@@ -23,7 +23,7 @@ applied to the base.
   numbers) and the attempt (``merge``, ``merge_metadata``): the writer trims it and sends it
   with the current revision. An edit that breaks a rule on its own stays an invalid input.
 
-Why merge3 and word tokens: measured on the merge cases of ``tests/test_merge.py`` (disjoint
+Why merge3 and word tokens: measured on the merge cases of ``tests/memories/test_merge.py`` (disjoint
 sentences, different words of one sentence, the same edit twice, the same word changed two
 ways, a deleted sentence against an edit of it), merge3 over words merges every disjoint case
 and flags every overlapping one. Over lines it conflicts on any two edits of a one-line memory

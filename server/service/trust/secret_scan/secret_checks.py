@@ -17,7 +17,7 @@ from retrieval.regexes import linear_regex
 
 SEPARATORS = linear_regex.compile(r"[_\-./:~+]+")
 NON_ALNUM = linear_regex.compile(r"[^a-z0-9]+")
-# (``re``: RE2 has no lookahead; linear, each run read once: tests/test_linear_regex.py)
+# (``re``: RE2 has no lookahead; linear, each run read once: tests/trust/test_linear_regex.py)
 KEY_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 TOKEN_CHARS = linear_regex.compile(r"[A-Za-z0-9_\-+/=.~]+")
 DOTTED = linear_regex.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
