@@ -19,9 +19,9 @@ tool, which takes the items in batches (:func:`merge` adds their reports up).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -67,6 +67,7 @@ MAX_ITEM_CHARS = 4 * MAX_FIELD_CHARS  # every text of one item, in all
 # reasons counted by their kind, the words before " (" (the rest names the item's own case)
 COUNTED_BY_KIND = ("too long", "too large", "too deep", "limit", "not a valid item",
                    "front matter", "unreadable", "not Unicode text")  # fmt: skip
+T = TypeVar("T")
 
 
 class ImportFromResult(BaseModel):
@@ -161,6 +162,14 @@ class ImportPart:
             self.res.interrupted = True
             return True
         return False
+
+    def parts(self, items: list[T], size: int, stop: threading.Event | None) -> Iterator[list[T]]:
+        """``items`` in parts of ``size``, until a stop is asked for (:meth:`stopped`, checked
+        before each part)."""
+        for start in range(0, len(items), size):
+            if self.stopped(stop):
+                return
+            yield items[start : start + size]
 
 
 ITEMS = TypeAdapter(list[Item])

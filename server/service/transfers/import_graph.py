@@ -102,10 +102,7 @@ class GraphImport(ImportPart):
         return import_rows(g.graph, g.lessons, self.who, rows, self.scope.value, origins=origins)
 
     def _entities(self, todo: list[EntityItem], existing, have, stop) -> Iterator[int]:
-        for start in range(0, len(todo), ENTITY_BATCH):
-            if self.stopped(stop):
-                return
-            part = todo[start : start + ENTITY_BATCH]
+        for part in self.parts(todo, ENTITY_BATCH, stop):
             if self.dry_run:
                 for e in part:
                     obs = [
@@ -137,10 +134,7 @@ class GraphImport(ImportPart):
             self._count("entity", 0, _entity_text(e, e.observations))
 
     def _relations(self, relations: list[RelationItem], stop) -> Iterator[int]:
-        for start in range(0, len(relations), RELATION_BATCH):
-            if self.stopped(stop):
-                return
-            part = relations[start : start + RELATION_BATCH]
+        for part in self.parts(relations, RELATION_BATCH, stop):
             if self.dry_run:
                 self._count("relation", len(part))
             else:
@@ -152,10 +146,7 @@ class GraphImport(ImportPart):
 
     def _pending(self, waiting: list[RelationItem], stop) -> Iterator[int]:
         """Keep ``waiting`` (an endpoint in neither the graph nor the source) pending."""
-        for start in range(0, len(waiting), RELATION_BATCH):
-            if self.stopped(stop):
-                return
-            part = waiting[start : start + RELATION_BATCH]
+        for part in self.parts(waiting, RELATION_BATCH, stop):
             if self.dry_run:
                 self.res.pending += len(part)
             else:

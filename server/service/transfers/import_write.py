@@ -262,10 +262,7 @@ def _import_items(
 
     writer = MemoryImport(svc, who, source, sc, dry_run, res)
     report()
-    for start in range(0, len(memories), BATCH):
-        if writer.stopped(stop):
-            break
-        part = memories[start : start + BATCH]
+    for part in writer.parts(memories, BATCH, stop):
         writer.batch(part)
         done += len(part)
         report()
