@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..service.trust.escapes import for_terminal
 from .ownership import Owner, runtime, sole
 
 if TYPE_CHECKING:
     import argparse
+
+    from server.service.core.runtime import Runtime
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -86,24 +89,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     from server.service.transfers.transfer import export_memories
 
     owner = sole("export", "Its `export-memories` tool exports through the daemon. ")
+    return _export(owner, lambda rt: export_memories(
+        rt.service, rt.identity, [*rt.settings.allowed_for(rt.identity), Path.cwd()],
+        args.output, args.scope, args.category, force=args.force))  # fmt: skip
+
+
+def _export(owner: Owner, write: Callable[[Runtime], Any]) -> int:
+    """``write`` (an export) on a runtime of this command's, ``owner`` released after; prints
+    the files it replaced (kept as backups) and its result."""
     try:
         rt = runtime()
-        dirs = [*rt.settings.allowed_for(rt.identity), Path.cwd()]
         try:
-            res = export_memories(rt.service, rt.identity, dirs, args.output, args.scope,
-                                  args.category, force=args.force)  # fmt: skip
+            res = write(rt)
         finally:
             rt.close()
     finally:
         owner.release()
-    _show_backups(res.backups)
+    for line in res.backups:
+        print(for_terminal(f"replaced (kept as a backup): {line}"), file=sys.stderr)
     print(for_terminal(res.model_dump_json()))
     return 0
-
-
-def _show_backups(lines: list[str]) -> None:
-    for line in lines:
-        print(for_terminal(f"replaced (kept as a backup): {line}"), file=sys.stderr)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -147,18 +152,8 @@ def cmd_import_graph(args: argparse.Namespace) -> int:
 
 def cmd_export_graph(args: argparse.Namespace) -> int:
     owner = sole("export-graph", "Its `read_graph` tool reads the graph through the daemon. ")
-    try:
-        rt = runtime()
-        try:
-            res = rt.graphs.export_files(rt.identity, args.file, args.lessons, args.scope,
-                                         force=args.force)  # fmt: skip
-        finally:
-            rt.close()
-    finally:
-        owner.release()
-    _show_backups(res.backups)
-    print(for_terminal(res.model_dump_json()))
-    return 0
+    return _export(owner, lambda rt: rt.graphs.export_files(
+        rt.identity, args.file, args.lessons, args.scope, force=args.force))  # fmt: skip
 
 
 def _say(text: str) -> None:
