@@ -124,6 +124,13 @@ class Dialect:
             raise UnsupportedSQL(f"no canonical table {name!r} in: {sql.strip()[:200]}")
         return t
 
+    def _parsed(self, pattern: re.Pattern[str], sql: str):
+        """(``pattern``'s match of ``sql``, the table it names: None for a node-local one)."""
+        m = pattern.match(sql)
+        if m is None:
+            raise UnsupportedSQL(f"cannot parse: {sql[:200]}")
+        return m, self._table(m.group("table"), sql)
+
     def _translate(self, sql: str) -> Statement:
         m = _VERB.match(sql)
         if m is None:
@@ -139,10 +146,7 @@ class Dialect:
         if verb in ("INSERT", "REPLACE"):
             return self._insert(sql)
         if verb == "UPDATE":
-            u = _UPDATE.match(sql)
-            if u is None:
-                raise UnsupportedSQL(f"cannot parse: {sql[:200]}")
-            t = self._table(u.group("table"), sql)
+            u, t = self._parsed(_UPDATE, sql)
             if t is None:
                 return Statement("update", u.group("table"), True, None)
             sets = re.split(r"\bWHERE\b", u.group("set"), maxsplit=1, flags=re.I)[0]
@@ -150,20 +154,14 @@ class Dialect:
             if any(p.lower() in assigned for p in t.pk):
                 raise UnsupportedSQL(f"an UPDATE may not change the key of {t.name}: {sql[:200]}")
             return Statement("update", t.name, False, to_pg(sql, self.reserved) + " RETURNING *")
-        d = _DELETE.match(sql)
-        if d is None:
-            raise UnsupportedSQL(f"cannot parse: {sql[:200]}")
-        t = self._table(d.group("table"), sql)
+        d, t = self._parsed(_DELETE, sql)
         if t is None:
             return Statement("delete", d.group("table"), True, None)
         keys = ", ".join(f'"{c}"' for c in t.pk)
         return Statement("delete", t.name, False, to_pg(sql, self.reserved) + f" RETURNING {keys}")
 
     def _insert(self, sql: str) -> Statement:
-        m = _INSERT.match(sql)
-        if m is None:
-            raise UnsupportedSQL(f"cannot parse: {sql[:200]}")
-        t = self._table(m.group("table"), sql)
+        m, t = self._parsed(_INSERT, sql)
         if t is None:
             return Statement("insert", m.group("table"), True, None)
         conflict = (m.group("conflict") or ("REPLACE" if m.group("replace") else "")).upper()
