@@ -66,20 +66,8 @@ def wanted_groups() -> dict[str, list[dict]]:
         "type": "command", "command": cf.hook_command(NAME, b.client_event), "timeout": TIMEOUT_S})  # fmt: skip
 
 
-def _with_hooks(doc: dict) -> dict:
-    return cf.with_groups(doc, wanted_groups(), is_ours)
-
-
-def _without_hooks(doc: dict) -> dict:
-    return cf.without_groups(doc, is_ours, MATCHERS)
-
-
-def _present(doc: dict) -> list[str]:
-    return cf.groups_present(doc, is_ours)
-
-
 INSTALLER = Installer(files=(
-    ConfigFile("hooks", settings_path, _with_hooks, _without_hooks, _present),
+    cf.groups_file(settings_path, wanted_groups, is_ours, MATCHERS),
     # .mcp.json: ours to delete when left empty; ~/.claude.json: Claude Code's own state, never
     ConfigFile("server", lambda scope, project: project / ".mcp.json" if scope == "project" else None,
                cf.with_server, cf.without_server, cf.server_present),

@@ -150,18 +150,6 @@ def wanted_groups() -> dict[str, list[dict]]:
         "timeout": TIMEOUT_S.get(b.client_event, DEFAULT_TIMEOUT_S)})  # fmt: skip
 
 
-def _with_hooks(doc: dict) -> dict:
-    return cf.with_groups(doc, wanted_groups(), is_ours)
-
-
-def _without_hooks(doc: dict) -> dict:
-    return cf.without_groups(doc, is_ours, [b.client_event for b in BINDINGS])
-
-
-def _hooks_present(doc: dict) -> list[str]:
-    return cf.groups_present(doc, is_ours)
-
-
 # --------------------------------------------------------------------------- config.toml
 @lru_cache(maxsize=1)
 def flag_key() -> str:
@@ -279,7 +267,7 @@ def _server_present(text: str) -> list[str]:
 
 INSTALLER = Installer(
     files=(
-        ConfigFile("hooks", hooks_path, _with_hooks, _without_hooks, _hooks_present),
+        cf.groups_file(hooks_path, wanted_groups, is_ours, [b.client_event for b in BINDINGS]),
         ConfigFile("setting", config_path, _with_flag, _without_flag, _flag_present, fmt="toml",
                    label="the hooks feature flag ([features])"),
         ConfigFile("server", config_path, _with_server, _without_server, _server_present,

@@ -38,6 +38,7 @@ from retrieval.errors import InvalidInput
 
 from . import safe_files
 from .safe_files import MAX_BACKUPS_READ, MAX_CONFIG_BYTES, backups  # noqa: F401
+from .spec import ConfigFile
 from .toml_text import (  # noqa: F401 - the TOML helpers, as the client modules call them
     TOML_MARK,
     _header_line,
@@ -314,6 +315,15 @@ def groups_present(doc: dict, is_ours: Callable[[object], bool], key: str = "hoo
         for h in g["hooks"])]  # fmt: skip
 
 
+def groups_file(path: Callable[[str, Path], Path | None], wanted: Callable[[], dict[str, list[dict]]],
+                is_ours: Callable[[object], bool], events: Iterable[str]) -> ConfigFile:  # fmt: skip
+    """A client's hooks file in Claude Code's layout: :func:`with_groups` of ``wanted()``,
+    :func:`without_groups` (``events``: ours, dropped when left empty), :func:`groups_present`."""
+    return ConfigFile("hooks", path, lambda doc: with_groups(doc, wanted(), is_ours),
+                      lambda doc: without_groups(doc, is_ours, events),
+                      lambda doc: groups_present(doc, is_ours))  # fmt: skip
+
+
 # --------------------------------------------------------------------------- hooks: flat lists
 def with_flat(doc: dict, wanted: dict[str, list[Hook]], is_ours: Callable[[object], bool],
               key: str = "hooks", top: dict | None = None) -> dict:  # fmt: skip
@@ -368,6 +378,16 @@ def flat_present(doc: dict, is_ours: Callable[[object], bool], key: str = "hooks
     hooks = doc.get(key) if isinstance(doc.get(key), dict) else {}
     return [e for e, entries in hooks.items()
             if isinstance(entries, list) and any(is_ours(h) for h in entries)]  # fmt: skip
+
+
+def flat_file(path: Callable[[str, Path], Path | None], wanted: Callable[[], dict[str, list[Hook]]],
+              is_ours: Callable[[object], bool], events: Iterable[str],
+              top: dict | None = None) -> ConfigFile:  # fmt: skip
+    """A client's hooks file in a flat layout: :func:`with_flat` of ``wanted()``,
+    :func:`without_flat` (``events``: ours, dropped when left empty), :func:`flat_present`."""
+    return ConfigFile("hooks", path, lambda doc: with_flat(doc, wanted(), is_ours, top=top),
+                      lambda doc: without_flat(doc, is_ours, events, top=top),
+                      lambda doc: flat_present(doc, is_ours))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- MCP server (JSON)

@@ -227,20 +227,8 @@ def server_entry() -> dict:
     return {"type": "local", **cf.server_entry(), "tools": ["*"]}
 
 
-def _with_hooks(doc: dict) -> dict:
-    return cf.with_flat(doc, wanted_hooks(), is_ours, top=TOP)
-
-
-def _without_hooks(doc: dict) -> dict:
-    return cf.without_flat(doc, is_ours, [b.client_event for b in BINDINGS], top=TOP)
-
-
-def _present(doc: dict) -> list[str]:
-    return cf.flat_present(doc, is_ours)
-
-
 INSTALLER = Installer(files=(
-    ConfigFile("hooks", hooks_path, _with_hooks, _without_hooks, _present),
+    cf.flat_file(hooks_path, wanted_hooks, is_ours, [b.client_event for b in BINDINGS], top=TOP),
     ConfigFile("server", mcp_path, lambda doc: cf.with_server(doc, server_entry()),
                lambda doc: cf.without_server(doc, server_entry()), cf.server_present),
 ), note="Copilot CLI loads a project's hooks and MCP servers once the folder is trusted")  # fmt: skip

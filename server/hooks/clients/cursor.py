@@ -236,21 +236,11 @@ def wanted_hooks() -> dict[str, list[dict]]:
     return out
 
 
-def _with_hooks(doc: dict) -> dict:
-    return cf.with_flat(doc, wanted_hooks(), is_ours, top=TOP)
-
-
-def _without_hooks(doc: dict) -> dict:
-    return cf.without_flat(doc, is_ours, [b.client_event for b in BINDINGS], top=TOP)
-
-
-def _present(doc: dict) -> list[str]:
-    return cf.flat_present(doc, is_ours)
-
-
 INSTALLER = Installer(
     files=(
-        ConfigFile("hooks", hooks_path, _with_hooks, _without_hooks, _present),
+        cf.flat_file(
+            hooks_path, wanted_hooks, is_ours, [b.client_event for b in BINDINGS], top=TOP
+        ),
         ConfigFile("server", mcp_path, cf.with_server, cf.without_server, cf.server_present),
     ),
     note="project hooks run only in a trusted workspace; Cursor reloads hooks.json on save",

@@ -161,20 +161,8 @@ def wanted_groups() -> dict[str, list[dict]]:
         "timeout": TIMEOUT_MS})  # fmt: skip
 
 
-def _with_hooks(doc: dict) -> dict:
-    return cf.with_groups(doc, wanted_groups(), is_ours)
-
-
-def _without_hooks(doc: dict) -> dict:
-    return cf.without_groups(doc, is_ours, HANDLER)
-
-
-def _present(doc: dict) -> list[str]:
-    return cf.groups_present(doc, is_ours)
-
-
 INSTALLER = Installer(files=(
-    ConfigFile("hooks", settings_path, _with_hooks, _without_hooks, _present),
+    cf.groups_file(settings_path, wanted_groups, is_ours, HANDLER),
     ConfigFile("server", settings_path, cf.with_server, cf.without_server, cf.server_present),
 ))  # fmt: skip
 
