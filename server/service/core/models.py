@@ -6,7 +6,7 @@ Field names follow the Pattern seed (camelCase), so existing clients keep workin
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -111,6 +111,16 @@ def is_empty(value) -> bool:
     return not value
 
 
+# a write's candidates (remember, update-memory, add_observations): left out when there are none
+Candidates = Annotated[
+    list[str], Field(default_factory=list, exclude_if=is_empty, description=CANDIDATES_HELP)
+]
+CandidatesNote = Annotated[
+    str | None,
+    Field(default=None, exclude_if=is_empty, description="What to do with the candidates."),
+]
+
+
 class RememberResult(BaseModel):
     memoryId: str
     scope: ScopeName
@@ -125,12 +135,8 @@ class RememberResult(BaseModel):
         description="Older memories this one updates (named in supersedes; a person can undo "
         "a link in the dashboard).",
     )
-    candidates: list[str] = Field(
-        default_factory=list, exclude_if=is_empty, description=CANDIDATES_HELP
-    )
-    candidatesNote: str | None = Field(
-        default=None, exclude_if=is_empty, description="What to do with the candidates."
-    )
+    candidates: Candidates
+    candidatesNote: CandidatesNote
 
 
 class CommitInsightResult(BaseModel):
@@ -168,12 +174,8 @@ class UpdateMemoryResult(BaseModel):
     supersedes: list[Superseded] = Field(
         default_factory=list, description="Older memories this one now updates (supersedes)."
     )
-    candidates: list[str] = Field(
-        default_factory=list, exclude_if=is_empty, description=CANDIDATES_HELP
-    )
-    candidatesNote: str | None = Field(
-        default=None, exclude_if=is_empty, description="What to do with the candidates."
-    )
+    candidates: Candidates
+    candidatesNote: CandidatesNote
 
 
 class ForgetResult(BaseModel):

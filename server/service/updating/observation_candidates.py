@@ -15,7 +15,7 @@ from graph.common import parse_scope
 from graph.models import AddObservationsResult
 from retrieval.records import Kind
 from server.service.core.identity import Identity
-from server.service.core.models import CANDIDATES_HELP, is_empty
+from server.service.core.models import CANDIDATES_HELP, CandidatesNote, is_empty
 from server.service.updating import candidates
 
 MAX_OBSERVATIONS = 50  # new observations of one call looked at
@@ -34,9 +34,7 @@ class AddObservationsWithCandidates(AddObservationsResult):
         default_factory=list, exclude_if=is_empty,
         description="Added observations that may restate older ones of their entity.",
     )  # fmt: skip
-    candidatesNote: str | None = Field(
-        default=None, exclude_if=is_empty, description="What to do with the candidates."
-    )
+    candidatesNote: CandidatesNote
 
 
 def _added(svc, bucket: str, result: AddObservationsResult) -> list:
