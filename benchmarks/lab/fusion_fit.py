@@ -120,7 +120,8 @@ def rank_of(q, L, V, fuse) -> list:
     return order
 
 
-def evaluate(data, view, fuse, sets=None) -> dict:
+def score_sets(data, order_of, sets=None) -> dict:
+    """Each set's metric (:data:`METRIC`) over its queries, ``order_of(q)`` the ranking."""
     out = {}
     for name, d in data.items():
         if sets is not None and name not in sets:
@@ -128,12 +129,14 @@ def evaluate(data, view, fuse, sets=None) -> dict:
         m = METRIC.get(name, "recall@10")
         vals = []
         for q in d["queries"]:
-            L, V = view(q)
-            order = rank_of(q, L, V, fuse)
             docs = d["docs"][q["docs"]]
-            vals.append(query_metrics([docs[i] for i in order], q["relevant"])[m])
+            vals.append(query_metrics([docs[i] for i in order_of(q)], q["relevant"])[m])
         out[name] = float(np.mean(vals))
     return out
+
+
+def evaluate(data, view, fuse, sets=None) -> dict:
+    return score_sets(data, lambda q: rank_of(q, *view(q), fuse), sets)
 
 
 def table(rows: list[tuple[str, dict]]) -> None:
@@ -357,20 +360,13 @@ def family_eval(data, a_short, a_long, k, beta, lo, hi, gamma=0.0, lbase="rare64
     from ``a_long`` (a report: w = 0) to ``a_short`` (a wrapped question: w = 1); a short query
     uses ``a_short``; gamma: the per-query margin adjustment."""
     view = family_view(k, beta, lo, hi, signal, lbase)
-    out = {}
-    for name, d in data.items():
-        if sets is not None and name not in sets:
-            continue
-        m = METRIC.get(name, "recall@10")
-        vals = []
-        for q in d["queries"]:
-            L, V, w = view(q, with_weight=True)
-            a = a_short + (a_long - a_short) * (1 - w) if q["words"] > 48 else a_short
-            order = rank_of(q, L, V, adaptive(a, gamma))
-            docs = d["docs"][q["docs"]]
-            vals.append(query_metrics([docs[i] for i in order], q["relevant"])[m])
-        out[name] = float(np.mean(vals))
-    return out
+
+    def order_of(q):
+        L, V, w = view(q, with_weight=True)
+        a = a_short + (a_long - a_short) * (1 - w) if q["words"] > 48 else a_short
+        return rank_of(q, L, V, adaptive(a, gamma))
+
+    return score_sets(data, order_of, sets)
 
 
 def family_view(k=10.0, beta=1.0, lo=0.2, hi=0.5, signal=("max", (0.0, 0.1)), lbase="rare64"):
