@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 OPEN_FLAGS = (
@@ -92,14 +93,7 @@ def read_inside(
     real = Path(os.path.realpath(path))
     if not any(inside(real, r) for r in resolved):
         raise NotRead("outside")
-    try:
-        fd = os.open(real, OPEN_FLAGS)
-    except OSError as exc:
-        raise NotRead("unreadable", error=exc) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRead("special", mode=st.st_mode)
+    with _regular_file(real, OPEN_FLAGS) as (fd, st):
         opened = opened_path(fd)
         if opened is not None:
             if not any(inside(opened, r) for r in resolved):
@@ -110,40 +104,46 @@ def read_inside(
                 raise NotRead("changed")
         if st.st_size > max_bytes:
             raise NotRead("too_large", size=st.st_size)
-        chunks, size = [], 0
-        while size <= max_bytes and (data := os.read(fd, min(CHUNK, max_bytes + 1 - size))):
-            chunks.append(data)
-            size += len(data)
-        if size > max_bytes:
-            raise NotRead("grew", size=size)
-        return b"".join(chunks), st
-    except OSError as exc:
-        raise NotRead("unreadable", error=exc) from None
-    finally:
-        os.close(fd)
+        data = _read_at_most(fd, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise NotRead("grew", size=len(data))
+        return data, st
 
 
 def read_head(path: str | Path, max_bytes: int) -> bytes:
     """The first ``max_bytes`` of the regular file ``path`` (a link to one followed), opened
     without waiting on a named pipe (``O_NONBLOCK``) and checked with ``fstat`` before a byte
     is read: a transcript's start, whatever its size. :class:`NotRead` otherwise."""
+    with _regular_file(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)) as (fd, _):
+        return _read_at_most(fd, max_bytes)
+
+
+@contextmanager
+def _regular_file(path: str | Path, flags: int) -> Iterator[tuple[int, os.stat_result]]:
+    """The regular file ``path`` opened with ``flags``: (its descriptor, its ``fstat``), closed
+    after; :class:`NotRead` for any other kind of file, and for an ``OSError`` while it is open."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except OSError as exc:
         raise NotRead("unreadable", error=exc) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRead("special", mode=st.st_mode)
-        chunks, size = [], 0
-        while size < max_bytes and (data := os.read(fd, min(CHUNK, max_bytes - size))):
-            chunks.append(data)
-            size += len(data)
-        return b"".join(chunks)
+        yield fd, st
     except OSError as exc:
         raise NotRead("unreadable", error=exc) from None
     finally:
         os.close(fd)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``fd``, read in chunks of :data:`CHUNK` at the most."""
+    chunks, size = [], 0
+    while size < limit and (data := os.read(fd, min(CHUNK, limit - size))):
+        chunks.append(data)
+        size += len(data)
+    return b"".join(chunks)
 
 
 __all__ = ["NotRead", "inside", "opened_path", "read_head", "read_inside", "special"]
