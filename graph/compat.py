@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from retrieval.errors import InvalidInput
 
 from . import pending
+from . import pending_rows as relations_pending
 from .common import MAX_BATCH, Caller, Origin, parse_scope
 from .entities import GraphService
 from .lessons import LessonService
@@ -205,7 +206,7 @@ def pending_rows(graph: GraphService, who: Caller, scope: str | None = None) -> 
     """The relations still pending in the scope's graph, as memory.jsonl relation rows."""
     bucket = who.bucket(parse_scope(scope).value)
     return [{"type": "relation", "from": f, "to": t, "relationType": k}
-            for f, t, k in pending.of(graph.reader, bucket)]  # fmt: skip
+            for f, t, k in relations_pending.of(graph.reader, bucket)]  # fmt: skip
 
 
 def jsonl_text(rows: Iterable[dict]) -> str:

@@ -63,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.embed_cache import CachingEmbedder  # noqa: E402
+from benchmarks.harness.embed_cache import CachingEmbedder  # noqa: E402
 from benchmarks.judge import split_of  # noqa: E402
 from benchmarks.poisoning import (  # noqa: E402
     CASES,

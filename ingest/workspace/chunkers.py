@@ -12,7 +12,7 @@ By file type (:func:`chunk_text` dispatches on the name):
 Every structural unit larger than ``max_chars`` is split at blank lines (then at lines, then a
 single huge line by characters); consecutive units smaller than ``min_chars`` are merged while
 they fit. A split inside one unit may repeat the last ``overlap`` lines of the previous piece
-(``overlap=0`` by default: measured in ``benchmarks/chunking.py``, see docs/ingest.md).
+(``overlap=0`` by default: measured in ``benchmarks/lab/chunking.py``, see docs/ingest.md).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class FusionConfig:
     # the time prior (retrieval/timeline/timeprior.py): gains added to the fused score of records from
     # the window a query names, from one side of an event it names, and, for a question that
     # asks when, of records that state a time. Chosen on LoCoMo dev and LongMemEval_S together
-    # (benchmarks/time_lab.py; docs/benchmarks.md, "Time and updates")
+    # (benchmarks/lab/time_lab.py; docs/benchmarks.md, "Time and updates")
     window_weight: float = 0.1
     event_weight: float = 0.05
     when_weight: float = 0.15

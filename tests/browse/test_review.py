@@ -17,7 +17,6 @@ from server.service.core.identity import Identity
 from server.service.core.models import MemoryInput
 from server.service.memories.memory import MemoryService
 from server.service.trust.secret_scan.secrets import SecretPolicy
-
 from tests.mcp_util import FakeClock, SyncClient
 
 ALICE = Identity(project_id="p1", agent_id="alice")
@@ -258,7 +257,6 @@ def http_client(info: dict, headers: dict) -> SyncClient:
 def review_daemon(tmp_path):
     from server.http.auth import TokenStore, envelope_headers
     from server.http.daemon import read_info
-
     from tests.runtime.test_daemon import start_daemon, stop
 
     home: Path = tmp_path / "store"

@@ -10,7 +10,6 @@ import pytest
 from server.service.core.identity import Identity
 from server.service.core.models import MemoryInput
 from server.ui.logins import COOKIE, sign_login
-
 from tests.ui_util import SECRET, UiHarness, csrf_of, hidden_csrf
 
 SECRET_TEXT = "the launch code is 4242-walrus"

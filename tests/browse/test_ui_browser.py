@@ -22,7 +22,6 @@ import pytest
 from server.http.daemon import read_info
 from server.service.core.runtime import Runtime
 from server.ui.logins import login_url
-
 from tests.runtime.test_daemon import start_daemon, stop
 from tests.ui_tour import PAGES, click_node, tour, wait_model_ready
 from tests.ui_util import OWNER_ENV, XSS, populate_demo

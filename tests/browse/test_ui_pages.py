@@ -16,7 +16,6 @@ from retrieval.records import Kind, Record, Scope, utcnow
 from server.service.core.identity import Identity
 from server.service.core.models import MemoryInput
 from server.service.transfers.workspace import ingest_workspace
-
 from tests.ui_util import UiHarness, csrf_of, form_fields
 
 ALICE = Identity(project_id="p1", agent_id="alice")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from server.http.daemon import read_info
-from tests.runtime.test_daemon import start_daemon, stop
 from tests.hooks.test_hooks import ID_ENV, LESSON, context_of, mcp, run_hook, wait_for
+from tests.runtime.test_daemon import start_daemon, stop
 from tests.transcript_util import TranscriptWriter, hook_input
 
 ERR = ("Traceback (most recent call last):\n  File \"app/db.py\", line 12, in connect\n"

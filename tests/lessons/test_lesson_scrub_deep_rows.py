@@ -10,8 +10,13 @@ import sqlite3
 import pytest
 
 from server.service.learning import lesson_scrub
-
-from tests.lessons.test_lesson_scrub import GHP, files_holding, learned_lesson, open_runtime, write_old_store
+from tests.lessons.test_lesson_scrub import (
+    GHP,
+    files_holding,
+    learned_lesson,
+    open_runtime,
+    write_old_store,
+)
 
 DEEP = 600  # JSON reads it; a walk of two frames per level does not
 

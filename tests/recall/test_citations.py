@@ -17,7 +17,6 @@ from server.service.memories.changes import read_changes
 from server.service.recalling import verify
 from server.service.recalling.recall import recall
 from server.service.transfers.workspace import ingest_workspace
-
 from tests.mcp_util import FakeClock, clocked_service, identity_env, runtime_on
 
 MOD = """import os

@@ -117,7 +117,6 @@ def test_through_the_daemon_a_bridged_caller_cites_and_a_remote_agent_cannot(
 
     from server.http.auth import TokenStore, envelope_headers
     from server.service.core.identity import Identity
-
     from tests.runtime.test_daemon import bearer, call, start_daemon, stop
 
     proj = tmp_path_factory.mktemp("proj-cite")

@@ -237,7 +237,7 @@ def test_the_bridge_imports_neither_pydantic_nor_the_sdk(tmp_path):
     assert sorted(m for m in out if m.split(".")[0] in heavy) == []
     # exceptions, and the store's file modes (both standard library only)
     ours = [m for m in out if m.startswith("retrieval.")]
-    assert ours == ["retrieval.errors", "retrieval.storage.private"]
+    assert ours == ["retrieval.errors", "retrieval.storage", "retrieval.storage.private"]
     assert "http.client" not in out and "concurrent.futures" not in out
     assert "server.service.core.config" not in out and "server.http.auth" not in out
 

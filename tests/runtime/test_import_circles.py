@@ -60,7 +60,7 @@ def test_a_planted_circle_is_caught(tmp_path):
 
 def package_folders():
     seen = {}
-    for module, path in modules(PACKAGE):
+    for _module, path in modules(PACKAGE):
         seen.setdefault(path.parent, []).append(path)
     return sorted(seen.items())
 

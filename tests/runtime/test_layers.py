@@ -13,7 +13,6 @@ as an import, a computed one is refused (the rules could not be checked)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = """
 import sys, time
-from retrieval import locks
+from retrieval.storage import locks
 mode, path, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 if mode == "exclusive":
     with locks.exclusive(path):

@@ -24,8 +24,8 @@ from server.http.daemon import read_info
 from server.service.core.identity import Identity
 from server.service.core.maintenance import health
 from server.service.memories.memory import MemoryService
-from tests.runtime.test_daemon import call
 from tests.hooks.test_hooks import run_hook, wait_for
+from tests.runtime.test_daemon import call
 from tests.transcript_util import hook_input
 
 WHO = Identity(project_id="proj", agent_id="agent-1")

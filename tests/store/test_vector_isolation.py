@@ -88,7 +88,7 @@ def seen(pid):
             "cwd": os.readlink(f"/proc/{pid}/cwd"), "fds": fds, "core": limits[0].split()[4:6],
             "threads": len(os.listdir(f"/proc/{pid}/task"))}
 
-from retrieval import vector_spawner
+from retrieval.vector import vector_spawner
 start_dir = vector_spawner._current[1].start_dir
 print(json.dumps({"child": seen(child), "spawner": seen(spawner), "start_dir": start_dir}))
 eng.close()

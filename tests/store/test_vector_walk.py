@@ -23,8 +23,8 @@ from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service.memories.memory import MemoryService
 from server.service.trust.policy import WritePolicy
-from tests.mcp_util import SyncClient, identity_env, in_process, runtime_on
 from tests.lessons.test_graph_lessons import SEED
+from tests.mcp_util import SyncClient, identity_env, in_process, runtime_on
 
 N = 50
 SCOPES = ("private", "personal", "team", "public")

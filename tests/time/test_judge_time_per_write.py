@@ -18,7 +18,6 @@ from retrieval.engine import Engine
 from server.mcp.app import create_server
 from server.service.memories.memory import MemoryService
 from server.service.updating import update_judge
-
 from tests.mcp_util import FakeClock, SyncClient, identity_env, runtime_on
 
 OLD = "The payments queue runs on RabbitMQ in the eu-west cluster."

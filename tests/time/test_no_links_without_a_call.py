@@ -13,7 +13,6 @@ import pytest
 from retrieval.engine import Engine
 from server.service.core.demo import paragraphs
 from server.service.memories.memory import MemoryService
-
 from tests.mcp_util import FakeClock, identity_env, in_process, runtime_on
 
 ROOT = Path(__file__).resolve().parents[2]

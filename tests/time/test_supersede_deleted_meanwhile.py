@@ -13,7 +13,6 @@ from server.service.core.identity import Identity
 from server.service.core.models import MemoryInput
 from server.service.memories.memory import MemoryService
 from server.service.updating import supersede
-
 from tests.conftest import T0
 
 A = Identity(project_id="proj", agent_id="agent-a")

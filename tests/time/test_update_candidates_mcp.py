@@ -17,7 +17,6 @@ from retrieval.engine import Engine
 from server.mcp.app import create_server
 from server.service.memories.memory import MemoryService
 from server.service.prompting.hook_context import HookConfig, select_for_prompt
-
 from tests.mcp_util import FakeClock, SyncClient, identity_env, in_process, runtime_on
 
 OLD = "The payments queue runs on RabbitMQ in the eu-west cluster."

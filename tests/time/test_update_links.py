@@ -17,7 +17,6 @@ from server.service.memories.memory import MemoryService
 from server.service.recalling.recall import recall
 from server.service.trust import framing
 from server.service.updating import supersede
-
 from tests.conftest import T0
 
 A = Identity(project_id="proj", agent_id="agent-a")

@@ -8,7 +8,6 @@ import pytest
 
 from server.service.core.identity import Identity
 from server.service.core.models import MemoryInput
-
 from tests.mcp_util import FakeClock
 from tests.ui_util import UiHarness, csrf_of
 

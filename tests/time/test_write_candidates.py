@@ -25,7 +25,6 @@ from server.service.core.models import MemoryInput
 from server.service.memories.memory import MemoryService
 from server.service.trust.secret_scan.secrets import SecretPolicy
 from server.service.updating import candidates, supersede
-
 from tests.conftest import CountingEmbedder
 from tests.mcp_util import FakeClock
 

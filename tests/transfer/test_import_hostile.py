@@ -389,7 +389,7 @@ def test_an_unexpected_failure_of_a_reader_is_one_clear_error(tmp_path, monkeypa
     def broken(_path):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setitem(__import__("server.service.transfers.import_from").service.import_from.SOURCES,
+    monkeypatch.setitem(__import__("server.service.transfers.import_from").service.transfers.import_from.SOURCES,
                         "mem0", broken)  # fmt: skip
     with pytest.raises(InvalidInput) as err:
         read_source("mem0", tmp_path / "x.json")

@@ -3,7 +3,7 @@ about it.
 
 The questions and their answers live in ``benchmarks/data/repo_questions.json`` (kept out of
 the index by the repository's ``.patternignore``, so they cannot answer themselves);
-``benchmarks/chunking.py`` runs the same set over the whole repository to choose chunk sizes.
+``benchmarks/lab/chunking.py`` runs the same set over the whole repository to choose chunk sizes.
 
 The index here is the part of the repository that competes for these questions (:func:`corpus`):
 every file a question wants, the tests named after those files, the README and every page of

@@ -168,7 +168,7 @@ def test_a_second_process_reads_the_rules_tables_instead_of_deriving_them(tmp_pa
     """The point of the file: the injection rules' import derives nothing the second time."""
     env = {**os.environ, "PATTERN_CACHE_DIR": str(tmp_path)}
     probe = (
-        "from retrieval import derived\n"
+        "from retrieval.regexes import derived\n"
         "derived.write_new()\n"  # as the command line and the daemon do
         "import retrieval.regexes.regex_translate as t, server.service.trust.injection_scan.pattern_facts as f\n"
         "calls = []\n"

@@ -22,8 +22,8 @@ from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service.memories.memory import MemoryService
 from server.service.trust.policy import WritePolicy
-from tests.mcp_util import identity_env, in_process, runtime_on
 from tests.lessons.test_graph_lessons import SEED
+from tests.mcp_util import identity_env, in_process, runtime_on
 
 # split so this file holds no literal credential
 TOKEN_BODY = "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"

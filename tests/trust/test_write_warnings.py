@@ -21,7 +21,6 @@ from server.service.prompting.hook_events import HookService
 from server.service.trust.secret_scan import secrets
 from server.service.trust.secret_scan.secret_files import FOLDERS, secret_bearing, secret_text
 from tests.transcript_util import TranscriptWriter
-
 from tests.ui_util import XSS, UiHarness, csrf_of
 
 GHP = "ghp_" + "Xq7Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0a"

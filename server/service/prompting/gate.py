@@ -12,7 +12,7 @@ statistics (FTS5's IDF, the number of records, the other candidates). The two fe
   background, not the store's vocabulary).
 
 The relevance (:class:`GateModel`) is a logistic model over the two, fit on the dev sets'
-questions at every project size (``benchmarks/gate_fit.py``), or, for a record very close in
+questions at every project size (``benchmarks/lab/gate_fit.py``), or, for a record very close in
 meaning, the cosine alone (a question asked in other words than the memory's). One threshold
 serves every store: the search looks at 30 candidates in any store of more than 30 records, and
 the threshold is the lowest at which the best of them stays below it for questions about
@@ -61,7 +61,7 @@ class GateModel:
         return max(p, route)
 
 
-# fit by benchmarks/gate_fit.py on LoCoMo dev and LongMemEval_S dev at project sizes 1, 8, 64
+# fit by benchmarks/lab/gate_fit.py on LoCoMo dev and LongMemEval_S dev at project sizes 1, 8, 64
 # and whole (docs/benchmarks.md, "The prompt gate")
 MODEL = GateModel(coef=(4.0646, 5.7701), bias=-4.6168, semantic_cosine=0.5, threshold=0.5)
 THRESHOLD = MODEL.threshold

@@ -50,7 +50,7 @@ CHARS_PER_TOKEN = 4
 EXCERPT_TOKENS = 133
 
 # Relevance threshold of prompt recall: the gate's probability (server/service/prompting/gate.py), one
-# threshold for every store size (chosen in benchmarks/gate_fit.py; docs/benchmarks.md, "The
+# threshold for every store size (chosen in benchmarks/lab/gate_fit.py; docs/benchmarks.md, "The
 # prompt gate").
 DEFAULT_THRESHOLD = gate.THRESHOLD
 # Lessons for a failed command: relevance = cosine + LEX_WEIGHT * lexical coverage (see
