@@ -82,10 +82,12 @@ def parse_scope(scope: str | None) -> Scope:
         ) from None
 
 
-def validated(model: type[M], items: Iterable[M | dict]) -> list[M]:
+def validated(model: type[M], items: Iterable[M | dict], what: str) -> list[M]:
     """Tool input as models: instances pass through, dicts are validated (pydantic errors
-    become tool errors at the MCP edge)."""
-    return [i if isinstance(i, model) else model.model_validate(i) for i in items]
+    become tool errors at the MCP edge); at most :data:`MAX_BATCH` ``what`` (:func:`check_batch`)."""
+    out = [i if isinstance(i, model) else model.model_validate(i) for i in items]
+    check_batch(out, what)
+    return out
 
 
 def check_batch(items: Sequence, what: str) -> None:

@@ -111,8 +111,7 @@ class GraphService(GraphBase):
     ) -> CreateEntitiesResult:  # fmt: skip
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
-        items = validated(EntityInput, entities)
-        check_batch(items, "entities")
+        items = validated(EntityInput, entities, "entities")
         warnings: list[str] = []
         wanted: dict[str, tuple[str, list[str]]] = {}
         for e in items:
@@ -209,8 +208,7 @@ class GraphService(GraphBase):
         self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
     ) -> CreateRelationsResult:
         bucket = who.bucket(parse_scope(scope).value)
-        items = validated(Relation, relations)
-        check_batch(items, "relations")
+        items = validated(Relation, relations, "relations")
         warnings: list[str] = []
         items = [
             Relation.model_validate({
@@ -249,8 +247,7 @@ class GraphService(GraphBase):
         self, who: Caller, relations: Sequence[Relation | dict], scope: str | None = None
     ) -> DeleteResult:
         bucket = who.bucket(parse_scope(scope).value)
-        items = validated(Relation, relations)
-        check_batch(items, "relations")
+        items = validated(Relation, relations, "relations")
         deleted = 0
         with self.lock, self.store.transaction() as conn:
             for r in items:
@@ -271,8 +268,7 @@ class GraphService(GraphBase):
         origins = origins or {}
         sc = parse_scope(scope)
         bucket = who.bucket(sc.value)
-        items = validated(ObservationInput, observations)
-        check_batch(items, "observation groups")
+        items = validated(ObservationInput, observations, "observation groups")
         warnings: list[str] = []
         wanted: dict[str, list[str]] = {}
         specs: dict[str, list] = {}
@@ -375,8 +371,7 @@ class GraphService(GraphBase):
         self, who: Caller, deletions: Sequence[ObservationDeletion | dict], scope: str | None = None
     ) -> DeleteResult:
         bucket = who.bucket(parse_scope(scope).value)
-        items = validated(ObservationDeletion, deletions)
-        check_batch(items, "deletion groups")
+        items = validated(ObservationDeletion, deletions, "deletion groups")
 
         def plan():
             rows = self.entity_rows(bucket, [d.entityName for d in items])
