@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from graph.common import MAX_BATCH
 from graph.entities import GraphService
 from graph.search import search_nodes
 from retrieval.embedding.embedder import HashEmbedder
@@ -106,6 +107,26 @@ def test_validation_errors_are_clear(graph):
         graph.read_graph(who, limit=0)
     with pytest.raises(InvalidInput):
         search_nodes(graph, who, "   ")
+
+
+def test_every_graph_write_bounds_its_batch(graph):
+    who = Who()
+    over = MAX_BATCH + 1
+    relation = {"from": "A", "to": "B", "relationType": "uses"}
+    entities = [{"name": f"E{i}", "entityType": "t", "observations": []} for i in range(over)]
+    calls = [
+        ("entities", lambda: graph.create_entities(who, entities)),
+        ("relations", lambda: graph.create_relations(who, [relation] * over)),
+        ("relations", lambda: graph.delete_relations(who, [relation] * over)),
+        ("observation groups", lambda: graph.add_observations(
+            who, [{"entityName": "A", "contents": ["x"]}] * over)),
+        ("deletion groups", lambda: graph.delete_observations(
+            who, [{"entityName": "A", "observations": ["x"]}] * over)),
+    ]  # fmt: skip
+    for what, call in calls:
+        with pytest.raises(InvalidInput, match=f"at most {MAX_BATCH} {what} per call"):
+            call()
+    assert graph.read_graph(who).totalEntities == 0
 
 
 def test_secret_screening_is_applied_to_observations(open_engine):
