@@ -20,6 +20,9 @@ class Scope(StrEnum):
     public = "public"
 
 
+SCOPE_NAMES: tuple[str, ...] = tuple(s.value for s in Scope)  # narrowest first
+
+
 def bucket_of(scope: Scope | str, project_id: str, agent_id: str) -> str:
     """The visibility bucket of a record of ``scope`` created by ``agent_id`` in ``project_id``.
     A recall lists the buckets its caller may see; no per-record visibility test is needed."""

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from retrieval.storage.buckets import SCOPE_NAMES as SCOPES
 from server.service.core.errors import InvalidInput
 
 from ..service.trust import framing
 
-SCOPES = ("private", "personal", "team", "public")
 LOCAL = "local"
 
 # tool -> the scope(s) a call writes to, from its arguments

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from retrieval.records import Kind
+from retrieval.storage.buckets import SCOPE_NAMES as SCOPES
 from server.service.browsing import browse, review
 from server.service.core.errors import Conflict, InvalidInput
 from server.service.core.maintenance import health, orphan_vectors
@@ -25,7 +26,6 @@ from server.service.updating import supersede
 from .logins import COOKIE, LOGIN_COOKIE, SESSION_MAX, UiSession
 from .pages import PREFIX, Pages, route, view
 
-SCOPES = ("private", "personal", "team", "public")
 QUOTE = '"'
 MESSAGES = {
     "saved": "Saved.",

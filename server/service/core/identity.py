@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from retrieval.storage.buckets import bucket_of
+from retrieval.storage.buckets import SCOPE_NAMES, bucket_of
 from server.service.core import ids
 from server.service.core.ids import derive_agent_id, derive_project_id, identity_fields  # noqa: F401 - re-exported
 
@@ -52,7 +52,7 @@ class Identity(BaseModel):
         (a sub-agent never sees the parent's personal bucket, which holds core memories);
         team: this project's; public: everyone's.
         """
-        scopes = scopes or ["private", "personal", "team", "public"]
+        scopes = scopes or list(SCOPE_NAMES)
         out: list[str] = []
         for scope in scopes:
             out.append(self.bucket(scope))

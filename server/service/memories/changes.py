@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 
 from retrieval.cite import CitationState
 from retrieval.records import utcnow
+from retrieval.storage.buckets import SCOPE_NAMES as ALL_SCOPES
 from retrieval.storage.store import SQLiteStore, parse_ts, ts
 from server.service.core.errors import InvalidInput
 from server.service.core.identity import Identity
@@ -54,7 +55,6 @@ HORIZON_KEY = "changes_horizon"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_CONSUMER_CHARS = 200
-ALL_SCOPES = ("private", "personal", "team", "public")
 
 
 class Change(BaseModel):
