@@ -21,10 +21,12 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Generic, TypeVar
 
 NAMESPACE = uuid.UUID("8d3f6c2e-41b7-4a0e-9c55-7e2b1f0a9d64")
 MAX_TURN_CHARS = 8000  # a pasted log is kept up to this, the rest is marked as omitted
 REPLY_CUT_CHARS = 4 * MAX_TURN_CHARS  # a reply held longer is cut (given, the rest passed over)
+S = TypeVar("S")  # what a reply's first text came with (Reply.start)
 TOOL_RESULT_CHARS = 400  # a tool result: its first lines up to this
 ERROR_LINES = 6
 COMPACT_PREFIX = "This session is being continued from a previous conversation"
@@ -119,6 +121,42 @@ def cut_reply(parts: list[str]) -> str:
     text = "\n\n".join(parts).strip()
     more = max(0, len(text) - MAX_TURN_CHARS)
     return f"{text[:MAX_TURN_CHARS].rstrip()} … [cut: {more}+ more characters not stored]"
+
+
+class Reply(Generic[S]):
+    """The assistant reply being read, text by text, with what its first text came with
+    (``start``: its entry, its time). Past :data:`REPLY_CUT_CHARS` it is given at once, cut
+    (:func:`cut_reply`), and its rest is passed over (``cut``) until it ends (:meth:`end`)."""
+
+    def __init__(self, cut: bool = False) -> None:
+        self.parts: list[str] = []
+        self.start: S | None = None
+        self.chars = 0
+        self.cut = cut
+
+    def add(self, start: S, text: str) -> tuple[S | None, str] | None:
+        """One more text: (the reply's start, its text cut) once it is past the bound, else None."""
+        if self.cut:
+            return None
+        if not self.parts:
+            self.start = start
+        self.parts.append(text)
+        self.chars += len(text)
+        if self.chars <= REPLY_CUT_CHARS:
+            return None
+        done = (self.start, cut_reply(self.parts))
+        self.parts, self.start, self.chars, self.cut = [], None, 0, True
+        return done
+
+    def end(self) -> tuple[S | None, str] | None:
+        """The reply ended: (its start, its text clipped), None when none was read; a cut
+        reply's rest is over (the next text starts a new reply)."""
+        self.cut = False
+        if not self.parts:
+            return None
+        done = (self.start, clip("\n\n".join(self.parts)))
+        self.parts, self.start, self.chars = [], None, 0
+        return done
 
 
 def error_excerpt(text: str, is_error: bool = False, lines: int = ERROR_LINES) -> str | None:

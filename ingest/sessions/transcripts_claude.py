@@ -15,10 +15,9 @@ from pathlib import Path
 from ingest.sessions.transcript_base import (
     COMPACT_PREFIX,
     KEY_ARGS,
-    REPLY_CUT_CHARS,
+    Reply,
     Turn,
     clip,
-    cut_reply,
     result_text,
     str_field,
     tool_turn_text,
@@ -68,18 +67,15 @@ class ClaudeCodeTurns:
     def __init__(self, path: Path, pending: dict | None = None, now: float = 0.0) -> None:
         self.path = path
         self.now = now
-        self.reply: list[str] = []
-        self.reply_entry: dict | None = None
-        self.reply_chars = 0
         pending = pending or {}
+        self.reply: Reply[dict] = Reply(pending.get("cut") is True)  # a cut one's rest passed over
         self.calls: dict[str, dict] = dict(pending.get("calls") or {})  # tool_use id -> call
         self.gave_up: dict[str, dict] = dict(pending.get("gave_up") or {})
-        self.cut = pending.get("cut") is True  # passing over the rest of a reply cut
 
     def clean(self) -> bool:
         """No reply half-read: the state here is the waiting calls (and a cut reply's rest
         being passed over) alone."""
-        return not self.reply
+        return not self.reply.parts
 
     def pending(self) -> dict:
         out: dict = {}
@@ -87,7 +83,7 @@ class ClaudeCodeTurns:
             out["calls"] = dict(self.calls)
         if self.gave_up:
             out["gave_up"] = dict(self.gave_up)
-        if self.cut:
+        if self.reply.cut:
             out["cut"] = True
         return out
 
@@ -95,19 +91,13 @@ class ClaudeCodeTurns:
         """One more text of the reply being read (``e``: its entry). Past
         :data:`REPLY_CUT_CHARS` the reply is given at once, cut (:func:`cut_reply`), and its
         rest is passed over until it ends (:meth:`flush_reply`)."""
-        if self.cut:
+        return self._reply_turn(self.reply.add(e, text))
+
+    def _reply_turn(self, done: tuple[dict | None, str] | None) -> list[Turn]:
+        if done is None:
             return []
-        if not self.reply:
-            self.reply_entry = e
-        self.reply.append(text)
-        self.reply_chars += len(text)
-        if self.reply_chars <= REPLY_CUT_CHARS:
-            return []
-        first = self.reply_entry or {}
-        turn = self._turn(first, "assistant", cut_reply(self.reply),
-                          f"{first.get('uuid') or first.get('_at')}#a")  # fmt: skip
-        self.reply, self.reply_entry, self.reply_chars, self.cut = [], None, 0, True
-        return [turn]
+        e = done[0] or {}
+        return [self._turn(e, "assistant", done[1], f"{e.get('uuid') or e.get('_at')}#a")]
 
     def _session(self, e: dict) -> tuple[str, str | None]:
         sid = str(e.get("sessionId") or self.path.stem)
@@ -123,13 +113,7 @@ class ClaudeCodeTurns:
 
     def flush_reply(self) -> list[Turn]:
         """The reply read, ended (a cut one's rest is over: the next text is a new reply)."""
-        self.cut = False
-        if not self.reply:
-            return []
-        e = self.reply_entry or {}
-        text = clip("\n\n".join(self.reply))
-        self.reply, self.reply_entry, self.reply_chars = [], None, 0
-        return [self._turn(e, "assistant", text, f"{e.get('uuid') or e.get('_at')}#a")]
+        return self._reply_turn(self.reply.end())
 
     def _abandon(self, cids: list[str]) -> list[Turn]:
         """Record these waiting calls without their results (remembered for a late result)."""

@@ -34,10 +34,9 @@ from pathlib import Path
 
 from ingest.learning.episodes import Event
 from ingest.sessions.transcript_base import (
-    REPLY_CUT_CHARS,
+    Reply,
     Turn,
     clip,
-    cut_reply,
     key_args,
     str_field,
 )
@@ -128,43 +127,29 @@ class CursorTranscript:
 
     def __init__(self, path: Path, pending: dict | None = None, now: float = 0.0) -> None:
         self.path = path
-        self.reply: list[str] = []
-        self.reply_at = ""
-        self.reply_chars = 0
-        self.cut = isinstance(pending, dict) and pending.get("cut") is True  # a cut reply's rest
+        # a cut reply's rest passed over
+        self.reply: Reply[str] = Reply(isinstance(pending, dict) and pending.get("cut") is True)
         self.session, self.parent = session_of(path)
 
     def clean(self) -> bool:
-        return not self.reply
+        return not self.reply.parts
 
     def pending(self) -> dict:
-        return {"cut": True} if self.cut else {}
+        return {"cut": True} if self.reply.cut else {}
 
     def _turn(self, role: str, text: str, key: str, at: str | None = None) -> Turn:
         return Turn(self.session, role, text, key, at, None, None, self.parent)
 
     def flush_reply(self) -> list[Turn]:
-        self.cut = False
-        if not self.reply:
-            return []
-        text = clip("\n\n".join(self.reply))
-        self.reply, self.reply_chars = [], 0
-        return [self._turn("assistant", text, f"{self.reply_at}#a")]
+        return self._reply_turn(self.reply.end())
 
     def add_reply(self, at: str, text: str) -> list[Turn]:
         """One more text of the reply being read; past ``REPLY_CUT_CHARS`` it is given at
         once, cut, and its rest passed over until the reply ends (as Claude Code's parser)."""
-        if self.cut:
-            return []
-        if not self.reply:
-            self.reply_at = at
-        self.reply.append(text)
-        self.reply_chars += len(text)
-        if self.reply_chars <= REPLY_CUT_CHARS:
-            return []
-        turn = self._turn("assistant", cut_reply(self.reply), f"{self.reply_at}#a")
-        self.reply, self.reply_chars, self.cut = [], 0, True
-        return [turn]
+        return self._reply_turn(self.reply.add(at, text))
+
+    def _reply_turn(self, done: tuple[str | None, str] | None) -> list[Turn]:
+        return [] if done is None else [self._turn("assistant", done[1], f"{done[0]}#a")]
 
     def flush_calls(self) -> list[Turn]:
         return []
