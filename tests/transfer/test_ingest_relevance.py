@@ -34,12 +34,12 @@ pytestmark = pytest.mark.slow
 
 
 def corpus(root: Path = ROOT) -> list[str]:
-    """The files ingested: the answers, their tests (``tests/test_<stem>*.py``), README, docs."""
+    """The files ingested: the answers, their tests (``tests/<domain>/test_<stem>*.py``), README, docs."""
     answers = sorted({f for case in QUESTIONS for f in case["files"]})
     stems = {Path(f).stem for f in answers}
     tests = [
         p.relative_to(root).as_posix()
-        for p in sorted((root / "tests").glob("test_*.py"))
+        for p in sorted((root / "tests").rglob("test_*.py"))
         if any(re.fullmatch(rf"test_{re.escape(s)}s?(_\w+)?\.py", p.name) for s in stems)
     ]
     docs = [p.relative_to(root).as_posix() for p in sorted((root / "docs").glob("*.md"))]
