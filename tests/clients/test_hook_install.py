@@ -122,3 +122,25 @@ def test_a_broken_settings_file_is_not_touched(project):
     assert proc.returncode == 2 and "error [invalid_input]" in proc.stderr
     assert "not touching it" in proc.stderr and "Traceback" not in proc.stderr
     assert settings.read_text() == "[1, 2]"
+
+
+def test_uninstall_removes_an_event_an_earlier_version_bound():
+    """Hooks of ours under an event this version no longer binds go too, the event with them;
+    the user's own hooks and an event the user left empty stay."""
+    from server.hooks.clients.config_files import without_groups
+
+    def ours(h):
+        return isinstance(h, dict) and h.get("command") == "ours"
+
+    doc = {
+        "hooks": {
+            "OldEvent": [{"matcher": "", "hooks": [{"type": "command", "command": "ours"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "ours"},
+                                {"type": "command", "command": "theirs"}]}],
+            "Empty": [],
+        }
+    }  # fmt: skip
+    out = without_groups(doc, ours, events=["Stop", "SessionStart"])
+    assert out == {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "theirs"}]}], "Empty": []}
+    }

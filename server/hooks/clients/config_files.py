@@ -281,7 +281,8 @@ def _group_is_ours(group: object, is_ours: Callable[[object], bool]) -> bool:
 def without_groups(doc: dict, is_ours: Callable[[object], bool], events: Iterable[str],
                    key: str = "hooks") -> dict:  # fmt: skip
     """``doc`` without our hooks: a group left with none of the user's goes, so does an event
-    of ours left with no group, and ``key`` left empty."""
+    of ours left with no group (an event an earlier version bound and this one does not
+    included), and ``key`` left empty; an event the user left empty stays."""
     out = copy(doc)
     hooks = out.get(key)
     if not isinstance(hooks, dict):
@@ -301,7 +302,7 @@ def without_groups(doc: dict, is_ours: Callable[[object], bool], events: Iterabl
             kept.append(g)
         if kept:
             hooks[event] = kept
-        elif event in events:
+        elif event in events or groups:
             del hooks[event]
     if not hooks:
         del out[key]
