@@ -72,8 +72,7 @@ def wait_model_ready(home: Path, project: str = "p1", agent: str = "owner", time
     from server.http.auth import envelope_headers
     from server.http.daemon import read_info
     from server.service.core.identity import Identity
-
-    from .test_daemon import call
+    from tests.runtime.test_daemon import call
 
     info = read_info(home)
     headers = envelope_headers(Identity(project_id=project, agent_id=agent), info["secret"])
