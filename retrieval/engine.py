@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -182,6 +183,9 @@ class Engine:
         self._buckets: set[str] = set(self.store.all_buckets())
         self._screen = screen
         self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
+        # set once a search has ranked with the model (a server starts what that first answer
+        # does not need after it: server/http/daemon.py)
+        self.answered = threading.Event()
         if self.cluster is not None:
             self.cluster.start(on_applied=self._replicated)
         if embedder is not None:
@@ -488,6 +492,8 @@ class Engine:
         buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
         fallback = self.vector_fallback()  # read first: the ranker asks the same before it
         scored = self.ranker.search(query, f, k, mode=mode, buckets=buckets)
+        if self.embedder is not None and mode != "lexical":
+            self.answered.set()
         if fallback:  # the mode says what the vector side did
             for s in scored:
                 if s.explanation.mode in ("hybrid", "vector"):

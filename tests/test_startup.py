@@ -1,20 +1,27 @@
 """The daemon's start-up: cyclic garbage collection is off while it imports and builds its
 server (the objects it makes live as long as the daemon), and back on, with those objects
-frozen, once it serves."""
+frozen, once it serves; what the first answer does not need (the vector index's process, the
+prompt gate's vocabulary) starts after that answer."""
 
 from __future__ import annotations
 
 import gc
+import threading
+import time
+from types import SimpleNamespace
 
+from server.http import daemon
 from server.http.daemon import _serving
 
 
 class FakeRuntime:
     def __init__(self) -> None:
-        self.vectors_started = False
+        self.vectors_started = threading.Event()
+        self.model_ready = threading.Event()
+        self.engine = SimpleNamespace(answered=threading.Event())
 
     def start_vectors(self) -> None:
-        self.vectors_started = True
+        self.vectors_started.set()
 
 
 def test_serving_resumes_collection_with_the_start_up_objects_frozen():
@@ -27,8 +34,31 @@ def test_serving_resumes_collection_with_the_start_up_objects_frozen():
         _serving(rt)
         assert gc.isenabled()
         assert gc.get_freeze_count() >= frozen + len(keep)
-        assert rt.vectors_started
+        rt.model_ready.set()
+        rt.engine.answered.set()
+        assert rt.vectors_started.wait(5)
     finally:
         gc.unfreeze()
         if not was:
             gc.disable()
+
+
+def test_the_vector_index_and_the_vocabulary_start_after_the_first_answer(monkeypatch):
+    monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 30.0)
+    rt, warmed = FakeRuntime(), threading.Event()
+    done = threading.Thread(target=daemon._after_first_answer, args=(rt, (warmed.set,)))
+    done.start()
+    rt.model_ready.set()  # the model loaded: the first answer is still to come
+    time.sleep(0.2)
+    assert not rt.vectors_started.is_set() and not warmed.is_set()
+    rt.engine.answered.set()
+    done.join(5)
+    assert rt.vectors_started.is_set() and warmed.is_set()
+
+
+def test_a_daemon_nobody_asks_starts_them_once_the_model_loaded(monkeypatch):
+    monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 0.1)
+    rt, warmed = FakeRuntime(), threading.Event()
+    rt.model_ready.set()
+    daemon._after_first_answer(rt, (warmed.set,))
+    assert rt.vectors_started.is_set() and warmed.is_set()

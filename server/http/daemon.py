@@ -193,12 +193,35 @@ def _stop_on_damage(check, uv) -> None:
     threading.Thread(target=wait, name="integrity-check-wait", daemon=True).start()
 
 
-def _serving(rt) -> None:
+# what the first answer does not need waits for it at most this long once the model loaded
+FIRST_ANSWER_WAIT_S = 3.0
+MODEL_WAIT_S = 60.0  # ... and for the model at most this long
+
+
+def _serving(rt, later=()) -> None:
     """Once the daemon serves: what start-up made is frozen (later collections skip it) and
-    collection resumes; the vector index's process starts."""
+    collection resumes; then :func:`_after_first_answer` in a thread of its own."""
     gc.freeze()
     gc.enable()
-    rt.start_vectors()
+    import threading
+
+    threading.Thread(target=_after_first_answer, args=(rt, later), name="after-first-answer",
+                     daemon=True).start()  # fmt: skip
+
+
+def _after_first_answer(rt, later=()) -> None:
+    """What the first answer does not need starts after it: the vector index's process (its
+    start costs ~1 s of processor time beside the daemon's; until it has opened its store a
+    search scores the stored vectors exactly) and ``later`` (the prompt gate's vocabulary:
+    ~1 s holding the interpreter's lock). It waits for the model, then for the first search
+    that ranked with it, at most :data:`FIRST_ANSWER_WAIT_S` (a daemon nobody asks)."""
+    try:
+        rt.model_ready.wait(MODEL_WAIT_S)
+        rt.engine.answered.wait(FIRST_ANSWER_WAIT_S)
+    finally:
+        rt.start_vectors()
+        for fn in later:
+            fn()
 
 
 def restore_sigchld() -> None:
@@ -296,7 +319,9 @@ def run_daemon(
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
-        uv = _graceful_server(config, on_exit=dashboard.close, on_started=lambda: _serving(rt))
+        uv = _graceful_server(
+            config, on_exit=dashboard.close, on_started=lambda: _serving(rt, later=(hooks.warm,))
+        )
         if late:
             _stop_on_damage(check, uv)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})
