@@ -62,3 +62,30 @@ def test_a_daemon_nobody_asks_starts_them_once_the_model_loaded(monkeypatch):
     rt.model_ready.set()
     daemon._after_first_answer(rt, (warmed.set,))
     assert rt.vectors_started.is_set() and warmed.is_set()
+
+
+def test_tools_are_built_when_first_called_or_listed_in_declaration_order(tmp_path):
+    import anyio
+
+    from server.mcp.app import create_server
+    from server.mcp.toolset import LazyTools, build_tools
+    from server.service.runtime import Runtime
+
+    rt = Runtime.start({"PATTERN_HOME": str(tmp_path)}, model="off")
+    try:
+        server = create_server(runtime=rt)
+        manager = server._tool_manager
+        assert isinstance(manager, LazyTools)
+        declared = list(manager._order)
+        assert "recall" in declared and len(manager._pending) >= 30  # none built at creation
+        recall = manager.get_tool("recall")
+        assert recall is not None and recall.name == "recall"
+        assert "recall" not in manager._pending and "remember" in manager._pending
+        assert manager.get_tool("no-such-tool") is None
+        listed = anyio.run(server.list_tools)
+        assert [t.name for t in listed] == declared  # all built, in the order added
+        assert not manager._pending
+        assert "query" in listed[declared.index("recall")].input_schema["properties"]
+        build_tools(server)  # nothing left to build: a no-op
+    finally:
+        rt.close()

@@ -213,8 +213,9 @@ def _after_first_answer(rt, later=()) -> None:
     """What the first answer does not need starts after it: the vector index's process (its
     start costs ~1 s of processor time beside the daemon's; until it has opened its store a
     search scores the stored vectors exactly) and ``later`` (the prompt gate's vocabulary:
-    ~1 s holding the interpreter's lock). It waits for the model, then for the first search
-    that ranked with it, at most :data:`FIRST_ANSWER_WAIT_S` (a daemon nobody asks)."""
+    ~1 s holding the interpreter's lock; the MCP tools not built yet). It waits for the model,
+    then for the first search that ranked with it, at most :data:`FIRST_ANSWER_WAIT_S` (a
+    daemon nobody asks)."""
     try:
         rt.model_ready.wait(MODEL_WAIT_S)
         rt.engine.answered.wait(FIRST_ANSWER_WAIT_S)
@@ -282,6 +283,7 @@ def run_daemon(
         import uvicorn  # the model started loading (it builds beside them: ~0.7 s for the SDK)
 
         from ..mcp.app import create_server
+        from ..mcp.toolset import build_tools
         from .hostguard import guard_settings, host_literal, is_loopback
 
         security = guard_settings(host, allowed_hosts)
@@ -310,7 +312,8 @@ def run_daemon(
         # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP; the
         # Host/Origin guard covers both (a cookie is what DNS rebinding would steal)
         dashboard = DashboardMount(rt, secret=secret, authenticate=authenticate)
-        wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
+        mcp_server = create_server(runtime=rt)  # its tools are built as first called
+        wrapped = build_app(mcp_server, authenticate, info, security,
                             routes=hook_routes(hooks, secret), mount=dashboard.mount)  # fmt: skip
         if not allowed_hosts and not is_loopback(host):
             print("pattern-memory daemon: accepting Host " + ", ".join(security.allowed_hosts)
@@ -320,7 +323,9 @@ def run_daemon(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
         uv = _graceful_server(
-            config, on_exit=dashboard.close, on_started=lambda: _serving(rt, later=(hooks.warm,))
+            config,
+            on_exit=dashboard.close,
+            on_started=lambda: _serving(rt, later=(hooks.warm, lambda: build_tools(mcp_server))),
         )
         if late:
             _stop_on_damage(check, uv)
