@@ -10,7 +10,9 @@ Write path (:meth:`Engine.apply`, and :meth:`Engine.add` for batches):
 2. embed, holding no lock (callers may pass vectors made earlier by :meth:`Engine.embed`);
 3. one SQLite transaction (record, FTS, tags, embeddings, change log, outbox row), which runs
    the caller's ``check`` first and ``extra`` last: the store's write lock and ``BEGIN
-   IMMEDIATE`` make this transaction the one coordination point of all writers;
+   IMMEDIATE`` make this transaction the one coordination point of all writers. Concurrent
+   writes share one transaction (group commit, :mod:`retrieval.group`): each runs in its own
+   savepoint, one that fails is rolled back alone, and each returns after the COMMIT;
 4. COMMIT: the write is durable and will be reported as done;
 5. apply the outbox to Chroma (:mod:`retrieval.vector_sync`): if that fails, the write still
    returns success, with a warning that the vector index is catching up, and a background
@@ -38,6 +40,7 @@ import numpy as np
 
 from . import grouping, private
 from .embedder import Embedder
+from .group import CommitGroup
 from .hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from .lexical import LexicalIndex
 from .records import Hit, Record, RecordFilter
@@ -178,6 +181,7 @@ class Engine:
         self._window_words = window_words
         self.window_overlap = window_overlap
         self._sync = VectorSync(self, background=background_vectors)
+        self._commits = CommitGroup(self.store)
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self.ranker.pending = self._sync.pending_ids
         self._buckets: set[str] = set(self.store.all_buckets())
@@ -440,7 +444,8 @@ class Engine:
         if embedder is not None and changed:
             vecs = dict(vectors or {})
             vecs.update(self.vectors_for([r for r in changed if r.id not in vecs], embedder))
-        with self.store.transaction() as conn:
+
+        def body(conn) -> list[Record]:
             if check is not None:
                 check(conn)
             gone = self.store.delete(conn, list(delete)) if delete else []
@@ -455,6 +460,9 @@ class Engine:
                 )
             if extra is not None:
                 extra(conn)
+            return gone
+
+        gone = self._commits(body)  # one transaction, shared with concurrent writes
         self._buckets.update(r.bucket for r in changed)
         known = {r.id: (r, vecs[r.id]) for r in changed if r.id in vecs}
         return Applied(gone, self._sync.after_commit(known))

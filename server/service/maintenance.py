@@ -8,6 +8,7 @@ from retrieval.errors import low_disk
 from retrieval.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
 from retrieval.store import parse_ts, ts
+from retrieval.timings import timings
 
 from . import scopes as rules
 from .identity import Identity
@@ -164,4 +165,5 @@ def health(
         pendingVectorWrites=pending,
         issues=issues,
         replica=replica,
+        writeStages=timings.snapshot() if timings.writes else None,
     )
