@@ -212,8 +212,8 @@ def _serving(rt, later=()) -> None:
 def _after_first_answer(rt, later=()) -> None:
     """What the first answer does not need starts after it: the vector index's process (its
     start costs ~1 s of processor time beside the daemon's; until it has opened its store a
-    search scores the stored vectors exactly) and ``later`` (the prompt gate's vocabulary:
-    ~1 s holding the interpreter's lock; the MCP tools not built yet). It waits for the model,
+    search scores the stored vectors exactly) and ``later`` (the MCP tools not built yet:
+    ~0.5 s holding the interpreter's lock). It waits for the model,
     then for the first search that ranked with it, at most :data:`FIRST_ANSWER_WAIT_S` (a
     daemon nobody asks)."""
     try:
@@ -325,7 +325,7 @@ def run_daemon(
         uv = _graceful_server(
             config,
             on_exit=dashboard.close,
-            on_started=lambda: _serving(rt, later=(hooks.warm, lambda: build_tools(mcp_server))),
+            on_started=lambda: _serving(rt, later=(lambda: build_tools(mcp_server),)),
         )
         if late:
             _stop_on_damage(check, uv)

@@ -144,14 +144,9 @@ class HookService:
         self._pending: set[tuple] = set()
         self._seq = itertools.count()
         self._pruned_at: datetime | None = None  # see _prune
+        vocabulary.warm()  # the prompt gate's background words, loaded before the first prompt
         if self.learner.enabled:  # what is indexed is read for episodes, on the worker
             self.indexer.after = self.schedule_episodes
-
-    def warm(self) -> None:
-        """Load the prompt gate's background words in a background thread, so the first
-        prompt does not spend its hook's deadline on them (a daemon calls this once its first
-        answer is out: the load holds the interpreter's lock for about a second)."""
-        vocabulary.warm()
 
     # ------------------------------------------------------------------ episodes (background)
     def schedule_episodes(self, who: Identity, path: Path, flush: bool) -> bool:
