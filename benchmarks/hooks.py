@@ -173,11 +173,13 @@ def measure(home: Path, info: dict, questions: list[str], tag: str, root: Path =
         times.append(took)
         cpu.append(used)
         injected += bool(out.strip())
-    floor = []
+    floor, floor_cpu = [], []
     for _ in range(30):
+        cpu0 = child_cpu_ms()
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
+        subprocess.run([python_of(root), "-S", "-c", "pass"], check=True)
         floor.append(1000 * (time.perf_counter() - t0))
+        floor_cpu.append(child_cpu_ms() - cpu0)
     trips = []
     for q in questions[:50]:
         body = json.dumps({"input": {"session_id": f"trip-{tag}", "prompt": q}}).encode()
@@ -191,6 +193,7 @@ def measure(home: Path, info: dict, questions: list[str], tag: str, root: Path =
         "injected": injected,
         "client_cpu_p50_ms": round(statistics.median(cpu), 1),
         "python_floor_p50_ms": round(statistics.median(floor), 1),
+        "python_floor_cpu_p50_ms": round(statistics.median(floor_cpu), 1),
         "daemon_roundtrip_p50_ms": round(statistics.median(trips), 1),
         "daemon_roundtrip_p95_ms": round(pct(trips, 95), 1),
         "loadavg": round((load0 + load1) / 2, 2),
@@ -449,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         "injected": int(statistics.median(r["injected"] for r in runs)),
         "hook_errors": errors,
         "client_cpu_p50_ms": med("client_cpu_p50_ms"),
+        "python_floor_cpu_p50_ms": med("python_floor_cpu_p50_ms"),
         "python_floor_p50_ms": med("python_floor_p50_ms"),
         "daemon_roundtrip_p50_ms": med("daemon_roundtrip_p50_ms"),
         "daemon_roundtrip_p95_ms": med("daemon_roundtrip_p95_ms"),
@@ -463,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         res["old"] = {"root": str(args.old_root), "p50_runs_ms": [r["p50_ms"] for r in old],
                       "p95_runs_ms": [r["p95_ms"] for r in old]}  # fmt: skip
         for key in ("p50_ms", "p95_ms", "client_cpu_p50_ms", "python_floor_p50_ms",
+                    "python_floor_cpu_p50_ms",
                     "daemon_roundtrip_p50_ms", "daemon_roundtrip_p95_ms", "loadavg"):  # fmt: skip
             res["old"][key] = med(key, old)
     print(f"UserPromptSubmit hook, {len(questions)} LoCoMo questions x {len(runs)} runs, store of "
