@@ -1,7 +1,7 @@
 """The daemon's start-up: cyclic garbage collection is off while it imports and builds its
 server (the objects it makes live as long as the daemon), and back on, with those objects
 frozen, once it serves; what the first answer does not need (the vector index's process, the
-prompt gate's vocabulary) starts after that answer."""
+MCP tools not built yet) starts after that answer."""
 
 from __future__ import annotations
 
@@ -43,25 +43,25 @@ def test_serving_resumes_collection_with_the_start_up_objects_frozen():
             gc.disable()
 
 
-def test_the_vector_index_and_the_vocabulary_start_after_the_first_answer(monkeypatch):
+def test_the_vector_index_and_the_rest_start_after_the_first_answer(monkeypatch):
     monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 30.0)
-    rt, warmed = FakeRuntime(), threading.Event()
-    done = threading.Thread(target=daemon._after_first_answer, args=(rt, (warmed.set,)))
+    rt, later = FakeRuntime(), threading.Event()
+    done = threading.Thread(target=daemon._after_first_answer, args=(rt, (later.set,)))
     done.start()
     rt.model_ready.set()  # the model loaded: the first answer is still to come
     time.sleep(0.2)
-    assert not rt.vectors_started.is_set() and not warmed.is_set()
+    assert not rt.vectors_started.is_set() and not later.is_set()
     rt.engine.answered.set()
     done.join(5)
-    assert rt.vectors_started.is_set() and warmed.is_set()
+    assert rt.vectors_started.is_set() and later.is_set()
 
 
 def test_a_daemon_nobody_asks_starts_them_once_the_model_loaded(monkeypatch):
     monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 0.1)
-    rt, warmed = FakeRuntime(), threading.Event()
+    rt, later = FakeRuntime(), threading.Event()
     rt.model_ready.set()
-    daemon._after_first_answer(rt, (warmed.set,))
-    assert rt.vectors_started.is_set() and warmed.is_set()
+    daemon._after_first_answer(rt, (later.set,))
+    assert rt.vectors_started.is_set() and later.is_set()
 
 
 def test_tools_are_built_when_first_called_or_listed_in_declaration_order(tmp_path):
