@@ -118,11 +118,12 @@ class CommitGroup:
         if store.canonical is not None or store.in_write():
             with timings.stage("commit"), store.transaction() as conn:
                 return body(conn)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         with timings.paused():  # the round may run other writes' bodies on this thread
             call = self._group.run(body)
         waited = time.perf_counter() - t0
-        timings.add("commit", min(call.ran, waited))
+        # the processor time of this thread: its round's bodies and COMMIT, if it ran one
+        timings.add("commit", min(call.ran, waited), time.thread_time() - c0)
         timings.add("waiting", max(0.0, waited - call.ran))
         if call.ok:
             return call.value

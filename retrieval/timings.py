@@ -45,6 +45,7 @@ class WriteTimings:
             self.writes = 0
             self.wall: dict[str, float] = dict.fromkeys(STAGES, 0.0)
             self.cpu: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+            self.cpu_seen: set[str] = set()  # stages whose processor time was measured
 
     @contextmanager
     def write(self) -> Iterator[None]:
@@ -68,7 +69,9 @@ class WriteTimings:
                 self.writes += 1
                 for name, (w, c) in acc.items():
                     self.wall[name] += w
-                    self.cpu[name] += c
+                    if c is not None:
+                        self.cpu[name] += c
+                        self.cpu_seen.add(name)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -101,33 +104,34 @@ class WriteTimings:
         finally:
             self._local.stack, self._local.acc = saved
 
-    def add(self, name: str, wall: float, cpu: float = 0.0) -> None:
-        """Count ``wall`` (and ``cpu``) seconds to stage ``name`` of the current write, outside
-        :meth:`stage` (a time measured elsewhere: a group commit's wait)."""
+    def add(self, name: str, wall: float, cpu: float | None = None) -> None:
+        """Count ``wall`` (and ``cpu``, when known) seconds to stage ``name`` of the current
+        write, outside :meth:`stage` (a time measured elsewhere: a group commit's round)."""
         if getattr(self._local, "acc", None) is None:
             return
         self._count(name, wall, cpu)
         parent = self._local.stack[-1]  # a time added inside another stage is not that one's
         parent[1] += wall
-        parent[2] += cpu
+        parent[2] += cpu or 0.0
 
-    def _count(self, name: str, wall: float, cpu: float) -> None:
+    def _count(self, name: str, wall: float, cpu: float | None) -> None:
         acc = self._local.acc
-        w, c = acc.get(name, (0.0, 0.0))
-        acc[name] = (w + wall, c + cpu)
+        w, c = acc.get(name, (0.0, None))
+        acc[name] = (w + wall, c if cpu is None else (c or 0.0) + cpu)
 
     def snapshot(self) -> dict:
-        """{writes, wall_ms: {stage: mean per write}, cpu_ms: {...}, total_ms}."""
+        """{writes, wall_ms: {stage: mean per write}, cpu_ms: {...} (None: not measured, as for
+        the time a group commit's round took), total_ms}."""
         with self._lock:
             n = self.writes
-            wall, cpu = dict(self.wall), dict(self.cpu)
+            wall, cpu, seen = dict(self.wall), dict(self.cpu), set(self.cpu_seen)
         if not n:
             return {"writes": 0}
         return {
             "writes": n,
             "total_ms": round(1000 * sum(wall.values()) / n, 2),
             "wall_ms": {k: round(1000 * v / n, 2) for k, v in wall.items()},
-            "cpu_ms": {k: round(1000 * v / n, 2) for k, v in cpu.items()},
+            "cpu_ms": {k: round(1000 * v / n, 2) if k in seen else None for k, v in cpu.items()},
         }
 
 

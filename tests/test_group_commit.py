@@ -292,6 +292,8 @@ def test_health_reports_where_writes_spend_their_time(tmp_path):
             "policy", "embedding", "scan", "links", "commit", "waiting", "other",
         }  # fmt: skip
         assert stages["wall_ms"]["commit"] > 0 and stages["wall_ms"]["policy"] > 0
+        assert stages["cpu_ms"]["commit"] is not None
+        assert stages["cpu_ms"]["waiting"] is None  # a wait: no processor time of its own
         assert abs(sum(stages["wall_ms"].values()) - stages["total_ms"]) < 0.1
     finally:
         svc.engine.close()
