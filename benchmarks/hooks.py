@@ -17,6 +17,12 @@ JSON: ``p50_ms``, ``p95_ms``, ``n`` (prompts per run) (+ the baselines, how many
 injection, each run's figures and 1-minute load average, ``loadavg`` their median: it decides
 what these numbers mean on a shared machine).
 
+``--old-root DIR``: the previous release (a checkout with its own ``.venv``) in the same run on
+the same store: each pass runs against this tree's daemon and hook client, then against the
+previous release's (``old`` in the JSON). Each tree's modules are compiled first
+(``compileall``), as an installed package's are: under ``PYTHONDONTWRITEBYTECODE`` a hook run
+from a checkout would otherwise compile every module it imports, every time.
+
     python benchmarks/hooks.py --client NAME|all [--per-event 40] [--runs 3] [--json OUT]
 
 Every event we install for a client (``claude``, ``codex``, ``gemini``, ``cursor``, ``copilot``
@@ -99,10 +105,16 @@ def build_store(home: Path, n: int, locomo: list[dict]) -> None:
     (home / "hooks-bench.json").write_text(json.dumps({"memories": len(records)}))
 
 
-def start_daemon(home: Path, extra: dict | None = None) -> subprocess.Popen:
-    env = {**os.environ, "PATTERN_HOME": str(home), "PYTHONPATH": str(ROOT), **(extra or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "daemon", "--home", str(home)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+def python_of(root: Path) -> str:
+    """The interpreter of the checkout ``root`` (its ``.venv``; this one for this tree)."""
+    own = root / ".venv" / "bin" / "python"
+    return sys.executable if root == ROOT or not own.exists() else str(own)
+
+
+def start_daemon(home: Path, extra: dict | None = None, root: Path = ROOT) -> subprocess.Popen:
+    env = {**os.environ, "PATTERN_HOME": str(home), "PYTHONPATH": str(root), **(extra or {})}
+    proc = subprocess.Popen([python_of(root), "-m", "server.cli", "daemon", "--home", str(home)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)  # fmt: skip
     try:
         wait_announced(home, proc, timeout=120)
     except RuntimeError as exc:
@@ -152,22 +164,25 @@ def hook_once(home: Path, payload: dict, argv: list[str] | None = None) -> tuple
     return took, proc.stdout.decode(), child_cpu_ms() - cpu0
 
 
-def measure(home: Path, info: dict, questions: list[str], tag: str) -> dict:
+def measure(home: Path, info: dict, questions: list[str], tag: str, root: Path = ROOT) -> dict:
     """One pass: every question as a hook process (10 per session), then the baselines."""
     load0 = os.getloadavg()[0]
     times, cpu, injected = [], [], 0
+    argv = [python_of(root), "-S", str(root / CLIENT.relative_to(ROOT)), "UserPromptSubmit"]
     for i, q in enumerate(questions):
         payload = {"session_id": f"bench-{tag}-{i // 10}", "transcript_path": None,
                    "cwd": str(ROOT), "hook_event_name": "UserPromptSubmit", "prompt": q}  # fmt: skip
-        took, out, used = hook_once(home, payload)
+        took, out, used = hook_once(home, payload, argv)
         times.append(took)
         cpu.append(used)
         injected += bool(out.strip())
-    floor = []
+    floor, floor_cpu = [], []
     for _ in range(30):
+        cpu0 = child_cpu_ms()
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-S", "-c", "pass"], check=True)
+        subprocess.run([python_of(root), "-S", "-c", "pass"], check=True)
         floor.append(1000 * (time.perf_counter() - t0))
+        floor_cpu.append(child_cpu_ms() - cpu0)
     trips = []
     for q in questions[:50]:
         body = json.dumps({"input": {"session_id": f"trip-{tag}", "prompt": q}}).encode()
@@ -181,10 +196,43 @@ def measure(home: Path, info: dict, questions: list[str], tag: str) -> dict:
         "injected": injected,
         "client_cpu_p50_ms": round(statistics.median(cpu), 1),
         "python_floor_p50_ms": round(statistics.median(floor), 1),
+        "python_floor_cpu_p50_ms": round(statistics.median(floor_cpu), 1),
         "daemon_roundtrip_p50_ms": round(statistics.median(trips), 1),
         "daemon_roundtrip_p95_ms": round(pct(trips, 95), 1),
         "loadavg": round((load0 + load1) / 2, 2),
     }
+
+
+def compile_tree(root: Path) -> None:
+    """Compile the project's modules of ``root`` with its own interpreter (as ``pip`` does for
+    an installed package)."""
+    subprocess.run([python_of(root), "-m", "compileall", "-q", "-j", "0",
+                    *(str(root / d) for d in ("retrieval", "server", "graph", "ingest"))],
+                   check=True, capture_output=True)  # fmt: skip
+
+
+def one_pass(home: Path, questions: list[str], root: Path, r: int) -> dict:
+    """Start the daemon of the tree ``root`` on the store, warm it, one :func:`measure` pass
+    with that tree's hook client, stop it; the pass's figures and its hook errors."""
+    (home / "hooks.log").unlink(missing_ok=True)
+    proc = start_daemon(home, root=root)
+    try:
+        info = read_info(home)
+        wait_model(info)
+        argv = [python_of(root), "-S", str(root / CLIENT.relative_to(ROOT)), "UserPromptSubmit"]
+        for i in range(10):  # warm: the query path, the hook client's page cache
+            hook_once(home, {"session_id": "warm", "prompt": questions[i % len(questions)],
+                             "hook_event_name": "UserPromptSubmit"}, argv)  # fmt: skip
+        (home / "hooks.log").unlink(missing_ok=True)  # count the measured prompts' errors only
+        time.sleep(1.0)  # what a daemon starts after its first answers (vector index, vocabulary)
+        wait_idle(psutil.Process(proc.pid), timeout=30)
+        out = measure(home, info, questions, f"{time.strftime('%Y%m%d%H%M%S')}-{r}", root)
+        log = home / "hooks.log"
+        out["errors"] = log.read_text().count("\n") if log.exists() else 0
+        return out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
 
 
 def floors() -> tuple[float, float]:
@@ -351,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client", choices=[*CLIENTS, "all"],
                     help="every installed event of this client (or all) with its recorded payloads")  # fmt: skip
     ap.add_argument("--per-event", type=int, default=40, help="with --client: calls per event")
+    ap.add_argument("--old-root", type=Path, help="the previous release's checkout (with .venv), "
+                    "measured in the same run: each pass against it too")  # fmt: skip
     ap.add_argument("--back-to-back", action="store_true",
                     help="with --client: each call at once, not when the daemon is idle")  # fmt: skip
     args = ap.parse_args(argv)
@@ -375,30 +425,26 @@ def main(argv: list[str] | None = None) -> int:
             if tmp is not None:
                 tmp.cleanup()
     (home / "hooks.log").unlink(missing_ok=True)
-    proc = start_daemon(home)
+    trees = [("this tree", ROOT)] + ([("previous release", args.old_root)] if args.old_root else [])
+    for _, root in trees:
+        compile_tree(root)
+    passes: dict[str, list[dict]] = {name: [] for name, _ in trees}
+    errors = 0
     try:
-        info = read_info(home)
-        wait_model(info)
-        for i in range(10):  # warm: the query path, the hook client's page cache
-            hook_once(home, {"session_id": "warm", "prompt": questions[i % len(questions)],
-                             "hook_event_name": "UserPromptSubmit"})  # fmt: skip
-        (home / "hooks.log").unlink(missing_ok=True)  # count the measured prompts' errors only
-        runs = []
         for r in range(args.runs):
-            runs.append(measure(home, info, questions, f"{time.strftime('%Y%m%d%H%M%S')}-{r}"))
-            one = runs[-1]
-            print(f"run {r + 1}/{args.runs}: p50 {one['p50_ms']} ms, p95 {one['p95_ms']} ms, "
-                  f"client CPU p50 {one['client_cpu_p50_ms']} ms (load {one['loadavg']})",
-                  flush=True)  # fmt: skip
-        log = home / "hooks.log"
-        errors = log.read_text().count("\n") if log.exists() else 0
+            for name, root in trees:  # each pass against each tree in turn: the same load
+                passes[name].append(one_pass(home, questions, root, r))
+                one = passes[name][-1]
+                errors += one.pop("errors")
+                print(f"{name}: run {r + 1}/{args.runs}: p50 {one['p50_ms']} ms, p95 {one['p95_ms']} ms, "
+                      f"client CPU p50 {one['client_cpu_p50_ms']} ms, daemon round trip p50 "
+                      f"{one['daemon_roundtrip_p50_ms']} ms (load {one['loadavg']})", flush=True)  # fmt: skip
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
         if tmp is not None:
             tmp.cleanup()
+    runs = passes["this tree"]
 
-    def med(key: str) -> float:
+    def med(key: str, runs: list[dict] = runs) -> float:
         return round(statistics.median(r[key] for r in runs), 1)
 
     res = {
@@ -409,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         "injected": int(statistics.median(r["injected"] for r in runs)),
         "hook_errors": errors,
         "client_cpu_p50_ms": med("client_cpu_p50_ms"),
+        "python_floor_cpu_p50_ms": med("python_floor_cpu_p50_ms"),
         "python_floor_p50_ms": med("python_floor_p50_ms"),
         "daemon_roundtrip_p50_ms": med("daemon_roundtrip_p50_ms"),
         "daemon_roundtrip_p95_ms": med("daemon_roundtrip_p95_ms"),
@@ -418,6 +465,14 @@ def main(argv: list[str] | None = None) -> int:
         "p95_runs_ms": [r["p95_ms"] for r in runs],
         "loadavg_runs": [r["loadavg"] for r in runs],
     }
+    if args.old_root:
+        old = passes["previous release"]
+        res["old"] = {"root": str(args.old_root), "p50_runs_ms": [r["p50_ms"] for r in old],
+                      "p95_runs_ms": [r["p95_ms"] for r in old]}  # fmt: skip
+        for key in ("p50_ms", "p95_ms", "client_cpu_p50_ms", "python_floor_p50_ms",
+                    "python_floor_cpu_p50_ms",
+                    "daemon_roundtrip_p50_ms", "daemon_roundtrip_p95_ms", "loadavg"):  # fmt: skip
+            res["old"][key] = med(key, old)
     print(f"UserPromptSubmit hook, {len(questions)} LoCoMo questions x {len(runs)} runs, store of "
           f"{memories} memories, warm daemon; medians of the runs (load average "
           f"{res['loadavg']}, runs {res['loadavg_runs']}):")  # fmt: skip
@@ -427,6 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  python -S -c pass       p50 {res['python_floor_p50_ms']:7.1f} ms   (the floor)")
     print(f"  daemon round trip       p50 {res['daemon_roundtrip_p50_ms']:7.1f} ms   p95 "
           f"{res['daemon_roundtrip_p95_ms']:7.1f} ms")  # fmt: skip
+    if "old" in res:
+        o = res["old"]
+        print(f"  previous release        p50 {o['p50_ms']:7.1f} ms   p95 {o['p95_ms']:7.1f} ms   "
+              f"client CPU p50 {o['client_cpu_p50_ms']:.1f} ms   daemon round trip p50 "
+              f"{o['daemon_roundtrip_p50_ms']:.1f} / p95 {o['daemon_roundtrip_p95_ms']:.1f} ms")  # fmt: skip
     print(
         f"  injected something for {res['injected']} of {len(questions)} prompts; "
         f"{errors} hook errors over the runs"

@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--daemon-recalls", type=int, default=30, help="--curve: recalls over MCP")
     ap.add_argument("--plot", help="--curve: write the curve as a PNG here (needs matplotlib)")
     ap.add_argument("--no-reindex", action="store_true", help="--curve: skip reindex_s")
+    ap.add_argument("--old-root", help="--curve: the previous release's checkout (with .venv), "
+                    "measured on the same store in the same run")  # fmt: skip
     ap.add_argument(
         "--remeasure",
         action="store_true",

@@ -32,6 +32,10 @@ Per point, in ``curve`` of the JSON (written after every point, so a partial cur
 ``--remeasure`` (the same ``--store`` and ``--json``) measures the largest point again without
 filling (postings, latency, the daemon's start and memory) under the settings of the
 environment, recorded in ``remeasured_with``.
+
+``--old-root DIR`` (the previous release: a checkout with its own ``.venv``): at each point, and
+at a ``--remeasure``, the same store is measured by that tree too, in the same run, right after
+this tree (its :func:`served` in its own interpreter): ``old`` in the point, with the same keys.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,7 +63,7 @@ from benchmarks.harness.corpus import (
     visible_buckets,
 )
 from benchmarks.harness.report import pct
-from benchmarks.startup import SameIdHash, proc_memory, server_command, stop_daemon
+from benchmarks.startup import SameIdHash, compile_tree, proc_memory, server_command, stop_daemon
 from retrieval.embedding.embedder import SentenceTransformerEmbedder
 from retrieval.engine import Engine
 from retrieval.records import RecordFilter
@@ -261,6 +266,32 @@ def served(home: Path, queries: list[str], real: SentenceTransformerEmbedder, re
     return out | daemon_run(home, queries, recalls)
 
 
+OLD_SERVED = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from benchmarks.scale import load_queries
+from benchmarks.scale_curve import served
+from retrieval.embedder import SentenceTransformerEmbedder
+real = SentenceTransformerEmbedder().load()
+real.query_cache = 0
+queries = load_queries(Path(sys.argv[3]), int(sys.argv[4]))
+print("OLD-SERVED " + json.dumps(served(Path(sys.argv[2]), queries, real, int(sys.argv[5]))))
+"""
+
+
+def served_by(root: Path, home: Path, args) -> dict:
+    """:func:`served` as the checkout ``root`` measures it (its interpreter, its code), on the
+    same store."""
+    python = root / ".venv" / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([str(python), "-c", OLD_SERVED, str(root), str(home), str(args.data),
+                          str(args.queries), str(args.daemon_recalls)],
+                         env=env, cwd=root, capture_output=True, text=True, check=True)  # fmt: skip
+    line = next(x for x in out.stdout.splitlines() if x.startswith("OLD-SERVED "))
+    return json.loads(line[len("OLD-SERVED ") :])
+
+
 def reindex_run(home: Path, real: SentenceTransformerEmbedder) -> dict:
     engine = Engine(home, real, vector_process=True)
     try:
@@ -327,6 +358,8 @@ def run_curve(points: list[int], args) -> int:
         home = Path(tmp)
     sents = sentences(data)
     queries = load_queries(data, args.queries)
+    for tree in (ROOT, *([Path(args.old_root)] if args.old_root else [])):
+        compile_tree(tree)  # as installed: no start compiles the modules it imports
     real = SentenceTransformerEmbedder().load()
     real.query_cache = 0  # distinct timings, not cache hits
     result: dict = {"points": points, "sentences": len(sents), "curve": []}
@@ -354,12 +387,16 @@ def run_curve(points: list[int], args) -> int:
             )
             point["chroma_mb"] = folder_mb(home / "chroma") if (home / "chroma").exists() else 0.0
             point |= served(home, queries, real, args.daemon_recalls)
+            if args.old_root:
+                point["old"] = served_by(Path(args.old_root), home, args)
             result["curve"].append(point)
             save()
             print(json.dumps(point), file=sys.stderr, flush=True)
         if args.remeasure and result["curve"]:  # the grown store again, under today's settings
             point = result["curve"][-1]
             point |= served(home, queries, real, args.daemon_recalls)
+            if args.old_root:
+                point["old"] = served_by(Path(args.old_root), home, args)
             point["remeasured_with"] = {k: v for k, v in os.environ.items() if k in KNOBS}
             save()
         if not args.no_reindex and result["curve"]:
@@ -373,6 +410,11 @@ def run_curve(points: list[int], args) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     first = result["curve"][0] if result["curve"] else None
     for p in result["curve"]:
+        if "old" in p:
+            o = p["old"]
+            print(f"{p['memories']:>8}  previous release: filtered {o.get('recall_filtered_p50_ms')}/"
+                  f"{o.get('recall_filtered_p95_ms')} ms  all {o.get('recall_p50_ms')}/"
+                  f"{o.get('recall_p95_ms')} ms  start {o.get('start_s')} s")  # fmt: skip
         ratio = p["write_per_s"] / first["write_per_s"] if first else float("nan")
         print(f"{p['memories']:>8}  write {p['write_per_s']:7.0f}/s ({ratio:.2f}x)  "
               f"filtered {p.get('recall_filtered_p50_ms')}/{p.get('recall_filtered_p95_ms')} ms  "

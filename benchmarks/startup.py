@@ -30,7 +30,13 @@ on a shared machine the load decides what a time means.
 4. Baseline in the same run: one start with ``PATTERN_EMBED_BACKEND=torch`` (the
    sentence-transformers model in the daemon, without the lean ONNX serving): ``torch_model_ready_s``,
    ``torch_rss_mb``.
-5. ``breakdown``: what each part costs on its own, each in a fresh interpreter (seconds, RSS
+5. ``--old-root DIR``: the previous release (a checkout with its own ``.venv``) measured in the
+   same run on the same store: its ready runs alternate with this tree's (``old`` in the JSON:
+   ``model_ready_s``, ``rss_mb``, ``pss_mb``, each run's figures and load).
+6. Bytecode: each measured tree's modules are compiled first (``compileall``), as an installed
+   package's are (``pip`` compiles them at install): under ``PYTHONDONTWRITEBYTECODE`` a
+   checkout would otherwise compile every module it imports at every start.
+7. ``breakdown``: what each part costs on its own, each in a fresh interpreter (seconds, RSS
    after, MB): the imports (chromadb, onnxruntime, tokenizers, the MCP server, torch +
    sentence-transformers), the ONNX session, Chroma opened on the store with a query, the SQLite
    store opened with an integrity check (with and without its memory map), the in-memory
@@ -74,9 +80,22 @@ RSS_TARGET_MB = 400.0
 AGENT = 0  # the identity that recalls: agent-00 of proj-alpha
 
 
-def server_command() -> list[str]:
+def server_command(root: Path | None = None) -> list[str]:
+    """``pattern-memory serve`` of this tree, or of the checkout ``root`` (its own ``.venv``)."""
+    if root is not None:
+        return [str(root / ".venv" / "bin" / "python"), "-m", "server.cli", "serve"]
     exe = shutil.which("pattern-memory", path=str(Path(sys.executable).parent))
     return [exe, "serve"] if exe else [sys.executable, "-m", "server.cli", "serve"]
+
+
+def compile_tree(root: Path) -> None:
+    """Compile the project's modules of the tree ``root`` with its own interpreter (what an
+    installed package has from ``pip``), so no start pays their compilation."""
+    python = root / ".venv" / "bin" / "python"
+    python = python if python.exists() else Path(sys.executable)
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0",
+                    *(str(root / d) for d in ("retrieval", "server", "graph", "ingest"))],
+                   check=True, capture_output=True)  # fmt: skip
 
 
 def stop_daemon(home: str, env: dict[str, str]) -> None:
@@ -122,12 +141,14 @@ async def one_start(env: dict[str, str]) -> tuple[float, int]:
     return elapsed, len(tools.tools)
 
 
-async def ready_start(env: dict[str, str], query: str, idle: float) -> dict:
+async def ready_start(
+    env: dict[str, str], query: str, idle: float, root: Path | None = None
+) -> dict:
     """Spawn ``serve`` on a built store; recall until the answer is hybrid; then idle RSS.
     Hybrid is the ranking, whatever the vector side's source: the mode names it when the
     vector index's process is still opening and the stored vectors were scored exactly
     ("hybrid (vector index opening: exact scan …)"); ``first_mode`` keeps that answer's mode."""
-    cmd = server_command()
+    cmd = server_command(root)
     params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=env)
     t0 = time.perf_counter()
     calls, mode = 0, ""
@@ -144,6 +165,8 @@ async def ready_start(env: dict[str, str], query: str, idle: float) -> dict:
                     raise RuntimeError("the model did not load within 300 s")
                 await anyio.sleep(0.02)
         ready = time.perf_counter() - t0
+        pid = json.loads((Path(env["PATTERN_HOME"]) / "daemon.json").read_text())["pid"]
+        cpu = cpu_seconds(pid)  # the daemon's own processor time to that answer
         # the first answer may have scored stored vectors exactly (the vector index's process
         # starts once the daemon serves): after the idle wait, one more recall goes through
         # Chroma, so the RSS read below includes the index's loaded collections
@@ -152,7 +175,14 @@ async def ready_start(env: dict[str, str], query: str, idle: float) -> dict:
         await anyio.sleep(1.0)
         info = json.loads((Path(env["PATTERN_HOME"]) / "daemon.json").read_text())
         mem = proc_memory(info["pid"])
-    return {"ready_s": ready, "calls": calls, "items": n_items, "first_mode": mode, **mem}
+    return {"ready_s": ready, "cpu_s": cpu, "calls": calls, "items": n_items, "first_mode": mode,
+            **mem}  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system processor seconds of a process so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> float:
@@ -290,7 +320,12 @@ def main() -> int:
     ap.add_argument("--no-breakdown", action="store_true", help="skip the per-part table")
     ap.add_argument("--no-torch", action="store_true", help="skip the torch-backend baseline")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--old-root", type=Path, help="the previous release's checkout (with .venv), "
+                    "measured in the same run: ready runs alternate with this tree's")  # fmt: skip
     args = ap.parse_args()
+    compile_tree(ROOT)
+    if args.old_root:
+        compile_tree(args.old_root)
     if args.ready_runs is None:
         args.ready_runs = args.runs
     base_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -336,21 +371,39 @@ def main() -> int:
                "PATTERN_PROJECT_ID": agent_project(AGENT),
                "PATTERN_AGENT_ID": agent_name(AGENT)}  # fmt: skip
         env.pop("PATTERN_EMBED_BACKEND", None)
+        old_env = {**env, "PYTHONPATH": str(args.old_root)} if args.old_root else None
         try:
-            ready = []
+            ready, old = [], []
             for i in range(args.ready_runs):
-                at = load()
-                try:
-                    r = anyio.run(ready_start, env, query, args.idle)
-                finally:
-                    stop_daemon(store, env)
-                r["loadavg"] = at
-                ready.append(r)
-                print(f"ready run {i + 1} (load {at}): first hybrid recall after {r['ready_s']:.3f} s "
-                      f"({r['calls']} calls, {r['items']} items, mode {r['first_mode']!r}); idle RSS {r['VmRSS']} MB "
-                      f"(anon {r['RssAnon']}, file {r['RssFile']})", flush=True)  # fmt: skip
+                for tree, runs, e, root in (("this tree", ready, env, None),
+                                            ("previous release", old, old_env, args.old_root)):  # fmt: skip
+                    if e is None:
+                        continue
+                    at = load()
+                    try:
+                        r = anyio.run(ready_start, e, query, args.idle, root)
+                    finally:
+                        stop_daemon(store, env)
+                    r["loadavg"] = at
+                    runs.append(r)
+                    print(f"{tree}: ready run {i + 1} (load {at}): first hybrid recall after {r['ready_s']:.3f} s "
+                          f"(daemon CPU {r['cpu_s']:.2f} s) "
+                          f"({r['calls']} calls, {r['items']} items, mode {r['first_mode']!r}); idle RSS {r['VmRSS']} MB "
+                          f"(anon {r['RssAnon']}, file {r['RssFile']})", flush=True)  # fmt: skip
+            if old:
+                result["old"] = {
+                    "root": str(args.old_root),
+                    "model_ready_s": round(statistics.median(r["ready_s"] for r in old), 3),
+                    "model_ready_cpu_s": round(statistics.median(r["cpu_s"] for r in old), 3),
+                    "rss_mb": statistics.median(r["VmRSS"] for r in old),
+                    "pss_mb": statistics.median(r["Pss"] for r in old),
+                    "ready_runs_s": [round(r["ready_s"], 3) for r in old],
+                    "ready_loadavg_runs": [r["loadavg"] for r in old],
+                    "ready_loadavg": statistics.median(r["loadavg"] for r in old),
+                }
             result |= {
                 "model_ready_s": round(statistics.median(r["ready_s"] for r in ready), 3),
+                "model_ready_cpu_s": round(statistics.median(r["cpu_s"] for r in ready), 3),
                 "rss_mb": statistics.median(r["VmRSS"] for r in ready),
                 "rss_anon_mb": statistics.median(r["RssAnon"] for r in ready),
                 "rss_file_mb": statistics.median(r["RssFile"] for r in ready),
@@ -395,6 +448,12 @@ def main() -> int:
              None),
             ("  of which anon / file MB", f"{result['rss_anon_mb']}/{result['rss_file_mb']}", None),
         ]  # fmt: skip
+    if "model_ready_cpu_s" in result:
+        rows.append(("  the daemon's CPU s to it", result["model_ready_cpu_s"], None))
+    if "old" in result:
+        rows += [("previous release: model_ready s", result["old"]["model_ready_s"], None),
+                 ("previous release: the daemon's CPU s", result["old"]["model_ready_cpu_s"], None),
+                 ("previous release: idle RSS MB", result["old"]["rss_mb"], None)]  # fmt: skip
     if "torch_model_ready_s" in result:
         rows += [("torch backend: model_ready s", result["torch_model_ready_s"], None),
                  ("torch backend: idle RSS MB", result["torch_rss_mb"], None)]  # fmt: skip

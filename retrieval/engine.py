@@ -10,7 +10,9 @@ Write path (:meth:`Engine.apply`, and :meth:`Engine.add` for batches):
 2. embed, holding no lock (callers may pass vectors made earlier by :meth:`Engine.embed`);
 3. one SQLite transaction (record, FTS, tags, embeddings, change log, outbox row), which runs
    the caller's ``check`` first and ``extra`` last: the store's write lock and ``BEGIN
-   IMMEDIATE`` make this transaction the one coordination point of all writers;
+   IMMEDIATE`` make this transaction the one coordination point of all writers. Concurrent
+   writes share one transaction (group commit, :mod:`retrieval.group`): each runs in its own
+   savepoint, one that fails is rolled back alone, and each returns after the COMMIT;
 4. COMMIT: the write is durable and will be reported as done;
 5. apply the outbox to Chroma (:mod:`retrieval.vector.vector_sync`): if that fails, the write still
    returns success, with a warning that the vector index is catching up, and a background
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +40,7 @@ import numpy as np
 
 from retrieval.embedding.embedder import Embedder
 from retrieval.fulltext.lexical import LexicalIndex
+from retrieval.group import CommitGroup
 from retrieval.ranking import grouping
 from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from retrieval.storage import private
@@ -179,11 +183,15 @@ class Engine:
         self._window_words = window_words
         self.window_overlap = window_overlap
         self._sync = VectorSync(self, background=background_vectors)
+        self._commits = CommitGroup(self.store)
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self.ranker.pending = self._sync.pending_ids
         self._buckets: set[str] = set(self.store.all_buckets())
         self._screen = screen
         self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
+        # set once a search has ranked with the model (a server starts what that first answer
+        # does not need after it: server/http/daemon.py)
+        self.answered = threading.Event()
         if self.cluster is not None:
             self.cluster.start(on_applied=self._replicated)
         if embedder is not None:
@@ -438,7 +446,8 @@ class Engine:
         if embedder is not None and changed:
             vecs = dict(vectors or {})
             vecs.update(self.vectors_for([r for r in changed if r.id not in vecs], embedder))
-        with self.store.transaction() as conn:
+
+        def body(conn) -> list[Record]:
             if check is not None:
                 check(conn)
             gone = self.store.delete(conn, list(delete)) if delete else []
@@ -453,6 +462,9 @@ class Engine:
                 )
             if extra is not None:
                 extra(conn)
+            return gone
+
+        gone = self._commits(body)  # one transaction, shared with concurrent writes
         self._buckets.update(r.bucket for r in changed)
         known = {r.id: (r, vecs[r.id]) for r in changed if r.id in vecs}
         return Applied(gone, self._sync.after_commit(known))
@@ -490,6 +502,8 @@ class Engine:
         buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
         fallback = self.vector_fallback()  # read first: the ranker asks the same before it
         scored = self.ranker.search(query, f, k, mode=mode, buckets=buckets)
+        if self.embedder is not None and mode != "lexical":
+            self.answered.set()
         if fallback:  # the mode says what the vector side did
             for s in scored:
                 if s.explanation.mode in ("hybrid", "vector"):

@@ -73,6 +73,13 @@ def ts(dt: datetime | None) -> str | None:
 def parse_ts(text: str | None) -> datetime | None:
     if text is None:
         return None
+    if len(text) == 27 and text[26] == "Z" and text[19] == "." and text[10] == "T":
+        # ``ts``'s own shape: datetime's ISO reader is ~30 times faster than strptime (a recall
+        # reads three dates of each of its candidates); anything else, strptime judges
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass
     year, dash, rest = text.partition("-")
     if dash and len(year) < 4:  # a year before 1000 written unpadded (by ``ts`` before)
         text = f"{year:0>4}-{rest}"

@@ -177,6 +177,28 @@ POISON = [("benign texts flagged", "flagged_benign", "n_benign"),
                        ("Tensor Trust", "tensortrust"), ("Giskard", "giskard"))]  # fmt: skip
 
 
+READS_START = [  # (label, file, path, format): each beside its old/ value of the same run
+    ("whole-project recall p50 at 100k, ms (≤ 30)", "scale-whole-project", "recall_p50_ms", ".1f"),
+    ("whole-project recall p95 at 100k, ms (≤ 45)", "scale-whole-project", "recall_p95_ms", ".1f"),
+    ("one agent's recall p50 at 100k, ms", "scale-whole-project", "recall_filtered_p50_ms", ".1f"),
+    ("one agent's recall p95 at 100k, ms", "scale-whole-project", "recall_filtered_p95_ms", ".1f"),
+    ("start → first hybrid recall at 100k (over MCP), s", "scale-whole-project", "start_s", ".2f"),
+    ("load average, recall at 100k", "scale-whole-project", "loadavg_queries", ".1f"),
+    ("start → first hybrid recall, 10k store, s (≤ 1.5)", "startup", "model_ready_s", ".3f"),
+    ("the daemon's processor time to it, s", "startup", "model_ready_cpu_s", ".2f"),
+    ("idle RSS after it, daemon + vector process, MB", "startup", "rss_mb", ".1f"),
+    ("load average, starts", "startup", "ready_loadavg", ".1f"),
+    ("`UserPromptSubmit` p50, ms (≤ 45)", "hooks", "p50_ms", ".1f"),
+    ("`UserPromptSubmit` p95, ms (≤ 90)", "hooks", "p95_ms", ".1f"),
+    ("hook process CPU p50, ms", "hooks", "client_cpu_p50_ms", ".1f"),
+    ("`python -S -c pass` CPU p50, ms", "hooks", "python_floor_cpu_p50_ms", ".1f"),
+    ("daemon round trip p50, ms", "hooks", "daemon_roundtrip_p50_ms", ".1f"),
+    ("daemon round trip p95, ms", "hooks", "daemon_roundtrip_p95_ms", ".1f"),
+    ("`python -S -c pass` p50, ms (the floor)", "hooks", "python_floor_p50_ms", ".1f"),
+    ("load average, hooks", "hooks", "loadavg", ".1f"),
+]
+
+
 def size_label(size: str) -> str:
     return "whole" if size == "all" else f"{size} record{'s' if size != '1' else ''}"
 
@@ -582,6 +604,13 @@ TABLES: dict[str, Table] = {
     ),  # fmt: skip
     "scale-100k": grid(
         "scale-100k", [(r, f"baselines/{r}") for r in SCALE_ROWS], LAT, first="100k memories, k=10"
+    ),
+    "reads-start": Table(
+        ["measure (target)", "previous release", "this version"],
+        [
+            (label, [(stem, f"old/{path}", spec), (stem, path, spec)])
+            for label, stem, path, spec in READS_START
+        ],
     ),
     "startup": pairs(
         [

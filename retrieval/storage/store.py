@@ -344,6 +344,10 @@ class SQLiteStore:
         with self.local_transaction() as conn:
             yield conn
 
+    def in_write(self) -> bool:
+        """True when this thread holds the write lock (it is inside a transaction)."""
+        return self._write_lock._is_owned()  # noqa: SLF001 - RLock's own test
+
     @contextmanager
     def local_transaction(self) -> Iterator[sqlite3.Connection]:
         """A transaction on this SQLite file only: node-local state (the vector outbox), and

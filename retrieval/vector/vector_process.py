@@ -78,6 +78,10 @@ def exit_reason(code: int | None) -> str:
     return f"exit status {code}"
 
 
+_WRITES = frozenset({"upsert", "delete", "delete_ids"})
+QUERIES_FIRST_S = 0.5  # a write waits at most this long for the queries in flight
+
+
 class _Child:
     """One child process: its connection and the calls sent to it (a call is answered or
     failed by the reader of the child it was sent to, never by another's)."""
@@ -124,6 +128,8 @@ class VectorProcess(Liveness):
         self._key = (os.getpid(), self.path)
         self._users = 1  # see shared()
         self.error: str | None = None
+        self._queries = 0  # queries sent and not yet answered (see _call: queries first)
+        self._idle = threading.Condition()
         if start:
             self.start()
 
@@ -306,6 +312,26 @@ class VectorProcess(Liveness):
             self._opened.wait(0.05 if left is None else min(0.05, left))
 
     def _call(self, method: str, *args):
+        """Queries first: a write (an upsert or delete of the background writer) is sent only
+        once no query is in flight (or after :data:`QUERIES_FIRST_S`), so a recall waits for at
+        most the one write the child is already running, not for a whole round of them."""
+        if method in _WRITES:
+            with self._idle:
+                self._idle.wait_for(lambda: self._queries == 0, QUERIES_FIRST_S)
+            return self._send(method, *args)
+        if method != "query":
+            return self._send(method, *args)
+        with self._idle:
+            self._queries += 1
+        try:
+            return self._send(method, *args)
+        finally:
+            with self._idle:
+                self._queries -= 1
+                if not self._queries:
+                    self._idle.notify_all()
+
+    def _send(self, method: str, *args):
         deadline = deadline_for(method)
         if method == "query":
             deadline = getattr(self._local, "deadline", None) or deadline

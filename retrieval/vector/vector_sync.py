@@ -27,6 +27,7 @@ rows and clears them, a row only once Chroma has accepted it:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -54,6 +55,7 @@ OUTBOX_BATCH = 2000  # outbox rows applied per round
 # records waiting in the outbox that a search scores exactly (pending_ids); more than this is a
 # bulk re-embedding (a model change), whose records are found by vector once the index has them
 PENDING_EXACT_MAX = 5000
+WRITE_GAP_MS = 200  # the background writer's rounds at most this often (vector_writer.py)
 RETRY_FIRST_S = 0.5  # first background retry after a failed application, doubled up to
 RETRY_MAX_S = 30.0
 
@@ -132,7 +134,8 @@ class VectorSync:
         self.store = engine.store
         self.lock = OwnedLock()
         self.retry = RetryTimer(self.run)
-        self.writer = BackgroundWriter(self._drain) if background else None
+        gap = float(os.environ.get("PATTERN_VECTOR_WRITE_GAP_MS") or WRITE_GAP_MS) / 1000
+        self.writer = BackgroundWriter(self._drain, gap=gap) if background else None
         self._known: Known = {}  # records committed since the writer's last round
         self._known_lock = threading.Lock()
         # commits noted (after their COMMIT) vs. the last one known applied: while they differ

@@ -5,7 +5,11 @@ Chroma's cost is per call more than per vector (~10 ms of CPU for an upsert of 1
 for 8, docs/benchmarks.md, "the vector index in a child process"), and each visibility bucket is its own collection, so
 applying every write's row on its own thread (as :meth:`VectorSync.after_commit` does inline)
 costs one call per write. The writer applies whatever accumulated while it was busy: under load
-its rounds grow, and the calls per write fall.
+its rounds grow, and the calls per write fall. A round starts at least ``gap`` seconds after
+the one before (``PATTERN_VECTOR_WRITE_GAP_MS``, default 200): under a stream of writes the
+rounds are fewer and larger, and the index's process has time between them for the queries of
+recalls and of write candidates (which otherwise wait behind upserts). A first write after a
+pause is applied at once.
 
 Read-your-writes is kept by the ranker: records whose rows are still in the outbox are scored
 exactly from their stored vectors (:meth:`VectorSync.pending_ids`). A failing vector index is
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -37,8 +42,10 @@ class BackgroundWriter:
         cap: float = 30.0,
         name: str = "vector-writer",
         pause_first: bool = False,
+        gap: float = 0.0,
     ) -> None:
         self._apply = apply
+        self.gap = gap  # seconds between the start of a round and the next (see the module)
         self.first, self.cap, self.name = first, cap, name
         self.pause_first = pause_first
         self._cond = threading.Condition()
@@ -75,6 +82,7 @@ class BackgroundWriter:
                     self._cond.notify_all()
                     return
                 self._wanted, self._busy = False, True
+            started = time.monotonic()
             error = None
             try:
                 self._apply()
@@ -84,6 +92,7 @@ class BackgroundWriter:
                 log.warning("vector index update failed (next try in %.1f s): %s", pause, exc)
             else:
                 pause = self.first if self.pause_first else 0.0
+                pause = max(pause, self.gap - (time.monotonic() - started))
             with self._cond:
                 self._busy = False
                 self.attempts += 1

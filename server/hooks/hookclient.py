@@ -3,8 +3,11 @@
 Reads the client's hook JSON on stdin, posts it to the daemon (``POST /hooks/EVENT`` with the
 caller's identity in the local-secret envelope, as the ``serve`` bridge does) and prints the
 client's output JSON when there is something to inject, else nothing. Standard library only,
-and few modules of it (no ``http.client``: its email parser costs more than the whole request),
-so a hook costs little more than the interpreter's start. Hooks installed by ``pattern-memory
+and few modules of it, so a hook costs little more than the interpreter's start: no
+``http.client`` (its email parser costs more than the whole request), and the C modules under
+``socket``, ``signal`` and ``json`` rather than those packages (``_socket``, ``_signal``, and
+:func:`~server.http.daemonfiles.json_loads`): their enums and regular expressions, made at
+import, cost a hook process more than everything else it does. Hooks installed by ``pattern-memory
 hooks install`` run this file directly with ``python -S`` (no site-packages scan):
 
     /path/to/python -S /path/to/server/hookclient.py UserPromptSubmit
@@ -30,19 +33,23 @@ A hook never breaks or slows its client:
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import sys
 import time
+
+try:  # the C modules: ``signal`` and ``socket`` build enums of every constant at import
+    import _signal as signal
+    import _socket as socket
+except ImportError:  # pragma: no cover - another interpreter
+    import signal
+    import socket
 
 if __package__ in (None, ""):  # run as a file: import the package from the checkout
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:
     from retrieval.storage import private
-    from server.http.daemonfiles import owner_alive, read_info, spawn_daemon
+    from server.http.daemonfiles import json_dumps, json_loads, owner_alive, read_info, spawn_daemon
     from server.service.core.ids import identity_fields, project_root, store_home
 except BaseException:  # noqa: BLE001 - a broken install still never fails the client
     if __name__ == "__main__":
@@ -112,7 +119,8 @@ def http_post(host: str, port: int, path: str, body: bytes, headers: dict, timeo
     head += [f"{k}: {v}" for k, v in headers.items()]
     # a plain connect, not create_connection: getaddrinfo would import the idna codec
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
         s.settimeout(max(0.05, timeout))
         s.connect((host, port))
         s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
@@ -122,6 +130,8 @@ def http_post(host: str, port: int, path: str, body: bytes, headers: dict, timeo
             if not data:
                 break
             chunks.append(data)
+    finally:
+        s.close()
     raw = b"".join(chunks)
     header, _, payload = raw.partition(b"\r\n\r\n")
     lines = header.decode("latin-1").split("\r\n")
@@ -170,7 +180,7 @@ def refusal(data: bytes) -> str:
     """A refusal by its error code and the daemon's own message, never the raw answer: the
     line goes to ``hooks.log``, which must not keep what the client sent."""
     try:
-        answer = json.loads(data)
+        answer = json_loads(data)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
@@ -180,7 +190,7 @@ def refusal(data: bytes) -> str:
 
 def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) -> dict:
     """POST to the daemon, starting it when none runs; gives up at ``until``."""
-    body = json.dumps(payload).encode()
+    body = json_dumps(payload).encode()
     spawned = False
     while True:
         info = read_info(home)
@@ -195,7 +205,7 @@ def call_daemon(home, env, path: str, payload: dict, who: dict, until: float) ->
             else:
                 if status != 200:
                     raise HookError(f"daemon answered {status}: {refusal(data)}")
-                return json.loads(data)
+                return json_loads(data)
         if not spawned and not owner_alive(home):
             if not may_spawn(env):
                 return {}  # no daemon, none starting, none to start here: nothing to say
@@ -241,7 +251,7 @@ def run(event: str, stdin: bytes, env, home, until: float, client: str | None = 
         raise HookError("usage: pattern-memory hook [--client NAME] EVENT")
     if len(stdin) > MAX_STDIN:
         raise HookError(f"expected a hook input of at most {MAX_STDIN} bytes; found more")
-    data = json.loads(stdin or b"{}")
+    data = json_loads(stdin or b"{}")
     if not isinstance(data, dict):
         raise HookError("the hook input is not a JSON object")
     cwd = project_dir(data, env)
@@ -251,7 +261,7 @@ def run(event: str, stdin: bytes, env, home, until: float, client: str | None = 
     out = answer.get("output") if isinstance(answer, dict) else None
     # ASCII: any console encoding can carry it; an empty object too (Cursor reads no output
     # as a failed hook)
-    return json.dumps(out) if out is not None else None
+    return json_dumps(out) if out is not None else None
 
 
 def deadline_of(env) -> float:

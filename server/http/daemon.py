@@ -193,12 +193,36 @@ def _stop_on_damage(check, uv) -> None:
     threading.Thread(target=wait, name="integrity-check-wait", daemon=True).start()
 
 
-def _serving(rt) -> None:
+# what the first answer does not need waits for it at most this long once the model loaded
+FIRST_ANSWER_WAIT_S = 3.0
+MODEL_WAIT_S = 60.0  # ... and for the model at most this long
+
+
+def _serving(rt, later=()) -> None:
     """Once the daemon serves: what start-up made is frozen (later collections skip it) and
-    collection resumes; the vector index's process starts."""
+    collection resumes; then :func:`_after_first_answer` in a thread of its own."""
     gc.freeze()
     gc.enable()
-    rt.start_vectors()
+    import threading
+
+    threading.Thread(target=_after_first_answer, args=(rt, later), name="after-first-answer",
+                     daemon=True).start()  # fmt: skip
+
+
+def _after_first_answer(rt, later=()) -> None:
+    """What the first answer does not need starts after it: the vector index's process (its
+    start costs ~1 s of processor time beside the daemon's; until it has opened its store a
+    search scores the stored vectors exactly) and ``later`` (the MCP tools not built yet:
+    ~0.5 s holding the interpreter's lock). It waits for the model,
+    then for the first search that ranked with it, at most :data:`FIRST_ANSWER_WAIT_S` (a
+    daemon nobody asks)."""
+    try:
+        rt.model_ready.wait(MODEL_WAIT_S)
+        rt.engine.answered.wait(FIRST_ANSWER_WAIT_S)
+    finally:
+        rt.start_vectors()
+        for fn in later:
+            fn()
 
 
 def restore_sigchld() -> None:
@@ -260,6 +284,7 @@ def run_daemon(
         import uvicorn  # the model started loading (it builds beside them: ~0.7 s for the SDK)
 
         from ..mcp.app import create_server
+        from ..mcp.toolset import build_tools
         from .hostguard import guard_settings, host_literal, is_loopback
 
         security = guard_settings(host, allowed_hosts)
@@ -289,7 +314,8 @@ def run_daemon(
         # /ui goes to the dashboard (cookie sessions), the rest to bearer auth + MCP; the
         # Host/Origin guard covers both (a cookie is what DNS rebinding would steal)
         dashboard = DashboardMount(rt, secret=secret, authenticate=authenticate)
-        wrapped = build_app(create_server(runtime=rt), authenticate, info, security,
+        mcp_server = create_server(runtime=rt)  # its tools are built as first called
+        wrapped = build_app(mcp_server, authenticate, info, security,
                             routes=hook_routes(hooks, secret), mount=dashboard.mount)  # fmt: skip
         if not allowed_hosts and not is_loopback(host):
             print("pattern-memory daemon: accepting Host " + ", ".join(security.allowed_hosts)
@@ -298,7 +324,11 @@ def run_daemon(
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
-        uv = _graceful_server(config, on_exit=dashboard.close, on_started=lambda: _serving(rt))
+        uv = _graceful_server(
+            config,
+            on_exit=dashboard.close,
+            on_started=lambda: _serving(rt, later=(lambda: build_tools(mcp_server),)),
+        )
         if late:
             _stop_on_damage(check, uv)
         write_private(info_path, {**info, "pid": os.getpid(), "secret": secret})

@@ -3,15 +3,83 @@ held by the owner; the kernel releases it when the owner dies) and ``daemon.json
 pid and local secret, readable only by the store's user).
 
 Standard library only and no ``pathlib``: the hook client (``server/hooks/hookclient.py``, run with
-``python -S``) reads these files too, and its start-up is measured in milliseconds.
+``python -S``) reads these files too, and its start-up is measured in milliseconds. For the same
+reason JSON is read and written here (:func:`json_loads`, :func:`json_dumps`) by the ``json``
+package's C parts alone: the package itself imports ``re`` and compiles its patterns, which
+cost a hook process more than the rest of its work.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 from retrieval.storage import private  # standard library only
+
+try:
+    import _json as _cjson
+except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+    _cjson = None
+
+_WS = " \t\n\r"  # JSON's whitespace
+
+
+class _Decoding:
+    """What ``_json.make_scanner`` reads of a decoder: ``json.loads``'s defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {
+        "-Infinity": float("-inf"),
+        "Infinity": float("inf"),
+        "NaN": float("nan"),
+    }.__getitem__
+
+
+def _unserialisable(obj):
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+_scan = _cjson.make_scanner(_Decoding()) if _cjson is not None else None
+
+
+def json_loads(data: str | bytes):
+    """``json.loads(data)``: the same values, the same errors (``ValueError``), without
+    importing the ``json`` package for UTF-8 input (anything else is handed to it)."""
+    if isinstance(data, bytes | bytearray):
+        if _scan is None or data[:3] == b"\xef\xbb\xbf" or b"\x00" in data[:4]:
+            import json  # a BOM or UTF-16/32: json detects the encoding
+
+            return json.loads(data)
+        data = data.decode("utf-8", "surrogatepass")
+    if _scan is None:  # pragma: no cover
+        import json
+
+        return json.loads(data)
+    start = len(data) - len(data.lstrip(_WS))
+    try:
+        obj, end = _scan(data, start)
+        if not data[end:].strip(_WS):
+            return obj
+    except Exception:  # noqa: BLE001, S110 - json says what is wrong, below (its error, its place)
+        pass  # (the C scanner raises its errors only when the json package is loaded)
+    import json
+
+    return json.loads(data)
+
+
+def json_dumps(obj) -> str:
+    """``json.dumps(obj)`` (ASCII, ``", "`` and ``": "``), by the C encoder alone."""
+    if _cjson is None:  # pragma: no cover
+        import json
+
+        return json.dumps(obj)
+    encode = _cjson.make_encoder({}, _unserialisable, _cjson.encode_basestring_ascii, None,
+                                 ": ", ", ", False, False, True)  # fmt: skip
+    return "".join(encode(obj, 0))
+
 
 LOCK_FILE = "daemon.lock"
 INFO_FILE = "daemon.json"
@@ -21,8 +89,8 @@ def read_info(home) -> dict | None:
     """The running daemon's ``daemon.json``, or None when there is none (or it is half-written)."""
     try:
         with open(os.path.join(home, INFO_FILE), encoding="utf-8") as fh:
-            return json.loads(fh.read())
-    except (FileNotFoundError, json.JSONDecodeError):
+            return json_loads(fh.read())
+    except (FileNotFoundError, ValueError):
         return None
 
 

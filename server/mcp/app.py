@@ -79,7 +79,9 @@ def create_server(
         subscriptions=bus,
     )
     from . import client_logging
+    from .toolset import lazy_tools
 
+    lazy_tools(server)  # each tool is built when first called or listed (a daemon's start)
     register_all(server, bus)
     client_logging.register(server)  # logging/setLevel
     return server

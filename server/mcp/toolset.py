@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool, ToolManager
 from pydantic import Field
 
 from server.service.core.errors import PatternError, storage_error
@@ -56,6 +58,71 @@ class ToolSet:
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self._tools]
+
+
+class LazyTools(ToolManager):
+    """The SDK's tool manager, building each named tool (its arguments' model and its JSON
+    schemas, ~15 ms of processor time a tool) when it is first called or listed instead of
+    when it is added: a daemon's first answer waits for its own tool, not for all 37
+    (:meth:`build_all` builds the rest later). Tools are listed in the order they were added."""
+
+    def __init__(self, base: ToolManager) -> None:
+        super().__init__(base.warn_on_duplicate_tools, tools=base.list_tools())
+        self._order: list[str] = list(self._tools)
+        self._pending: dict[str, tuple[Callable[..., Any], dict]] = {}
+        self._build_lock = threading.Lock()
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> Tool:
+        if name is not None and name in self._pending:
+            self._build(name)  # a second tool of that name: the SDK's duplicate rule applies
+        if name is None or name in self._tools:
+            tool = super().add_tool(fn, name=name, **kwargs)  # the SDK's checks, at once
+            if tool.name not in self._order:
+                self._order.append(tool.name)
+            return tool
+        self._pending[name] = (fn, kwargs)
+        self._order.append(name)
+        return None  # type: ignore[return-value] - MCPServer.add_tool returns nothing
+
+    def _build(self, name: str) -> None:
+        with self._build_lock:
+            spec = self._pending.get(name)
+            if spec is not None:
+                super().add_tool(spec[0], name=name, **spec[1])
+                del self._pending[name]
+
+    def build_all(self) -> None:
+        """Build every tool not built yet."""
+        for name in list(self._pending):
+            self._build(name)
+
+    def get_tool(self, name: str) -> Tool | None:
+        self._build(name)
+        return super().get_tool(name)
+
+    def list_tools(self) -> list[Tool]:
+        self.build_all()
+        return [self._tools[n] for n in self._order if n in self._tools]
+
+    def remove_tool(self, name: str) -> None:
+        self._build(name)
+        super().remove_tool(name)
+        self._order.remove(name)
+
+
+def lazy_tools(server: MCPServer) -> LazyTools:
+    """Make ``server`` build its tools as they are first used (:class:`LazyTools`); call it
+    before adding them."""
+    manager = LazyTools(server._tool_manager)  # noqa: SLF001 - the SDK keeps it private
+    server._tool_manager = manager  # noqa: SLF001
+    return manager
+
+
+def build_tools(server: MCPServer) -> None:
+    """Build every tool of ``server`` not built yet (see :class:`LazyTools`)."""
+    manager = server._tool_manager  # noqa: SLF001
+    if isinstance(manager, LazyTools):
+        manager.build_all()
 
 
 def runtime_of(ctx: Context) -> Runtime:

@@ -12,6 +12,7 @@ from retrieval.engine import Engine
 from retrieval.records import RecordFilter
 from server.service.core.errors import InvalidInput
 from server.service.core.identity import Identity
+from server.service.core.models import MemoryInput
 from server.service.memories import bulk
 from server.service.memories.memory import MemoryService
 from server.service.trust.injection_scan import injection_model
@@ -117,3 +118,24 @@ def test_short_strings_are_screened_the_same_every_time(repeat):
         assert len(warnings) == 1 and reason
         warnings.append("a caller's own list")  # the remembered result is not shared
         assert len(redact.screen_value({"tags": [SECRET]})[1]) == 1
+
+
+def test_a_single_remember_embeds_its_text_once(tmp_path, counted):
+    """A short memory's text is the injection model's reading and the record's one window:
+    one forward pass serves both (and the write's candidates)."""
+    emb, calls = counted
+    svc = MemoryService(Engine(tmp_path / "s", emb), policy=WritePolicy())
+    try:
+        text = "The staging deploy needs the VPN profile from the ops wiki."
+        calls.clear()
+        res = svc.remember(ME, MemoryInput(content=text))
+        assert [t for batch in calls for t in batch] == [text]
+        stored = svc.store.embeddings([res.memoryId], emb.model_id)[res.memoryId]
+        assert np.allclose(stored[0], emb.embed_documents([text])[0], atol=1e-4)
+        # a paraphrased attack is still flagged by the model, with its one pass
+        calls.clear()
+        flagged = svc.remember(ME, MemoryInput(content=PARAPHRASE))
+        assert [t for batch in calls for t in batch] == [PARAPHRASE]
+        assert any("reads like instructions" in w for w in flagged.warnings)
+    finally:
+        svc.engine.close()

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from server.hooks.install import CLIENT
 from server.http.daemon import read_info
 from server.service.core.ids import derive_agent_id, derive_project_id
@@ -241,3 +243,84 @@ def test_stdlib_ids_match_the_service_identity(tmp_path):
         assert identity_fields(env, str(repo / "src")) == who.model_dump(exclude={"root"})
         assert project_root(str(repo / "src")) == who.root == str(repo)
     assert percent_encode(str(repo)) == quote(str(repo))
+
+
+def test_a_hook_answered_by_its_daemon_imports_no_enum_and_no_regular_expressions(tmp_path):
+    """The path every prompt takes (a daemon answers): ``socket``, ``signal`` and ``json`` are
+    read through their C modules, so none of the enums and patterns those packages build at
+    import (most of a hook process's own processor time) are made."""
+    import socket
+    import threading
+
+    answer = (
+        b'{"output": {"hookSpecificOutput": {"additionalContext": "caf\\u00e9 \\ud83d\\ude00"}}}'
+    )
+    got: list[bytes] = []
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        size = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
+                   .split(b":")[1])  # fmt: skip
+        while len(body) < size:
+            body += conn.recv(65536)
+        got.append(body)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                     % len(answer) + answer)  # fmt: skip
+        conn.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    port = srv.getsockname()[1]
+    (tmp_path / "daemon.json").write_text(json.dumps({"host": "127.0.0.1", "port": port,
+                                                      "secret": "x", "pid": 1}))  # fmt: skip
+    env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_PROJECT_ID": "p",
+           "PATTERN_AGENT_ID": "a"}  # fmt: skip
+    prompt = {"session_id": "s", "prompt": "naïve \u2603 \"quoted\"", "cwd": str(tmp_path),
+              "n": [1, 2.5, None, True, 10**30]}  # fmt: skip
+    try:
+        proc = subprocess.run([sys.executable, "-S", "-X", "importtime", str(CLIENT),
+                               "UserPromptSubmit"], input=json.dumps(prompt).encode(),
+                              capture_output=True, env=env, timeout=60)  # fmt: skip
+    finally:
+        server.join(10)
+        srv.close()
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == json.loads(answer)["output"]
+    assert json.loads(got[0])["input"] == prompt  # what the daemon reads is what was sent
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
+               if line.startswith("import time:")}  # fmt: skip
+    assert "server.service.core.ids" in modules
+    for name in ("json", "re", "enum", "socket", "signal", "typing", "collections"):
+        assert name not in modules, name
+
+
+def test_the_hook_clients_json_is_the_json_packages():
+    from server.http.daemonfiles import json_dumps, json_loads
+
+    values = [{}, [], "", "a\u00e9\u2603\U0001f600\x00\n\"\\", 0, -1, 10**40, 1.5, -0.0, 1e308,
+              float("inf"), float("-inf"), True, False, None,
+              {"k": [1, {"x": None}], "é": "ü", "": [[]]}]  # fmt: skip
+    for v in values:
+        text = json.dumps(v)
+        assert json_dumps(v) == text
+        back = json_loads(text)
+        assert back == v or (back != back and v != v)
+        assert json_loads(text.encode()) == json.loads(text.encode())
+        assert json_loads(f" \n\t{text}\r\n ") == json.loads(f" \n\t{text}\r\n ")
+    assert json_loads(b"\xef\xbb\xbf[1]") == [1]  # a BOM: as json reads it
+    assert json_loads('"\\ud83d\\ude00"') == "\U0001f600"
+    assert json_loads("NaN") != json_loads("NaN")
+    for bad in ("", " ", "[1,]", "{'a': 1}", "[1] 2", "tru", '"unterminated', "[" * 5):
+        with pytest.raises(ValueError):
+            json_loads(bad)
+        with pytest.raises(ValueError):
+            json.loads(bad)
+    with pytest.raises(TypeError):
+        json_dumps({"x": object()})

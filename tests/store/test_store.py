@@ -311,6 +311,19 @@ def test_timestamp_text_sorts_like_time():
     assert ts(None) is None and parse_ts(None) is None
 
 
+def test_timestamp_text_reads_back_exactly_and_a_damaged_one_is_refused():
+    for dt in (datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
+               datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 1, 2, 3, 4, tzinfo=UTC)):  # fmt: skip
+        back = parse_ts(ts(dt))
+        assert back == dt and back.tzinfo == UTC
+    assert parse_ts("999-01-02T03:04:05.000006Z") == datetime(999, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    for bad in ("2024-13-06T07:08:09.123456Z", "2024-05-06T07:08:09.12345xZ",
+                "2024-05-06T24:00:00.000000Z", "2024-05-06 07:08:09.123456Z",
+                "2024-05-06T07:08:09.123456+", "2024-05-06T07:08:09Z", "yesterday"):  # fmt: skip
+        with pytest.raises(ValueError):
+            parse_ts(bad)
+
+
 # ---------------------------------------------------------------------- checks and reads
 def test_integrity_check_is_clean_and_notices_a_missing_fts_row(store, make_record):
     recs = [make_record(f"record {i}") for i in range(5)]

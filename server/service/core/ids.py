@@ -11,9 +11,8 @@ here (any ``os.PathLike`` is accepted).
 from __future__ import annotations
 
 import os
-import re
 import sys
-from collections.abc import Mapping
+from _collections_abc import Mapping  # collections.abc's own module, loaded with os
 
 
 def first(env: Mapping[str, str], *names: str) -> str | None:
@@ -25,6 +24,8 @@ def first(env: Mapping[str, str], *names: str) -> str | None:
 
 
 def slug(text: str) -> str:
+    import re  # here: the hook client, which imports this module, has no other use for it
+
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "root"
 
 

@@ -8,6 +8,7 @@ from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT
 from retrieval.records import Kind, RecordFilter
 from retrieval.storage import private
 from retrieval.storage.store import parse_ts, ts
+from retrieval.timings import timings
 from server.service.core import scopes as rules
 from server.service.core.identity import Identity
 from server.service.core.models import CleanupResult, HealthResult
@@ -163,4 +164,5 @@ def health(
         pendingVectorWrites=pending,
         issues=issues,
         replica=replica,
+        writeStages=timings.snapshot() if timings.writes else None,
     )

@@ -306,6 +306,12 @@ class HealthResult(BaseModel):
     # PATTERN_STORE_URL: PostgreSQL canonical; this daemon's replica state (url without password,
     # node, cluster, applied_seq, head, lag, rebuilds, follower_error); None with SQLite alone
     replica: dict | None = None
+    writeStages: dict | None = Field(
+        default=None,
+        description="Where this server's writes spent their time since it started: the mean "
+        "milliseconds per write of each stage (policy, embedding, scan, links, commit, waiting, "
+        "other), wall and processor time.",
+    )
 
 
 class RecallItem(BaseModel):

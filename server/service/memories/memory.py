@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, Scope, content_hash, utcnow
+from retrieval.timings import timings
 from server.service.core import scopes as rules
 from server.service.core.errors import AccessDenied, CoreProtected, InvalidInput, NotFound
 from server.service.core.identity import Identity
@@ -145,12 +146,18 @@ class MemoryService(MemoryUpdates):
         tool: str = "remember",
     ) -> RememberResult:
         def run(claim: idem.Claim | None) -> RememberResult:
-            rec, warnings = self.prepare(who, item)
-            cites = self.cite(who, item.citations, [rec.content])
-            named = supersede.stated(self, who, rec, item.supersedes)
-            vecs = self.engine.embed([rec])  # once: for the write and its candidates
-            found = [c for c in candidates.find(self.engine, rec, vecs.get(rec.id), rec.created_at)
-                     if c.record.id not in named]  # fmt: skip
+            # one forward pass per text: the injection model's reading of the content is the
+            # window the record embeds (held until the record's own vectors are made)
+            with self.policy.batched([item.content]):
+                with timings.stage("policy"):
+                    rec, warnings = self.prepare(who, item)
+                cites = self.cite(who, item.citations, [rec.content])
+                named = supersede.stated(self, who, rec, item.supersedes)
+                vecs = self.engine.embed([rec])  # once: for the write and its candidates
+            with timings.stage("scan"):
+                found = [c for c in candidates.find(self.engine, rec, vecs.get(rec.id),
+                                                    rec.created_at)
+                         if c.record.id not in named]  # fmt: skip
             result = RememberResult(
                 memoryId=rec.id, scope=rec.scope.value, category=rec.category,
                 expiresAt=rec.expires_at, warnings=warnings,
@@ -168,9 +175,10 @@ class MemoryService(MemoryUpdates):
             )  # fmt: skip
             return result
 
-        return self.once(
-            who, idempotency_key, tool, item.model_dump(mode="json"), RememberResult, run
-        )
+        with timings.write():
+            return self.once(
+                who, idempotency_key, tool, item.model_dump(mode="json"), RememberResult, run
+            )
 
     def remember_task(
         self, who: Identity, content: str, metadata=None, idempotency_key: str | None = None

@@ -34,8 +34,9 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from ingest.sessions.exchanges import SENTENCE
-from retrieval.records import Kind, Record, RecordFilter
+from retrieval.records import Kind, Record, RecordFilter, ts
 from retrieval.timeline import links
+from retrieval.timings import timings
 from server.service.prompting import vocabulary
 from server.service.trust import framing
 from server.service.trust.secret_scan.secrets import SecretPolicy, apply_policy
@@ -107,6 +108,12 @@ def pool(engine, rec: Record, vectors: np.ndarray | None, now: datetime) -> list
         return []
     if vectors is None or not len(vectors) or not engine.ranker.vector_ready():
         return []
+    cutoff = ts(now - SITTING)  # records changed after it are of this sitting: never candidates
+    settled = "SELECT {} FROM records WHERE bucket = ? AND kind = ? AND updated_at <= ?"
+    reader = engine.store.reader
+    probe = (rec.bucket, str(rec.kind), cutoff)
+    if reader.execute(settled.format("1") + " LIMIT 1", probe).fetchone() is None:
+        return []  # nothing older than this sitting in the bucket: no query
     f = RecordFilter(buckets=[rec.bucket], kinds=[rec.kind], now=now)
     mats = np.asarray(vectors, dtype=np.float32)
     mean = mats.mean(axis=0)
@@ -115,22 +122,27 @@ def pool(engine, rec: Record, vectors: np.ndarray | None, now: datetime) -> list
         near = engine.ranker.vector_candidates(mean, f, 4 * POOL, [rec.bucket])
     if near is None:
         return None
-    ids = [rid for rid, _ in near if rid != rec.id]
-    stored = engine.store.embeddings(ids, engine.embedder.model_id)
-    cos = {rid: float(np.max(m @ mats.T)) for rid, m in stored.items()}
-    nearest = sorted(cos, key=lambda r: -cos[r])
-    records = engine.store.get(nearest)  # marks the ones already updated
-    same = _words(rec.content)
-    mine = None
-    out: list[Found] = []
-    for rid in nearest:
-        old = records.get(rid)
-        if old is None or not _eligible(engine, rec, old, now, same):
-            continue
-        mine = mine if mine is not None else sentence_terms(rec.content)
-        out.append(Found(old, cos[rid], shared_weight(mine, sentence_terms(old.content))))
-        if len(out) == POOL:
-            break
+    with timings.stage("links"):
+        ids = [rid for rid, _ in near if rid != rec.id]
+        marks = ",".join("?" * len(ids))
+        query = settled.format("id") + f" AND id IN ({marks})"
+        older = {r[0] for r in reader.execute(query, (*probe, *ids))}
+        ids = [rid for rid in ids if rid in older]  # read only what may be a candidate
+        stored = engine.store.embeddings(ids, engine.embedder.model_id)
+        cos = {rid: float(np.max(m @ mats.T)) for rid, m in stored.items()}
+        nearest = sorted(cos, key=lambda r: -cos[r])
+        records = engine.store.get(nearest)  # marks the ones already updated
+        same = _words(rec.content)
+        mine = None
+        out: list[Found] = []
+        for rid in nearest:
+            old = records.get(rid)
+            if old is None or not _eligible(engine, rec, old, now, same):
+                continue
+            mine = mine if mine is not None else sentence_terms(rec.content)
+            out.append(Found(old, cos[rid], shared_weight(mine, sentence_terms(old.content))))
+            if len(out) == POOL:
+                break
     return sorted(out, key=lambda c: -c.score)
 
 
