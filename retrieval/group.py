@@ -68,15 +68,34 @@ class Group(Generic[T, R]):
             self._queue.append(call)
             lead = not self._busy
             self._busy = True
-        while not lead:
-            call.wake.wait()
-            if call.done:
-                break
-            call.wake.clear()  # woken to run the next round
-            lead = True
+        try:
+            while not lead:
+                call.wake.wait()
+                if call.done:
+                    break
+                call.wake.clear()  # woken to run the next round
+                lead = True
+        except BaseException:  # interrupted while waiting (a signal's handler raised)
+            self._withdraw(call, lead)
+            raise
         if lead:
             self._round()
         return call
+
+    def _withdraw(self, call: _Call[T], lead: bool) -> None:
+        """``call``'s caller stopped waiting: a call no round took yet leaves the queue (its
+        caller got the error: its work never runs); one woken to run the next round passes
+        that on, or nobody would run it and every later call would wait forever."""
+        with self._lock:
+            if call not in self._queue:
+                return  # taken by a round: it runs, its result goes unread
+            lead = lead or call.wake.is_set()
+            self._queue.remove(call)
+            if lead:
+                if self._queue:
+                    self._queue[0].wake.set()
+                else:
+                    self._busy = False
 
     def _round(self) -> None:
         with self._lock:

@@ -376,8 +376,8 @@ class SentenceTransformerEmbedder:
     def _encode_group(self, calls: list) -> None:
         """One round of :attr:`_group`: every call's texts in one batch; when it fails, each
         call on its own (one text that cannot be embedded fails its call alone)."""
-        flat = list(dict.fromkeys(t for c in calls for t in c.item))
-        try:
+        try:  # (a text that is not one, such as an unhashable, fails its call alone too)
+            flat = list(dict.fromkeys(t for c in calls for t in c.item))
             mat = self._encode_now(flat)
         except Exception:
             for c in calls:
