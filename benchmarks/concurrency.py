@@ -14,6 +14,18 @@ memory must have its vector, and the outbox must be empty). JSON keys: expected,
 duplicated, vectors_missing, outbox, writes_per_s, p50_ms, p95_ms (+ recall latencies and the
 standalone scenario).
 
+Recall under load: ``recall_p50_ms`` / ``recall_p95_ms`` are the agents' recalls during the
+writes; once every agent has stopped, one more client asks the same queries of the same store
+(``recall_idle_p50_ms`` / ``recall_idle_p95_ms``, nobody writing), and ``recall_load_ratio`` is
+the p95 under load over the idle p95 (target <= 3). ``write_stages`` is the daemon's own
+breakdown of a write (``pattern_health``'s ``writeStages``: mean wall and processor ms per
+write of policy, embedding, scan, links, commit, waiting and the rest; a release without it
+reports none).
+
+``--old-root DIR``: the same scenario first with DIR's code and venv (``DIR/.venv``, the
+previous release checked out there), reported as ``old`` beside this tree's
+figures, from the same run.
+
 Baseline in the same run, after the agents stop: ``encode_single_per_s``, the model alone
 embedding the same texts one per call (as a single ``remember`` does) from as many threads
 as there are cores; ``write_ratio`` = writes_per_s / encode_single_per_s (target >= 0.5: the
@@ -84,6 +96,42 @@ async def agent(home: str, name: str, writes: int, embedder: str) -> dict:
         ended = time.time()
     return {"writes": w_lat, "recalls": r_lat, "errors": errors, "started": started,
             "ended": ended}  # fmt: skip
+
+
+async def idle_recalls(home: str, embedder: str, queries: list[str]) -> dict:
+    """The agents' recall queries again, nobody writing (agent a0: what it may see), and the
+    daemon's breakdown of the writes (``pattern_health``)."""
+    env = {**os.environ, "PATTERN_HOME": home, "PATTERN_PROJECT_ID": "load",
+           "PATTERN_AGENT_ID": "a0", "PATTERN_EMBEDDER": embedder}  # fmt: skip
+    cmd, args = serve_cmd()
+    lat = []
+    async with Client(StdioServerParameters(command=cmd, args=args, env=env)) as client:
+        await client.call_tool("recall", {"query": "warm up"})
+        for q in queries:
+            t0 = time.perf_counter()
+            await client.call_tool("recall", {"query": q})
+            lat.append(time.perf_counter() - t0)
+        health = await client.call_tool("pattern_health", {})
+    stages = None
+    if not health.is_error and health.structured_content:
+        stages = health.structured_content.get("writeStages")
+    return {"recalls": lat, "write_stages": stages}
+
+
+def recall_queries(agents: int, writes: int) -> list[str]:
+    """The recalls the agents asked during the writes (as :func:`agent` builds them)."""
+    return [f"cache key for build step {i % 37}" for _ in range(agents)
+            for i in range(writes) if i % 10 == 9]  # fmt: skip
+
+
+def previous_release(root: Path, argv: list[str]) -> dict:
+    """This scenario run with ``root``'s code and venv (its ``.venv``), in a process of its own."""
+    out = Path(tempfile.mkdtemp(prefix="pm-previous-")) / "result.json"
+    cmd = [str(root / ".venv" / "bin" / "python"), __file__, *argv, "--json", str(out)]
+    subprocess.run(cmd, cwd=root, check=False)
+    result = json.loads(out.read_text()) if out.exists() else {"error": "no result"}
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return result
 
 
 def worker_main(args) -> int:
@@ -196,6 +244,33 @@ def standalone_scenario(embedder: str) -> dict:
     }
 
 
+ROWS = ("expected", "present", "duplicated", "vectors_missing", "outbox", "integrity",
+        "writes_per_s", "encode_single_per_s", "write_ratio", "p50_ms", "p95_ms",
+        "recall_p50_ms", "recall_p95_ms", "recall_idle_p50_ms", "recall_idle_p95_ms",
+        "recall_load_ratio", "write_window_s", "start_s", "wall_s",
+        "loadavg_after_agents")  # fmt: skip
+
+
+def report(result: dict) -> None:
+    """The figures, this tree's beside the previous release's when it ran."""
+    prev = result.get("old")
+    print(f"{'metric':<22}{'value':>12}" + (f"{'previous':>12}" if prev else ""))
+    for key in ROWS:
+        line = f"{key:<22}{result.get(key, '-')!s:>12}"
+        print(line + (f"{prev.get(key, '-')!s:>12}" if prev else ""))
+    stages = result.get("write_stages")
+    if stages and stages.get("writes"):
+        print(f"\na write's stages (mean of {stages['writes']} writes, ms): wall / processor")
+        for name, wall in stages["wall_ms"].items():
+            cpu = stages["cpu_ms"][name]
+            print(f"  {name:<12}{wall:>8.2f} / " + ("-" if cpu is None else f"{cpu:.2f}"))
+    sa = result.get("standalone")
+    if sa:
+        print(f"\nbaseline: two --standalone servers on one store -> second exits "
+              f"{sa['second_exit_code']}: {sa['second_message']!r}; store integrity "
+              f"{sa['integrity']}")  # fmt: skip
+
+
 def main() -> int:
     if "--same-record" in sys.argv:  # the merge scenario: many agents editing the same records
         sys.path.insert(0, str(ROOT))
@@ -207,6 +282,8 @@ def main() -> int:
     ap.add_argument("--writes", type=int, default=500)
     ap.add_argument("--embedder", default="sentence-transformers")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--old-root", type=Path, help="run the scenario first with this tree's venv")
+    ap.add_argument("--no-standalone", action="store_true", help="skip the second scenario")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--home", help=argparse.SUPPRESS)
     ap.add_argument("--name", help=argparse.SUPPRESS)
@@ -215,6 +292,11 @@ def main() -> int:
     if args.worker:
         return worker_main(args)
 
+    previous = None
+    if args.old_root:
+        same = ["--agents", str(args.agents), "--writes", str(args.writes),
+                "--embedder", args.embedder, "--no-standalone"]  # fmt: skip
+        previous = previous_release(args.old_root.resolve(), same)
     home = tempfile.mkdtemp(prefix="pm-concurrency-")
     outs = [Path(home) / f"agent{a}.json" for a in range(args.agents)]
     t0 = time.perf_counter()
@@ -251,6 +333,7 @@ def main() -> int:
     writes = [x for r in results for x in r["writes"]]
     recalls = [x for r in results for x in r["recalls"]]
     errors = [e for r in results for e in r["errors"]]
+    idle = anyio.run(idle_recalls, home, args.embedder, recall_queries(args.agents, args.writes))
     subprocess.run([*serve_cmd()[:1], "stop", "--home", home] if serve_cmd()[0].endswith("pattern-memory")
                    else [sys.executable, "-m", "server.cli", "stop", "--home", home], check=False)  # fmt: skip
     counts = count_store(home, args.agents, args.writes)
@@ -270,6 +353,10 @@ def main() -> int:
         "p95_ms": pct(writes, 95),
         "recall_p50_ms": pct(recalls, 50),
         "recall_p95_ms": pct(recalls, 95),
+        "recall_idle_p50_ms": pct(idle["recalls"], 50),
+        "recall_idle_p95_ms": pct(idle["recalls"], 95),
+        "recall_load_ratio": round(pct(recalls, 95) / max(pct(idle["recalls"], 95), 0.1), 2),
+        "write_stages": idle["write_stages"],
         "agents": args.agents,
         "writes_per_agent": args.writes,
         "write_window_s": round(window, 1),
@@ -277,18 +364,12 @@ def main() -> int:
         "wall_s": round(wall, 1),
         "agent_exit_codes": codes,
         "tool_errors": errors[:5],
-        "standalone": standalone_scenario(args.embedder),
+        "standalone": None if args.no_standalone else standalone_scenario(args.embedder),
     }
+    if previous is not None:
+        result["old"] = {"root": str(args.old_root), **previous}
     shutil.rmtree(home, ignore_errors=True)
-    print(f"{'metric':<22}{'value':>12}")
-    for key in ("expected", "present", "duplicated", "vectors_missing", "outbox", "integrity",
-                "writes_per_s", "encode_single_per_s", "write_ratio", "p50_ms", "p95_ms",
-                "recall_p50_ms", "recall_p95_ms", "write_window_s", "start_s", "wall_s",
-                "loadavg_after_agents"):  # fmt: skip
-        print(f"{key:<22}{result[key]!s:>12}")
-    sa = result["standalone"]
-    print(f"\nbaseline: two --standalone servers on one store -> second exits {sa['second_exit_code']}:"
-          f" {sa['second_message']!r}; store integrity {sa['integrity']}")  # fmt: skip
+    report(result)
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(result, indent=2))

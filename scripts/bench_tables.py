@@ -199,6 +199,27 @@ READS_START = [  # (label, file, path, format): each beside its old/ value of th
 ]
 
 
+CONCURRENCY = [  # (label, path, format): each beside its old/ value of the same run
+    ("`write_ratio`: writes/s over the model's single-text rate (≥ 0.50)", "write_ratio", ".3f"),
+    ("writes/s, 8 agents × 200 `remember`", "writes_per_s", ".1f"),
+    ("the model alone, single texts/s", "encode_single_per_s", ".1f"),
+    ("write p50, ms", "p50_ms", ".1f"),
+    ("write p95, ms", "p95_ms", ".1f"),
+    ("recall p50 during the writes, ms", "recall_p50_ms", ".1f"),
+    ("recall p95 during the writes, ms", "recall_p95_ms", ".1f"),
+    ("recall p50, same store, nobody writing, ms", "recall_idle_p50_ms", ".1f"),
+    ("recall p95, same store, nobody writing, ms", "recall_idle_p95_ms", ".1f"),
+    ("recall p95 during the writes / idle p95 (≤ 3)", "recall_load_ratio", ".2f"),
+    ("memories present (of `expected`)", "present", "d"),
+    ("expected", "expected", "d"),
+    ("duplicated", "duplicated", "d"),
+    ("vectors missing", "vectors_missing", "d"),
+    ("outbox rows left", "outbox", "d"),
+    ("load average after the agents", "loadavg_after_agents", ".1f"),
+]
+STAGES = ("policy", "embedding", "scan", "links", "commit", "waiting", "other")
+
+
 def size_label(size: str) -> str:
     return "whole" if size == "all" else f"{size} record{'s' if size != '1' else ''}"
 
@@ -611,6 +632,27 @@ TABLES: dict[str, Table] = {
             (label, [(stem, f"old/{path}", spec), (stem, path, spec)])
             for label, stem, path, spec in READS_START
         ],
+    ),
+    "concurrency": Table(
+        ["measure (target)", "previous release", "this version"],
+        [
+            (label, [("concurrency", f"old/{path}", spec), ("concurrency", path, spec)])
+            for label, path, spec in CONCURRENCY
+        ],
+    ),
+    "concurrency-stages": Table(
+        ["stage of a write", "wall ms", "processor ms"],
+        [
+            (
+                name,
+                [
+                    ("concurrency", f"write_stages/wall_ms/{name}", ".2f"),
+                    ("concurrency", f"write_stages/cpu_ms/{name}", ".2f"),
+                ],
+            )
+            for name in STAGES
+        ]
+        + [("total", [("concurrency", "write_stages/total_ms", ".2f"), ("concurrency", "-", "")])],
     ),
     "startup": pairs(
         [

@@ -366,8 +366,9 @@ class SentenceTransformerEmbedder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         """The texts' vectors. Concurrent calls of a few texts each (single writes) are
         embedded together, one call's texts in one batch (:class:`~retrieval.group.Group`):
-        a batch of short texts costs 40 % less processor time per text than one call each,
-        and only one such batch runs at a time, leaving a core to a recall's query."""
+        a batch of short texts costs 40 % less processor time per text than one call each.
+        One such batch runs at a time, on one core (its mini-batches in turn on the calling
+        thread): the other core stays free for recalls while many agents write."""
         with timings.stage("embedding"):
             if len(texts) > GROUP_MAX_TEXTS:
                 return self._encode_now(texts)
@@ -378,11 +379,11 @@ class SentenceTransformerEmbedder:
         call on its own (one text that cannot be embedded fails its call alone)."""
         try:  # (a text that is not one, such as an unhashable, fails its call alone too)
             flat = list(dict.fromkeys(t for c in calls for t in c.item))
-            mat = self._encode_now(flat)
+            mat = self._encode_now(flat, workers=1)  # one core: the other stays for recalls
         except Exception:
             for c in calls:
                 try:
-                    settle(c, True, self._encode_now(c.item))
+                    settle(c, True, self._encode_now(c.item, workers=1))
                 except Exception as exc:
                     settle(c, False, exc)
             return
@@ -390,10 +391,11 @@ class SentenceTransformerEmbedder:
         for c in calls:
             settle(c, True, mat[[row[t] for t in c.item]])
 
-    def _encode_now(self, texts: list[str]) -> np.ndarray:
+    def _encode_now(self, texts: list[str], workers: int | None = None) -> np.ndarray:
+        """The texts' vectors now: on ``workers`` threads (default ``bulk_threads``)."""
         if self.bulk_mode == "intra-op":
             return self._encode_batches(texts, 1, self.bulk_threads)
-        return self._encode_batches(texts, self.bulk_threads, 1)
+        return self._encode_batches(texts, workers or self.bulk_threads, 1)
 
     @property
     def max_words(self) -> int:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from retrieval.storage.buckets import SCOPE_NAMES as SCOPES
 from server.service.core.errors import InvalidInput
+from server.service.core.scopes import SCOPE_NAMES as SCOPES
 
 from ..service.trust import framing
 

@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from retrieval.records import Kind
-from retrieval.storage.buckets import SCOPE_NAMES as SCOPES
 from server.service.browsing import browse, review
 from server.service.core.errors import Conflict, InvalidInput
 from server.service.core.maintenance import health, orphan_vectors
 from server.service.core.models import RecallInput
 from server.service.core.scopes import ALL_CATEGORIES
+from server.service.core.scopes import SCOPE_NAMES as SCOPES
 from server.service.memories import merge
 from server.service.recalling.recall import recall
 from server.service.updating import supersede

@@ -170,10 +170,12 @@ class _Model(SentenceTransformerEmbedder):
         self.dimension = 64
         self.inner = HashEmbedder(64)
         self.passes: list[list[str]] = []
+        self.workers: list[int | None] = []
         self.gate = threading.Event()
 
-    def _encode_now(self, texts):
+    def _encode_now(self, texts, workers=None):
         self.passes.append(list(texts))
+        self.workers.append(workers)
         if len(self.passes) == 1:
             self.gate.wait(10)
         if "broken" in texts:
@@ -209,10 +211,13 @@ def test_concurrent_embeddings_share_one_model_call_and_fail_alone():
     assert isinstance(out["broken"], ValueError)
     for text in ("first text", "alpha beta", "gamma delta"):
         assert np.allclose(out[text], model.inner.embed_documents([text]))
-    # a bulk call is not grouped: it is its own model call
+    assert set(model.workers) == {1}  # a group's batch runs on one core
+    # a bulk call is not grouped: it is its own model call, on every core
     model.passes.clear()
+    model.workers.clear()
     model.embed_documents([f"text {i}" for i in range(40)])
     assert len(model.passes) == 1 and len(model.passes[0]) == 40
+    assert model.workers == [None]
 
 
 def test_the_vector_writer_spaces_its_rounds():

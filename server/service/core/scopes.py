@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from retrieval.records import MAX_TEXT_BYTES, RecordFilter, Scope, check_text
+from retrieval.storage.buckets import SCOPE_NAMES  # noqa: F401 - the scope names, narrowest first, for the faces
 from server.service.core.errors import InvalidInput
 
 CATEGORIES: dict[Scope, tuple[str, ...]] = {
