@@ -10,6 +10,7 @@ call the service in a worker thread, return its pydantic result.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from pydantic import Field
 from server.service.core.errors import PatternError, storage_error
 from server.service.core.identity import Identity
 from server.service.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,13 +67,16 @@ class LazyTools(ToolManager):
     """The SDK's tool manager, building each named tool (its arguments' model and its JSON
     schemas, ~15 ms of processor time a tool) when it is first called or listed instead of
     when it is added: a daemon's first answer waits for its own tool, not for all 37
-    (:meth:`build_all` builds the rest later). Tools are listed in the order they were added."""
+    (:meth:`build_all` builds the rest later). Tools are listed in the order they were added.
+    A tool whose build fails is logged once and left out (:attr:`broken`): the others are
+    still listed and called."""
 
     def __init__(self, base: ToolManager) -> None:
         super().__init__(base.warn_on_duplicate_tools, tools=base.list_tools())
         self._order: list[str] = list(self._tools)
         self._pending: dict[str, tuple[Callable[..., Any], dict]] = {}
         self._build_lock = threading.Lock()
+        self.broken: dict[str, str] = {}  # name -> why its build failed
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> Tool:
         if name is not None and name in self._pending:
@@ -86,10 +92,14 @@ class LazyTools(ToolManager):
 
     def _build(self, name: str) -> None:
         with self._build_lock:
-            spec = self._pending.get(name)
-            if spec is not None:
+            spec = self._pending.pop(name, None)
+            if spec is None:
+                return
+            try:
                 super().add_tool(spec[0], name=name, **spec[1])
-                del self._pending[name]
+            except Exception as exc:  # noqa: BLE001 - one broken tool never hides the others
+                self.broken[name] = f"{type(exc).__name__}: {exc}"
+                log.error("tool %s could not be built and is left out: %s", name, exc)
 
     def build_all(self) -> None:
         """Build every tool not built yet."""

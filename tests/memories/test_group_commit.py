@@ -262,25 +262,30 @@ def test_a_vector_write_waits_for_the_queries_in_flight(tmp_path):
 
 
 def test_stages_nest_exclusively_and_outside_a_write_record_nothing():
+    """A stage inside another is counted once, in the inner one; the stages and the rest add
+    up to the write's time. (Sleeps give lower bounds only: a loaded machine only adds.)"""
     t = WriteTimings()
     with t.stage("policy"):
         time.sleep(0.01)  # not inside a write: not counted
     assert t.writes == 0
     with t.write():
+        p0 = time.perf_counter()
         with t.stage("policy"):
             time.sleep(0.02)
             with t.stage("embedding"):
                 time.sleep(0.03)
+        outer_ms = (time.perf_counter() - p0) * 1000
         w0 = time.perf_counter()
         time.sleep(0.05)  # a wait measured elsewhere (a group commit's), added to the write
         t.add("waiting", time.perf_counter() - w0)
     snap = t.snapshot()
+    wall = snap["wall_ms"]
     assert snap["writes"] == 1
-    assert 18 <= snap["wall_ms"]["policy"] < 28  # without the embedding inside it
-    assert 28 <= snap["wall_ms"]["embedding"] < 45
-    assert 48 <= snap["wall_ms"]["waiting"] < 70
-    assert 0 <= snap["wall_ms"]["other"] < 5  # the rest: what no stage covered
-    assert abs(sum(snap["wall_ms"].values()) - snap["total_ms"]) < 0.1
+    assert wall["policy"] >= 20 and wall["embedding"] >= 30 and wall["waiting"] >= 50
+    # the policy stage holds the embedding's time once, not twice
+    assert abs(wall["policy"] + wall["embedding"] - outer_ms) < 1.0
+    assert wall["other"] >= 0
+    assert abs(sum(wall.values()) - snap["total_ms"]) < 0.1
 
 
 def test_health_reports_where_writes_spend_their_time(tmp_path):
