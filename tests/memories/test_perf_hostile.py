@@ -293,11 +293,11 @@ def _grouped(model, calls: dict[str, list]) -> dict[str, object]:
     gate, passes = threading.Event(), []
     encode = model._encode_now  # noqa: SLF001
 
-    def held(texts):
+    def held(texts, *args, **kwargs):
         passes.append(list(texts))
         if len(passes) == 1:
             gate.wait(20)
-        return encode(texts)
+        return encode(texts, *args, **kwargs)
 
     model._encode_now = held  # noqa: SLF001
     out: dict[str, object] = {}
@@ -311,7 +311,9 @@ def _grouped(model, calls: dict[str, list]) -> dict[str, object]:
     try:
         first = threading.Thread(target=run, args=("_first", ["the first text"]), daemon=True)
         first.start()
+        deadline = time.monotonic() + 20
         while not passes:
+            assert time.monotonic() < deadline, "the first call never reached the model"
             time.sleep(0.001)
         threads = [threading.Thread(target=run, args=item, daemon=True) for item in calls.items()]
         for t in threads:
