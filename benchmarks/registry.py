@@ -109,9 +109,10 @@ BENCHMARKS = (
     ),
     Benchmark(
         "concurrency",
-        "Do concurrent agents' writes all land, and do same-record edits merge?",
-        "--agents 8 --writes 200 --json OUT",
-        (),
+        "Do concurrent agents' writes all land, how fast beside the model alone, does recall wait "
+        "while they write, and do same-record edits merge?",
+        "--agents 8 --writes 200 --old-root PREVIOUS --json OUT",
+        ("concurrency",),
         "Concurrent writers",
     ),
     Benchmark(
