@@ -82,7 +82,8 @@ def test_a_full_disk(small_disk, daemon_at):
     free()
     after = d.remember("written once space came back")
     assert not issues_naming(d.health(), "writes are failing")
-    assert d.stop() == 0
+    code = d.stop()
+    assert code == 0, d.stderr()[-4000:]
     d.start()
     seen = d.visible_ids()
     assert {kept, after} <= seen and len(seen) == 2  # the refused write left nothing
