@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from retrieval.storage.store import storage_error
+
 from .timings import timings
 
 T = TypeVar("T")
@@ -43,6 +45,12 @@ class _Call(Generic[T]):
         self.value: Any = None
         self.ran = 0.0  # seconds of the round that ran this call's own work (CommitGroup)
 
+    def result(self) -> Any:
+        """What the caller gets: the call's value, or its exception raised."""
+        if self.ok:
+            return self.value
+        raise self.value
+
 
 class Group(Generic[T, R]):
     """Calls of ``run_many`` grouped: ``run_many(items)`` returns, per item, its result or the
@@ -56,10 +64,7 @@ class Group(Generic[T, R]):
         self._busy = False
 
     def __call__(self, item: T) -> R:
-        call = self.run(item)
-        if call.ok:
-            return call.value
-        raise call.value
+        return self.run(item).result()
 
     def run(self, item: T) -> _Call[T]:
         """The call of ``item`` once its round ended (``ok``, ``value``: result or exception)."""
@@ -104,8 +109,7 @@ class Group(Generic[T, R]):
             self._run_many(calls)
         except BaseException as exc:
             for c in calls:
-                if not c.done:
-                    c.ok, c.value = False, exc
+                settle(c, False, exc)
             if not isinstance(exc, Exception):
                 raise
         finally:
@@ -144,13 +148,9 @@ class CommitGroup:
         # the processor time of this thread: its round's bodies and COMMIT, if it ran one
         timings.add("commit", min(call.ran, waited), time.thread_time() - c0)
         timings.add("waiting", max(0.0, waited - call.ran))
-        if call.ok:
-            return call.value
-        raise call.value
+        return call.result()
 
     def _run_many(self, calls: list[_Call[Body]]) -> None:
-        from retrieval.storage.store import storage_error
-
         commit = 0.0
         try:
             with self.store.transaction() as conn:
