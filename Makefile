@@ -34,8 +34,11 @@ run: $(RUN_STAMP)
 # contention: 6:19 against 5:42). The files of slow tests are handed out first and the browser
 # tests' file last (tests/conftest.py), so the slow ones run beside each other, the short ones
 # fill the time left, and no file follows the browser tests in their worker.
+# Bytecode is written even where the shell says not to (PYTHONDONTWRITEBYTECODE): the suite
+# starts hundreds of Python processes (daemons, hooks, commands), and without cached bytecode
+# each compiles the package again, as each worker's collection does.
 test: $(STAMP) docs
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=10
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=10
 
 # the documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, a missing
 # anchor or a page left out of the nav fails the build, and so `make test`
