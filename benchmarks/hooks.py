@@ -65,6 +65,7 @@ from benchmarks import hook_payloads  # noqa: E402
 from benchmarks.harness import corpus as scale  # noqa: E402
 from benchmarks.harness.data import locomo_sessions  # noqa: E402
 from benchmarks.harness.embed_cache import make_embedder  # noqa: E402
+from benchmarks.harness.trees import compile_tree, python_of  # noqa: E402
 from ingest.sessions.turns import turn_text  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
 from retrieval.records import Record, Scope  # noqa: E402
@@ -103,12 +104,6 @@ def build_store(home: Path, n: int, locomo: list[dict]) -> None:
     finally:
         engine.close()
     (home / "hooks-bench.json").write_text(json.dumps({"memories": len(records)}))
-
-
-def python_of(root: Path) -> str:
-    """The interpreter of the checkout ``root`` (its ``.venv``; this one for this tree)."""
-    own = root / ".venv" / "bin" / "python"
-    return sys.executable if root == ROOT or not own.exists() else str(own)
 
 
 def start_daemon(home: Path, extra: dict | None = None, root: Path = ROOT) -> subprocess.Popen:
@@ -201,14 +196,6 @@ def measure(home: Path, info: dict, questions: list[str], tag: str, root: Path =
         "daemon_roundtrip_p95_ms": round(pct(trips, 95), 1),
         "loadavg": round((load0 + load1) / 2, 2),
     }
-
-
-def compile_tree(root: Path) -> None:
-    """Compile the project's modules of ``root`` with its own interpreter (as ``pip`` does for
-    an installed package)."""
-    subprocess.run([python_of(root), "-m", "compileall", "-q", "-j", "0",
-                    *(str(root / d) for d in ("retrieval", "server", "graph", "ingest"))],
-                   check=True, capture_output=True)  # fmt: skip
 
 
 def one_pass(home: Path, questions: list[str], root: Path, r: int) -> dict:

@@ -63,7 +63,8 @@ from benchmarks.harness.corpus import (
     visible_buckets,
 )
 from benchmarks.harness.report import pct
-from benchmarks.startup import SameIdHash, compile_tree, proc_memory, server_command, stop_daemon
+from benchmarks.harness.trees import compile_tree
+from benchmarks.startup import SameIdHash, proc_memory, server_command, stop_daemon
 from retrieval.embedding.embedder import SentenceTransformerEmbedder
 from retrieval.engine import Engine
 from retrieval.records import RecordFilter

@@ -72,6 +72,7 @@ from benchmarks.harness.corpus import (  # noqa: E402
     load_queries,
     make_records,
 )
+from benchmarks.harness.trees import compile_tree  # noqa: E402
 from retrieval.embedding.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
 
 HANDSHAKE_TARGET_S = 0.25
@@ -86,16 +87,6 @@ def server_command(root: Path | None = None) -> list[str]:
         return [str(root / ".venv" / "bin" / "python"), "-m", "server.cli", "serve"]
     exe = shutil.which("pattern-memory", path=str(Path(sys.executable).parent))
     return [exe, "serve"] if exe else [sys.executable, "-m", "server.cli", "serve"]
-
-
-def compile_tree(root: Path) -> None:
-    """Compile the project's modules of the tree ``root`` with its own interpreter (what an
-    installed package has from ``pip``), so no start pays their compilation."""
-    python = root / ".venv" / "bin" / "python"
-    python = python if python.exists() else Path(sys.executable)
-    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0",
-                    *(str(root / d) for d in ("retrieval", "server", "graph", "ingest"))],
-                   check=True, capture_output=True)  # fmt: skip
 
 
 def stop_daemon(home: str, env: dict[str, str]) -> None:
