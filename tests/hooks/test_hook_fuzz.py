@@ -11,15 +11,12 @@ clear error; a body past its bound is refused unread."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
 import socket
-import struct
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +27,7 @@ from hypothesis import strategies as st
 
 from server.hooks.install import CLIENT
 from server.service.prompting.hook_events import EVENTS as HOOK_EVENTS
+from tests.fake_daemon import FakeDaemon, hold_home, http_answer
 
 SEED = 20_261_204
 CASES = 36
@@ -50,73 +48,8 @@ CRASHES = [
     b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{"out',
     b'HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n{"output": {"a": "\xff\xfe"}}',
 ]
-
-
-class FakeDaemon:
-    """A TCP server in a thread: ``answer`` (a valid answer with non-ASCII text), ``crash``
-    (one of CRASHES per connection) or ``hung`` (accepts, never answers)."""
-
-    def __init__(self, mode: str, seed: int) -> None:
-        self.mode, self.rng = mode, random.Random(seed)
-        self.srv = socket.socket()
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(64)
-        self.srv.settimeout(0.1)
-        self.port = self.srv.getsockname()[1]
-        self.held: list[socket.socket] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.srv.accept()
-            except (TimeoutError, OSError):
-                continue
-            if self.mode == "hung":
-                self.held.append(conn)
-                continue
-            threading.Thread(target=self._one, args=(conn, self.rng.choice(CRASHES)),
-                             daemon=True).start()  # fmt: skip
-
-    def _one(self, conn: socket.socket, crash: bytes | None) -> None:
-        try:
-            conn.settimeout(10)
-            if self.mode == "crash":
-                if crash is None:
-                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                else:
-                    conn.sendall(crash)
-                return
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                head += data
-            head, _, body = head.partition(b"\r\n\r\n")
-            length = next((int(x.split(b":")[1]) for x in head.split(b"\r\n")
-                           if x.lower().startswith(b"content-length:")), 0)  # fmt: skip
-            while len(body) < length:
-                data = conn.recv(1 << 20)
-                if not data:
-                    return
-                body += data
-            out = json.dumps({"output": OUTPUT}, ensure_ascii=False).encode()
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(out), out))  # fmt: skip
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        for c in self.held:
-            c.close()
-        self.srv.close()
+ANSWER = http_answer(200, json.dumps({"output": OUTPUT}, ensure_ascii=False).encode(),
+                     headers=b"Content-Type: application/json\r\n")  # fmt: skip
 
 
 def deadline_asked(raw: str | None) -> float:
@@ -187,23 +120,17 @@ EVENTS = ["UserPromptSubmit", "SessionStart", "", "Stop", "../../x", "ünïcode"
 def homes(tmp_path_factory):
     """A store folder per daemon kind, each one's lock held (no daemon is ever started)."""
     root = tmp_path_factory.mktemp("fuzz")
-    fakes = {m: FakeDaemon(m, SEED + i) for i, m in enumerate(("answer", "crash", "hung"))}
+    fakes = {m: FakeDaemon(m, ANSWER, CRASHES, SEED + i)
+             for i, m in enumerate(("answer", "crash", "hung"))}  # fmt: skip
     out, locks = {}, []
     for kind in ("missing", "stale", *fakes):
-        home = root / kind
-        home.mkdir()
-        fd = os.open(home / "daemon.lock", os.O_RDWR | os.O_CREAT)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        locks.append(fd)
         port = fakes[kind].port if kind in fakes else None
         if kind == "stale":
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]  # closed again: nothing listens there
-        if port is not None:
-            (home / "daemon.json").write_text(json.dumps(
-                {"host": "127.0.0.1", "port": port, "secret": "s", "pid": os.getpid()}))  # fmt: skip
-        out[kind] = home
+        locks.append(hold_home(root / kind, port))
+        out[kind] = root / kind
     not_a_dir = root / "file"
     not_a_dir.write_text("a file, not a folder")
     out["unusable"] = not_a_dir / "home"  # nothing can be created there: no spawn either

@@ -6,13 +6,10 @@ non-UTF-8, NaN, lone surrogates) end in exit 0, the client's empty answer or exa
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import pytest
 
 from server.hooks.install import CLIENT
 from server.http.daemonfiles import json_dumps, json_loads
+from tests.fake_daemon import FakeDaemon, hold_home, http_answer
 
 HOSTILE = [
     b"", b"   ", b"{", b'{"a":', b"[1,]", b"tru", b"true false", b'{"a":1} x', b"\t{}\n ",
@@ -78,56 +76,19 @@ def test_json_dumps_fails_as_the_json_package_does():
             json.dumps(obj)
 
 
-class _Daemon:
-    """Answers every POST with ``status`` and ``body`` (raw bytes)."""
-
-    def __init__(self) -> None:
-        self.status, self.body = 200, b"{}"
-        self.srv = socket.socket()
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(16)
-        self.srv.settimeout(0.1)
-        self.port = self.srv.getsockname()[1]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.srv.accept()
-            except OSError:
-                continue
-            try:
-                conn.settimeout(5)
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    data = conn.recv(65536)
-                    if not data:
-                        break
-                    head += data
-                conn.sendall(b"HTTP/1.1 %d X\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                             % (self.status, len(self.body)) + self.body)  # fmt: skip
-            except OSError:
-                pass
-            finally:
-                conn.close()
-
-
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    home = tmp_path_factory.mktemp("hookhome")
-    fd = os.open(home / "daemon.lock", os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # held: no real daemon is ever started
-    d = _Daemon()
-    (home / "daemon.json").write_text(json.dumps(
-        {"host": "127.0.0.1", "port": d.port, "secret": "s", "pid": os.getpid()}))  # fmt: skip
-    d.home = home
+    """A fake daemon whose answer each test sets (:func:`set_answer`)."""
+    d = FakeDaemon()
+    d.home = tmp_path_factory.mktemp("hookhome")
+    fd = hold_home(d.home, d.port)  # held: no real daemon is ever started
     yield d
-    d.stop.set()
-    d.thread.join(5)
-    d.srv.close()
+    d.close()
     os.close(fd)
+
+
+def set_answer(daemon: FakeDaemon, status: int, body: bytes) -> None:
+    daemon.response = http_answer(status, body, reason=b"X")
 
 
 def _hook(home: Path, stdin: bytes) -> tuple[subprocess.CompletedProcess, float]:
@@ -154,7 +115,7 @@ ANSWERS = [
 
 @pytest.mark.parametrize(("status", "body"), ANSWERS, ids=range(len(ANSWERS)))
 def test_the_client_survives_any_daemon_answer(daemon, status, body):
-    daemon.status, daemon.body = status, body
+    set_answer(daemon, status, body)
     proc, took = _hook(daemon.home, PROMPT)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert took < 15
@@ -172,7 +133,7 @@ def test_the_client_survives_any_daemon_answer(daemon, status, body):
                                    b"{" + b" " * 5_000_000, b"\x00" * 64],
                          ids=range(6))  # fmt: skip
 def test_the_client_survives_hostile_stdin(daemon, stdin):
-    daemon.status, daemon.body = 200, b'{"output": {"ok": 1}}'
+    set_answer(daemon, 200, b'{"output": {"ok": 1}}')
     proc, took = _hook(daemon.home, stdin)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert took < 15
