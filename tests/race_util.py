@@ -7,21 +7,24 @@ from collections.abc import Callable
 from typing import Any
 
 
-def race(n: int, fn: Callable[[int], Any]) -> list:
-    """Run ``fn(i)`` in ``n`` threads released at once; [result or exception]."""
+def race(n: int, fn: Callable[[int], Any], timeout: float | None = None) -> list:
+    """Run ``fn(i)`` in ``n`` threads released at once; [result or exception]. With a
+    ``timeout``, a call still running after it fails the test (its thread is left behind)."""
     out: list = [None] * n
     barrier = threading.Barrier(n)
 
     def run(i: int) -> None:
-        barrier.wait()
+        barrier.wait(timeout)
         try:
             out[i] = fn(i)
         except Exception as exc:
             out[i] = exc
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(timeout)
+    hung = [i for i, t in enumerate(threads) if t.is_alive()]
+    assert not hung, f"calls {hung} still run after {timeout} s"
     return out

@@ -25,6 +25,7 @@ from server.service.core.models import MemoryInput
 from server.service.memories.memory import MemoryService
 from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.conftest import HashEmbedder
+from tests.race_util import race
 
 WHO = Identity(project_id="proj", agent_id="agent-a")
 AKID = "AKIA" + "J5Q7R2L4M8N3P6T9"
@@ -175,23 +176,9 @@ def test_a_leader_dying_mid_round_fails_its_round_and_the_group_goes_on(svc, mak
 
 def test_fifty_writers_lose_and_duplicate_nothing(svc):
     n = 50
-    out: dict[int, object] = {}
-    start = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        start.wait(20)
-        try:
-            out[i] = svc.remember(WHO, MemoryInput(content=f"fact {i}: the port of service {i}"),
-                                  idempotency_key=f"k{i % 40}" if i < 45 else None)  # fmt: skip
-        except Exception as exc:  # noqa: BLE001
-            out[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a writer hangs"
+    out = dict(enumerate(race(n, lambda i: svc.remember(
+        WHO, MemoryInput(content=f"fact {i}: the port of service {i}"),
+        idempotency_key=f"k{i % 40}" if i < 45 else None), timeout=120)))  # fmt: skip
     errors = {i: r for i, r in out.items() if isinstance(r, Exception)}
     # keys k0..k4 are used twice with different texts: one of each pair wins, the other
     # gets the idempotency mismatch; every other call succeeds
@@ -401,7 +388,6 @@ def test_lazy_tools_built_concurrently_are_built_once_and_listed_whole(monkeypat
     lists: list[list[str]] = []
     got: dict[str, object] = {}
     errors: list[BaseException] = []
-    start = threading.Barrier(8)
 
     def lister() -> None:
         try:
@@ -421,7 +407,7 @@ def test_lazy_tools_built_concurrently_are_built_once_and_listed_whole(monkeypat
     threads = [threading.Thread(target=lister) for _ in range(4)]
     threads += [threading.Thread(target=getter, args=(names[i::4][::-1],)) for i in range(4)]
     threads.append(threading.Thread(target=manager.build_all))
-    start = threading.Barrier(len(threads) - 1)
+    start = threading.Barrier(len(threads) - 1)  # the listers and getters; build_all runs free
     for t in threads:
         t.start()
     for t in threads:
