@@ -1,8 +1,10 @@
-"""Concurrency for tests: run the same call in several threads released at once."""
+"""Concurrency for tests: run the same call in several threads released at once; wait for
+calls to queue in a :class:`~retrieval.group.Group`."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,3 +30,11 @@ def race(n: int, fn: Callable[[int], Any], timeout: float | None = None) -> list
     hung = [i for i, t in enumerate(threads) if t.is_alive()]
     assert not hung, f"calls {hung} still run after {timeout} s"
     return out
+
+
+def wait_queued(group, n: int, timeout: float) -> None:
+    """Wait until ``n`` calls wait in ``group``'s queue (a :class:`~retrieval.group.Group`)."""
+    end = time.monotonic() + timeout
+    while len(group._queue) < n:  # noqa: SLF001
+        assert time.monotonic() < end, "the writers never queued"
+        time.sleep(0.005)

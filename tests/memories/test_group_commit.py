@@ -25,16 +25,10 @@ from server.service.core.maintenance import health
 from server.service.core.models import MemoryInput
 from server.service.memories.memory import MemoryService
 from tests.conftest import HashEmbedder
+from tests.race_util import wait_queued
 
 N = 6
-
-
-def _queued(group: Group, n: int, timeout: float = 10.0) -> None:
-    """Wait until ``n`` calls wait in ``group``'s queue."""
-    end = time.monotonic() + timeout
-    while len(group._queue) < n:  # noqa: SLF001
-        assert time.monotonic() < end, "the writers never queued"
-        time.sleep(0.005)
+QUEUE_WAIT_S = 10.0  # seconds for the writers to queue in a round
 
 
 def _concurrent_writes(engine: Engine, make_record, checks: dict[int, object]):
@@ -66,7 +60,7 @@ def _concurrent_writes(engine: Engine, make_record, checks: dict[int, object]):
     with engine.store._write_lock:  # noqa: SLF001 - hold the writers back until all queued
         for t in threads:
             t.start()
-        _queued(engine._commits._group, N - 1)  # noqa: SLF001 - the first one leads a round
+        wait_queued(engine._commits._group, N - 1, QUEUE_WAIT_S)  # noqa: SLF001 - the first one leads a round
     for t in threads:
         t.join(30)
     return recs, outcome, seen, len(begins)
@@ -151,7 +145,7 @@ def test_group_runs_queued_calls_together_and_answers_each():
     rest = [threading.Thread(target=call, args=(i,)) for i in (11, 12, 13)]
     for t in rest:
         t.start()
-    _queued(group, 3)
+    wait_queued(group, 3, QUEUE_WAIT_S)
     gate.set()
     for t in [first, *rest]:
         t.join(10)
@@ -201,7 +195,7 @@ def test_concurrent_embeddings_share_one_model_call_and_fail_alone():
     rest = [threading.Thread(target=embed, args=(t,)) for t in texts]
     for t in rest:
         t.start()
-    _queued(model._group, 4)  # noqa: SLF001
+    wait_queued(model._group, 4, QUEUE_WAIT_S)  # noqa: SLF001
     model.gate.set()
     for t in [first, *rest]:
         t.join(10)

@@ -25,17 +25,11 @@ from server.service.core.models import MemoryInput
 from server.service.memories.memory import MemoryService
 from server.service.trust.secret_scan.secrets import SecretPolicy
 from tests.conftest import HashEmbedder
-from tests.race_util import race
+from tests.race_util import race, wait_queued
 
 WHO = Identity(project_id="proj", agent_id="agent-a")
 AKID = "AKIA" + "J5Q7R2L4M8N3P6T9"
-
-
-def _queued(group: Group, n: int, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while len(group._queue) < n:  # noqa: SLF001
-        assert time.monotonic() < end, "the writers never queued"
-        time.sleep(0.005)
+QUEUE_WAIT_S = 20.0  # seconds for the writers to queue in a round
 
 
 @pytest.fixture
@@ -61,7 +55,8 @@ def _in_one_round(svc: MemoryService, calls: list, queued: int | None = None) ->
     with svc.store._write_lock:  # noqa: SLF001 - hold the round back until all queued
         for t in threads:
             t.start()
-        _queued(svc.engine._commits._group, len(calls) - 1 if queued is None else queued)  # noqa: SLF001
+        behind = len(calls) - 1 if queued is None else queued
+        wait_queued(svc.engine._commits._group, behind, QUEUE_WAIT_S)  # noqa: SLF001
     for t in threads:
         t.join(60)
     assert not any(t.is_alive() for t in threads), "a writer never returned"
@@ -305,7 +300,7 @@ def _grouped(model, calls: dict[str, list]) -> dict[str, object]:
         threads = [threading.Thread(target=run, args=item, daemon=True) for item in calls.items()]
         for t in threads:
             t.start()
-        _queued(model._group, len(calls))  # noqa: SLF001
+        wait_queued(model._group, len(calls), QUEUE_WAIT_S)  # noqa: SLF001
         gate.set()
         for t in [first, *threads]:
             t.join(120)
