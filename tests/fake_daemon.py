@@ -39,7 +39,7 @@ class FakeDaemon:
     (its head and its ``Content-Length`` of body) and sends :attr:`response` (raw bytes, which
     a test may change between requests); ``crash`` sends one of ``crashes`` per connection,
     chosen by a seeded random generator, without reading (``None``: a reset, SO_LINGER 0);
-    ``hung`` accepts and never answers."""
+    ``hung`` accepts and never answers. :attr:`bodies` keeps the request bodies read."""
 
     def __init__(self, mode: str = "answer", response: bytes = b"",
                  crashes: Sequence[bytes | None] = (), seed: int = 0) -> None:  # fmt: skip
@@ -51,6 +51,7 @@ class FakeDaemon:
         self.srv.settimeout(0.1)
         self.port = self.srv.getsockname()[1]
         self.held: list[socket.socket] = []
+        self.bodies: list[bytes] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -90,6 +91,7 @@ class FakeDaemon:
                 if not data:
                     return
                 body += data
+            self.bodies.append(body)
             conn.sendall(self.response)
         except OSError:
             pass

@@ -17,6 +17,7 @@ import pytest
 from server.hooks.install import CLIENT
 from server.http.daemon import read_info
 from server.service.core.ids import derive_agent_id, derive_project_id
+from tests.fake_daemon import FakeDaemon, http_answer
 from tests.transcript_util import TranscriptWriter
 
 
@@ -249,36 +250,11 @@ def test_a_hook_answered_by_its_daemon_imports_no_enum_and_no_regular_expression
     """The path every prompt takes (a daemon answers): ``socket``, ``signal`` and ``json`` are
     read through their C modules, so none of the enums and patterns those packages build at
     import (most of a hook process's own processor time) are made."""
-    import socket
-    import threading
-
     answer = (
         b'{"output": {"hookSpecificOutput": {"additionalContext": "caf\\u00e9 \\ud83d\\ude00"}}}'
     )
-    got: list[bytes] = []
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-
-    def serve() -> None:
-        conn, _ = srv.accept()
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += conn.recv(65536)
-        head, _, body = data.partition(b"\r\n\r\n")
-        size = int(next(x for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
-                   .split(b":")[1])  # fmt: skip
-        while len(body) < size:
-            body += conn.recv(65536)
-        got.append(body)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                     % len(answer) + answer)  # fmt: skip
-        conn.close()
-
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
-    port = srv.getsockname()[1]
-    (tmp_path / "daemon.json").write_text(json.dumps({"host": "127.0.0.1", "port": port,
+    daemon = FakeDaemon(response=http_answer(200, answer))
+    (tmp_path / "daemon.json").write_text(json.dumps({"host": "127.0.0.1", "port": daemon.port,
                                                       "secret": "x", "pid": 1}))  # fmt: skip
     env = {**os.environ, "PATTERN_HOME": str(tmp_path), "PATTERN_PROJECT_ID": "p",
            "PATTERN_AGENT_ID": "a"}  # fmt: skip
@@ -289,11 +265,10 @@ def test_a_hook_answered_by_its_daemon_imports_no_enum_and_no_regular_expression
                                "UserPromptSubmit"], input=json.dumps(prompt).encode(),
                               capture_output=True, env=env, timeout=60)  # fmt: skip
     finally:
-        server.join(10)
-        srv.close()
+        daemon.close()
     assert proc.returncode == 0
     assert json.loads(proc.stdout) == json.loads(answer)["output"]
-    assert json.loads(got[0])["input"] == prompt  # what the daemon reads is what was sent
+    assert json.loads(daemon.bodies[0])["input"] == prompt  # what the daemon reads is what was sent
     modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                if line.startswith("import time:")}  # fmt: skip
     assert "server.service.core.ids" in modules
