@@ -72,6 +72,13 @@ BENCHMARKS = (
         "Scale curve: 20k to 1M records",
     ),
     Benchmark(
+        "exact_scan",
+        "Is a small store's exact scan as fast as the vector index, and does it rank alike?",
+        "--sizes 50,500,2000,4000,8000 --json OUT",
+        ("exact-scan",),
+        "Exact scan of a small store",
+    ),
+    Benchmark(
         "memory_parts",
         "What does each part of a served store cost in memory, per 100k records?",
         "STORE_DIR --json OUT",

@@ -45,6 +45,7 @@ from retrieval.ranking import grouping
 from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from retrieval.storage import private
 from retrieval.storage.store import SQLiteStore, parse_ts
+from retrieval.vector.index_size import BUILD, BUILT, EXACT, IndexSize
 from retrieval.vector.vector_process import VectorProcess
 from retrieval.vector.vector_sync import VectorSync
 from retrieval.vector.vectors import VectorIndex, window_spans, windows, words_of
@@ -148,6 +149,7 @@ class Engine:
         store_url: str | None = None,
         vector_process: bool | None = None,
         background_vectors: bool = False,
+        index_from: int | None = None,
     ) -> None:
         """The store folder's vector index always runs in a child process
         (:mod:`retrieval.vector.vector_process`, forked by :mod:`retrieval.vector.vector_spawner`): the
@@ -155,7 +157,9 @@ class Engine:
         Chroma host it is out of process already. ``vector_process=False`` is not honoured
         (a warning is logged). ``background_vectors``: the outbox is applied by a background
         thread and writes return at COMMIT (:mod:`retrieval.vector.vector_writer`); a serving runtime
-        turns it on."""
+        turns it on. ``index_from``: the stored windows from which the vector index is built
+        (below, searches scan the stored vectors exactly and no index process runs:
+        :mod:`retrieval.vector.index_size`; default ``PATTERN_VECTOR_INDEX_FROM``)."""
         self.home = Path(home)
         private.folder(self.home)  # retrieval/storage/private.py: a store is its user's alone
         if not chroma_host:
@@ -174,9 +178,11 @@ class Engine:
         if vector_process is False and not chroma_host:
             log.warning("vector_process=False is not honoured: a store's vector index runs in "
                         "its own process, which never holds a text")  # fmt: skip
+        self._start_asked = True  # open_vectors(start=False) defers the index's process
         self.vectors: VectorIndex | VectorProcess | None = (
             None  # opened with the embedder (chromadb is slow to import)
         )
+        self.index_size = IndexSize(self.store, threshold=index_from, always=bool(chroma_host))
         self.lexical = LexicalIndex(self.store)
         self.embedder: Embedder | None = None
         self.embed_text = embed_text
@@ -186,6 +192,7 @@ class Engine:
         self._commits = CommitGroup(self.store)
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self.ranker.pending = self._sync.pending_ids
+        self.ranker.vector_way = self._vector_way
         self._buckets: set[str] = set(self.store.all_buckets())
         self._screen = screen
         self._passed: dict[int, tuple[weakref.ref, str]] = {}  # see screen_record
@@ -214,8 +221,12 @@ class Engine:
     # ------------------------------------------------------------------ embedder
     def set_embedder(self, embedder: Embedder) -> None:
         """Attach the (loaded) embedder, opening the vector index; replays the outbox,
-        embedding what is missing. Until then the engine writes and ranks lexically."""
-        self.open_vectors()
+        embedding what is missing. Until then the engine writes and ranks lexically. A small
+        store's index process is not started (:mod:`retrieval.vector.index_size`)."""
+        wanted = self.index_size.wanted(embedder.model_id)  # read before the model is attached
+        self.open_vectors(start=self._start_asked)
+        if wanted and self._start_asked:
+            self.vectors.start()  # opened before the model without it (a new store then)
         self.embedder = embedder
         self.ranker.embedder = embedder
         self._queue_other_models(embedder.model_id)
@@ -228,14 +239,38 @@ class Engine:
         its client in this process (importing chromadb holds the GIL ~1 s: a runtime does it
         beside the model load, see server/service/core/runtime.py). Not thread-safe: one caller at
         a time. ``start=False``: the child starts at :meth:`start_vectors` (or at its first
-        call)."""
+        call). A store scanned exactly (no model attached yet, or too small for an index:
+        :mod:`retrieval.vector.index_size`) does not start it."""
+        self._start_asked = start
         if self.vectors is None:
             path, host, port = self._chroma
             if host:
                 self.vectors = VectorIndex(host=host, port=port)
             else:
+                start = start and self.index_size.wanted(self._model_id())
                 self.vectors = VectorProcess.shared(path, start=start)
             self.ranker.vectors = self.vectors
+
+    def _model_id(self) -> str | None:
+        """The attached model's id, else the one attached last time (None for a new store)."""
+        embedder = self.embedder
+        return embedder.model_id if embedder is not None else self.store.meta("attached_model")
+
+    def _vector_way(self) -> str:
+        """How searches by meaning run now: ``exact`` (a small store's matrix), ``build`` (the
+        index being built: the fallback scan) or ``built`` (the index)."""
+        return self.index_size.state(self._model_id()) if self.embedder is not None else BUILT
+
+    def vector_search_way(self) -> str:
+        """``index``, ``exact`` (a small store) or ``building`` (see :meth:`_vector_way`)."""
+        return {BUILT: "index", EXACT: "exact", BUILD: "building"}[self._vector_way()]
+
+    def vector_index_state(self) -> str | None:
+        """A line for health while searches scan the stored vectors exactly (a small store, or
+        the index being built); None when the index answers or no model is attached."""
+        if self.embedder is None:
+            return None
+        return self.index_size.describe(self.embedder.model_id)
 
     def vector_index_error(self) -> str | None:
         """Why the vector index cannot be used right now: its process could not open the
@@ -252,6 +287,12 @@ class Engine:
         v = self.vectors
         if self.embedder is None or v is None or v.ready:
             return None
+        if not self.index_size.wanted(self.embedder.model_id):
+            return None  # a small store: the exact scan is the whole answer
+        if not self.index_size.in_use(self.embedder.model_id):
+            return (
+                f"vector index being built: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
+            )
         why = "vector index unavailable" if v.error else "vector index opening"
         return f"{why}: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
 
@@ -262,8 +303,10 @@ class Engine:
         return v.query_deadline(seconds) if v is not None else contextlib.nullcontext()
 
     def start_vectors(self) -> None:
-        """Start the vector index's process if :meth:`open_vectors` deferred it."""
-        if self.vectors is not None:
+        """Start the vector index's process if :meth:`open_vectors` deferred it (not for a
+        store scanned exactly: it starts when its index is built)."""
+        self._start_asked = True
+        if self.vectors is not None and self.index_size.wanted(self._model_id()):
             self.vectors.start()
 
     def _queue_other_models(self, model_id: str) -> None:

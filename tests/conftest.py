@@ -80,6 +80,14 @@ def open_engine(tmp_path, store_url) -> Callable[..., Engine]:
 
 
 @pytest.fixture
+def vector_index(monkeypatch) -> None:
+    """Every store the test opens has its vector index from its first write (no exact scan of
+    a small store: retrieval/vector/index_size.py): for tests of the index and its process.
+    Processes the test starts inherit it."""
+    monkeypatch.setenv("PATTERN_VECTOR_INDEX_FROM", "0")
+
+
+@pytest.fixture
 def engine(open_engine) -> Engine:
     """An engine over a fresh store with the deterministic hashing embedder."""
     return open_engine(HashEmbedder())

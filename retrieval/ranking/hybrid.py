@@ -27,6 +27,8 @@ from retrieval.records import Explanation, RecordFilter
 from retrieval.storage.store import SQLiteStore, list_ids
 from retrieval.timeline import links
 from retrieval.timeline.timeprior import StatedCache, TimePrior, TimeWeights
+from retrieval.vector.exact_scan import ExactScan
+from retrieval.vector.index_size import BUILD, BUILT, EXACT
 from retrieval.vector.stored_vectors import StoredVectors
 from retrieval.vector.vector_process import VectorIndexError, VectorProcess
 from retrieval.vector.vectors import VectorIndex
@@ -98,6 +100,10 @@ class HybridRanker:
         self.config = config or FusionConfig()
         # records whose vectors are not in the index yet (VectorSync.pending_ids; set by Engine)
         self.pending: Callable[[], set[str]] | None = None
+        # how the vector side is searched (retrieval/vector/index_size.py; set by Engine):
+        # EXACT a small store's matrix, BUILD the index being built, BUILT the index
+        self.vector_way: Callable[[], str] = lambda: BUILT
+        self._small = ExactScan(store)  # a small store's windows in one matrix
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lexical")
         self._stated = StatedCache()  # the times records speak of, read once per text
         self._stored = StoredVectors(store)  # the rescored records' windows, between searches
@@ -116,7 +122,10 @@ class HybridRanker:
         """Top ``depth`` (id, cosine of the record's best window) for one query vector; None
         when the index's process did not answer in time, went away or failed the query."""
         qvec = qvec.reshape(-1)
-        if not self.vectors.ready:  # the index process is still opening its store
+        way = self.vector_way()
+        if way == EXACT:  # a small store: every window scored, no index
+            return self._small.search(qvec, f, depth, self.embedder.model_id)
+        if way == BUILD or not self.vectors.ready:  # being built, or its process is opening
             return self._exact_scan(qvec, f, depth)
         model = self.embedder.model_id
         over = depth + 20 if f.is_visibility_only() else depth * 4
@@ -178,16 +187,20 @@ class HybridRanker:
         rest = [r for r in ids if r not in embs]
         if rest:
             embs.update(self.store.embeddings(rest, self.embedder.model_id))
+        q = qvec.reshape(-1, qvec.shape[-1])
+        embs = {r: m for r, m in embs.items() if m.shape[1] == q.shape[1]}  # not a damaged row
         if not embs:
             return {}
         keys = list(embs)
         mats = [embs[r] for r in keys]
-        q = qvec.reshape(-1, qvec.shape[-1])
-        sims = np.concatenate(mats) @ q.T  # one product for all windows of all records
         starts = np.cumsum([0] + [len(m) for m in mats[:-1]])
-        best = np.maximum.reduceat(sims, starts, axis=0)  # records x query vectors
         w = np.full(len(q), 1.0 / len(q)) if weights is None else np.asarray(weights, float)
-        return dict(zip(keys, (best @ w).astype(float).tolist(), strict=True))
+        with np.errstate(all="ignore"):  # a damaged stored vector (NaN, inf): dropped below
+            sims = np.concatenate(mats) @ q.T  # one product for all windows of all records
+            best = np.maximum.reduceat(sims, starts, axis=0)  # records x query vectors
+            scores = (best @ w).astype(float)
+        ok = np.isfinite(scores)  # a damaged stored vector (NaN, inf) scores nothing
+        return {k: s for k, s, good in zip(keys, scores.tolist(), ok.tolist(), strict=True) if good}
 
     def _lexical_side(
         self, fn, query: str, f: RecordFilter, depth: int, model: str | None, terms=None

@@ -236,6 +236,20 @@ class SQLiteStore:
                 raise
             raise failed from exc
         self._readers = ReaderPool(self._connect, readers)
+        self._stamp: sqlite3.Connection | None = None  # see data_version()
+        self._stamp_lock = threading.Lock()
+
+    def data_version(self) -> int:
+        """A number that changes whenever anything commits to the file (any connection, any
+        process) between two calls: SQLite's ``PRAGMA data_version`` on a connection of its own,
+        which never writes. For copies of stored data kept in memory (the exact scan's matrix:
+        retrieval/vector/exact_scan.py)."""
+        with self._stamp_lock:
+            if self._stamp is None:
+                if self._readers._closed:
+                    raise StoreUnavailable("the store is closed")
+                self._stamp = self._connect()
+            return int(self._stamp.execute("PRAGMA data_version").fetchone()[0])
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -276,6 +290,10 @@ class SQLiteStore:
 
     def close(self) -> None:
         self._readers.close()
+        with self._stamp_lock:
+            if self._stamp is not None:
+                self._stamp.close()
+                self._stamp = None
         try:
             self._writer.close()
         except sqlite3.Error:  # pragma: no cover
@@ -709,6 +727,13 @@ class SQLiteStore:
             ).fetchall()
             for rid, group in itertools.groupby(rows, key=lambda row: row[0]):
                 blobs = [blob for _, blob in group]
+                size = len(blobs[0]) if isinstance(blobs[0], bytes) else 0
+                if (
+                    not size
+                    or size % 4
+                    or any(not isinstance(b, bytes) or len(b) != size for b in blobs)
+                ):
+                    continue  # a damaged vector row: the record has no vector (never fails a read)
                 out[rid] = np.frombuffer(bytearray(b"".join(blobs)), dtype=np.float32).reshape(
                     len(blobs), -1
                 )

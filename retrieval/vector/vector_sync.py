@@ -18,6 +18,9 @@ rows and clears them, a row only once Chroma has accepted it:
   Writers that commit while another applies the outbox find their rows applied, or apply them
   together next: concurrent single writes share Chroma calls (a group commit).
 - Rows left by a crash are replayed when the model attaches (:meth:`Engine.set_embedder`).
+- **A small store has no index** (:mod:`retrieval.vector.index_size`): its rows only get their
+  records embedded, and searches score the stored vectors exactly. The run that finds the
+  store large enough builds the index from the stored vectors, then applies rows as above.
 - **Orphans** are vectors whose record is gone, lives in another bucket, or has fewer windows
   now; :meth:`VectorSync.orphans` counts them (``pattern-memory stats``) and
   :meth:`VectorSync.remove_orphans` / :meth:`VectorSync.reindex` remove them. A Chroma error
@@ -43,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from retrieval.embedding.embedder import Embedder
     from retrieval.records import Record
     from retrieval.storage.store import SQLiteStore
+    from retrieval.vector.index_size import IndexSize
     from retrieval.vector.vector_process import VectorProcess
     from retrieval.vector.vectors import VectorIndex
 
@@ -67,6 +71,7 @@ class VectorOwner(Protocol):
     store: SQLiteStore
     embedder: Embedder | None
     vectors: VectorIndex | VectorProcess | None
+    index_size: IndexSize
 
     def vectors_for(
         self, records: Sequence[Record], embedder: Embedder | None
@@ -154,11 +159,21 @@ class VectorSync:
         embedder = self.engine.embedder  # read once: every vector of this run is this model's
         if embedder is None:
             return 0
-        vectors = self.engine.vectors
         model = embedder.model_id
+        size = self.engine.index_size
         applied = 0
         with self.lock:
             noted = self._commits  # every commit noted by now is applied once the outbox is empty
+            if not size.wanted(model):  # a small store: scanned exactly, no index to update
+                applied = self._run_exact(embedder, known)
+                if not size.grew(model):
+                    self._applied = max(self._applied, noted)
+                    return applied
+            if not size.in_use(model):  # large enough now (or a rebuild cut short): build it
+                if size.windows(model):  # (an empty store's index starts empty: nothing to do)
+                    self._rebuild(embedder)
+                size.built(model)
+            vectors = self.engine.vectors
             while rows := self.store.outbox(OUTBOX_BATCH):
                 last = rows[-1]["seq"]
                 latest: dict[str, str] = {}
@@ -175,6 +190,18 @@ class VectorSync:
                 self.store.clear_outbox(last)
                 applied += len(rows)
             self._applied = max(self._applied, noted)
+        return applied
+
+    def _run_exact(self, embedder: Embedder, known: Known | None) -> int:
+        """The outbox of a store scanned exactly (:mod:`retrieval.vector.index_size`): records
+        that have no vector yet are embedded and their vectors stored; nothing else is done
+        with the rows (the index, once built, is built from the stored vectors)."""
+        applied = 0
+        while rows := self.store.outbox(OUTBOX_BATCH):
+            latest = {r["record_id"]: r["op"] for r in rows}
+            self._vectors([rid for rid, op in latest.items() if op != "delete"], embedder, known)
+            self.store.clear_outbox(rows[-1]["seq"])
+            applied += len(rows)
         return applied
 
     def after_commit(self, known: Known | None = None) -> list[str]:
@@ -238,7 +265,12 @@ class VectorSync:
             == (known[rid][0].revision, known[rid][0].bucket, known[rid][0].content_hash)
         }
 
-    def _upsert(self, ids: list[str], embedder: Embedder, known: Known | None = None) -> None:
+    def _vectors(
+        self, ids: list[str], embedder: Embedder, known: Known | None = None
+    ) -> tuple[dict[str, Record], dict[str, np.ndarray]]:
+        """The stored records of ``ids`` and their vectors of ``embedder``'s model: from
+        ``known`` when still current, else from SQLite; records without one are embedded and
+        their vectors stored."""
         model = embedder.model_id
         ready = self._current(ids, known)
         recs = self.store.get([rid for rid in ids if rid not in ready])
@@ -253,6 +285,11 @@ class VectorSync:
             stored.update(fresh)
         for rid, (rec, vecs) in ready.items():
             recs[rid], stored[rid] = rec, vecs
+        return recs, stored
+
+    def _upsert(self, ids: list[str], embedder: Embedder, known: Known | None = None) -> None:
+        model = embedder.model_id
+        recs, stored = self._vectors(ids, embedder, known)
         by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
         # Chroma keeps only `record_id` beside a vector (VectorIndex.upsert): every filter is
         # applied to the candidates in SQLite, so more metadata would cost each write ~0.3 ms
@@ -274,6 +311,8 @@ class VectorSync:
         has fewer windows now, per bucket. Records with pending outbox rows are left out (the
         outbox will fix them)."""
         model = self._model()
+        if not self.engine.index_size.in_use(model):
+            return {}  # scanned exactly: the index is not read (and is rebuilt when it is built)
         pending = {r[0] for r in self.store.reader.execute("SELECT record_id FROM vector_outbox")}
         out: dict[str, list[str]] = {}
         for bucket in self.engine.vectors.buckets(model):
@@ -317,19 +356,35 @@ class VectorSync:
 
     def reindex(self) -> tuple[int, int]:
         """Rebuild every Chroma collection of the current model from SQLite (stored vectors;
-        records without one are embedded). Returns (records indexed, orphans removed)."""
+        records without one are embedded). Returns (records indexed, orphans removed). A store
+        scanned exactly has no index to rebuild: its records without a vector are embedded."""
         embedder = self.engine.embedder
         model = self._model()
+        size = self.engine.index_size
         with self.lock:
+            if not size.wanted(model):
+                total = 0
+                for ids in self.store.all_ids_by_bucket().values():
+                    for i in range(0, len(ids), OUTBOX_BATCH):
+                        self._vectors(list(ids[i : i + OUTBOX_BATCH]), embedder)
+                    total += len(ids)
+                return total, 0
             orphans = sum(map(len, self.orphans().values()))
-            self.engine.vectors.drop_model(model)
-            total = 0
-            for _bucket, ids in self.store.all_ids_by_bucket().items():
-                for i in range(0, len(ids), OUTBOX_BATCH):
-                    part: Sequence[str] = ids[i : i + OUTBOX_BATCH]
-                    self._upsert(list(part), embedder)
-                    total += len(part)
+            total = self._rebuild(embedder)
+            size.built(model)
         return total, orphans
+
+    def _rebuild(self, embedder: Embedder) -> int:
+        """Drop the model's collections and index every record's stored vectors (embedding
+        records that have none); the number of records. With :attr:`lock` held."""
+        self.engine.vectors.drop_model(embedder.model_id)
+        total = 0
+        for ids in self.store.all_ids_by_bucket().values():
+            for i in range(0, len(ids), OUTBOX_BATCH):
+                part: Sequence[str] = ids[i : i + OUTBOX_BATCH]
+                self._upsert(list(part), embedder)
+                total += len(part)
+        return total
 
     def close(self) -> None:
         if self.writer is not None:

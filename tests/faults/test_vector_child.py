@@ -14,7 +14,7 @@ import pytest
 
 from tests.faults.harness import Daemon, issues_naming, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("vector_index")]  # the index itself
 
 RECALL_DEADLINE = 2.0 + 1.5  # the vector query's 2 s, and the rest of a recall on 2 busy cores
 HOOK_DEADLINE = 1.5  # a hook's own (PATTERN_HOOK_DEADLINE's default)

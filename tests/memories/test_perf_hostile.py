@@ -425,7 +425,8 @@ def deferred(tmp_path, monkeypatch):
     from server.service.core.runtime import Runtime
 
     monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 0.5)
-    rt = Runtime.start({"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash"},
+    rt = Runtime.start({"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
+                        "PATTERN_VECTOR_INDEX_FROM": "0"},  # the index, not a small store's scan
                        model="now", defer_vectors=True)  # fmt: skip
     yield rt, daemon
     rt.close()

@@ -79,6 +79,7 @@ def test_filter_ids_keeps_order_and_visibility(engine):
     assert got == [r.id for r in reversed(recs) if r.bucket == "private/p/a0"]
 
 
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 def test_vector_query_small_and_empty_buckets(engine):
     recs = engine.add(_corpus(5))
     q = engine.embedder.embed_query("alpha")

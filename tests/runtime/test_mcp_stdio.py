@@ -88,6 +88,8 @@ def test_pattern_health_reports_identity_and_store(mcp, srv):
     assert Path(h["store"]) == srv.home
     assert h["ranking"] in ("hybrid", "lexical")
     assert h["lexicalPostings"] == "empty"  # a small store ranks with FTS5
+    # and scans its stored vectors exactly: no vector index yet
+    assert h["vectorSearch"] == ("exact" if h["ranking"] == "hybrid" else None)
     assert h["embeddingBackend"] in (None, "onnx", "torch")
 
 

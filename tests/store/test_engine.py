@@ -12,7 +12,10 @@ from retrieval.errors import Conflict
 from retrieval.records import RecordFilter, Scope
 
 MODEL = HashEmbedder().model_id
-pytestmark = pytest.mark.backends("sqlite", "postgres")
+pytestmark = [
+    pytest.mark.backends("sqlite", "postgres"),
+    pytest.mark.usefixtures("vector_index"),
+]  # the index itself
 
 
 def chroma_ids(eng, bucket) -> list[str]:

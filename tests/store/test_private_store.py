@@ -77,6 +77,7 @@ def test_an_engine_creates_its_store_private(tmp_path, loose_umask, make_record)
         eng.close()
 
 
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 def test_a_daemon_and_its_hooks_keep_everything_in_the_store_private(tmp_path, loose_umask):
     home = tmp_path / "cold"
     inp = hook_input("UserPromptSubmit", None, "p1", prompt="anything")

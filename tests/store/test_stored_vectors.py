@@ -12,6 +12,8 @@ from retrieval.engine import Engine
 from retrieval.records import Record, RecordFilter, Scope
 from retrieval.vector.stored_vectors import StoredVectors
 
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
+
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron".split()
 
 

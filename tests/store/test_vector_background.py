@@ -22,6 +22,8 @@ from retrieval.vector.vectors import VectorItem
 from server.service.core.config import Settings
 from server.service.core.errors import InvalidInput
 
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
+
 MODEL = HashEmbedder().model_id
 
 
@@ -309,7 +311,8 @@ def test_a_runtime_starts_its_deferred_index_when_told_before_or_after_the_model
 
     for tell_first in (True, False):
         env = {"PATTERN_HOME": str(tmp_path / f"rt{tell_first}"), "PATTERN_EMBEDDER": "hash",
-               "PATTERN_PROJECT_ID": "p", "PATTERN_AGENT_ID": "a"}  # fmt: skip
+               "PATTERN_PROJECT_ID": "p", "PATTERN_AGENT_ID": "a",
+               "PATTERN_VECTOR_INDEX_FROM": "0"}  # fmt: skip
         rt = Runtime.start(env, tmp_path, model="on_demand", defer_vectors=True)
         try:
             if tell_first:

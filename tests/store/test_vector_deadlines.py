@@ -19,6 +19,8 @@ from retrieval.vector.vector_child import VectorTimeout, deadline_for, hang_seco
 from retrieval.vector.vector_process import VectorProcess
 from tests.store.test_vector_restart import wait_until, within
 
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
+
 MODEL = HashEmbedder().model_id
 
 

@@ -27,7 +27,10 @@ from server.service.core.runtime import Runtime
 ROOT = str(Path(__file__).resolve().parents[2])
 TOKEN = "gh" + "p_" + "Yq4Lm2Vt9RkP4sWz8NbC3dF6gH1jK5yTnQ0b"  # split: no literal credential
 DOTENV = "gl" + "pat-" + "Dz8Kq2Wm5Xv7Bn1Lt4Pc"
-pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc"),
+    pytest.mark.usefixtures("vector_index"),
+]  # the index itself
 
 
 def wait_until(condition, timeout: float = 30.0):

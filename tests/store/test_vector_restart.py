@@ -24,6 +24,8 @@ from server.service.core.models import RecallInput
 from server.service.memories.memory import MemoryService
 from server.service.recalling.recall import recall
 
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
+
 WHO = Identity(project_id="proj", agent_id="agent")
 
 

@@ -26,6 +26,8 @@ from server.service.memories import bulk
 from server.service.memories.memory import MemoryService
 from tests.mcp_util import FakeClock, clocked_service, identity_env, in_process, runtime_on
 
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
+
 MODEL = HashEmbedder().model_id
 WHO = Identity(project_id="proj", agent_id="agent")
 CATCHING_UP = "the vector index is catching up"

@@ -19,12 +19,16 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from server.service.memories.memory import MemoryService
 from server.service.trust.policy import WritePolicy
 from tests.lessons.test_graph_lessons import SEED
 from tests.mcp_util import SyncClient, identity_env, in_process, runtime_on
+
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
 
 N = 50
 SCOPES = ("private", "personal", "team", "public")

@@ -15,6 +15,8 @@ from retrieval.records import RecordFilter, Scope
 from retrieval.vector.vector_process import VectorProcess
 from retrieval.vector.vectors import VectorItem, collection_name, windows
 
+pytestmark = pytest.mark.usefixtures("vector_index")  # tests of the vector index itself
+
 MODEL = HashEmbedder().model_id
 
 

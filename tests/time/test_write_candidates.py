@@ -186,6 +186,7 @@ def test_a_write_embeds_its_text_once(open_engine, clock):
     assert counting.document_calls == 1
 
 
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 def test_a_missed_vector_deadline_lists_none_and_is_logged(svc, clock, caplog):
     old = remember(svc, A, OLD)
     clock.advance(days=1)

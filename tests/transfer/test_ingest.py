@@ -170,6 +170,7 @@ def test_the_store_folder_inside_the_root_is_not_ingested(tmp_path, open_engine)
 
 
 # ---------------------------------------------------------------------------- incremental
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 def test_chunks_know_path_lines_and_sha(tree, engine, ingestor):
     report = ingestor.run(tree)
     assert report.files_indexed == 4 and not report.errors
@@ -203,6 +204,7 @@ def test_unchanged_tree_costs_no_embedding(tree, open_engine, counting_embedder)
     assert counting_embedder.documents == 0
 
 
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 def test_modified_file_replaces_its_chunks(tree, engine, ingestor):
     ingestor.run(tree)
     old = {r.id for r in chunks(engine) if r.metadata["path"] == "src/app.py"}
@@ -241,6 +243,7 @@ def test_changed_file_reuses_vectors_of_unchanged_chunks(tmp_path, open_engine, 
     )
 
 
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 def test_deleted_file_loses_its_chunks(tree, engine, ingestor):
     ingestor.run(tree)
     (tree / "notes.txt").unlink()
@@ -321,6 +324,7 @@ def snapshot(engine) -> tuple[set, dict]:
     return recs, {p: (r.sha256, r.chunks, r.state) for p, r in rows.items()}
 
 
+@pytest.mark.usefixtures("vector_index")  # the index, not the exact scan
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
 def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, open_engine, sig):
     root = tmp_path / "ws"

@@ -28,6 +28,9 @@ class Settings(BaseModel):
     store_url: str | None = None  # PATTERN_STORE_URL: PostgreSQL is canonical (many daemons)
     vector_process: bool = True  # PATTERN_VECTOR_PROCESS: Chroma in a child process
     vector_writes: str = "background"  # PATTERN_VECTOR_WRITES: background | inline
+    vector_index_from: int = (
+        4000  # PATTERN_VECTOR_INDEX_FROM: windows from which a store is indexed
+    )
     allowed_dirs: list[Path]
     allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
@@ -59,6 +62,7 @@ class Settings(BaseModel):
             store_url=envsettings.store_url(env),
             vector_process=process,
             vector_writes=writes,
+            vector_index_from=envsettings.vector_index_from(env),
             allowed_dirs=allowed,
             allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from retrieval.vector import index_size
 from server.service.core.errors import InvalidInput
 
 EMBEDDERS = ("sentence-transformers", "hash", "none")
@@ -47,6 +48,15 @@ def vector_process(env: Mapping[str, str]) -> bool:
     if process not in (*TRUE, "0", "false", "no", "off"):
         raise InvalidInput(f"PATTERN_VECTOR_PROCESS={process!r}: use 1 or 0")
     return process in TRUE
+
+
+def vector_index_from(env: Mapping[str, str]) -> int:
+    """``PATTERN_VECTOR_INDEX_FROM``: the stored windows from which a store gets its vector
+    index (below, its vectors are scanned exactly; retrieval/vector/index_size.py)."""
+    try:
+        return index_size.index_from(env)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
 
 
 def chroma_port(env: Mapping[str, str]) -> int:
@@ -90,5 +100,6 @@ def check(env: Mapping[str, str]) -> None:
     update_judge(env)
     vector_writes(env)
     vector_process(env)
+    vector_index_from(env)
     chroma_port(env)
     store_url(env)

@@ -160,6 +160,7 @@ def health(
         modelReady=ready,
         ranking="hybrid" if ready else "lexical",
         lexicalPostings=eng.lexical.postings.state if eng.lexical.postings else None,
+        vectorSearch=eng.vector_search_way() if ready else None,
         records={str(k): v for k, v in kinds.items()},
         pendingVectorWrites=pending,
         issues=issues,

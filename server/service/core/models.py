@@ -295,6 +295,12 @@ class HealthResult(BaseModel):
     modelReady: bool
     ranking: str
     lexicalPostings: str | None = None  # in-memory bm25 postings: empty/building/ready/failed
+    vectorSearch: str | None = Field(
+        default=None,
+        description="How search by meaning runs: `index` (the vector index), `exact` (a small "
+        "store: every stored vector scored, no index yet) or `building` (the index is being "
+        "built; the newest records' vectors are scored meanwhile). None without a model.",
+    )
     records: dict[str, int]
     pendingVectorWrites: int
     orphanVectors: int | None = Field(

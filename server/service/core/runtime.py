@@ -92,6 +92,7 @@ class Runtime:
             store_url=settings.store_url,
             vector_process=settings.vector_process,
             background_vectors=settings.vector_writes == "background",
+            index_from=settings.vector_index_from,
         )
         service = MemoryService(engine, policy=WritePolicy.from_env(env))
         rt = cls(settings, identity, service)

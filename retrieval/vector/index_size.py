@@ -1,0 +1,149 @@
+"""When a store's vectors are scanned exactly and when its vector index is built.
+
+A small store needs no approximate index. Scoring every stored window against the query is
+exact (the index only proposes candidates, which are rescored exactly anyway), costs a few
+milliseconds below :data:`DEFAULT_INDEX_FROM` windows (docs/benchmarks.md, "exact scan of a
+small store"), and needs no process beside the server: no fork of the index's child, no
+Chroma folder opened, no second copy of the vectors. Most stores are small for a long time
+(a project's first memories, a test's handful of records).
+
+So each store starts *exact* for a model: writes store their vectors in SQLite as always, the
+outbox is cleared without touching Chroma, and searches score the stored windows exactly.
+Once the store holds :func:`index_from` windows of the model, the index is *built* from the
+stored vectors (one rebuild, by whoever applies the outbox: the background writer in a
+server), and from then on it is used as before; it is never given up again (a store that
+shrinks keeps its index: no rebuild back and forth around the threshold).
+
+The state is node-local (``meta``, like the outbox): ``vector_index:<model>`` is ``exact``,
+``build`` (large enough, the rebuild not finished: done again after a crash) or ``built``. It
+is written before the model is first attached. So a store that has no key but whose last
+attached model is this one was written by a release that applied every write to its index:
+it counts as built (no rebuild on upgrade).
+With a Chroma server (``chroma_host``) the index is always used: :class:`IndexSize` with
+``always=True``.
+
+``PATTERN_VECTOR_INDEX_FROM`` sets the threshold (windows; ``0`` builds the index at once,
+what a store did before).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from retrieval.storage.store import SQLiteStore
+
+# windows of one model below which a store is scanned exactly (each ~1.5 KB: ~6 MB in all);
+# within StoredVectors' memory (retrieval/vector/stored_vectors.py) so a scan reads no vector twice
+DEFAULT_INDEX_FROM = 4000
+EXACT, BUILD, BUILT = "exact", "build", "built"
+
+
+def index_from(env: Mapping[str, str] | None = None) -> int:
+    """The threshold in windows: ``PATTERN_VECTOR_INDEX_FROM`` of ``env`` (the process's
+    environment by default), else :data:`DEFAULT_INDEX_FROM`. Raises ValueError for anything
+    but a whole number of 0 or more."""
+    raw = ((os.environ if env is None else env).get("PATTERN_VECTOR_INDEX_FROM") or "").strip()
+    if not raw:
+        return DEFAULT_INDEX_FROM
+    if not raw.isdigit() or not raw.isascii():
+        raise ValueError(
+            f"PATTERN_VECTOR_INDEX_FROM={raw[:40]!r}: use a whole number of windows (0: every "
+            f"store has its vector index; default {DEFAULT_INDEX_FROM})"
+        )
+    return int(raw)
+
+
+def meta_key(model_id: str) -> str:
+    return f"vector_index:{model_id}"
+
+
+class IndexSize:
+    """The exact-or-index state of one store, per model (see the module docstring)."""
+
+    def __init__(self, store: SQLiteStore, *, threshold: int | None = None,
+                 always: bool = False) -> None:  # fmt: skip
+        self.store = store
+        self.threshold = index_from() if threshold is None else max(0, threshold)
+        self.always = always
+        self._state: dict[str, str] = {}  # model -> EXACT | BUILD | BUILT
+        self._lock = threading.Lock()
+
+    def state(self, model_id: str) -> str:
+        """The model's state, read from the store the first time it is asked."""
+        with self._lock:
+            got = self._state.get(model_id)
+            if got is None:
+                got = self._state[model_id] = self._read(model_id)
+            return got
+
+    def _read(self, model_id: str) -> str:
+        if self.always:
+            return BUILT
+        saved = self.store.meta(meta_key(model_id))
+        if saved == BUILT:
+            return BUILT
+        if saved is None and self.store.meta("attached_model") == model_id:
+            return BUILT  # indexed by a release that applied every write to the index
+        # saved before the model is first attached: a store that has the key was never built
+        now = BUILD if self.windows(model_id) >= self.threshold else EXACT
+        if saved != now:
+            with self.store.local_transaction() as conn:
+                self.store.set_meta(conn, meta_key(model_id), now)
+        return now
+
+    def in_use(self, model_id: str | None) -> bool:
+        """True when searches ask the index for ``model_id`` (it is built)."""
+        return model_id is not None and self.state(model_id) == BUILT
+
+    def wanted(self, model_id: str | None) -> bool:
+        """True when the index's process is needed for ``model_id``: built, or to be built."""
+        return model_id is not None and self.state(model_id) != EXACT
+
+    def grew(self, model_id: str) -> bool:
+        """After exact writes: True (and the state is BUILD) once the store holds the
+        threshold's windows of the model."""
+        with self._lock:
+            if self._state.get(model_id) != EXACT:
+                return self._state.get(model_id) == BUILD
+            if self.windows(model_id) < self.threshold:
+                return False
+            self._state[model_id] = BUILD
+        with self.store.local_transaction() as conn:
+            self.store.set_meta(conn, meta_key(model_id), BUILD)
+        return True
+
+    def built(self, model_id: str) -> None:
+        """The index of ``model_id`` holds every stored vector: searches use it from now on."""
+        with self.store.local_transaction() as conn:
+            self.store.set_meta(conn, meta_key(model_id), BUILT)
+        with self._lock:
+            self._state[model_id] = BUILT
+
+    def windows(self, model_id: str) -> int:
+        """Stored windows of ``model_id`` (counted up to the threshold: an exact store is small)."""
+        row = self.store.reader.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM embeddings WHERE model_id = ? LIMIT ?)",
+            (model_id, self.threshold + 1),
+        ).fetchone()
+        return int(row[0])
+
+    def describe(self, model_id: str | None) -> str | None:
+        """A line for health and stats while the store is scanned exactly (None otherwise)."""
+        if model_id is None or self.always:
+            return None
+        st = self.state(model_id)
+        if st == BUILT:
+            return None
+        if st == BUILD:
+            return "vector index being built: exact scan of the stored vectors until it is"
+        return (
+            f"exact scan of the stored vectors (a small store: the vector index is built at "
+            f"{self.threshold:,} windows)"
+        )
+
+
+__all__ = ["BUILD", "BUILT", "DEFAULT_INDEX_FROM", "EXACT", "IndexSize", "index_from"]
