@@ -285,7 +285,7 @@ class Engine:
         stored vectors of the newest records exactly. None when the index answers (or there
         is no vector side: no model yet)."""
         v = self.vectors
-        if self.embedder is None or v is None or v.ready:
+        if self.embedder is None or v is None:
             return None
         if not self.index_size.wanted(self.embedder.model_id):
             return None  # a small store: the exact scan is the whole answer
@@ -293,6 +293,8 @@ class Engine:
             return (
                 f"vector index being built: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
             )
+        if v.ready:
+            return None
         why = "vector index unavailable" if v.error else "vector index opening"
         return f"{why}: exact scan of the newest {EXACT_SCAN_LIMIT:,} records"
 

@@ -197,6 +197,7 @@ class HybridRanker:
         w = np.full(len(q), 1.0 / len(q)) if weights is None else np.asarray(weights, float)
         with np.errstate(all="ignore"):  # a damaged stored vector (NaN, inf): dropped below
             sims = np.concatenate(mats) @ q.T  # one product for all windows of all records
+            sims[~np.isfinite(sims)] = -np.inf  # a damaged window: the record's others count
             best = np.maximum.reduceat(sims, starts, axis=0)  # records x query vectors
             scores = (best @ w).astype(float)
         ok = np.isfinite(scores)  # a damaged stored vector (NaN, inf) scores nothing

@@ -757,6 +757,16 @@ class SQLiteStore:
                     [(up_to_seq, r) for r in record_ids],
                 )
 
+    def clear_outbox_while(self, up_to_seq: int, key: str, value: str) -> bool:
+        """Clear the outbox up to ``up_to_seq`` in one transaction with reading ``meta[key]``,
+        only while it is ``value``; False (nothing cleared) otherwise."""
+        with self.local_transaction() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            if row is None or row[0] != value:
+                return False
+            conn.execute("DELETE FROM vector_outbox WHERE seq <= ?", (up_to_seq,))
+        return True
+
     def all_ids_by_bucket(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for rid, bucket in self.reader.execute("SELECT id, bucket FROM records ORDER BY rowid"):

@@ -88,6 +88,10 @@ class ExactScan:
             rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
             vectors = vectors.reshape(len(rows), -1)
+            finite = np.isfinite(vectors).all(axis=1)  # a damaged window (NaN, inf) is left
+            if not finite.all():  # out; the record's other windows still count
+                rows = [r for r, ok in zip(rows, finite.tolist(), strict=True) if ok]
+                rowids, vectors = rowids[finite], vectors[finite]
         else:
             rowids, vectors = np.zeros(0, np.int64), np.zeros((0, 1), np.float32)
         ids, last = [], None

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from retrieval.errors import NotFound
+from retrieval.vector.index_size import EXACT, meta_key
 from retrieval.vector.vector_writer import BackgroundWriter
 from retrieval.vector.vectors import VectorItem
 
@@ -164,13 +165,13 @@ class VectorSync:
         applied = 0
         with self.lock:
             noted = self._commits  # every commit noted by now is applied once the outbox is empty
-            if not size.wanted(model):  # a small store: scanned exactly, no index to update
+            if size.refresh(model) == EXACT:  # a small store: scanned exactly, no index to update
                 applied = self._run_exact(embedder, known)
                 if not size.grew(model):
                     self._applied = max(self._applied, noted)
                     return applied
             if not size.in_use(model):  # large enough now (or a rebuild cut short): build it
-                if size.windows(model):  # (an empty store's index starts empty: nothing to do)
+                if size.windows(model):  # (none yet: the outbox brings every vector to it)
                     self._rebuild(embedder)
                 size.built(model)
             vectors = self.engine.vectors
@@ -196,12 +197,18 @@ class VectorSync:
         """The outbox of a store scanned exactly (:mod:`retrieval.vector.index_size`): records
         that have no vector yet are embedded and their vectors stored; nothing else is done
         with the rows (the index, once built, is built from the stored vectors)."""
+        model, size = embedder.model_id, self.engine.index_size
         applied = 0
         while rows := self.store.outbox(OUTBOX_BATCH):
             latest = {r["record_id"]: r["op"] for r in rows}
             self._vectors([rid for rid, op in latest.items() if op != "delete"], embedder, known)
-            self.store.clear_outbox(rows[-1]["seq"])
+            # cleared only while the store is still exact: once an index is being built (by
+            # another engine of this process too) its rows are the index's to apply
+            if not self.store.clear_outbox_while(rows[-1]["seq"], meta_key(model), EXACT):
+                break
             applied += len(rows)
+            if size.grew(model):  # (a store given a model embeds batch by batch: stop here)
+                break
         return applied
 
     def after_commit(self, known: Known | None = None) -> list[str]:

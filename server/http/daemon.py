@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import secrets
 import socket
@@ -24,6 +25,8 @@ from server.service.core.errors import StoreUnavailable, storage_error
 
 from .auth import Refusal, TokenStore, make_authenticator, write_private
 from .daemonfiles import INFO_FILE, LOCK_FILE, read_info
+
+log = logging.getLogger(__name__)
 
 __all__ = ["INFO_FILE", "LOCK_FILE", "StoreLock", "read_info", "run_daemon"]
 
@@ -220,7 +223,10 @@ def _after_first_answer(rt, later=()) -> None:
         rt.model_ready.wait(MODEL_WAIT_S)
         rt.engine.answered.wait(FIRST_ANSWER_WAIT_S)
     finally:
-        rt.start_vectors()
+        try:
+            rt.start_vectors()
+        except Exception:  # the index's process is not this thread's to fail: the tools are
+            log.exception("the vector index's process could not be started")
         for fn in later:
             fn()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import sqlite3
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -166,7 +167,9 @@ def test_the_threshold_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("PATTERN_VECTOR_INDEX_FROM", " 12 ")
     assert index_size.index_from() == 12
     assert index_size.index_from({"PATTERN_VECTOR_INDEX_FROM": "0"}) == 0
-    assert index_size.index_from({"PATTERN_VECTOR_INDEX_FROM": "9" * 60}) == int("9" * 60)
+    assert (
+        index_size.index_from({"PATTERN_VECTOR_INDEX_FROM": "9" * 60}) == index_size.MAX_INDEX_FROM
+    )
     monkeypatch.delenv("PATTERN_VECTOR_INDEX_FROM")
     assert index_size.index_from() == index_size.DEFAULT_INDEX_FROM
     env = {"PATTERN_HOME": "/tmp/x", "PATTERN_VECTOR_INDEX_FROM": "7"}
@@ -212,3 +215,124 @@ def test_a_served_small_store_never_starts_an_index_process_and_a_large_one_does
         assert len({v.split("#")[0] for v in eng.vectors.ids(BUCKET, MODEL)}) == 40
     finally:
         rt.close()
+
+
+# ---------------------------------------------------------------------------- hostile review
+def test_a_large_store_given_a_new_model_builds_its_index_instead_of_scanning(tmp_path):
+    """Its records have no window of the new model yet: they count (the matrix of an exact
+    scan would otherwise grow to the whole store, one load per embedded batch)."""
+    home = tmp_path / "s"
+    old = Engine(home, HashEmbedder(64), index_from=10**9)
+    old.add([rec(i) for i in range(300)])
+    old.close()
+    eng = Engine(home, None, index_from=100)
+    try:
+        new = HashEmbedder(48)
+        eng.set_embedder(new)
+        assert eng.index_size.state(new.model_id) in (BUILD, BUILT)
+        assert eng.wait_vectors(60) and eng.vector_search_way() == "index"
+        assert [h.record.id for h in eng.search(rec(7).content, RecordFilter(), k=1,
+                                                mode="vector")] == ["r7"]  # fmt: skip
+        assert eng.ranker._small.loads == 0  # never scanned as a small store
+    finally:
+        eng.close()
+
+
+def test_a_threshold_past_what_sqlite_counts_is_never(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATTERN_VECTOR_INDEX_FROM", "9" * 40)
+    assert index_size.index_from() == index_size.MAX_INDEX_FROM
+    eng = engine(tmp_path / "s", index_from=10**40)
+    try:
+        eng.add([rec(i) for i in range(3)])
+        assert vector_ids(eng, rec(1).content, 1) == ["r1"]
+        assert eng.vector_search_way() == "exact"
+    finally:
+        eng.close()
+
+
+def test_the_late_tools_are_built_even_if_the_index_cannot_start():
+    from server.http import daemon
+
+    class Rt:
+        class engine:  # noqa: N801 - a stand-in
+            answered = __import__("threading").Event()
+
+        model_ready = __import__("threading").Event()
+
+        def start_vectors(self):
+            raise OverflowError("no")
+
+    Rt.engine.answered.set()
+    Rt.model_ready.set()
+    built = []
+    daemon._after_first_answer(Rt(), later=(lambda: built.append(1),))
+    assert built == [1]
+
+
+def test_two_engines_over_one_store_keep_the_index_whole_when_one_builds_it(tmp_path):
+    home = tmp_path / "s"
+    a = engine(home, index_from=300)
+    b = None
+    try:
+        a.add([rec(i) for i in range(280)])
+        b = engine(home, index_from=300)
+        assert b.index_size.state(MODEL) == EXACT  # cached
+        a.add([rec(i) for i in range(280, 300)])  # a builds the index
+        assert a.index_size.state(MODEL) == BUILT
+        b.delete([f"r{i}" for i in range(280, 290)])
+        b.update(rec(4, "submarine volcano lemon"))
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+    c = engine(home, index_from=300)
+    try:
+        assert c.vectors.wait_ready(60) and c.wait_vectors(30)
+        assert c.vector_search_way() == "index"
+        assert vector_ids(c, "submarine volcano lemon", 1) == ["r4"]
+        ids = {v.split("#")[0] for v in c.vectors.ids(BUCKET, MODEL)}
+        assert ids == {f"r{i}" for i in range(300)} - {f"r{i}" for i in range(280, 290)}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_one_damaged_window_does_not_hide_its_record(tmp_path, bad):
+    home = tmp_path / "s"
+    eng = engine(home, index_from=1000, window_words=8, window_overlap=0)
+    try:
+        eng.add([rec(i) for i in range(10)])
+        eng.add(
+            [rec(50, "quartz falcon orchard pebble " + " ".join(f"filler{j}" for j in range(20)))]
+        )
+        with sqlite3.connect(home / "pattern.sqlite3") as db:
+            rid = db.execute("SELECT rowid FROM records WHERE id='r50'").fetchone()[0]
+            db.execute("UPDATE embeddings SET vector=? WHERE record_rowid=? AND window=2",
+                       (np.full(64, bad, np.float32).tobytes(), rid))  # fmt: skip
+        for mode in ("vector", "hybrid"):
+            got = [h.record.id for h in eng.search("quartz falcon orchard pebble", RecordFilter(),
+                                                   k=3, mode=mode)]  # fmt: skip
+            assert got[0] == "r50", mode
+    finally:
+        eng.close()
+
+
+def test_searches_say_the_index_is_being_built_even_with_its_process_up(tmp_path, monkeypatch):
+    home = tmp_path / "s"
+    eng = engine(home, index_from=10)
+    try:
+        eng.add([rec(i) for i in range(5)])
+        eng.vectors.start()
+        assert eng.vectors.wait_ready(60)
+
+        def crash(*_a):
+            raise RuntimeError("the build failed")
+
+        monkeypatch.setattr(eng._sync, "_rebuild", crash)
+        eng.add([rec(i) for i in range(5, 15)])
+        assert eng.vector_search_way() == "building"
+        assert "being built" in eng.vector_fallback()
+        hits = eng.search(rec(9).content, RecordFilter(), k=1, mode="hybrid")
+        assert hits[0].record.id == "r9" and "being built" in hits[0].explanation.mode
+    finally:
+        eng.close()
