@@ -604,6 +604,19 @@ TABLES: dict[str, Table] = {
         [(f"{20 * i}k-{20 * (i + 1)}k" if i else "0-20k", f"{i}/1", ".0f") for i in range(7)],
         first="inserts/s, vectors already in the collection",
     ),
+    "exact-scan": grid(
+        "exact-scan",
+        [(f"{int(n):,}", f"sizes/{n}") for n in ("50", "500", "2000", "4000", "8000")],
+        [
+            ("exact p50 ms", "exact/p50_ms", ".2f"),
+            ("exact p95 ms", "exact/p95_ms", ".2f"),
+            ("index p50 ms", "index/p50_ms", ".2f"),
+            ("index p95 ms", "index/p95_ms", ".2f"),
+            ("same top 10", "top10_agreement", "pct"),
+            ("index process RSS MB", "index/index_rss_mb", ".0f"),
+        ],
+        first="records (one window each)",
+    ),
     "scale-mmap": grid(
         "scale-mmap",
         [
