@@ -87,7 +87,9 @@ class Read:
 
 
 def unreadable(source: str, path: Path | str, expected: str, found: str) -> InvalidInput:
-    """The one error of a source that cannot be read: what was expected, what was found."""
+    """The one error of a source that cannot be read: what was expected, what was found (in
+    one line: a key or a value of the source it quotes may hold any character)."""
+    found = "".join(c if c.isprintable() else repr(c)[1:-1] for c in found)
     return InvalidInput(
         f"cannot import {path} as {source}: expected {expected}; found {found}",
         source=source,

@@ -18,6 +18,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -330,3 +331,15 @@ def test_mcp_memory_service_rows_of_the_wrong_types_are_read_or_refused(memories
         outcome(mcp_memory_service.read, d / "m.db")
     finally:
         shutil.rmtree(d)
+
+
+def test_a_key_with_a_line_break_is_quoted_in_one_line(tmp_path):
+    """Found by the fuzz test above: the mem0 reader named the document's keys as they were."""
+    from ingest.importers import mem0
+
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"\n": None, "a\tb\x1b[31m": 1}))
+    with pytest.raises(InvalidInput) as exc:
+        mem0.read(path)
+    assert "\n" not in exc.value.message and "\x1b" not in exc.value.message
+    assert "\\n" in exc.value.message and "a\\tb\\x1b[31m" in exc.value.message
