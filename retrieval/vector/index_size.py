@@ -127,10 +127,14 @@ class IndexSize:
                 return True
             if self.size(model_id) < self.threshold:
                 return False
-            self._state[model_id] = BUILD
             with self.store.local_transaction() as conn:
-                if self.store.meta(meta_key(model_id)) != BUILT:  # (another engine built it)
-                    self.store.set_meta(conn, meta_key(model_id), BUILD)
+                row = conn.execute("SELECT value FROM meta WHERE key=?", (meta_key(model_id),))
+                saved = row.fetchone()
+                if saved is not None and saved[0] == BUILT:  # another engine built it
+                    self._state[model_id] = BUILT
+                    return True
+                self.store.set_meta(conn, meta_key(model_id), BUILD)
+            self._state[model_id] = BUILD
         return True
 
     def built(self, model_id: str) -> None:

@@ -36,14 +36,14 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+
 from retrieval.errors import NotFound
 from retrieval.vector.index_size import EXACT, meta_key
 from retrieval.vector.vector_writer import BackgroundWriter
 from retrieval.vector.vectors import VectorItem
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from retrieval.embedding.embedder import Embedder
     from retrieval.records import Record
     from retrieval.storage.store import SQLiteStore
@@ -282,6 +282,10 @@ class VectorSync:
         ready = self._current(ids, known)
         recs = self.store.get([rid for rid in ids if rid not in ready])
         stored = self.store.embeddings(list(recs), model)
+        dim = int(getattr(embedder, "dimension", 0) or 0)
+        for rid, m in list(stored.items()):  # a damaged stored vector (NaN, inf, another
+            if (dim and m.shape[1] != dim) or not np.isfinite(m).all():  # size): embedded
+                del stored[rid]  # again and stored in its place (the index refuses it)
         missing = [recs[r] for r in recs if r not in stored]
         if missing:
             fresh = self.engine.vectors_for(missing, embedder)

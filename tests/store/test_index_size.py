@@ -336,3 +336,29 @@ def test_searches_say_the_index_is_being_built_even_with_its_process_up(tmp_path
         assert hits[0].record.id == "r9" and "being built" in hits[0].explanation.mode
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [np.full(64, np.nan, np.float32), np.ones(32, np.float32) / 32**0.5],
+    ids=["nan", "dim32"],
+)
+@pytest.mark.parametrize("background", [True, False])
+def test_a_damaged_window_does_not_stop_the_build(tmp_path, blob, background):
+    """Hidden while the store is scanned exactly (the scan leaves it out), a damaged vector
+    would reach the index first at the build, which refuses the batch: it is embedded again."""
+    home = tmp_path / "s"
+    eng = Engine(home, HashEmbedder(), index_from=20, background_vectors=background)
+    try:
+        eng.add([rec(i) for i in range(10)])
+        with sqlite3.connect(home / "pattern.sqlite3") as db:
+            rid = db.execute("SELECT rowid FROM records WHERE id='r3'").fetchone()[0]
+            db.execute("UPDATE embeddings SET vector=? WHERE record_rowid=?", (blob.tobytes(), rid))
+        assert vector_ids(eng, rec(5).content, 1) == ["r5"]
+        warnings = eng.apply(add=[rec(i) for i in range(10, 25)]).warnings  # crosses 20
+        assert eng.wait_vectors(30) and not warnings
+        assert eng.vector_search_way() == "index" and eng.store.outbox() == []
+        assert eng.vectors.wait_ready(60) and vector_ids(eng, rec(3).content, 1) == ["r3"]
+        assert eng.store.embeddings(["r3"], MODEL)["r3"].shape == (1, 64)  # repaired
+    finally:
+        eng.close()
