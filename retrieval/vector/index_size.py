@@ -24,7 +24,7 @@ With a Chroma server (``chroma_host``) the index is always used: :class:`IndexSi
 ``always=True``.
 
 ``PATTERN_VECTOR_INDEX_FROM`` sets the threshold (windows; ``0`` builds the index at once,
-what a store did before).
+every write goes to the index).
 """
 
 from __future__ import annotations

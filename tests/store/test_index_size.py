@@ -217,7 +217,7 @@ def test_a_served_small_store_never_starts_an_index_process_and_a_large_one_does
         rt.close()
 
 
-# ---------------------------------------------------------------------------- hostile review
+# ---------------------------------------------------------------------------- hostile cases
 def test_a_large_store_given_a_new_model_builds_its_index_instead_of_scanning(tmp_path):
     """Its records have no window of the new model yet: they count (the matrix of an exact
     scan would otherwise grow to the whole store, one load per embedded batch)."""
@@ -270,9 +270,9 @@ def test_the_late_tools_are_built_even_if_the_index_cannot_start():
 
 
 def test_two_engines_over_one_store_keep_the_index_whole_when_one_builds_it(tmp_path):
-    """The engine that did not build the index applies its rows to it (it cleared them
-    without the index before: an update lost, deleted records still indexed). Checked in the
-    index both engines share, before a restart."""
+    """The engine that did not build the index applies its rows to it (clearing them without
+    the index would lose an update and keep deleted records indexed). Checked in the index
+    both engines share, then that a restart does not build again."""
     home = tmp_path / "s"
     a = engine(home, index_from=300)
     b = None

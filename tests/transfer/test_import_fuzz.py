@@ -334,7 +334,7 @@ def test_mcp_memory_service_rows_of_the_wrong_types_are_read_or_refused(memories
 
 
 def test_a_key_with_a_line_break_is_quoted_in_one_line(tmp_path):
-    """Found by the fuzz test above: the mem0 reader named the document's keys as they were."""
+    """The keys an error names are quoted in one line, control characters escaped."""
     from ingest.importers import mem0
 
     path = tmp_path / "export.json"
