@@ -265,13 +265,6 @@ class Engine:
         """``index``, ``exact`` (a small store) or ``building`` (see :meth:`_vector_way`)."""
         return {BUILT: "index", EXACT: "exact", BUILD: "building"}[self._vector_way()]
 
-    def vector_index_state(self) -> str | None:
-        """A line for health while searches scan the stored vectors exactly (a small store, or
-        the index being built); None when the index answers or no model is attached."""
-        if self.embedder is None:
-            return None
-        return self.index_size.describe(self.embedder.model_id)
-
     def vector_index_error(self) -> str | None:
         """Why the vector index cannot be used right now: its process could not open the
         store, or applying the outbox keeps failing (None when it works or is not open)."""

@@ -37,8 +37,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from retrieval.storage.store import SQLiteStore
 
-# windows of one model below which a store is scanned exactly (each ~1.5 KB: ~6 MB in all);
-# within StoredVectors' memory (retrieval/vector/stored_vectors.py) so a scan reads no vector twice
+# windows of one model below which a store is scanned exactly (each ~1.5 KB: ~6 MB in all)
 DEFAULT_INDEX_FROM = 4000
 MAX_INDEX_FROM = 2**62  # a threshold SQLite can count to (a larger one is never reached anyway)
 EXACT, BUILD, BUILT = "exact", "build", "built"
@@ -164,20 +163,6 @@ class IndexSize:
             "SELECT count(*) FROM (SELECT 1 FROM records LIMIT ?)", (self.threshold + 1,)
         ).fetchone()
         return max(windows, int(row[0]))
-
-    def describe(self, model_id: str | None) -> str | None:
-        """A line for health and stats while the store is scanned exactly (None otherwise)."""
-        if model_id is None or self.always:
-            return None
-        st = self.state(model_id)
-        if st == BUILT:
-            return None
-        if st == BUILD:
-            return "vector index being built: exact scan of the stored vectors until it is"
-        return (
-            f"exact scan of the stored vectors (a small store: the vector index is built at "
-            f"{self.threshold:,} windows)"
-        )
 
 
 __all__ = ["BUILD", "BUILT", "DEFAULT_INDEX_FROM", "EXACT", "IndexSize", "index_from"]

@@ -51,7 +51,7 @@ def test_a_small_store_scans_exactly_and_starts_no_index_process(tmp_path):
         assert eng.index_size.state(MODEL) == EXACT
         assert eng.store.meta(meta_key(MODEL)) == EXACT
         assert eng.vector_fallback() is None  # the exact scan is the whole answer
-        assert "exact scan" in eng.vector_index_state()
+        assert eng.vector_search_way() == "exact"
         assert eng.store.outbox() == []  # cleared: the vectors are stored, nothing to apply
         eng.start_vectors()  # what a server does after its first answer: not for this store
         assert eng.vectors._proc is None
@@ -73,7 +73,7 @@ def test_the_index_is_built_at_the_threshold_and_answers_as_the_exact_scan_did(t
         assert eng.index_size.state(MODEL) == BUILT
         assert eng.store.meta(meta_key(MODEL)) == BUILT
         assert eng.vectors.wait_ready(60)
-        assert eng.vector_index_state() is None
+        assert eng.vector_search_way() == "index"
         ids = {v.split("#")[0] for v in eng.vectors.ids(BUCKET, MODEL)}
         assert ids == {f"r{i}" for i in range(45)} - {"r3"}
         assert eng.orphan_vectors() == {}
@@ -105,7 +105,7 @@ def test_the_state_survives_a_restart_and_a_cut_short_build_is_done_again(tmp_pa
     eng.add([rec(i) for i in range(5, 15)])  # the write is kept; the build failed
     assert len(eng.store.get([f"r{i}" for i in range(15)])) == 15
     assert eng.store.meta(meta_key(MODEL)) == BUILD
-    assert "being built" in eng.vector_index_state()
+    assert eng.vector_search_way() == "building"
     eng.close()
     eng = engine(home, index_from=10)
     try:
@@ -151,7 +151,7 @@ def test_reindex_of_a_small_store_embeds_what_has_no_vector(tmp_path):
 
 def test_a_chroma_server_is_always_used():
     size = IndexSize(store=None, threshold=10**6, always=True)  # type: ignore[arg-type]
-    assert size.in_use(MODEL) and size.describe(MODEL) is None
+    assert size.in_use(MODEL) and size.state(MODEL) == BUILT
 
 
 @pytest.mark.parametrize("raw", ["many", "1.5", "-", "-5", "１２", "0x10"])
