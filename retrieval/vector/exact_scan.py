@@ -52,13 +52,13 @@ class _Matrix:
     """One load: the windows (rows), each row's record row id, and per record its id and
     first row (records in row id order)."""
 
-    def __init__(self, rowids: np.ndarray, vectors: np.ndarray, ids: list[str]) -> None:
+    def __init__(self, rowids: np.ndarray, vectors: np.ndarray, row_ids: list[str]) -> None:
         self.rowids = rowids  # row id of each window's record, ascending
         self.vectors = vectors  # windows x dim
-        self.ids = ids  # per record (in row id order)
         first = np.flatnonzero(np.r_[True, rowids[1:] != rowids[:-1]]) if len(rowids) else rowids
         self.starts = first.astype(np.int64)  # each record's first row
         self.record_rowids = rowids[self.starts] if len(rowids) else rowids
+        self.ids = [row_ids[i] for i in self.starts.tolist()]  # per record (in row id order)
 
 
 class ExactScan:
@@ -94,12 +94,7 @@ class ExactScan:
                 rowids, vectors = rowids[finite], vectors[finite]
         else:
             rowids, vectors = np.zeros(0, np.int64), np.zeros((0, 1), np.float32)
-        ids, last = [], None
-        for r in rows:
-            if r[0] != last:
-                ids.append(r[1])
-                last = r[0]
-        m = _Matrix(rowids, vectors, ids)
+        m = _Matrix(rowids, vectors, [r[1] for r in rows])
         with self._lock:
             self._loaded = (version, model_id, m)
             self.loads += 1
