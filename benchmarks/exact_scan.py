@@ -10,7 +10,7 @@ k=10) with ``--queries`` queries, twice: scanned exactly (the store below the th
 process opened, as every store was before the threshold). Reported per size and way: the
 search's p50 and p95 in ms, the top 10's agreement between the two ways (the index proposes
 candidates, rescored exactly: 1.0 unless it missed one), and the stores' processes: the index
-is a second process of ~60 MB resident. With ``--baseline``, the previous run's rows beside.
+is a second process of 80-110 MB resident. With ``--baseline``, the previous run's rows beside.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness.report import write_json
+from benchmarks.memory_parts import rss_mb
 from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, RecordFilter, Scope
@@ -52,13 +53,6 @@ def queries(n: int, seed: int = 1) -> list[str]:
     return [" ".join(rng.choices(WORDS, k=6)) for _ in range(n)]
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def measure(home: Path, size: int, qs: list[str], index_from: int) -> tuple[dict, list[list[str]]]:
     eng = Engine(home, HashEmbedder(DIM), index_from=index_from)
     try:
@@ -83,7 +77,7 @@ def measure(home: Path, size: int, qs: list[str], index_from: int) -> tuple[dict
             "p50_ms": round(statistics.median(times), 2),
             "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
             "index_process": proc is not None,
-            "index_rss_mb": round(rss_mb(proc.pid), 1) if proc is not None else 0.0,
+            "index_rss_mb": rss_mb(proc.pid)["VmRSS"] if proc is not None else 0.0,
         }
         return row, tops
     finally:
