@@ -11,11 +11,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# A PostgreSQL node's follower waits for a NOTIFY up to its polling period and sees that its
-# node is closing only then: at the default 0.5 s every node a test closed (a few hundred in a
-# run, in this process and in the daemons it starts) waited that long. Tests about the period
-# set their own.
-os.environ.setdefault("PATTERN_PG_POLL_MS", "100")
 
 import itertools  # noqa: E402
 from collections.abc import Callable  # noqa: E402

@@ -31,6 +31,9 @@ from .node import ClusterNode
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.5
+# the longest a follower waits before it looks at its stop flag again, whatever its polling
+# period: a node closes within this, not at its poll's end
+STOP_CHECK_S = 0.1
 BATCH = 500
 STATE_DDL = "CREATE TABLE IF NOT EXISTS replica_state(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
@@ -194,7 +197,8 @@ class Replica:
                     # lost with a connection, a follower without LISTEN)
                     foreign = False
                     if self.listen:
-                        for note in listener.notifies(timeout=self.poll_s, stop_after=1):
+                        wait = min(self.poll_s, STOP_CHECK_S)
+                        for note in listener.notifies(timeout=wait, stop_after=1):
                             foreign = note.payload.partition(" ")[2] != self.cluster.node_id
                     else:
                         self._stop.wait(self.poll_s)

@@ -178,13 +178,22 @@ def test_no_node_re_embeds_another_nodes_write(nodes):
 
 
 def test_notify_wakes_a_node_that_would_poll_rarely(nodes, monkeypatch):
-    # polling alone would show the write after ~4.5 s, past the 2 s asked for; a longer period
-    # only makes closing the nodes wait (each follower leaves at its poll's end)
+    # polling alone would show the write after ~4.5 s, past the 2 s asked for
     monkeypatch.setenv("PATTERN_PG_POLL_MS", "5000")
     a, b = nodes("a"), nodes("b")
     time.sleep(0.3)  # b is listening
     rec = a.remember(A, MemoryInput(content="woken by NOTIFY"))
     assert wait_for(lambda: rec.memoryId in ids(b), timeout=5) < 2.0
+
+
+def test_a_node_that_would_poll_rarely_closes_at_once(nodes, monkeypatch):
+    """Its follower looks at the stop flag between notifications, not at its poll's end."""
+    monkeypatch.setenv("PATTERN_PG_POLL_MS", "60000")
+    a = nodes("a")
+    time.sleep(0.3)  # the follower is waiting for a notification
+    start = time.monotonic()
+    a.engine.close()
+    assert time.monotonic() - start < 2.0
 
 
 def test_polling_alone_still_replicates(nodes, monkeypatch):
