@@ -199,7 +199,9 @@ class Replica:
                     if self.listen:
                         wait = min(self.poll_s, STOP_CHECK_S)
                         for note in listener.notifies(timeout=wait, stop_after=1):
-                            foreign = note.payload.partition(" ")[2] != self.cluster.node_id
+                            foreign = (
+                                foreign or note.payload.partition(" ")[2] != self.cluster.node_id
+                            )
                     else:
                         self._stop.wait(self.poll_s)
                     if foreign or time.monotonic() - last >= self.poll_s:

@@ -196,6 +196,52 @@ def test_a_node_that_would_poll_rarely_closes_at_once(nodes, monkeypatch):
     assert time.monotonic() - start < 2.0
 
 
+def test_a_foreign_notification_counts_when_the_node_s_own_comes_in_the_same_batch(
+    nodes, monkeypatch
+):
+    """Notifications that arrive together are all read: another node's, then this node's own,
+    still wake the follower (it did not when the last one alone decided)."""
+    from psycopg import Notify
+
+    from retrieval.pg.cluster import Cluster
+
+    monkeypatch.setenv("PATTERN_PG_POLL_MS", "60000")
+    batches: list[list] = []
+
+    class Listener:  # a real LISTEN connection that delivers the batches the test plants
+        def __init__(self, conn) -> None:
+            self.conn = conn
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def notifies(self, timeout=None, stop_after=None):
+            if batches:
+                yield from batches.pop()
+                return
+            yield from self.conn.notifies(timeout=timeout, stop_after=stop_after)
+
+    connect = Cluster.connect
+    monkeypatch.setattr(
+        Cluster,
+        "connect",
+        lambda self, autocommit=False: (
+            Listener(connect(self, autocommit)) if autocommit else connect(self, autocommit)
+        ),
+    )
+    b = nodes("b")
+    replica = b.engine.cluster.replica
+    time.sleep(0.3)  # b's follower has caught up once and is listening
+    calls: list[int] = []
+    catch_up = replica.catch_up
+    monkeypatch.setattr(replica, "catch_up", lambda *a, **kw: calls.append(1) or catch_up(*a, **kw))
+    own = b.engine.cluster.node_id
+    batches.append(
+        [Notify("pattern_log", "1 another-node", 0), Notify("pattern_log", f"2 {own}", 0)]
+    )
+    assert wait_for(lambda: calls, timeout=3) < 2.0
+
+
 def test_polling_alone_still_replicates(nodes, monkeypatch):
     monkeypatch.setenv("PATTERN_PG_LISTEN", "0")
     monkeypatch.setenv("PATTERN_PG_POLL_MS", "200")
