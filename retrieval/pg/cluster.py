@@ -30,6 +30,7 @@ from datetime import timedelta
 from retrieval.storage.schema import MIGRATIONS
 
 from ..errors import StoreUnavailable
+from . import polling
 from .canonical import LOCK_KEY, Canonical, PgConn, sqlite_error
 from .catalog import Catalog
 from .dialect import Dialect
@@ -82,6 +83,7 @@ class Cluster:
         self.dialect = Dialect(self.catalog)
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.cluster_id = ""
+        poll_s = polling.poll_seconds()  # a bad PATTERN_PG_POLL_MS fails before a connection
         self.pool = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT_S, open=False,
             reconnect_timeout=POOL_RECONNECT_S,
@@ -94,7 +96,7 @@ class Cluster:
             self.pool.close()
             raise StoreUnavailable(f"cannot reach PostgreSQL at {redact(url)}: {exc}") from exc
         self.canonical = Canonical(self)
-        self.replica = Replica(self)
+        self.replica = Replica(self, poll_s)
         try:
             self._join()
         except BaseException:

@@ -8,7 +8,7 @@
   order" never skips a row that commits later.
 - **Wake-ups**: a LISTEN connection (``pattern_log``; the payload is only the seq, NOTIFY
   payloads are limited to 8000 bytes) wakes the applier; it also polls every
-  :data:`POLL_S` and reconnects with backoff when the database restarts.
+  :data:`POLL_S` (``PATTERN_PG_POLL_MS``) and reconnects with backoff when the database restarts.
 - **Snapshot**: a replica whose applied seq is below the horizon (the log was compacted past
   it), or that belongs to another cluster, copies every canonical table in one REPEATABLE
   READ transaction (which also reads the seq the copy is at), replaces its local rows in one
@@ -25,12 +25,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from . import log
+from . import log, polling
 from .node import ClusterNode
 
 logger = logging.getLogger(__name__)
 
-POLL_S = 0.5
+POLL_S = polling.DEFAULT_MS / 1000  # PATTERN_PG_POLL_MS (polling.py)
 # the longest a follower waits before it looks at its stop flag again, whatever its polling
 # period: a node closes within this, not at its poll's end
 STOP_CHECK_S = 0.1
@@ -39,13 +39,13 @@ STATE_DDL = "CREATE TABLE IF NOT EXISTS replica_state(key TEXT PRIMARY KEY, valu
 
 
 class Replica:
-    def __init__(self, cluster: ClusterNode) -> None:
+    def __init__(self, cluster: ClusterNode, poll_s: float | None = None) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self._lock = threading.RLock()
         self._stop = threading.Event()
         # PATTERN_PG_POLL_MS: the polling fallback's period; PATTERN_PG_LISTEN=0: poll only
-        self.poll_s = float(os.environ.get("PATTERN_PG_POLL_MS", POLL_S * 1000)) / 1000
+        self.poll_s = polling.poll_seconds() if poll_s is None else poll_s
         self.listen = os.environ.get("PATTERN_PG_LISTEN", "1") != "0"
         self._thread: threading.Thread | None = None
         self.on_applied: Callable[[set[str]], None] | None = None

@@ -213,12 +213,14 @@ def test_serve_answers_the_handshake_while_no_daemon_answers(tmp_path, unreachab
     assert not (unreachable_store / "daemon.json").exists()
 
 
-def test_a_bad_setting_is_refused_before_the_handshake(tmp_path):
+@pytest.mark.parametrize("name, value", [("PATTERN_EMBEDDER", "bogus"),
+                                         ("PATTERN_PG_POLL_MS", "nan")])  # fmt: skip
+def test_a_bad_setting_is_refused_before_the_handshake(tmp_path, name, value):
     proc = subprocess.run([sys.executable, "-m", "server.cli", "serve"], cwd=tmp_path,
-                          env=serve_env(tmp_path, PATTERN_EMBEDDER="bogus"), input=b"",
+                          env=serve_env(tmp_path, **{name: value}), input=b"",
                           capture_output=True, timeout=60)  # fmt: skip
     assert proc.returncode == 2
-    assert b"PATTERN_EMBEDDER='bogus'" in proc.stderr
+    assert f"{name}={value!r}".encode() in proc.stderr
     assert proc.stdout == b""
 
 
@@ -235,11 +237,12 @@ def test_the_bridge_imports_neither_pydantic_nor_the_sdk(tmp_path):
                          capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     heavy = {"pydantic", "numpy", "mcp", "mcp_types", "anyio", "httpx", "platformdirs", "chromadb"}
     assert sorted(m for m in out if m.split(".")[0] in heavy) == []
-    # exceptions, the store's file modes and the vector index threshold's parser (all three
-    # standard library only)
+    # exceptions, the store's file modes, the vector index threshold's parser and the replica's
+    # polling period's (all standard library only)
     ours = [m for m in out if m.startswith("retrieval.")]
-    assert ours == ["retrieval.errors", "retrieval.storage", "retrieval.storage.private",
-                    "retrieval.vector", "retrieval.vector.index_size"]  # fmt: skip
+    assert ours == ["retrieval.errors", "retrieval.pg", "retrieval.pg.polling",
+                    "retrieval.storage", "retrieval.storage.private", "retrieval.vector",
+                    "retrieval.vector.index_size"]  # fmt: skip
     assert "http.client" not in out and "concurrent.futures" not in out
     assert "server.service.core.config" not in out and "server.http.auth" not in out
 

@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from retrieval.embedding.embedder import HashEmbedder
 from retrieval.engine import Engine
-from retrieval.errors import StoreUnavailable
+from retrieval.errors import InvalidInput, StoreUnavailable
+from retrieval.pg import polling
 from retrieval.records import RecordFilter
 from server.service.core import scopes as rules
 from server.service.core.errors import Conflict, LimitExceeded
@@ -240,6 +243,31 @@ def test_a_foreign_notification_counts_when_the_node_s_own_comes_in_the_same_bat
         [Notify("pattern_log", "1 another-node", 0), Notify("pattern_log", f"2 {own}", 0)]
     )
     assert wait_for(lambda: calls, timeout=3) < 2.0
+
+
+@pytest.mark.parametrize("raw", ["0", "-100", "nan", "NaN", "inf", "9", "ten", "1" * 50])
+def test_a_polling_period_that_would_spin_is_refused_before_a_connection(
+    tmp_path, monkeypatch, raw
+):
+    """0 or less made the follower catch up against PostgreSQL thousands of times a second;
+    NaN spun a core and turned the polling fallback off (``elapsed >= nan`` is never true). The
+    URL reaches nothing: the setting is refused before the pool tries it."""
+    monkeypatch.setenv("PATTERN_PG_POLL_MS", raw)
+    start = time.monotonic()
+    with pytest.raises(InvalidInput, match="PATTERN_PG_POLL_MS"):
+        Engine(tmp_path / "a", HashEmbedder(), store_url="postgresql://127.0.0.1:1/none")
+    assert time.monotonic() - start < 5
+
+
+@given(st.text(max_size=60) | st.floats().map(str))
+def test_the_polling_period_is_a_finite_number_of_at_least_ten_ms(raw):
+    try:
+        seconds = polling.poll_seconds({"PATTERN_PG_POLL_MS": raw})
+    except InvalidInput as exc:
+        assert "PATTERN_PG_POLL_MS" in str(exc) and len(str(exc)) < 200
+    else:
+        assert seconds >= polling.MIN_MS / 1000 and seconds < float("inf")
+    assert polling.poll_seconds({}) == polling.poll_seconds({"PATTERN_PG_POLL_MS": " "}) == 0.5
 
 
 def test_polling_alone_still_replicates(nodes, monkeypatch):

@@ -53,6 +53,7 @@ class Settings(BaseModel):
         writes = envsettings.vector_writes(env)
         process = envsettings.vector_process(env)
         port = envsettings.chroma_port(env)
+        envsettings.pg_poll_seconds(env)  # checked here, read by the replica
         return cls(
             home=home,
             embedder=embedder,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from retrieval.pg import polling
 from retrieval.vector import index_size
 from server.service.core.errors import InvalidInput
 
@@ -59,6 +60,12 @@ def vector_index_from(env: Mapping[str, str]) -> int:
         raise InvalidInput(str(exc)) from None
 
 
+def pg_poll_seconds(env: Mapping[str, str]) -> float:
+    """``PATTERN_PG_POLL_MS``: a PostgreSQL replica's polling fallback, in seconds
+    (retrieval/pg/polling.py)."""
+    return polling.poll_seconds(env)
+
+
 def chroma_port(env: Mapping[str, str]) -> int:
     try:
         return int(env.get("PATTERN_CHROMA_PORT", "8000"))
@@ -101,5 +108,6 @@ def check(env: Mapping[str, str]) -> None:
     vector_writes(env)
     vector_process(env)
     vector_index_from(env)
+    pg_poll_seconds(env)
     chroma_port(env)
     store_url(env)
