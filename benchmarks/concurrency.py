@@ -9,8 +9,9 @@ behind a barrier: each connects and answers one recall, then all write at once o
 ``writes_per_s`` is the memories written over the write window (first write to last call; the
 interleaved recalls are inside it) and ``start_s`` is the time until every agent was connected
 (17 Python processes starting on the benchmark machine). Then counts what the
-store holds: expected, present, duplicated, and the vectors Chroma holds for them (every
-memory must have its vector, and the outbox must be empty). JSON keys: expected, present,
+store holds: expected, present, duplicated, and the vectors search reads for them (every
+memory must have its vector, and the outbox must be empty): Chroma's, or the stored vectors
+themselves for a store below the vector index's threshold, which is scanned exactly. JSON keys: expected, present,
 duplicated, vectors_missing, outbox, writes_per_s, p50_ms, p95_ms (+ recall latencies and the
 standalone scenario).
 
@@ -28,8 +29,11 @@ figures, from the same run.
 
 Baseline in the same run, after the agents stop: ``encode_single_per_s``, the model alone
 embedding the same texts one per call (as a single ``remember`` does) from as many threads
-as there are cores; ``write_ratio`` = writes_per_s / encode_single_per_s (target >= 0.5: the
-whole MCP path, bridges and store included, at half the speed of the bare model).
+as there are cores, each on its own core: the model's own forward passes, without the
+grouping of concurrent calls that a release may put in front of it (grouped calls run on one
+core, which would halve the baseline and flatter the ratio); ``write_ratio`` = writes_per_s /
+encode_single_per_s (target >= 0.5: the whole MCP path, bridges and store included, at half
+the speed of the bare model).
 
 ``--same-record``: many agents edit the same 5 memories and 5 entities at once; stale edits
 merge instead of failing (see ``benchmarks/merge_race.py``).
@@ -41,6 +45,7 @@ be refused cleanly (one owner per store) and the store must stay intact.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -149,6 +154,16 @@ def texts(agents: int, writes: int) -> list[str]:
     ]
 
 
+def moved(path: str, earlier: str, name: str):
+    """``name`` from module ``path``, or from ``earlier`` in a tree from before the modules
+    moved into domain folders: ``--old-root`` runs this script on the previous release."""
+    try:
+        module = importlib.import_module(path)
+    except ModuleNotFoundError:
+        module = importlib.import_module(earlier)
+    return getattr(module, name)
+
+
 def encode_single(all_texts: list[str], embedder: str) -> dict:
     """The model alone, as a single write uses it: ``embed_documents([text])`` per text, from
     as many threads as cores (the same texts, after the agents stopped)."""
@@ -156,7 +171,8 @@ def encode_single(all_texts: list[str], embedder: str) -> dict:
 
     from retrieval.engine import DEFAULT_WINDOW_WORDS, embed_views
     from retrieval.records import Record
-    from server.service.core.config import Settings
+
+    Settings = moved("server.service.core.config", "server.service.config", "Settings")
 
     emb = Settings.from_env({**os.environ, "PATTERN_EMBEDDER": embedder}).make_embedder()
     jobs = []  # the texts a write embeds for each memory (one window, one view here)
@@ -168,9 +184,13 @@ def encode_single(all_texts: list[str], embedder: str) -> dict:
     threads = os.cpu_count() or 1
     t0 = time.perf_counter()
 
+    # the model's own passes: embed_documents groups concurrent calls onto one core
+    alone = getattr(emb, "_encode_now", None)
+    encode = (lambda job: alone(job, workers=1)) if alone else emb.embed_documents
+
     def run(part: list[list[str]]) -> None:
         for job in part:
-            emb.embed_documents(job)
+            encode(job)
 
     workers = [threading.Thread(target=run, args=(jobs[i::threads],)) for i in range(threads)]
     for w in workers:
@@ -182,21 +202,35 @@ def encode_single(all_texts: list[str], embedder: str) -> dict:
 
 
 def count_vectors(home: str) -> dict:
-    """Vectors in Chroma for the memories (each must have one) and the outbox left over."""
-    from retrieval.vector.vectors import VectorIndex
+    """The memories without a vector where search reads it, and the outbox left over. A model
+    whose store is scanned exactly (below the vector index's threshold: ``meta``'s
+    ``vector_index:<model>`` is ``exact``) has no index; its stored vectors are what search
+    reads. Any other (a built index, or a release without the threshold) is read in Chroma."""
+    VectorIndex = moved("retrieval.vector.vectors", "retrieval.vectors", "VectorIndex")
 
     db = sqlite3.connect(f"file:{home}/pattern.sqlite3?mode=ro", uri=True)
     ids = {r[0] for r in db.execute("SELECT id FROM records WHERE kind='memory'")}
     models = {r[0] for r in db.execute("SELECT DISTINCT embedding_model FROM records")}
+    states = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'vector_index:%'"))
     outbox = db.execute("SELECT count(*) FROM vector_outbox").fetchone()[0]
-    db.close()
-    index = VectorIndex(f"{home}/chroma")
     found: set[str] = set()
+    indexed = []
     for model in models - {None}:
-        for bucket in index.buckets(model):
-            found.update(v.split("#", 1)[0] for v in index.ids(bucket, model))
-    index.close()
-    return {"vectors_missing": len(ids - found), "outbox": outbox}
+        if states.get(f"vector_index:{model}") == "exact":
+            found.update(r[0] for r in db.execute(
+                "SELECT DISTINCT r.id FROM records r JOIN embeddings e "
+                "ON e.record_rowid = r.rowid WHERE e.model_id = ?", (model,)))  # fmt: skip
+        else:
+            indexed.append(model)
+    db.close()
+    if indexed:
+        index = VectorIndex(f"{home}/chroma")
+        for model in indexed:
+            for bucket in index.buckets(model):
+                found.update(v.split("#", 1)[0] for v in index.ids(bucket, model))
+        index.close()
+    return {"vectors_missing": len(ids - found), "outbox": outbox,
+            "vectors_read_from": "chroma" if indexed else "stored vectors (exact scan)"}  # fmt: skip
 
 
 def count_store(home: str, agents: int, writes: int) -> dict:
