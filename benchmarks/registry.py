@@ -61,7 +61,13 @@ BENCHMARKS = (
         "scale",
         "How fast are writes and recalls, and how much memory and disk, from 20k to 1M records?",
         "--curve 20000,100000,300000,1000000 --store DIR --json OUT",
-        ("scale-curve", "scale-mmap", "scale-100k", "scale-whole-project"),
+        (
+            "scale-curve",
+            "scale-mmap",
+            "scale-100k",
+            "scale-whole-project",
+            "scale-whole-project-1m",
+        ),  # fmt: skip
         "Scale curve: 20k to 1M records",
     ),
     Benchmark(
