@@ -30,8 +30,9 @@ def poll_seconds(env: Mapping[str, str] | None = None) -> float:
     except ValueError:
         ms = math.nan
     if len(raw) > 40 or not math.isfinite(ms) or ms < MIN_MS:
+        shown = repr(raw[:40])  # escapes can make it ten times longer: cut what is quoted
         raise InvalidInput(
-            f"PATTERN_PG_POLL_MS={raw[:40]!r}: use a number of milliseconds of at least "
-            f"{MIN_MS:g} (default {DEFAULT_MS:g})"
+            f"PATTERN_PG_POLL_MS={shown if len(shown) <= 60 else shown[:59] + '…'}: use a "
+            f"number of milliseconds of at least {MIN_MS:g} (default {DEFAULT_MS:g})"
         )
     return ms / 1000

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from retrieval.embedding.embedder import HashEmbedder
@@ -259,6 +259,7 @@ def test_a_polling_period_that_would_spin_is_refused_before_a_connection(
     assert time.monotonic() - start < 5
 
 
+@example("\U0002ebe1" * 40)  # quoted with escapes: ten times longer
 @given(st.text(max_size=60) | st.floats().map(str))
 def test_the_polling_period_is_a_finite_number_of_at_least_ten_ms(raw):
     try:
