@@ -86,9 +86,9 @@ TRIGGERS = (
 
 
 def _cpu(text: str) -> float:
-    start = time.process_time()
+    start = time.thread_time()
     injection.verdict(text)
-    return time.process_time() - start
+    return time.thread_time() - start
 
 
 def test_a_megabyte_of_the_rules_own_words_is_read_in_linear_time():

@@ -29,9 +29,9 @@ def _scan_both(text: str):
 
 
 def _cpu(text: str) -> float:
-    start = time.process_time()
+    start = time.thread_time()
     _scan_both(text)
-    return time.process_time() - start
+    return time.thread_time() - start
 
 
 # the processor time of one character of ordinary text, here and now: a text is given a hundred
@@ -48,9 +48,9 @@ def _bound(text: str) -> float:
 
 
 def _timed(text: str):
-    start = time.process_time()
+    start = time.thread_time()
     result = _scan_both(text)
-    return result, time.process_time() - start
+    return result, time.thread_time() - start
 
 
 hostile = st.builds(

@@ -379,9 +379,9 @@ def _cpu(text: str) -> float:
     scan(text)  # the automata's states, built once
     best = float("inf")
     for _ in range(3):
-        started = time.process_time()
+        started = time.thread_time()
         scan(text)
-        best = min(best, time.process_time() - started)
+        best = min(best, time.thread_time() - started)
     return best
 
 
