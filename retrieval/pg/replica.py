@@ -39,13 +39,14 @@ STATE_DDL = "CREATE TABLE IF NOT EXISTS replica_state(key TEXT PRIMARY KEY, valu
 
 
 class Replica:
-    def __init__(self, cluster: ClusterNode, poll_s: float | None = None) -> None:
+    def __init__(self, cluster: ClusterNode, poll_s: float) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        # PATTERN_PG_POLL_MS: the polling fallback's period; PATTERN_PG_LISTEN=0: poll only
-        self.poll_s = polling.poll_seconds() if poll_s is None else poll_s
+        # the polling fallback's period (PATTERN_PG_POLL_MS, read and checked by the cluster before
+        # it connects: polling.py); PATTERN_PG_LISTEN=0: poll only
+        self.poll_s = poll_s
         self.listen = os.environ.get("PATTERN_PG_LISTEN", "1") != "0"
         self._thread: threading.Thread | None = None
         self.on_applied: Callable[[set[str]], None] | None = None
