@@ -8,12 +8,12 @@ interleaved recalls (one every 10 writes), and reports per-call latencies. The a
 behind a barrier: each connects and answers one recall, then all write at once on a signal, so
 ``writes_per_s`` is the memories written over the write window (first write to last call; the
 interleaved recalls are inside it) and ``start_s`` is the time until every agent was connected
-(17 Python processes starting on the benchmark machine). Then counts what the
-store holds: expected, present, duplicated, and the vectors search reads for them (every
-memory must have its vector, and the outbox must be empty): Chroma's, or the stored vectors
-themselves for a store below the vector index's threshold, which is scanned exactly. JSON keys: expected, present,
-duplicated, vectors_missing, outbox, writes_per_s, p50_ms, p95_ms (+ recall latencies and the
-standalone scenario).
+(17 Python processes starting on the benchmark machine). Then counts what the store holds:
+expected, present, duplicated, and the vectors search reads for them (every memory must have
+its vector, and the outbox must be empty): Chroma's, or the stored vectors themselves for a
+store below the vector index's threshold, which is scanned exactly. JSON keys: expected,
+present, duplicated, vectors_missing, outbox, writes_per_s, p50_ms, p95_ms (+ recall latencies
+and the standalone scenario).
 
 Recall under load: ``recall_p50_ms`` / ``recall_p95_ms`` are the agents' recalls during the
 writes; once every agent has stopped, one more client asks the same queries of the same store
