@@ -142,6 +142,28 @@ def _graceful_server(config, on_exit=None, on_started=None):
     return Server(config)
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The daemon's TCP socket, bound and listening (connections queue before uvicorn accepts).
+
+    Its connections send each write at once (``TCP_NODELAY``). asyncio sets that on a
+    connection only when its socket says ``IPPROTO_TCP``, and a socket made without naming its
+    protocol says 0. Without it, Nagle's algorithm held a response's body until the client
+    acknowledged its head, and the client, on a kept-alive connection, delays that
+    acknowledgement by up to 40 ms: every other call through a bridge took 40 ms longer
+    (a recall's p50 34 ms against 14 ms)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def local_address(bind_host: str) -> str:
     """The address a process on this machine uses to reach a daemon bound to ``bind_host``:
     the loopback address for the wildcard binds (``0.0.0.0``/``::``), so that the bridge's
@@ -299,10 +321,7 @@ def run_daemon(
         problems = [] if late else check.result()
         if problems:
             raise StoreUnavailable(f"integrity check failed: {problems[:3]}", problems=problems)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)  # connections queue from now on, before uvicorn accepts
+        sock = listening_socket(host, port)  # connections queue from now on
         port = sock.getsockname()[1]
         secret = secrets.token_urlsafe(32)
         near = local_address(host)  # where a local bridge connects (and what its Host says)
