@@ -41,6 +41,7 @@ import numpy as np
 from retrieval.embedding.embedder import Embedder
 from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.group import CommitGroup
+from retrieval.priority import ReadersFirst
 from retrieval.ranking import grouping
 from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from retrieval.storage import private
@@ -190,6 +191,7 @@ class Engine:
         self.window_overlap = window_overlap
         self._sync = VectorSync(self, background=background_vectors)
         self._commits = CommitGroup(self.store)
+        self.readers = ReadersFirst()  # recalls before the stages of writes
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self.ranker.pending = self._sync.pending_ids
         self.ranker.vector_way = self._vector_way
@@ -374,6 +376,7 @@ class Engine:
         """The vectors :meth:`apply` would make for ``records`` (for ``apply(vectors=)``), made
         by the current embedder; empty while no model is attached. Call it outside any lock:
         this is the slow part of a write."""
+        self.readers.give_way()
         return self.vectors_for(records, self.embedder)
 
     # ------------------------------------------------------------------ write policy
@@ -393,6 +396,7 @@ class Engine:
         this before a write; the returned record then passes :meth:`add`, :meth:`update` and
         :meth:`apply` without a second scan (unless its text changes in between). Every other
         record is screened by those methods themselves (its warnings are dropped)."""
+        self.readers.give_way()  # a stage of a write: a running read goes first
         if self._screen is None:
             return record, []
         out, warnings = self._screen(record)
@@ -436,6 +440,7 @@ class Engine:
                 pending = None
                 if ahead is not None and j + 1 < len(parts):
                     pending = ahead.submit(self.vectors_for, parts[j + 1], embedder)
+                self.readers.give_way()  # a batch is a stage: a running search goes first
                 self._write(part, (), (), None, vecs, None, embedder)
         finally:
             if ahead is not None:
@@ -468,10 +473,9 @@ class Engine:
         rows, extra FTS terms); it may raise to abort too. Every added or replaced record
         passes the write policy first (:meth:`screen_record`).
 
-        Every added or replaced record passes the write policy first (:meth:`screen_record`).
-
         Returns the deleted records and the warnings of a write that committed but whose
         vectors could not be applied yet (:func:`~retrieval.vector.vector_sync.catching_up`)."""
+        self.readers.give_way()
         vecs = dict(vectors or {})
         add, replace = self._admit(add, vecs), self._admit(replace, vecs)
         return self._write(add, replace, delete, check, vecs, extra, self.embedder)
@@ -536,6 +540,10 @@ class Engine:
     def search(
         self, query: str, f: RecordFilter | None = None, k: int = 10, mode: str = "hybrid"
     ) -> list[Hit]:
+        with self.readers.reading():  # writes give way to it between their stages
+            return self._search(query, f, k, mode)
+
+    def _search(self, query: str, f: RecordFilter | None, k: int, mode: str) -> list[Hit]:
         f = f or RecordFilter()
         buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
         fallback = self.vector_fallback()  # read first: the ranker asks the same before it

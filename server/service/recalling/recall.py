@@ -176,6 +176,11 @@ def cited(svc: MemoryService, who: Identity, hits: list[Hit], scores: dict[str, 
 
 
 def recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult:
+    with svc.engine.readers.reading():  # writes give way to the whole recall, not only search
+        return _recall(svc, who, args)
+
+
+def _recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResult:
     now = svc.clock()
     f = rules.tool_filter(who, args, now, [Kind(k) for k in args.kinds] if args.kinds else None)
     hits = svc.engine.search(args.query, f, k=max(args.limit * 2, 20))

@@ -1,0 +1,109 @@
+"""Readers first (``retrieval/priority.py``): a write gives way to a running search between its
+stages, for at most ``max_wait`` a stage, and never when no search runs. Real threads, a
+real engine in a temp folder."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from retrieval.embedding.embedder import HashEmbedder
+from retrieval.engine import Engine
+from retrieval.priority import ReadersFirst
+from retrieval.records import Record
+
+
+def test_a_write_waits_while_a_read_runs_and_goes_on_when_it_ends():
+    gate = ReadersFirst(max_wait=5.0)
+    order: list[str] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def read() -> None:
+        with gate.reading():
+            inside.set()
+            release.wait(5)
+            order.append("read ended")
+
+    def write() -> None:
+        gate.give_way()
+        order.append("write went on")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    inside.wait(5)
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(0.2)
+    assert writer.is_alive() and order == []  # held while the read runs
+    release.set()
+    reader.join(5)
+    writer.join(5)
+    assert order == ["read ended", "write went on"]
+
+
+def test_a_write_is_slowed_never_starved():
+    gate = ReadersFirst(max_wait=0.05)
+    with gate.reading():
+        t0 = time.monotonic()
+        gate.give_way()  # the read never ends while we wait: the bound lets the write go
+        waited = time.monotonic() - t0
+    assert 0.04 <= waited < 2.0
+
+
+def test_nested_and_concurrent_reads_are_counted():
+    gate = ReadersFirst(max_wait=5.0)
+    with gate.reading():
+        with gate.reading():
+            pass
+        done = threading.Event()
+        threading.Thread(target=lambda: (gate.give_way(), done.set())).start()
+        assert not done.wait(0.1)  # the outer read still runs
+    assert done.wait(5)
+
+
+def test_a_read_that_raises_still_lets_writes_go():
+    gate = ReadersFirst(max_wait=5.0)
+    try:
+        with gate.reading():
+            raise ValueError("a failing search")
+    except ValueError:
+        pass
+    t0 = time.monotonic()
+    gate.give_way()
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_no_read_no_wait():
+    gate = ReadersFirst(max_wait=5.0)
+    t0 = time.monotonic()
+    for _ in range(1000):
+        gate.give_way()
+    assert time.monotonic() - t0 < 1.0
+
+
+@pytest.mark.parametrize("how", ["add", "apply"])
+def test_the_engines_writes_give_way_to_its_searches(tmp_path, how):
+    """A search in progress holds back a write at its next stage (a batch of ``add``, the
+    start of ``apply``), and the write commits once the search ends."""
+    engine = Engine(tmp_path / "store", HashEmbedder(32))
+    engine.readers.max_wait = 5.0
+    try:
+        engine.add([Record(project_id="p", agent_id="a", content="first note")])
+        committed = threading.Event()
+
+        def write() -> None:
+            rec = Record(project_id="p", agent_id="a", content="second note")
+            engine.add([rec]) if how == "add" else engine.apply(add=[rec])
+            committed.set()
+
+        with engine.readers.reading():  # as Engine.search holds it
+            writer = threading.Thread(target=write)
+            writer.start()
+            assert not committed.wait(0.3)
+        assert committed.wait(10)
+        writer.join(5)
+        assert len(engine.search("note", k=5)) == 2
+    finally:
+        engine.close()
