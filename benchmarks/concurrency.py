@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -59,6 +60,19 @@ from pathlib import Path
 
 import anyio
 from mcp import Client, StdioServerParameters
+
+
+def _processes():
+    """``benchmarks/harness/processes.py`` of this file's tree, loaded by its path: with
+    ``--old-root`` this script runs in the previous release's venv, whose ``benchmarks``
+    package is that release's."""
+    spec = importlib.util.spec_from_file_location(
+        "_concurrency_processes", ROOT / "benchmarks" / "harness" / "processes.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -247,6 +261,39 @@ def count_store(home: str, agents: int, writes: int) -> dict:
             "integrity": integrity}  # fmt: skip
 
 
+def cpu_sampler(home: str, agents: set[int]):
+    """The processor time of the write window by role: the agents (each an MCP client), their
+    bridges (the agents' children), the daemon of ``home`` with its children (the vector
+    index's process). None where there is no ``/proc``."""
+
+    def classify(pid: int, ppid: int, cmd: str, roles: dict[int, str]) -> str | None:
+        if pid in agents:
+            return "agents"
+        if " daemon " in f"{cmd} " and home in cmd or roles.get(ppid) == "daemon":
+            return "daemon"
+        if roles.get(ppid) == "agents":
+            return "bridges"
+        return None
+
+    return _processes().CpuByRole(classify).start() if Path("/proc/self/stat").exists() else None
+
+
+def cpu_per_write(cpu: dict | None, writes: int, base: dict) -> dict:
+    """Processor ms per write of each role over the write window (the interleaved recalls
+    included), and the ceiling they set: the writes per second the machine's cores could
+    reach if the daemon cost nothing but the model's own pass of the text (the agents' and
+    bridges' time per write, plus the model's per text: cores over the single-text rate)."""
+    if not cpu or not writes:
+        return {"cpu_ms_per_write": None}
+    per = {role: round(row["cpu_s"] * 1000 / writes, 2) for role, row in sorted(cpu.items())}
+    model_ms = 1000 * base["encode_threads"] / base["encode_single_per_s"]
+    clients_ms = per.get("agents", 0.0) + per.get("bridges", 0.0)
+    cores = os.cpu_count() or 1
+    ceiling = cores * 1000 / (clients_ms + model_ms)
+    return {"cpu_ms_per_write": per, "model_cpu_ms_per_text": round(model_ms, 2),
+            "write_ratio_ceiling": round(ceiling / base["encode_single_per_s"], 3)}  # fmt: skip
+
+
 def pct(values: list[float], q: float) -> float:
     return (
         round(statistics.quantiles(values, n=100)[int(q) - 1] * 1000, 1) if len(values) > 1 else 0.0
@@ -298,6 +345,13 @@ def report(result: dict) -> None:
         for name, wall in stages["wall_ms"].items():
             cpu = stages["cpu_ms"][name]
             print(f"  {name:<12}{wall:>8.2f} / " + ("-" if cpu is None else f"{cpu:.2f}"))
+    per = result.get("cpu_ms_per_write")
+    if per:
+        print("\nprocessor ms per write over the write window, by process: "
+              + ", ".join(f"{role} {ms:.2f}" for role, ms in per.items())
+              + f"; the model's own pass {result['model_cpu_ms_per_text']:.2f} a text. "
+              f"With a daemon costing only the model, the cores allow write_ratio "
+              f"{result['write_ratio_ceiling']}")  # fmt: skip
     sa = result.get("standalone")
     if sa:
         print(f"\nbaseline: two --standalone servers on one store -> second exits "
@@ -360,8 +414,10 @@ def main() -> int:
             break
         time.sleep(0.05)
     start_s = time.perf_counter() - t0
+    sampler = cpu_sampler(home, {p.pid for p in procs})
     Path(home, "go").touch()
     codes = [p.wait() for p in procs]
+    cpu = sampler.stop() if sampler else None
     wall = time.perf_counter() - t0
     results = [json.loads(o.read_text()) for o in outs if o.exists()]
     writes = [x for r in results for x in r["writes"]]
@@ -391,6 +447,7 @@ def main() -> int:
         "recall_idle_p95_ms": pct(idle["recalls"], 95),
         "recall_load_ratio": round(pct(recalls, 95) / max(pct(idle["recalls"], 95), 0.1), 2),
         "write_stages": idle["write_stages"],
+        **cpu_per_write(cpu, len(writes), base),
         "agents": args.agents,
         "writes_per_agent": args.writes,
         "write_window_s": round(window, 1),

@@ -55,6 +55,7 @@ from benchmarks.harness.corpus import (  # noqa: E402
     make_records,
     visible_buckets,
 )
+from benchmarks.harness.processes import cpu_seconds  # noqa: E402
 from benchmarks.harness.report import pct, write_json  # noqa: E402
 from retrieval.embedding.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
 from retrieval.engine import Engine  # noqa: E402
@@ -102,8 +103,7 @@ def vector_child_cpu(engine: Engine) -> float:
     proc = getattr(engine.vectors, "_proc", None)
     if proc is None:
         return 0.0
-    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(proc.pid)
 
 
 def fill(engine: Engine, records: list[Record], batch: int) -> dict:

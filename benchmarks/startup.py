@@ -72,6 +72,7 @@ from benchmarks.harness.corpus import (  # noqa: E402
     load_queries,
     make_records,
 )
+from benchmarks.harness.processes import children, cpu_seconds  # noqa: E402
 from benchmarks.harness.trees import compile_tree  # noqa: E402
 from retrieval.embedding.embedder import HashEmbedder, SentenceTransformerEmbedder  # noqa: E402
 
@@ -92,17 +93,6 @@ def server_command(root: Path | None = None) -> list[str]:
 def stop_daemon(home: str, env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "server.cli", "stop", "--home", home],
                    env=env, capture_output=True, timeout=120, cwd=ROOT)  # fmt: skip
-
-
-def children(pid: int) -> list[int]:
-    """The direct children of a process (the daemon's vector index process)."""
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
 
 
 def proc_memory(pid: int) -> dict[str, float]:
@@ -168,12 +158,6 @@ async def ready_start(
         mem = proc_memory(info["pid"])
     return {"ready_s": ready, "cpu_s": cpu, "calls": calls, "items": n_items, "first_mode": mode,
             **mem}  # fmt: skip
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system processor seconds of a process so far (``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> float:
