@@ -26,23 +26,27 @@ class ReadersFirst:
         self.max_wait = max_wait
         self._cond = threading.Condition(threading.Lock())
         self._reading = 0
+        self._mine = threading.local()  # this thread's reads in progress
 
     @contextmanager
     def reading(self) -> Iterator[None]:
         """A read: writes that reach :meth:`give_way` meanwhile wait for it to end."""
         with self._cond:
             self._reading += 1
+        self._mine.depth = getattr(self._mine, "depth", 0) + 1
         try:
             yield
         finally:
+            self._mine.depth -= 1
             with self._cond:
                 self._reading -= 1
                 if not self._reading:
                     self._cond.notify_all()
 
     def give_way(self) -> None:
-        """Wait while a read is running, at most :attr:`max_wait` seconds."""
-        if not self._reading:  # the common case: no lock taken
+        """Wait while a read is running, at most :attr:`max_wait` seconds. A thread that is
+        itself reading (a search that writes) never waits: it would wait for itself."""
+        if not self._reading or getattr(self._mine, "depth", 0):  # no lock taken
             return
         deadline = time.monotonic() + self.max_wait
         with self._cond:

@@ -45,10 +45,21 @@ def test_a_write_waits_while_a_read_runs_and_goes_on_when_it_ends():
 
 def test_a_write_is_slowed_never_starved():
     gate = ReadersFirst(max_wait=0.05)
-    with gate.reading():
-        t0 = time.monotonic()
-        gate.give_way()  # the read never ends while we wait: the bound lets the write go
-        waited = time.monotonic() - t0
+    inside, release = threading.Event(), threading.Event()
+
+    def read() -> None:
+        with gate.reading():
+            inside.set()
+            release.wait(10)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    inside.wait(5)
+    t0 = time.monotonic()
+    gate.give_way()  # the read does not end while we wait: the bound lets the write go
+    waited = time.monotonic() - t0
+    release.set()
+    reader.join(5)
     assert 0.04 <= waited < 2.0
 
 
@@ -73,6 +84,14 @@ def test_a_read_that_raises_still_lets_writes_go():
     t0 = time.monotonic()
     gate.give_way()
     assert time.monotonic() - t0 < 1.0
+
+
+def test_a_read_that_writes_does_not_wait_for_itself():
+    gate = ReadersFirst(max_wait=5.0)
+    with gate.reading():
+        t0 = time.monotonic()
+        gate.give_way()
+        assert time.monotonic() - t0 < 1.0
 
 
 def test_no_read_no_wait():
