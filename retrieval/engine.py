@@ -396,7 +396,6 @@ class Engine:
         this before a write; the returned record then passes :meth:`add`, :meth:`update` and
         :meth:`apply` without a second scan (unless its text changes in between). Every other
         record is screened by those methods themselves (its warnings are dropped)."""
-        self.readers.give_way()  # a stage of a write: a running read goes first
         if self._screen is None:
             return record, []
         out, warnings = self._screen(record)
