@@ -221,6 +221,12 @@ CONCURRENCY = [  # (label, path, format): each beside its old/ value of the same
     ("vectors missing", "vectors_missing", "d"),
     ("outbox rows left", "outbox", "d"),
     ("load average after the agents", "loadavg_after_agents", ".1f"),
+    ("processor ms per write: the 8 agents (MCP clients)", "cpu_ms_per_write/agents", ".2f"),
+    ("processor ms per write: their 8 bridges", "cpu_ms_per_write/bridges", ".2f"),
+    ("processor ms per write: the daemon and its child", "cpu_ms_per_write/daemon", ".2f"),
+    ("processor ms of the model alone, per text", "model_cpu_ms_per_text", ".2f"),
+    ("`write_ratio` the cores allow with a daemon costing only the model", "write_ratio_ceiling",
+     ".3f"),
 ]
 STAGES = ("policy", "embedding", "scan", "links", "commit", "waiting", "other")
 
