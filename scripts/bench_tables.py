@@ -225,8 +225,11 @@ CONCURRENCY = [  # (label, path, format): each beside its old/ value of the same
     ("processor ms per write: their 8 bridges", "cpu_ms_per_write/bridges", ".2f"),
     ("processor ms per write: the daemon and its child", "cpu_ms_per_write/daemon", ".2f"),
     ("processor ms of the model alone, per text", "model_cpu_ms_per_text", ".2f"),
-    ("`write_ratio` the cores allow with a daemon costing only the model", "write_ratio_ceiling",
-     ".3f"),
+    (
+        "`write_ratio` the cores allow with a daemon costing only the model",
+        "write_ratio_ceiling",
+        ".3f",
+    ),
 ]
 STAGES = ("policy", "embedding", "scan", "links", "commit", "waiting", "other")
 
