@@ -70,12 +70,13 @@ def test_the_matrix_is_read_again_after_any_commit_and_only_then(tmp_path):
         assert scan.loads == loads  # nothing committed: the same matrix
         eng.add([rec(50, "heron heron heron")])
         assert scan.search(q, RecordFilter(), 1, MODEL)[0][0] == "r050"
-        assert scan.loads == loads + 1
+        assert (scan.loads, scan.appended) == (loads, 1)  # a new record: its windows appended
         # another connection (another process would do the same) deletes it
         with sqlite3.connect(tmp_path / "s" / "pattern.sqlite3") as conn:
             conn.execute("DELETE FROM embeddings WHERE record_rowid = "
                          "(SELECT rowid FROM records WHERE id='r050')")  # fmt: skip
         assert "r050" not in [r for r, _ in scan.search(q, RecordFilter(), 10, MODEL)]
+        assert scan.loads == loads + 1  # windows gone without a change row: read whole
     finally:
         eng.close()
 
@@ -112,5 +113,107 @@ def test_a_damaged_vector_row_never_fails_the_search(tmp_path_factory, blob):
             ids = [h.record.id for h in hits]
             assert len(set(ids)) == len(ids)
             assert {"r001", "r002", "r003"} - {"r002"} <= set(ids)  # the words' own records
+    finally:
+        eng.close()
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=90)),
+        st.tuples(st.just("update"), st.integers(0, 40)),
+        st.tuples(st.just("delete"), st.integers(0, 40)),
+        st.tuples(st.just("backfill"), st.integers(0, 40)),  # windows stored for an older record
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join))
+def test_a_matrix_kept_up_to_date_ranks_as_one_read_whole(tmp_path_factory, ops, query):
+    """After any sequence of writes (new records appended; updates, deletions, windows stored
+    later for an older record: read whole), the scan kept since the start answers as a scan
+    made now. (An edit in place that no change row records, by another tool, is seen within
+    ``FULL_EVERY`` writes: the next test.)"""
+    home = tmp_path_factory.mktemp("s")
+    eng = Engine(home, HashEmbedder(), index_from=10**6)
+    try:
+        eng.add([rec(i, f"{WORDS[i % 12]} {WORDS[(i * 5) % 12]}") for i in range(6)])
+        kept, q, n = ExactScan(eng.store), qvec(query), 100
+        kept.search(q, RecordFilter(), 10, MODEL)
+        for op, arg in ops:
+            ids = [r.id for r in eng.store.list(RecordFilter())]
+            if op == "add":
+                eng.add([rec(n, " ".join(arg))])
+                n += 1
+            elif op in ("update", "delete") and ids:
+                target = eng.store.get([ids[arg % len(ids)]])[ids[arg % len(ids)]]
+                if op == "delete":
+                    eng.delete([target.id])
+                else:
+                    eng.update(target.model_copy(update={"content": f"{target.content} kelp"}))
+            elif op == "backfill" and ids:
+                with sqlite3.connect(home / "pattern.sqlite3") as conn:
+                    rowid = conn.execute("SELECT rowid FROM records WHERE id=?",
+                                         (ids[arg % len(ids)],)).fetchone()[0]  # fmt: skip
+                    conn.execute("DELETE FROM embeddings WHERE record_rowid=?", (rowid,))
+                    conn.commit()
+                    kept.search(q, RecordFilter(), 10, MODEL)  # seen without its windows
+                    conn.execute(
+                        "INSERT INTO embeddings(record_rowid, model_id, window, "
+                        "content_hash, vector) SELECT rowid, ?, 0, content_hash, ? "
+                        "FROM records WHERE rowid=?",
+                        (MODEL, qvec("iris").tobytes(), rowid),
+                    )
+            fresh = ExactScan(eng.store).search(q, RecordFilter(), 10, MODEL)
+            got = kept.search(q, RecordFilter(), 10, MODEL)
+            assert [r for r, _ in got] == [r for r, _ in fresh], (op, got, fresh)
+            assert np.allclose([s for _, s in got], [s for _, s in fresh], atol=1e-5)
+        if all(op == "add" for op, _ in ops):  # new records only: appended, never read whole
+            assert (kept.loads, kept.appended) == (1, len(ops))
+    finally:
+        eng.close()
+
+
+def test_an_in_place_edit_no_change_row_records_is_seen_within_full_every_writes(
+    tmp_path, monkeypatch
+):
+    import retrieval.vector.exact_scan as exact_scan
+
+    monkeypatch.setattr(exact_scan, "FULL_EVERY", 3)
+    home = tmp_path / "s"
+    eng = Engine(home, HashEmbedder(), index_from=10**6)
+    try:
+        eng.add([rec(i, WORDS[i]) for i in range(4)])
+        scan, q = ExactScan(eng.store), qvec("lotus")
+        scan.search(q, RecordFilter(), 3, MODEL)
+        with sqlite3.connect(home / "pattern.sqlite3") as conn:
+            conn.execute("UPDATE embeddings SET vector=? WHERE record_rowid = "
+                         "(SELECT rowid FROM records WHERE id='r000')", (q.tobytes(),))  # fmt: skip
+        tops = []
+        for i in range(4):
+            eng.add([rec(20 + i, "kelp")])
+            tops.append(scan.search(q, RecordFilter(), 1, MODEL)[0][0])
+        assert tops[-1] == "r000" and scan.loads == 2  # read whole again after 3 appends
+    finally:
+        eng.close()
+
+
+def test_a_matrix_with_a_damaged_row_is_always_read_whole(tmp_path):
+    home = tmp_path / "s"
+    eng = Engine(home, HashEmbedder(), index_from=10**6)
+    try:
+        eng.add([rec(i, WORDS[i]) for i in range(4)])
+        with sqlite3.connect(home / "pattern.sqlite3") as conn:
+            conn.execute("UPDATE embeddings SET vector=? WHERE record_rowid = "
+                         "(SELECT rowid FROM records WHERE id='r001')", (b"bad",))  # fmt: skip
+        scan = ExactScan(eng.store)
+        scan.search(qvec("amber"), RecordFilter(), 3, MODEL)
+        eng.add([rec(9, "amber")])
+        assert scan.search(qvec("amber"), RecordFilter(), 3, MODEL)[0][0] in ("r000", "r009")
+        assert (scan.loads, scan.appended) == (2, 0)
     finally:
         eng.close()
