@@ -122,7 +122,10 @@ def _snapshot(conn) -> Iterator[None]:
 
 
 def _seq(conn) -> int:
-    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
+    """The change log's head: the last seq handed out (``AUTOINCREMENT`` keeps it in
+    ``sqlite_sequence``, so it survives the log's compaction, unlike ``max(seq)``)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _count(conn, model_id: str) -> int:
@@ -164,13 +167,18 @@ def _appended(conn, got: _State, version: int, seq: int, count: int) -> _State |
     then the caller reads it whole."""
     if seq < got.seq or seq - got.seq > MAX_APPEND:
         return None
-    other = conn.execute(
-        "SELECT count(*) FROM changes WHERE seq > ? AND op != 'insert'", (got.seq,)
-    ).fetchone()[0]
-    if other:
-        return None
+    rows_since, other = conn.execute(
+        "SELECT count(*), coalesce(sum(op != 'insert'), 0) FROM changes WHERE seq > ?",
+        (got.seq,),
+    ).fetchone()
+    if other or rows_since != seq - got.seq:
+        return None  # a change that is not an insert, or rows compacted away: unknown
     m = got.matrix
     last = int(m.rowids[-1]) if len(m.rowids) else -(2**63)
+    if len(m.rowids):  # the last record still holds its row id (a freed one is given again)
+        row = conn.execute("SELECT id FROM records WHERE rowid = ?", (last,)).fetchone()
+        if row is None or row[0] != m.ids[-1]:
+            return None
     rows = conn.execute(WINDOWS, (got.model_id, last)).fetchall()
     if count != got.count + len(rows):
         return None  # windows came or went elsewhere (an older record's, a deleted one's)
@@ -205,6 +213,7 @@ class ExactScan:
             if got is not None and got.version == version and got.model_id == model_id:
                 return got.matrix
         conn = self.store.reader
+        outer = conn.in_transaction  # a caller's snapshot: maybe older than ``version``
         with _snapshot(conn):  # the log, the count and the windows as of one commit
             seq, count = _seq(conn), _count(conn, model_id)
             state = None
@@ -213,6 +222,8 @@ class ExactScan:
                     state = _appended(conn, got, version, seq, count)
             if state is None:
                 state = _loaded(conn, model_id, version, seq, count)
+        if outer:
+            return state.matrix  # answered from the caller's snapshot, not kept
         with self._lock:
             self._loaded = state
             if state.appends:

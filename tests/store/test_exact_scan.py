@@ -6,6 +6,7 @@ left out instead of failing the search."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -215,5 +216,47 @@ def test_a_matrix_with_a_damaged_row_is_always_read_whole(tmp_path):
         eng.add([rec(9, "amber")])
         assert scan.search(qvec("amber"), RecordFilter(), 3, MODEL)[0][0] in ("r000", "r009")
         assert (scan.loads, scan.appended) == (2, 0)
+    finally:
+        eng.close()
+
+
+def test_a_compacted_change_log_and_a_row_id_given_again_read_the_matrix_whole(tmp_path):
+    """Found in review: the highest record deleted, the change log compacted (its delete row
+    gone), then a record with as many windows takes the freed row id: only an insert follows
+    and the window count matches, yet the kept matrix held the deleted record."""
+    from server.service.memories.changes import compact_changes, head
+
+    eng = Engine(tmp_path / "s", HashEmbedder(), index_from=10**6)
+    try:
+        eng.add([rec(i, w) for i, w in enumerate(WORDS[:4])])
+        eng.add([rec(9, "heron heron heron")])
+        scan = ExactScan(eng.store)
+        assert scan.search(qvec("heron"), RecordFilter(), 1, MODEL)[0][0] == "r009"
+        eng.delete(["r009"])
+        compact_changes(eng.store, head(eng.store.reader) + 1)
+        eng.add([rec(10, "lotus lotus lotus")])
+        for query in ("heron", "lotus"):
+            want = ExactScan(eng.store).search(qvec(query), RecordFilter(), 2, MODEL)
+            assert scan.search(qvec(query), RecordFilter(), 2, MODEL) == want
+        assert "r009" not in [r for r, _ in scan.search(qvec("heron"), RecordFilter(), 9, MODEL)]
+    finally:
+        eng.close()
+
+
+def test_a_search_inside_a_callers_snapshot_is_not_kept_as_current(tmp_path):
+    """Found in review: searched inside an open read transaction, the matrix of that older
+    snapshot was kept under the newer data version and served after it ended."""
+    eng = Engine(tmp_path / "s", HashEmbedder(), index_from=10**6)
+    try:
+        eng.add([rec(i, WORDS[i]) for i in range(3)])
+        scan, conn = ExactScan(eng.store), eng.store.reader
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM records").fetchone()  # the snapshot starts here
+        writer = threading.Thread(target=lambda: eng.add([rec(5, "kelp kelp")]))
+        writer.start()
+        writer.join(10)
+        scan.search(qvec("kelp"), RecordFilter(), 1, MODEL)  # sees the snapshot: no r005
+        conn.execute("COMMIT")
+        assert scan.search(qvec("kelp"), RecordFilter(), 1, MODEL)[0][0] == "r005"
     finally:
         eng.close()
