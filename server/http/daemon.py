@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from retrieval.storage import locks, private
-from server.service.core.errors import StoreUnavailable, storage_error
+from server.service.core.errors import InvalidInput, StoreUnavailable, storage_error
 
 from .auth import Refusal, TokenStore, make_authenticator, write_private
 from .daemonfiles import INFO_FILE, LOCK_FILE, read_info
@@ -158,6 +158,12 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(2048)
+    except OSError as exc:  # in use, not resolvable, not this machine's: the caller's address
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise InvalidInput(
+            f"cannot listen on {host}:{port}: {reason}", host=host, port=port
+        ) from None
     except BaseException:
         sock.close()
         raise

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 
 import pytest
 
 from server.http.daemon import listening_socket
+from server.service.core.errors import InvalidInput
 
 
 def nodelay_of_accepted(sock: socket.socket) -> int:
@@ -58,11 +61,30 @@ def test_a_socket_made_without_its_protocol_would_keep_nagle():
     assert nodelay_of_accepted(sock) == 0
 
 
-def test_a_port_in_use_is_refused_and_the_socket_closed():
+def test_a_port_in_use_or_a_host_that_does_not_resolve_is_a_clear_error():
     first = listening_socket("127.0.0.1", 0)
     port = first.getsockname()[1]
     try:
-        with pytest.raises(OSError):
+        with pytest.raises(InvalidInput, match=f"cannot listen on 127.0.0.1:{port}: .*in use"):
             listening_socket("127.0.0.1", port)
     finally:
         first.close()
+    with pytest.raises(InvalidInput, match="cannot listen on no-such-host.invalid:8080") as err:
+        listening_socket("no-such-host.invalid", 8080)
+    assert err.value.data == {"host": "no-such-host.invalid", "port": 8080}
+
+
+def test_the_daemon_command_says_so_instead_of_a_traceback(tmp_path):
+    first = listening_socket("127.0.0.1", 0)
+    port = first.getsockname()[1]
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "server.cli", "daemon", "--home", str(tmp_path / "h"),
+             "--http", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        first.close()
+    assert run.returncode == 2, run.stderr
+    assert f"error [invalid_input]: cannot listen on 127.0.0.1:{port}" in run.stderr
+    assert "Traceback" not in run.stderr
