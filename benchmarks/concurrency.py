@@ -61,6 +61,8 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def _processes():
     """``benchmarks/harness/processes.py`` of this file's tree, loaded by its path: with
@@ -72,9 +74,6 @@ def _processes():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def serve_cmd(*extra: str) -> tuple[str, list[str]]:
@@ -269,7 +268,7 @@ def cpu_sampler(home: str, agents: set[int]):
     def classify(pid: int, ppid: int, cmd: str, roles: dict[int, str]) -> str | None:
         if pid in agents:
             return "agents"
-        if " daemon " in f"{cmd} " and home in cmd or roles.get(ppid) == "daemon":
+        if (" daemon " in f"{cmd} " and home in cmd) or roles.get(ppid) == "daemon":
             return "daemon"
         if roles.get(ppid) == "agents":
             return "bridges"

@@ -64,8 +64,8 @@ class CpuByRole:
     a process's role (``roles``: pid -> role of the processes named so far, so a child can take
     its parent's), or None to leave it out. A process is known by its pid and start time (a
     pid used again is another process). Its time counts from its first reading when it
-    started before the window, from 0 when it started inside it. A reading that fails is kept in :attr:`errors`; the
-    figures then miss that period, the run goes on."""
+    started before the window, from 0 when it started inside it. A reading that fails is kept
+    in :attr:`errors`; the figures then miss that period, the run goes on."""
 
     def __init__(self, classify: Classify, period: float = 0.2) -> None:
         self.classify = classify

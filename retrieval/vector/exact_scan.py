@@ -76,6 +76,8 @@ class _Matrix:
     def extended(self, rowids: np.ndarray, vectors: np.ndarray, row_ids: list[str]) -> _Matrix:
         """This matrix with the windows of later records (row ids above its last) after it."""
         tail = _Matrix(rowids, vectors, row_ids)
+        if not len(self.rowids):
+            return tail
         out = _Matrix.__new__(_Matrix)
         out.rowids = np.concatenate([self.rowids, rowids])
         out.vectors = np.vstack([self.vectors, vectors])
@@ -129,11 +131,9 @@ def _seq(conn) -> int:
 
 
 def _count(conn, model_id: str) -> int:
-    return int(
-        conn.execute("SELECT count(*) FROM embeddings WHERE model_id = ?", (model_id,)).fetchone()[
-            0
-        ]
-    )
+    """The model's stored windows, every row (readable or not)."""
+    row = conn.execute("SELECT count(*) FROM embeddings WHERE model_id = ?", (model_id,)).fetchone()
+    return int(row[0])
 
 
 def _arrays(rows: list) -> tuple[np.ndarray, np.ndarray, list, bool]:
@@ -187,10 +187,7 @@ def _appended(conn, got: _State, version: int, seq: int, count: int) -> _State |
         return None
     if not len(kept):
         return replace(got, version=version, seq=seq, count=count, appends=got.appends + 1)
-    row_ids = [r[1] for r in kept]
-    matrix = (
-        m.extended(rowids, vectors, row_ids) if len(m.rowids) else _Matrix(rowids, vectors, row_ids)
-    )
+    matrix = m.extended(rowids, vectors, [r[1] for r in kept])
     return replace(got, matrix=matrix, version=version, seq=seq, count=count,
                    appends=got.appends + 1)  # fmt: skip
 
@@ -217,9 +214,9 @@ class ExactScan:
         with _snapshot(conn):  # the log, the count and the windows as of one commit
             seq, count = _seq(conn), _count(conn, model_id)
             state = None
-            if got is not None and got.model_id == model_id and got.clean:
-                if got.appends < FULL_EVERY:
-                    state = _appended(conn, got, version, seq, count)
+            same = got is not None and got.model_id == model_id and got.clean
+            if same and got.appends < FULL_EVERY:
+                state = _appended(conn, got, version, seq, count)
             if state is None:
                 state = _loaded(conn, model_id, version, seq, count)
         if outer:
