@@ -46,6 +46,7 @@ from retrieval.ranking import grouping
 from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from retrieval.storage import private
 from retrieval.storage.store import SQLiteStore, parse_ts
+from retrieval.vector.across import ACROSS
 from retrieval.vector.index_size import BUILD, BUILT, EXACT, IndexSize
 from retrieval.vector.vector_process import VectorProcess
 from retrieval.vector.vector_sync import VectorSync
@@ -151,6 +152,7 @@ class Engine:
         vector_process: bool | None = None,
         background_vectors: bool = False,
         index_from: int | None = None,
+        across_from: int | None = None,
     ) -> None:
         """The store folder's vector index always runs in a child process
         (:mod:`retrieval.vector.vector_process`, forked by :mod:`retrieval.vector.vector_spawner`): the
@@ -160,7 +162,9 @@ class Engine:
         thread and writes return at COMMIT (:mod:`retrieval.vector.vector_writer`); a serving runtime
         turns it on. ``index_from``: the stored windows from which the vector index is built
         (below, searches scan the stored vectors exactly and no index process runs:
-        :mod:`retrieval.vector.index_size`; default ``PATTERN_VECTOR_INDEX_FROM``)."""
+        :mod:`retrieval.vector.index_size`; default ``PATTERN_VECTOR_INDEX_FROM``).
+        ``across_from``: the buckets from which every vector is also kept in one collection
+        across them (:mod:`retrieval.vector.across`; default ``PATTERN_VECTOR_ACROSS_FROM``)."""
         self.home = Path(home)
         private.folder(self.home)  # retrieval/storage/private.py: a store is its user's alone
         if not chroma_host:
@@ -189,7 +193,7 @@ class Engine:
         self.embed_text = embed_text
         self._window_words = window_words
         self.window_overlap = window_overlap
-        self._sync = VectorSync(self, background=background_vectors)
+        self._sync = VectorSync(self, background=background_vectors, across_from=across_from)
         self._commits = CommitGroup(self.store)
         self.readers = ReadersFirst()  # recalls before the stages of writes
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
@@ -544,7 +548,7 @@ class Engine:
 
     def _search(self, query: str, f: RecordFilter | None, k: int, mode: str) -> list[Hit]:
         f = f or RecordFilter()
-        buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
+        buckets = self._vector_buckets(f)
         fallback = self.vector_fallback()  # read first: the ranker asks the same before it
         scored = self.ranker.search(query, f, k, mode=mode, buckets=buckets)
         if self.embedder is not None and mode != "lexical":
@@ -563,6 +567,19 @@ class Engine:
             if s.record_id in recs
         ]
 
+    def bucket_count(self) -> int:
+        """The buckets this engine knows records in (deleted ones included)."""
+        return len(self._buckets)
+
+    def _vector_buckets(self, f: RecordFilter) -> list[str]:
+        """The vector index's buckets a search under ``f`` asks: those ``f`` lets through
+        (every one without a visibility filter), or the one collection across them all when
+        they are every bucket there is (:mod:`retrieval.vector.across`)."""
+        known = self._buckets
+        buckets = f.buckets if f.buckets is not None else sorted(known)
+        model = self.embedder.model_id if self.embedder is not None else None
+        return [ACROSS] if self._sync.across.serves(model, buckets, known) else buckets
+
     def nearest(self, vectors: np.ndarray, f: RecordFilter, k: int) -> list[tuple[str, float]]:
         """The ``k`` records passing ``f`` closest to a record whose windows are ``vectors``
         (each scored by its best window against the record's best window), best first; empty
@@ -571,7 +588,7 @@ class Engine:
             return []
         mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
         mean /= max(float(np.linalg.norm(mean)), 1e-12)
-        buckets = f.buckets if f.buckets is not None else sorted(self._buckets)
+        buckets = self._vector_buckets(f)
         found = self.ranker.vector_candidates(mean, f, max(4 * k, 20), buckets) or []
         stored = self.store.embeddings([r for r, _ in found], self.embedder.model_id)
         scored = [(rid, float(np.max(m @ np.asarray(vectors, dtype=np.float32).T)))

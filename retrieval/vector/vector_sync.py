@@ -21,6 +21,10 @@ rows and clears them, a row only once Chroma has accepted it:
 - **A small store has no index** (:mod:`retrieval.vector.index_size`): its rows only get their
   records embedded, and searches score the stored vectors exactly. The run that finds the
   store large enough builds the index from the stored vectors, then applies rows as above.
+- **A store of many buckets** keeps every vector in one collection across them as well
+  (:mod:`retrieval.vector.across`): every row is applied to it too, and a store that reaches
+  the threshold is copied into it one round of :data:`~retrieval.vector.across.FILL_ROUND`
+  records at a time (the background writer runs one round per run, after the outbox).
 - **Orphans** are vectors whose record is gone, lives in another bucket, or has fewer windows
   now; :meth:`VectorSync.orphans` counts them (``pattern-memory stats``) and
   :meth:`VectorSync.remove_orphans` / :meth:`VectorSync.reindex` remove them. A Chroma error
@@ -39,6 +43,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from retrieval.errors import NotFound
+from retrieval.vector.across import ACROSS, Across
 from retrieval.vector.index_size import EXACT, meta_key
 from retrieval.vector.vector_writer import BackgroundWriter
 from retrieval.vector.vectors import VectorItem
@@ -77,6 +82,8 @@ class VectorOwner(Protocol):
     def vectors_for(
         self, records: Sequence[Record], embedder: Embedder | None
     ) -> dict[str, np.ndarray]: ...
+
+    def bucket_count(self) -> int: ...
 
 
 def catching_up(exc: BaseException | str) -> str:
@@ -135,9 +142,12 @@ class VectorSync:
     (:mod:`retrieval.vector.vector_writer`) instead of the writing thread, and the write returns at
     COMMIT; searches then score the records still in the outbox exactly (:meth:`pending_ids`)."""
 
-    def __init__(self, engine: VectorOwner, *, background: bool = False) -> None:
+    def __init__(
+        self, engine: VectorOwner, *, background: bool = False, across_from: int | None = None
+    ) -> None:
         self.engine = engine
         self.store = engine.store
+        self.across = Across(engine.store, threshold=across_from)  # retrieval/vector/across.py
         self.lock = OwnedLock()
         self.retry = RetryTimer(self.run)
         gap = float(os.environ.get("PATTERN_VECTOR_WRITE_GAP_MS") or WRITE_GAP_MS) / 1000
@@ -170,11 +180,17 @@ class VectorSync:
                 if not size.grew(model):
                     self._applied = max(self._applied, noted)
                     return applied
+            across = self.across
             if not size.in_use(model):  # large enough now (or a rebuild cut short): build it
                 if size.windows(model):  # (none yet: the outbox brings every vector to it)
                     self._rebuild(embedder)
+                elif across.wanted(self.engine.bucket_count()):
+                    across.built(model)  # (empty: the outbox brings every vector to it too)
                 size.built(model)
+            elif not across.active(model) and across.wanted(self.engine.bucket_count()):
+                across.begin(model)  # copied in below, round by round
             vectors = self.engine.vectors
+            also = across.active(model)  # every change goes to the across collection too
             while rows := self.store.outbox(OUTBOX_BATCH):
                 last = rows[-1]["seq"]
                 latest: dict[str, str] = {}
@@ -184,6 +200,8 @@ class VectorSync:
                     if r["op"] != "insert":  # a new record has no vectors to clear yet;
                         # every bucket named (a moved record left one); upserts clear stale windows
                         deletes[r["bucket"]][r["record_id"]] = None
+                        if also:
+                            deletes[ACROSS][r["record_id"]] = None
                 for bucket, rids in deletes.items():
                     vectors.delete(bucket, model, list(rids))
                 upserts = [rid for rid, op in latest.items() if op != "delete"]
@@ -191,7 +209,18 @@ class VectorSync:
                 self.store.clear_outbox(last)
                 applied += len(rows)
             self._applied = max(self._applied, noted)
+            while across.cursor(model) is not None and self._copy_across(embedder):
+                if self.writer is not None:  # one round per run: the outbox goes first
+                    self.writer.kick()
+                    break
         return applied
+
+    def _copy_across(self, embedder: Embedder) -> bool:
+        """One round of copying records into the across collection while it is being built,
+        with :attr:`lock` held; False once every record is in (it is then built)."""
+        return self.across.copy_round(
+            embedder.model_id, lambda ids: self._vectors(ids, embedder), self.engine.vectors
+        )
 
     def _run_exact(self, embedder: Embedder, known: Known | None) -> int:
         """The outbox of a store scanned exactly (:mod:`retrieval.vector.index_size`): records
@@ -305,9 +334,13 @@ class VectorSync:
         # Chroma keeps only `record_id` beside a vector (VectorIndex.upsert): every filter is
         # applied to the candidates in SQLite, so more metadata would cost each write ~0.3 ms
         # of Chroma's metadata indexing for nothing (docs/benchmarks.md, "Scale")
+        also = self.across.active(model)
         for rid, rec in recs.items():
             for w, vec in enumerate(stored[rid]):
-                by_bucket[rec.bucket].append(VectorItem(rid, w, vec))
+                item = VectorItem(rid, w, vec)
+                by_bucket[rec.bucket].append(item)
+                if also:
+                    by_bucket[ACROSS].append(item)
         for bucket, items in by_bucket.items():
             self.engine.vectors.upsert(bucket, model, items)
 
@@ -319,15 +352,22 @@ class VectorSync:
 
     def orphans(self) -> dict[str, list[str]]:
         """Vector ids of the current model whose record is gone, lives in another bucket, or
-        has fewer windows now, per bucket. Records with pending outbox rows are left out (the
-        outbox will fix them)."""
+        has fewer windows now, per bucket (in the across collection: gone or fewer windows;
+        every vector there while it is not kept). Records with pending outbox rows are left
+        out (the outbox will fix them)."""
         model = self._model()
         if not self.engine.index_size.in_use(model):
             return {}  # scanned exactly: the index is not read (and is rebuilt when it is built)
         pending = {r[0] for r in self.store.reader.execute("SELECT record_id FROM vector_outbox")}
         out: dict[str, list[str]] = {}
+        kept = self.across.active(model)
         for bucket in self.engine.vectors.buckets(model):
             ids = self.engine.vectors.ids(bucket, model)
+            if bucket == ACROSS and not kept:
+                bad = list(ids)
+                if bad:
+                    out[bucket] = bad
+                continue
             windows = self._windows(model, {vid.split("#", 1)[0] for vid in ids})
             bad = []
             for vid in ids:
@@ -335,7 +375,8 @@ class VectorSync:
                 if rid in pending:
                     continue
                 found = windows.get(rid)
-                if found is None or found[0] != bucket or (found[1] and int(w or 0) >= found[1]):
+                elsewhere = found is not None and bucket != ACROSS and found[0] != bucket
+                if found is None or elsewhere or (found[1] and int(w or 0) >= found[1]):
                     bad.append(vid)
             if bad:
                 out[bucket] = bad
@@ -387,14 +428,22 @@ class VectorSync:
 
     def _rebuild(self, embedder: Embedder) -> int:
         """Drop the model's collections and index every record's stored vectors (embedding
-        records that have none); the number of records. With :attr:`lock` held."""
-        self.engine.vectors.drop_model(embedder.model_id)
+        records that have none), in the across collection too when the store wants it now;
+        the number of records. With :attr:`lock` held."""
+        model = embedder.model_id
+        self.engine.vectors.drop_model(model)
+        if self.across.wanted(self.engine.bucket_count()):
+            self.across.begin(model)
+        else:
+            self.across.forget(model)
         total = 0
         for ids in self.store.all_ids_by_bucket().values():
             for i in range(0, len(ids), OUTBOX_BATCH):
                 part: Sequence[str] = ids[i : i + OUTBOX_BATCH]
                 self._upsert(list(part), embedder)
                 total += len(part)
+        if self.across.active(model):
+            self.across.built(model)
         return total
 
     def close(self) -> None:

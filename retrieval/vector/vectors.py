@@ -4,6 +4,8 @@ A recall queries only the collections of the buckets its caller may see, so Chro
 evaluates a visibility filter (measured: 2-3 ms unfiltered vs 180 ms with an ``$or`` filter at
 100k vectors). Long records are embedded as several windows (ids ``<record>#<n>``); a record's
 similarity is the best of its windows.
+A store of many buckets also keeps every vector in one collection across them, for a search
+that may see them all (:mod:`retrieval.vector.across`); here it is one more bucket.
 
 Errors: only Chroma's "collection not found" is taken to mean "nothing there" (a read finds
 nothing, a delete has nothing to do, an upsert recreates the collection). Every other error

@@ -31,6 +31,8 @@ class Settings(BaseModel):
     vector_index_from: int = (
         4000  # PATTERN_VECTOR_INDEX_FROM: windows from which a store is indexed
     )
+    vector_across_from: int = 16  # PATTERN_VECTOR_ACROSS_FROM: buckets from which one collection
+    # holds them all (retrieval/vector/across.py)
     allowed_dirs: list[Path]
     allowed_dirs_set: bool = False  # PATTERN_ALLOWED_DIRS given: the same for every caller
     cwd: Path
@@ -64,6 +66,7 @@ class Settings(BaseModel):
             vector_process=process,
             vector_writes=writes,
             vector_index_from=envsettings.vector_index_from(env),
+            vector_across_from=envsettings.vector_across_from(env),
             allowed_dirs=allowed,
             allowed_dirs_set=bool(allowed_raw),
             cwd=cwd,

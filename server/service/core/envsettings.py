@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from retrieval.pg import polling
-from retrieval.vector import index_size
+from retrieval.vector import across, index_size
 from server.service.core.errors import InvalidInput
 
 EMBEDDERS = ("sentence-transformers", "hash", "none")
@@ -56,6 +56,15 @@ def vector_index_from(env: Mapping[str, str]) -> int:
     index (below, its vectors are scanned exactly; retrieval/vector/index_size.py)."""
     try:
         return index_size.index_from(env)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def vector_across_from(env: Mapping[str, str]) -> int:
+    """``PATTERN_VECTOR_ACROSS_FROM``: the buckets from which every vector is also kept in one
+    collection across them (retrieval/vector/across.py; ``0``: never)."""
+    try:
+        return across.across_from(env)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
 

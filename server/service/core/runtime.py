@@ -93,6 +93,7 @@ class Runtime:
             vector_process=settings.vector_process,
             background_vectors=settings.vector_writes == "background",
             index_from=settings.vector_index_from,
+            across_from=settings.vector_across_from,
         )
         service = MemoryService(engine, policy=WritePolicy.from_env(env))
         rt = cls(settings, identity, service)

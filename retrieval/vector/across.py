@@ -1,0 +1,161 @@
+"""One vector collection across every bucket of a model, for a recall that may see them all.
+
+A recall asks the collection of each bucket its caller may see (:mod:`retrieval.vector.vectors`),
+and Chroma answers a query of one collection in about the same time whatever its size: 1.3 ms
+at 2,000 vectors, 1.9 ms at 100,000 (measured with ``chromadb`` 1.5 on a 2-core machine, 120
+hits asked; ten collections of 2,000 took 18 ms). A recall over every bucket of a store of 44
+buckets (20 agents in 3 projects) waited 94 ms for its vector side alone.
+
+So once the engine knows :func:`across_from` buckets (default 16), every vector of the model
+also goes to one more collection, named :data:`ACROSS`: the *across* collection. A search
+whose buckets include every bucket the engine knows asks that collection alone, one query,
+and its hits pass the same SQLite filter as any others. A search of fewer buckets (an agent's
+own) asks its buckets' collections as before: a filter inside Chroma costs 50 ms at 100k
+(:mod:`retrieval.vector.vectors`), so the across collection cannot serve it.
+
+Its price is a second copy of every vector in the index (disk, the index process's memory,
+a second upsert per bucket touched by each round of the outbox), which is why a store of
+few buckets does without: below the threshold a recall over all of them costs a few queries.
+
+State, per model, node-local in ``meta`` like :mod:`retrieval.vector.index_size`:
+``vector_across:<model>`` is absent (not wanted yet), ``build <rowid>`` (the outbox applies
+every change to it; records up to that row id are copied in, the rest are being copied) or
+``built`` (searches use it). The copy runs in rounds of :data:`FILL_ROUND` records under the
+outbox's lock (:class:`~retrieval.vector.vector_sync.VectorSync`), so a change committed
+during the copy is applied after the round that read the record before it. A rebuild of the
+index (``reindex``, or the index's first build) builds it in the same pass.
+
+``PATTERN_VECTOR_ACROSS_FROM`` sets the threshold in buckets (``0``: never).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING
+
+from retrieval.vector.vectors import VectorItem
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from retrieval.records import Record
+    from retrieval.storage.store import SQLiteStore
+    from retrieval.vector.vector_process import VectorProcess
+    from retrieval.vector.vectors import VectorIndex
+
+    Index = VectorIndex | VectorProcess
+    VectorsOf = Callable[[list[str]], tuple[dict[str, Record], dict[str, np.ndarray]]]
+
+# The across collection's bucket name. A record's bucket is one of "private/<project>/<agent>",
+# "personal/<agent>", "team/<project>" or "public" (retrieval/storage/buckets.py): this is none.
+ACROSS = "every-bucket"
+DEFAULT_ACROSS_FROM = 16
+FILL_ROUND = 1000  # records copied into the across collection per round of the outbox's lock
+BUILT = "built"
+_BUILD = "build "
+
+
+def across_from(env: Mapping[str, str] | None = None) -> int:
+    """The threshold in buckets: ``PATTERN_VECTOR_ACROSS_FROM`` (``0``: never), else
+    :data:`DEFAULT_ACROSS_FROM`. Raises ValueError for anything but a whole number."""
+    raw = ((os.environ if env is None else env).get("PATTERN_VECTOR_ACROSS_FROM") or "").strip()
+    if not raw:
+        return DEFAULT_ACROSS_FROM
+    if not raw.isdigit() or not raw.isascii() or len(raw) > 9:
+        raise ValueError(
+            f"PATTERN_VECTOR_ACROSS_FROM={raw[:40]!r}: use a whole number of buckets (0: never "
+            f"keep a collection across buckets; default {DEFAULT_ACROSS_FROM})"
+        )
+    return int(raw)
+
+
+def meta_key(model_id: str) -> str:
+    return f"vector_across:{model_id}"
+
+
+class Across:
+    """The across collection's state for one store (see the module docstring)."""
+
+    def __init__(self, store: SQLiteStore, *, threshold: int | None = None) -> None:
+        self.store = store
+        self.threshold = across_from() if threshold is None else max(0, threshold)
+        self._state: dict[str, str | None] = {}  # model -> None | "build <rowid>" | BUILT
+        self._lock = threading.Lock()
+
+    def _read(self, model_id: str) -> str | None:
+        with self._lock:
+            if model_id not in self._state:
+                self._state[model_id] = self.store.meta(meta_key(model_id))
+            return self._state[model_id]
+
+    def _write(self, model_id: str, value: str | None) -> None:
+        with self.store.local_transaction() as conn:
+            if value is None:
+                conn.execute("DELETE FROM meta WHERE key=?", (meta_key(model_id),))
+            else:
+                self.store.set_meta(conn, meta_key(model_id), value)
+        with self._lock:
+            self._state[model_id] = value
+
+    def wanted(self, buckets: int) -> bool:
+        """True when a store of this many buckets keeps the across collection."""
+        return 0 < self.threshold <= buckets
+
+    def active(self, model_id: str) -> bool:
+        """True when the outbox applies every change to the across collection too."""
+        return self._read(model_id) is not None
+
+    def cursor(self, model_id: str) -> int | None:
+        """The row id up to which records are copied in while it is being built; None when it
+        is built or not kept."""
+        state = self._read(model_id)
+        if state is None or not state.startswith(_BUILD):
+            return None
+        tail = state[len(_BUILD) :]
+        return int(tail) if tail.isdigit() else 0  # a damaged value: copied again from the start
+
+    def begin(self, model_id: str) -> None:
+        """From now on the outbox applies every change to it, and the records are copied in."""
+        self._write(model_id, f"{_BUILD}0")
+
+    def copied(self, model_id: str, rowid: int) -> None:
+        self._write(model_id, f"{_BUILD}{rowid}")
+
+    def built(self, model_id: str) -> None:
+        self._write(model_id, BUILT)
+
+    def forget(self, model_id: str) -> None:
+        """Not kept (the index was dropped and not rebuilt with it)."""
+        self._write(model_id, None)
+
+    def copy_round(self, model_id: str, vectors_of: VectorsOf, index: Index) -> bool:
+        """Copy the next :data:`FILL_ROUND` records (by row id) into the across collection of
+        ``index``: their stored vectors, ``vectors_of(ids)`` -> (records, windows per record).
+        The caller holds the outbox's lock. False once no record is left (it is then built)."""
+        rows = self.store.reader.execute(
+            "SELECT rowid, id FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (self.cursor(model_id) or 0, FILL_ROUND),
+        ).fetchall()
+        if not rows:
+            self.built(model_id)
+            return False
+        recs, stored = vectors_of([r[1] for r in rows])
+        items = [VectorItem(rid, w, vec) for rid in recs for w, vec in enumerate(stored[rid])]
+        index.upsert(ACROSS, model_id, items)
+        self.copied(model_id, rows[-1][0])
+        return True
+
+    def serves(
+        self, model_id: str | None, buckets: Collection[str], known: Collection[str]
+    ) -> bool:
+        """True when a search of ``buckets`` asks the across collection alone: it is built,
+        and ``buckets`` hold every bucket the engine knows (``known``), more than one."""
+        if model_id is None or len(known) < 2 or self._read(model_id) != BUILT:
+            return False
+        asked = set(buckets)
+        return all(b in asked for b in known)
+
+
+__all__ = ["ACROSS", "DEFAULT_ACROSS_FROM", "FILL_ROUND", "Across", "across_from", "meta_key"]
