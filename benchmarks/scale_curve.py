@@ -239,6 +239,11 @@ def query_run(home: Path, queries: list[str], real: SentenceTransformerEmbedder)
     out: dict = {}
     try:
         out["postings_build_s"] = postings_ready(engine, queries, filters)
+        # its searches over every bucket started the collection across them (a store of many
+        # buckets: retrieval/vector/across.py): measured once it is built
+        t = time.perf_counter()
+        engine.wait_vectors(7200)
+        out["across_wait_s"] = round(time.perf_counter() - t, 1)
         for name, fs in (("recall", [RecordFilter()] * len(queries)), ("recall_filtered", filters)):
             ms = []
             for q, f in zip(queries, fs, strict=True):

@@ -574,11 +574,19 @@ class Engine:
     def _vector_buckets(self, f: RecordFilter) -> list[str]:
         """The vector index's buckets a search under ``f`` asks: those ``f`` lets through
         (every one without a visibility filter), or the one collection across them all when
-        they are every bucket there is (:mod:`retrieval.vector.across`)."""
+        they are every bucket there is (:mod:`retrieval.vector.across`; the first such search
+        of a store of many buckets starts it)."""
         known = self._buckets
         buckets = f.buckets if f.buckets is not None else sorted(known)
-        model = self.embedder.model_id if self.embedder is not None else None
-        return [ACROSS] if self._sync.across.serves(model, buckets, known) else buckets
+        if self.embedder is None:
+            return buckets
+        across, model = self._sync.across, self.embedder.model_id
+        if across.serves(model, buckets, known):
+            return [ACROSS]
+        if across.covers(buckets, known) and not across.active(model):
+            if 0 < across.threshold <= len(known):
+                self._sync.ask_across()  # built in the background; asked bucket by bucket now
+        return buckets
 
     def nearest(self, vectors: np.ndarray, f: RecordFilter, k: int) -> list[tuple[str, float]]:
         """The ``k`` records passing ``f`` closest to a record whose windows are ``vectors``

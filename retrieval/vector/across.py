@@ -6,16 +6,20 @@ at 2,000 vectors, 1.9 ms at 100,000 (measured with ``chromadb`` 1.5 on a 2-core 
 hits asked; ten collections of 2,000 took 18 ms). A recall over every bucket of a store of 44
 buckets (20 agents in 3 projects) waited 94 ms for its vector side alone.
 
-So once the engine knows :func:`across_from` buckets (default 16), every vector of the model
-also goes to one more collection, named :data:`ACROSS`: the *across* collection. A search
-whose buckets include every bucket the engine knows asks that collection alone, one query,
-and its hits pass the same SQLite filter as any others. A search of fewer buckets (an agent's
+So a store of :func:`across_from` buckets or more (default 16) keeps every vector of the
+model in one more collection, named :data:`ACROSS`: the *across* collection. A search whose
+buckets include every bucket the engine knows asks that collection alone, one query, and its
+hits pass the same SQLite filter as any others. It is started by the first such search (until
+it is built, searches ask bucket by bucket): a store whose searches are all an agent's own
+never pays for it. A search of fewer buckets (an agent's
 own) asks its buckets' collections as before: a filter inside Chroma costs 50 ms at 100k
 (:mod:`retrieval.vector.vectors`), so the across collection cannot serve it.
 
 Its price is a second copy of every vector in the index (disk, the index process's memory,
-a second upsert per bucket touched by each round of the outbox), which is why a store of
-few buckets does without: below the threshold a recall over all of them costs a few queries.
+one more upsert for each round of the outbox: bulk writes into a store of 44 buckets ran at
+about half the rate with it, measured beside the same store without), which is why it waits
+for a search that needs it, and a store of few buckets does without: below the threshold a
+recall over all of them costs a few queries.
 
 State, per model, node-local in ``meta`` like :mod:`retrieval.vector.index_size`:
 ``vector_across:<model>`` is absent (not wanted yet), ``build <rowid>`` (the outbox applies
@@ -82,6 +86,7 @@ class Across:
         self.store = store
         self.threshold = across_from() if threshold is None else max(0, threshold)
         self._state: dict[str, str | None] = {}  # model -> None | "build <rowid>" | BUILT
+        self.asked = False  # a search over every bucket asked for it (in this process)
         self._lock = threading.Lock()
 
     def _read(self, model_id: str) -> str | None:
@@ -99,9 +104,18 @@ class Across:
         with self._lock:
             self._state[model_id] = value
 
-    def wanted(self, buckets: int) -> bool:
-        """True when a store of this many buckets keeps the across collection."""
-        return 0 < self.threshold <= buckets
+    def wanted(self, model_id: str, buckets: int) -> bool:
+        """True when a store of this many buckets keeps the across collection of ``model_id``:
+        at the threshold or above, once a search over every bucket asked for it (or it is
+        kept already)."""
+        return 0 < self.threshold <= buckets and (self.asked or self.active(model_id))
+
+    def covers(self, buckets: Collection[str], known: Collection[str]) -> bool:
+        """True when ``buckets`` hold every bucket the engine knows (``known``), more than one."""
+        if len(known) < 2:
+            return False
+        asked = set(buckets)
+        return all(b in asked for b in known)
 
     def active(self, model_id: str) -> bool:
         """True when the outbox applies every change to the across collection too."""
@@ -152,10 +166,9 @@ class Across:
     ) -> bool:
         """True when a search of ``buckets`` asks the across collection alone: it is built,
         and ``buckets`` hold every bucket the engine knows (``known``), more than one."""
-        if model_id is None or len(known) < 2 or self._read(model_id) != BUILT:
+        if model_id is None or self._read(model_id) != BUILT:
             return False
-        asked = set(buckets)
-        return all(b in asked for b in known)
+        return self.covers(buckets, known)
 
 
 __all__ = ["ACROSS", "DEFAULT_ACROSS_FROM", "FILL_ROUND", "Across", "across_from", "meta_key"]

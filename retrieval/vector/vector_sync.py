@@ -180,14 +180,14 @@ class VectorSync:
                 if not size.grew(model):
                     self._applied = max(self._applied, noted)
                     return applied
-            across = self.across
+            across, buckets = self.across, self.engine.bucket_count()
             if not size.in_use(model):  # large enough now (or a rebuild cut short): build it
                 if size.windows(model):  # (none yet: the outbox brings every vector to it)
                     self._rebuild(embedder)
-                elif across.wanted(self.engine.bucket_count()):
+                elif across.wanted(model, buckets):
                     across.built(model)  # (empty: the outbox brings every vector to it too)
                 size.built(model)
-            elif not across.active(model) and across.wanted(self.engine.bucket_count()):
+            elif not across.active(model) and across.wanted(model, buckets):
                 across.begin(model)  # copied in below, round by round
             vectors = self.engine.vectors
             also = across.active(model)  # every change goes to the across collection too
@@ -214,6 +214,14 @@ class VectorSync:
                     self.writer.kick()
                     break
         return applied
+
+    def ask_across(self) -> None:
+        """A search over every bucket of a store of many: start the across collection (its
+        copy runs on the background writer, or on a background thread of its own without
+        one)."""
+        if not self.across.asked:
+            self.across.asked = True
+            (self.writer or self.retry).kick()
 
     def _copy_across(self, embedder: Embedder) -> bool:
         """One round of copying records into the across collection while it is being built,
@@ -432,7 +440,7 @@ class VectorSync:
         the number of records. With :attr:`lock` held."""
         model = embedder.model_id
         self.engine.vectors.drop_model(model)
-        if self.across.wanted(self.engine.bucket_count()):
+        if self.across.wanted(model, self.engine.bucket_count()):
             self.across.begin(model)
         else:
             self.across.forget(model)

@@ -64,6 +64,13 @@ class AskedBuckets:
         eng.vectors.query = query
 
 
+def start_across(eng: Engine) -> None:
+    """A search over every bucket: it starts the across collection; wait until it is built."""
+    eng.search("start", RecordFilter(), 5, "vector")
+    assert eng._sync.retry.wait_idle(60) and eng.wait_vectors(60)
+    assert eng.store.meta(meta_key(MODEL)) == BUILT
+
+
 def test_a_store_of_many_buckets_keeps_them_all_in_one_collection_and_asks_it_alone(tmp_path):
     eng = engine(tmp_path / "a", across=3)
     fan = engine(tmp_path / "b", across=0)  # the same records, asked bucket by bucket
@@ -72,10 +79,14 @@ def test_a_store_of_many_buckets_keeps_them_all_in_one_collection_and_asks_it_al
         eng.add(records)
         fan.add(records)
         assert eng.bucket_count() == 5
-        assert eng.store.meta(meta_key(MODEL)) == BUILT
+        assert eng.store.meta(meta_key(MODEL)) is None  # no search over every bucket yet
+        assert ACROSS not in eng.vectors.buckets(MODEL)
+        asked = AskedBuckets(eng)
+        start_across(eng)  # that search itself asked bucket by bucket
+        assert asked.asked == [sorted(eng._buckets)]
         assert across_ids(eng) == bucket_ids(eng) == {f"r{i}" for i in range(60)}
         assert ACROSS not in fan.vectors.buckets(MODEL)
-        asked = AskedBuckets(eng)
+        asked.asked.clear()
         for q in QUERIES:
             assert ranked(eng, q) == ranked(fan, q)
             assert ranked(eng, q, mode="hybrid") == ranked(fan, q, mode="hybrid")
@@ -102,6 +113,8 @@ def test_updates_moves_and_deletes_reach_the_collection_across_buckets(tmp_path)
     try:
         for e in (eng, fan):
             e.add([rec(i) for i in range(40)])
+        start_across(eng)
+        for e in (eng, fan):
             e.update(rec(3, seed=99))  # new content
             moved = e.get("r4").model_copy(update={"scope": Scope.team})
             e.update(moved)  # another bucket
@@ -128,8 +141,10 @@ def test_a_store_of_few_buckets_keeps_no_collection_across_them(tmp_path):
         asked = AskedBuckets(eng)
         ranked(eng, "copper")
         assert asked.asked == [sorted(eng._buckets)]
-        eng.add([rec(100, agent=7)])  # a sixth bucket: copied in by the same outbox run
-        assert eng.store.meta(meta_key(MODEL)) == BUILT
+        assert not eng._sync.across.asked  # below the threshold: not asked for
+        eng.add([rec(100, agent=7)])  # a sixth bucket: kept once a search needs it
+        assert eng.store.meta(meta_key(MODEL)) is None
+        start_across(eng)
         assert across_ids(eng) == bucket_ids(eng)
     finally:
         eng.close()
@@ -155,7 +170,9 @@ def test_an_earlier_store_is_copied_in_round_by_round_while_writes_go_on(tmp_pat
             return inner(embedder)
 
         monkeypatch.setattr(eng._sync, "_copy_across", copy)
-        eng.add([rec(100)])  # the first run after the store reached the threshold
+        eng.add([rec(100)])
+        assert eng.wait_vectors(120) and rounds == []  # not asked for yet
+        eng.search("copper", RecordFilter(), 5)  # asks for it: the writer copies round by round
         assert eng.wait_vectors(120)
         assert eng.store.meta(meta_key(MODEL)) == BUILT
         assert len(rounds) >= 8 and rounds[0] == 0 and rounds == sorted(rounds)
@@ -191,7 +208,9 @@ def test_a_copy_cut_short_goes_on_from_its_cursor_after_a_restart(tmp_path, monk
         return inner(self, embedder)
 
     monkeypatch.setattr(VectorSync, "_copy_across", copy_then_die)
-    eng = engine(home, across=3)  # the model's attach runs the outbox: the copy starts
+    eng = engine(home, across=3)
+    eng.search("copper", RecordFilter(), 5)  # asks for it
+    eng._sync.retry.wait_idle(5)  # the copy fails after one round (and is retried)
     eng.add([rec(50)])  # committed though the copy fails (a warning, a retry)
     assert eng.store.get(["r50"])
     cursor = eng._sync.across.cursor(MODEL)
@@ -202,9 +221,9 @@ def test_a_copy_cut_short_goes_on_from_its_cursor_after_a_restart(tmp_path, monk
     eng._sync.retry.close(drain=False)
     eng.close()
     monkeypatch.setattr(VectorSync, "_copy_across", inner)
-    eng = engine(home, across=3)
+    eng = engine(home, across=3)  # kept: the copy goes on without being asked again
     try:
-        eng.add([rec(51)])
+        assert not eng._sync.across.asked
         assert eng.store.meta(meta_key(MODEL)) == BUILT
         assert across_ids(eng) == bucket_ids(eng)
     finally:
@@ -217,6 +236,7 @@ def test_orphans_in_the_collection_across_buckets_are_found_and_removed(tmp_path
     eng = engine(tmp_path / "a", across=3)
     try:
         eng.add([rec(i) for i in range(20)])
+        start_across(eng)
         vec = HashEmbedder().embed_documents(["a stray vector"])[0]
         eng.vectors.upsert(ACROSS, MODEL, [VectorItem("gone", 0, vec), VectorItem("r1", 5, vec)])
         assert eng.orphan_vectors() == {ACROSS: ["gone", "r1#5"]}
@@ -231,7 +251,9 @@ def test_reindex_builds_it_again_or_drops_it_when_no_longer_wanted(tmp_path):
     home = tmp_path / "s"
     eng = engine(home, across=3)
     eng.add([rec(i) for i in range(25)])
+    start_across(eng)
     assert eng.reindex() == (25, 0)
+    assert eng.store.meta(meta_key(MODEL)) == BUILT
     assert across_ids(eng) == bucket_ids(eng)
     eng.close()
     eng = engine(home, across=0)  # turned off: kept in step until the next reindex
