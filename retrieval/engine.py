@@ -271,6 +271,16 @@ class Engine:
         """``index``, ``exact`` (a small store) or ``building`` (see :meth:`_vector_way`)."""
         return {BUILT: "index", EXACT: "exact", BUILD: "building"}[self._vector_way()]
 
+    def vector_across(self) -> str | None:
+        """The collection across every bucket (:mod:`retrieval.vector.across`): ``built``,
+        ``copying`` or None (not kept, or no model)."""
+        if self.embedder is None:
+            return None
+        across, model = self._sync.across, self.embedder.model_id
+        if not across.active(model):
+            return None
+        return "copying" if across.cursor(model) is not None else "built"
+
     def vector_index_error(self) -> str | None:
         """Why the vector index cannot be used right now: its process could not open the
         store, or applying the outbox keeps failing (None when it works or is not open)."""

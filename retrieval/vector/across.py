@@ -35,10 +35,10 @@ index (``reindex``, or the index's first build) builds it in the same pass.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
+from retrieval.vector import vectors
 from retrieval.vector.vectors import VectorItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,9 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
     Index = VectorIndex | VectorProcess
     VectorsOf = Callable[[list[str]], tuple[dict[str, Record], dict[str, np.ndarray]]]
 
-# The across collection's bucket name. A record's bucket is one of "private/<project>/<agent>",
-# "personal/<agent>", "team/<project>" or "public" (retrieval/storage/buckets.py): this is none.
-ACROSS = "every-bucket"
+# The across collection's bucket name (kept in vectors.py, whose queries give it a larger
+# bound). A record's bucket is one of "private/<project>/<agent>", "personal/<agent>",
+# "team/<project>" or "public" (retrieval/storage/buckets.py): this is none.
+ACROSS = vectors.ACROSS
 DEFAULT_ACROSS_FROM = 16
 FILL_ROUND = 1000  # records copied into the across collection per round of the outbox's lock
 BUILT = "built"
@@ -85,15 +86,19 @@ class Across:
     def __init__(self, store: SQLiteStore, *, threshold: int | None = None) -> None:
         self.store = store
         self.threshold = across_from() if threshold is None else max(0, threshold)
-        self._state: dict[str, str | None] = {}  # model -> None | "build <rowid>" | BUILT
         self.asked = False  # a search over every bucket asked for it (in this process)
-        self._lock = threading.Lock()
 
-    def _read(self, model_id: str) -> str | None:
-        with self._lock:
-            if model_id not in self._state:
-                self._state[model_id] = self.store.meta(meta_key(model_id))
-            return self._state[model_id]
+    def _read(self, model_id: str) -> str | int | None:
+        """None (not kept), :data:`BUILT`, or the copy's cursor (a row id). Read from the store
+        each time (one key: another engine of this process over the same store may have
+        changed it). A value that is none of these (damaged) is a copy from the start."""
+        raw = self.store.meta(meta_key(model_id))
+        if raw is None or raw == BUILT:
+            return raw
+        tail = raw[len(_BUILD) :] if raw.startswith(_BUILD) else ""
+        if tail.isascii() and tail.isdigit() and len(tail) <= 18:
+            return int(tail)
+        return 0
 
     def _write(self, model_id: str, value: str | None) -> None:
         with self.store.local_transaction() as conn:
@@ -101,8 +106,6 @@ class Across:
                 conn.execute("DELETE FROM meta WHERE key=?", (meta_key(model_id),))
             else:
                 self.store.set_meta(conn, meta_key(model_id), value)
-        with self._lock:
-            self._state[model_id] = value
 
     def wanted(self, model_id: str, buckets: int) -> bool:
         """True when a store of this many buckets keeps the across collection of ``model_id``:
@@ -125,10 +128,7 @@ class Across:
         """The row id up to which records are copied in while it is being built; None when it
         is built or not kept."""
         state = self._read(model_id)
-        if state is None or not state.startswith(_BUILD):
-            return None
-        tail = state[len(_BUILD) :]
-        return int(tail) if tail.isdigit() else 0  # a damaged value: copied again from the start
+        return state if isinstance(state, int) else None
 
     def begin(self, model_id: str) -> None:
         """From now on the outbox applies every change to it, and the records are copied in."""
@@ -148,11 +148,16 @@ class Across:
         """Copy the next :data:`FILL_ROUND` records (by row id) into the across collection of
         ``index``: their stored vectors, ``vectors_of(ids)`` -> (records, windows per record).
         The caller holds the outbox's lock. False once no record is left (it is then built)."""
+        cursor = self.cursor(model_id) or 0
         rows = self.store.reader.execute(
             "SELECT rowid, id FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
-            (self.cursor(model_id) or 0, FILL_ROUND),
+            (cursor, FILL_ROUND),
         ).fetchall()
         if not rows:
+            last = self.store.reader.execute("SELECT max(rowid) FROM records").fetchone()[0]
+            if cursor > (last or 0):  # past every row: damaged (or the newest were deleted)
+                self._write(model_id, f"{_BUILD}0")  # copied again from the start
+                return True
             self.built(model_id)
             return False
         recs, stored = vectors_of([r[1] for r in rows])
@@ -166,7 +171,7 @@ class Across:
     ) -> bool:
         """True when a search of ``buckets`` asks the across collection alone: it is built,
         and ``buckets`` hold every bucket the engine knows (``known``), more than one."""
-        if model_id is None or self._read(model_id) != BUILT:
+        if model_id is None or len(known) < 2 or self._read(model_id) != BUILT:
             return False
         return self.covers(buckets, known)
 

@@ -79,8 +79,11 @@ def collection_name(bucket: str, model_id: str) -> str:
 # (benchmarks/hnsw_build.py; docs/scale.md, "The vector index").
 HNSW = {"space": "cosine", "ef_construction": 100, "ef_search": 200}
 
-# upper bound of the windows one collection query asks for (see _query_one)
+# upper bound of the windows one collection query asks for (see _query_one); the collection
+# across buckets stands for 16 or more buckets' collections, each of which had this bound
 MAX_WINDOWS_ASKED = 2000
+MAX_WINDOWS_ASKED_ACROSS = 16 * MAX_WINDOWS_ASKED
+ACROSS = "every-bucket"  # retrieval/vector/across.py (which imports this module)
 
 
 def _not_found(exc: BaseException) -> bool:
@@ -225,6 +228,7 @@ class VectorIndex:
         if col is None:
             return []
         asked = n
+        cap = MAX_WINDOWS_ASKED_ACROSS if bucket == ACROSS else MAX_WINDOWS_ASKED
         while True:
             # No count() round trip (2-3 ms each): Chroma returns fewer hits when the collection
             # is smaller than asked, and none when it is empty. Only distances are fetched: the
@@ -239,11 +243,11 @@ class VectorIndex:
                 for vid, d in zip(res["ids"][0], res["distances"][0], strict=True)
             ]
             distinct = len({rid for rid, _ in hits})
-            if len(hits) < asked or distinct >= n or asked >= MAX_WINDOWS_ASKED:
+            if len(hits) < asked or distinct >= n or asked >= cap:
                 return hits
             # the windows asked for held fewer than n records (long records have several
             # windows): ask again for enough windows at the density just seen
-            asked = min(MAX_WINDOWS_ASKED, int(asked * n / max(1, distinct) * 1.5) + 1)
+            asked = min(cap, int(asked * n / max(1, distinct) * 1.5) + 1)
 
     def query(
         self,

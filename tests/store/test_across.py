@@ -80,10 +80,11 @@ def test_a_store_of_many_buckets_keeps_them_all_in_one_collection_and_asks_it_al
         fan.add(records)
         assert eng.bucket_count() == 5
         assert eng.store.meta(meta_key(MODEL)) is None  # no search over every bucket yet
-        assert ACROSS not in eng.vectors.buckets(MODEL)
+        assert ACROSS not in eng.vectors.buckets(MODEL) and eng.vector_across() is None
         asked = AskedBuckets(eng)
         start_across(eng)  # that search itself asked bucket by bucket
         assert asked.asked == [sorted(eng._buckets)]
+        assert eng.vector_across() == "built"
         assert across_ids(eng) == bucket_ids(eng) == {f"r{i}" for i in range(60)}
         assert ACROSS not in fan.vectors.buckets(MODEL)
         asked.asked.clear()
@@ -215,6 +216,7 @@ def test_a_copy_cut_short_goes_on_from_its_cursor_after_a_restart(tmp_path, monk
     assert eng.store.get(["r50"])
     cursor = eng._sync.across.cursor(MODEL)
     assert cursor == 10  # the first round's ten records
+    assert eng.vector_across() == "copying"
     asked = AskedBuckets(eng)
     ranked(eng, "copper")  # not built yet: the buckets are asked one by one
     assert asked.asked == [sorted(eng._buckets)]
@@ -276,18 +278,49 @@ def test_a_threshold_that_is_not_a_whole_number_is_refused(raw):
     assert across_from({"PATTERN_VECTOR_ACROSS_FROM": " 0 "}) == 0
 
 
-def test_a_damaged_cursor_copies_from_the_start(tmp_path):
-    eng = engine(tmp_path / "a", across=0)
+@pytest.mark.parametrize(
+    "damaged", ["build 12x", "something else", "BUILT", "build ²", "build " + "9" * 30,
+                "build 99999999", "build -3", "build "],
+)  # fmt: skip
+def test_a_damaged_state_copies_everything_again_and_writes_go_on(tmp_path, damaged):
+    eng = engine(tmp_path / "a", across=3)
     try:
-        eng.add([rec(1)])
+        eng.add([rec(i) for i in range(20)])
         with eng.store.local_transaction() as conn:
-            eng.store.set_meta(conn, meta_key(MODEL), "build 12x")
-        assert Across(eng.store).cursor(MODEL) == 0
-        with eng.store.local_transaction() as conn:
-            eng.store.set_meta(conn, meta_key(MODEL), "something else")
+            eng.store.set_meta(conn, meta_key(MODEL), damaged)
         state = Across(eng.store)
-        assert state.cursor(MODEL) is None and state.active(MODEL)
-        assert not state.serves(MODEL, ["x", "y"], ["x", "y"])  # not built: never asked
+        assert state.active(MODEL) and state.cursor(MODEL) is not None
+        assert not state.serves(MODEL, ["x", "y"], ["x", "y"])  # not built: never asked alone
+        assert eng.vector_across() == "copying"
+        assert eng.add([rec(30)])  # the next run copies; the write warns of nothing
+        assert eng._sync.retry.active is False
+        assert eng.store.meta(meta_key(MODEL)) == BUILT
+        assert across_ids(eng) == bucket_ids(eng) and len(across_ids(eng)) == 21
+    finally:
+        eng.close()
+
+
+def test_long_records_fill_the_answer_across_buckets_as_bucket_by_bucket(tmp_path):
+    """One query of the across collection stands for every bucket's: a record of many windows
+    must not leave it with fewer records than the buckets' queries found together."""
+    eng = engine(tmp_path / "a", across=3, window_words=4, window_overlap=0)
+    try:
+        records = []
+        for i in range(130):  # 60 windows each, all alike: a query's top windows are few records
+            phrase = " ".join(random.Random(i).choice(WORDS) for _ in range(4))
+            records.append(rec(i).model_copy(update={"content": " ".join([phrase] * 60)}))
+        eng.add(records)
+        start_across(eng)
+        for q in QUERIES[:2]:
+            got = ranked(eng, q, mode="vector")
+            eng._sync.across.serves = lambda *a: False
+            try:
+                fan = ranked(eng, q, mode="vector")
+            finally:
+                del eng._sync.across.serves
+            assert got == fan
+            hits = eng.search(q, RecordFilter(), 100, "vector")
+            assert len(hits) == 100
     finally:
         eng.close()
 
@@ -353,3 +386,28 @@ def test_the_server_reads_the_threshold_from_its_environment():
     assert Settings.from_env({**base, "PATTERN_VECTOR_ACROSS_FROM": "5"}).vector_across_from == 5
     with pytest.raises(InvalidInput, match="PATTERN_VECTOR_ACROSS_FROM"):
         Settings.from_env({**base, "PATTERN_VECTOR_ACROSS_FROM": "many"})
+
+
+def test_two_engines_over_one_store_keep_it_in_step_and_see_it_dropped(tmp_path):
+    home = tmp_path / "s"
+    a = engine(home, across=3)
+    a.add([rec(i) for i in range(30)])
+    b = engine(home, across=3)
+    try:
+        b.search("copper", RecordFilter(buckets=["public"]), 5)  # B has read the state: none
+        start_across(a)
+        b.add([rec(200)])  # B's writes go to the collection A started
+        b.update(rec(3, seed=99))
+        b.delete(["r5"])
+        assert across_ids(a) == bucket_ids(a) and "r200" in across_ids(a)
+        assert a.orphan_vectors() == {}
+        before = ranked(b, "copper harbor")
+        a._sync.across.asked, a._sync.across.threshold = False, 0
+        a.reindex()  # drops it
+        assert a.store.meta(meta_key(MODEL)) is None
+        asked = AskedBuckets(b)
+        assert ranked(b, "copper harbor") == before  # B asks bucket by bucket now
+        assert ACROSS not in asked.asked[0]
+    finally:
+        a.close()
+        b.close()

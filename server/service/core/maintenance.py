@@ -161,6 +161,7 @@ def health(
         ranking="hybrid" if ready else "lexical",
         lexicalPostings=eng.lexical.postings.state if eng.lexical.postings else None,
         vectorSearch=eng.vector_search_way() if ready else None,
+        vectorAcross=eng.vector_across() if ready else None,
         records={str(k): v for k, v in kinds.items()},
         pendingVectorWrites=pending,
         issues=issues,

@@ -301,6 +301,12 @@ class HealthResult(BaseModel):
         "store: every stored vector scored, no index yet) or `building` (the index is being "
         "built; the newest records' vectors are scored meanwhile). None without a model.",
     )
+    vectorAcross: str | None = Field(
+        default=None,
+        description="The collection across every bucket that a search over all of them asks "
+        "(a store of many buckets): `built`, `copying` (its records are being copied in; such "
+        "searches ask bucket by bucket meanwhile) or None (not kept).",
+    )
     records: dict[str, int]
     pendingVectorWrites: int
     orphanVectors: int | None = Field(
