@@ -71,6 +71,14 @@ BENCHMARKS = (
         "Scale curve: 20k to 1M records",
     ),
     Benchmark(
+        "across",
+        "Does the collection across buckets rank a search over every bucket as the buckets' "
+        "own collections do, and how much faster?",
+        "--data DATA/scifact --json OUT",
+        ("across",),
+        "The collection across buckets",
+    ),
+    Benchmark(
         "hnsw_build",
         "How fast does the vector index take inserts as it grows?",
         "--size 140000 --ef 200,100 --json OUT",

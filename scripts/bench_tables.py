@@ -653,6 +653,13 @@ TABLES: dict[str, Table] = {
     "scale-100k": grid(
         "scale-100k", [(r, f"baselines/{r}") for r in SCALE_ROWS], LAT, first="100k memories, k=10"
     ),
+    "across": grid(
+        "across",
+        [(f"{mode}, {way}", f"{mode}, {way}") for mode in ("hybrid", "vector")
+         for way in ("bucket by bucket", "across buckets")],
+        [*IR, ("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f")],
+        first="search over every bucket",
+    ),  # fmt: skip
     "reads-start": Table(
         ["measure (target)", "previous release", "this version"],
         [
