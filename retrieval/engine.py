@@ -586,7 +586,7 @@ class Engine:
         (every one without a visibility filter), or the one collection across them all when
         they are every bucket there is (:mod:`retrieval.vector.across`; the first such search
         of a store of many buckets starts it)."""
-        known = self._buckets
+        known = set(self._buckets)  # a copy first: a write may add a bucket meanwhile
         buckets = f.buckets if f.buckets is not None else sorted(known)
         if self.embedder is None:
             return buckets

@@ -24,7 +24,8 @@ rows and clears them, a row only once Chroma has accepted it:
 - **A store of many buckets** keeps every vector in one collection across them as well
   (:mod:`retrieval.vector.across`): every row is applied to it too, and a store that reaches
   the threshold is copied into it one round of :data:`~retrieval.vector.across.FILL_ROUND`
-  records at a time (the background writer runs one round per run, after the outbox).
+  records at a time by a thread of its own (:attr:`VectorSync.copier`), each round under
+  :attr:`VectorSync.lock`, so the outbox is applied between rounds.
 - **Orphans** are vectors whose record is gone, lives in another bucket, or has fewer windows
   now; :meth:`VectorSync.orphans` counts them (``pattern-memory stats``) and
   :meth:`VectorSync.remove_orphans` / :meth:`VectorSync.reindex` remove them. A Chroma error
@@ -36,6 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -148,6 +150,7 @@ class VectorSync:
         self.engine = engine
         self.store = engine.store
         self.across = Across(engine.store, threshold=across_from)  # retrieval/vector/across.py
+        self.copier = BackgroundWriter(self._copy_step, name="vector-across-copy")
         self.lock = OwnedLock()
         self.retry = RetryTimer(self.run)
         gap = float(os.environ.get("PATTERN_VECTOR_WRITE_GAP_MS") or WRITE_GAP_MS) / 1000
@@ -209,10 +212,8 @@ class VectorSync:
                 self.store.clear_outbox(last)
                 applied += len(rows)
             self._applied = max(self._applied, noted)
-            while across.cursor(model) is not None and self._copy_across(embedder):
-                if self.writer is not None:  # one round per run: the outbox goes first
-                    self.writer.kick()
-                    break
+            if across.cursor(model) is not None:
+                self.copier.kick()  # its rounds take the lock one at a time: writes go between
         return applied
 
     def ask_across(self) -> None:
@@ -222,6 +223,18 @@ class VectorSync:
         if not self.across.asked:
             self.across.asked = True
             (self.writer or self.retry).kick()
+
+    def _copy_step(self) -> None:
+        """One round of the copy into the across collection (the copier thread), under
+        :attr:`lock`; kicks itself again while records are left."""
+        embedder = self.engine.embedder
+        if embedder is None or self.engine.vectors is None:
+            return
+        with self.lock:
+            more = self.across.cursor(embedder.model_id) is not None
+            more = more and self._copy_across(embedder)
+        if more:
+            self.copier.kick()
 
     def _copy_across(self, embedder: Embedder) -> bool:
         """One round of copying records into the across collection while it is being built,
@@ -281,8 +294,17 @@ class VectorSync:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the background writer has applied every commit so far (True at once
-        without one); False on timeout or while the vector index fails."""
-        return self.writer.wait_idle(timeout) if self.writer is not None else True
+        without one), and a copy into the across collection is done; False on timeout or
+        while the vector index fails."""
+        end = None if timeout is None else time.monotonic() + timeout
+        threads = [t for t in (self.writer, self.copier) if t is not None]
+        while True:  # until both are idle at once (a round of one may kick the other)
+            for t in threads:
+                left = None if end is None else max(0.0, end - time.monotonic())
+                if not t.wait_idle(left):
+                    return False
+            if all(t.wait_idle(0) for t in threads):
+                return True
 
     def flush(self, known: Known | None = None) -> list[str]:
         """Apply the outbox now, on this thread; a failure becomes a warning and a background
@@ -455,6 +477,7 @@ class VectorSync:
         return total
 
     def close(self) -> None:
+        self.copier.close(drain=False)  # the copy goes on from its cursor at the next start
         if self.writer is not None:
             self.writer.close()
         self.retry.close(drain=False)

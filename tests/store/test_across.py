@@ -6,6 +6,7 @@ collections do."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -211,7 +212,10 @@ def test_a_copy_cut_short_goes_on_from_its_cursor_after_a_restart(tmp_path, monk
     monkeypatch.setattr(VectorSync, "_copy_across", copy_then_die)
     eng = engine(home, across=3)
     eng.search("copper", RecordFilter(), 5)  # asks for it
-    eng._sync.retry.wait_idle(5)  # the copy fails after one round (and is retried)
+    eng._sync.retry.wait_idle(5)
+    deadline = time.monotonic() + 30
+    while calls["n"] < 2 and time.monotonic() < deadline:  # one round, then a failing one
+        time.sleep(0.02)
     eng.add([rec(50)])  # committed though the copy fails (a warning, a retry)
     assert eng.store.get(["r50"])
     cursor = eng._sync.across.cursor(MODEL)
@@ -226,6 +230,7 @@ def test_a_copy_cut_short_goes_on_from_its_cursor_after_a_restart(tmp_path, monk
     eng = engine(home, across=3)  # kept: the copy goes on without being asked again
     try:
         assert not eng._sync.across.asked
+        assert eng.wait_vectors(60)
         assert eng.store.meta(meta_key(MODEL)) == BUILT
         assert across_ids(eng) == bucket_ids(eng)
     finally:
@@ -292,37 +297,44 @@ def test_a_damaged_state_copies_everything_again_and_writes_go_on(tmp_path, dama
         assert state.active(MODEL) and state.cursor(MODEL) is not None
         assert not state.serves(MODEL, ["x", "y"], ["x", "y"])  # not built: never asked alone
         assert eng.vector_across() == "copying"
-        assert eng.add([rec(30)])  # the next run copies; the write warns of nothing
-        assert eng._sync.retry.active is False
+        assert eng.add([rec(30)])  # the next run starts the copy; the write warns of nothing
+        assert eng._sync.retry.active is False and eng.wait_vectors(60)
         assert eng.store.meta(meta_key(MODEL)) == BUILT
         assert across_ids(eng) == bucket_ids(eng) and len(across_ids(eng)) == 21
     finally:
         eng.close()
 
 
-def test_long_records_fill_the_answer_across_buckets_as_bucket_by_bucket(tmp_path):
-    """One query of the across collection stands for every bucket's: a record of many windows
-    must not leave it with fewer records than the buckets' queries found together."""
-    eng = engine(tmp_path / "a", across=3, window_words=4, window_overlap=0)
-    try:
-        records = []
-        for i in range(130):  # 60 windows each, all alike: a query's top windows are few records
-            phrase = " ".join(random.Random(i).choice(WORDS) for _ in range(4))
-            records.append(rec(i).model_copy(update={"content": " ".join([phrase] * 60)}))
-        eng.add(records)
-        start_across(eng)
-        for q in QUERIES[:2]:
-            got = ranked(eng, q, mode="vector")
-            eng._sync.across.serves = lambda *a: False
-            try:
-                fan = ranked(eng, q, mode="vector")
-            finally:
-                del eng._sync.across.serves
-            assert got == fan
-            hits = eng.search(q, RecordFilter(), 100, "vector")
-            assert len(hits) == 100
-    finally:
-        eng.close()
+class ManyWindows:
+    """A collection whose every record has 60 windows, answered best record first: the
+    windows asked for hold a sixtieth as many records."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def query(self, query_embeddings, n_results, include):
+        self.asked.append(n_results)
+        ids = [f"r{i // 60}#{i % 60}" for i in range(n_results)]
+        return {"ids": [ids], "distances": [[0.1] * n_results]}
+
+
+@pytest.mark.parametrize(("bucket", "records"), [("public", 34), (ACROSS, 120)])
+def test_the_collection_across_buckets_is_asked_for_as_many_windows_as_sixteen_buckets(
+    bucket, records
+):
+    """One query of the across collection stands for every bucket's: records of many windows
+    must not leave it with fewer records than the buckets' queries found together (each
+    bucket's query is bounded by MAX_WINDOWS_ASKED windows; the across collection's by 16
+    times that)."""
+    from retrieval.vector.vectors import MAX_WINDOWS_ASKED, VectorIndex
+
+    index = VectorIndex.__new__(VectorIndex)
+    col = ManyWindows()
+    index._collection = lambda b, m, create=True: col
+    hits = index._query_one(bucket, MODEL, HashEmbedder().embed_query("x"), 120)
+    assert len({rid for rid, _ in hits}) >= records
+    assert max(col.asked) <= 16 * MAX_WINDOWS_ASKED
+    assert (max(col.asked) == MAX_WINDOWS_ASKED) == (bucket != ACROSS)
 
 
 OPS = st.lists(
@@ -411,3 +423,99 @@ def test_two_engines_over_one_store_keep_it_in_step_and_see_it_dropped(tmp_path)
     finally:
         a.close()
         b.close()
+
+
+def test_a_search_beside_a_write_of_a_new_bucket_never_fails(tmp_path, monkeypatch):
+    """Every search compares its buckets with the engine's, which a write may grow meanwhile."""
+    import sys
+    import threading
+
+    eng = engine(tmp_path / "a", across=100_000)
+    try:
+        eng.add([rec(i) for i in range(5)])
+        eng._buckets.update(f"team/p{i}" for i in range(3000))
+        monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def search() -> None:
+            while not stop.is_set():
+                try:
+                    eng._vector_buckets(RecordFilter())
+                except Exception as exc:  # what a recall would have raised
+                    errors.append(exc)
+                    return
+
+        t = threading.Thread(target=search)
+        t.start()
+        try:
+            for i in range(60_000):  # what a write of a new agent's record does
+                eng._buckets.add(f"private/p/agent{i}")
+                if errors:
+                    break
+        finally:
+            stop.set()
+            t.join()
+            sys.setswitchinterval(before)
+        assert errors == []
+    finally:
+        eng.close()
+
+
+def test_a_copy_whose_newest_records_were_deleted_ends_instead_of_starting_over(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(across_mod, "FILL_ROUND", 10)
+    eng = engine(tmp_path / "a", across=3)
+    try:
+        eng.add([rec(i) for i in range(30)])
+        eng._sync.across.begin(MODEL)
+        cursors = []
+        while True:
+            with eng._sync.lock:
+                if not eng._sync._copy_across(eng.embedder):
+                    break
+            cursors.append(eng._sync.across.cursor(MODEL))
+            if len(cursors) == 3:
+                eng.delete(["r29", "r28"])  # copied, then deleted: the newest rows
+        assert cursors == [10, 20, 30]
+        assert eng.store.meta(meta_key(MODEL)) == BUILT
+        assert eng.wait_vectors(60) and across_ids(eng) == bucket_ids(eng)
+    finally:
+        eng.close()
+
+
+def test_the_copy_keeps_out_of_the_way_of_writes_and_of_closing(tmp_path, monkeypatch):
+    slow = {"rounds": 0}
+    inner = Across.copy_round
+
+    def slow_round(self, model_id, vectors_of, index):
+        slow["rounds"] += 1
+        time.sleep(0.1)
+        return inner(self, model_id, vectors_of, index)
+
+    monkeypatch.setattr(Across, "copy_round", slow_round)
+    monkeypatch.setattr(across_mod, "FILL_ROUND", 1)
+    eng = engine(tmp_path / "a", across=3)  # writes applied inline
+    eng.add([rec(i) for i in range(200)])
+    eng.search("copper", RecordFilter(), 5)  # 200 rounds of 0.1 s start
+    assert eng._sync.retry.wait_idle(10)
+    t = time.monotonic()
+    eng.add([rec(500)])  # does not wait for the copy
+    eng.delete(["r3"])
+    assert time.monotonic() - t < 3
+    assert 0 < slow["rounds"] < 150
+    t = time.monotonic()
+    eng.close()  # stops the copy between rounds; its cursor stays for the next start
+    assert time.monotonic() - t < 5
+
+
+def test_the_bridge_refuses_a_bad_threshold_before_it_starts_a_daemon():
+    from server.service.core import envsettings
+    from server.service.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="PATTERN_VECTOR_ACROSS_FROM"):
+        envsettings.check({"PATTERN_VECTOR_ACROSS_FROM": "many"})
+    envsettings.check({"PATTERN_VECTOR_ACROSS_FROM": "0"})

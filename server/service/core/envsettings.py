@@ -117,6 +117,7 @@ def check(env: Mapping[str, str]) -> None:
     vector_writes(env)
     vector_process(env)
     vector_index_from(env)
+    vector_across_from(env)
     pg_poll_seconds(env)
     chroma_port(env)
     store_url(env)
