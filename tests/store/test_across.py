@@ -152,11 +152,16 @@ def test_a_store_of_few_buckets_keeps_no_collection_across_them(tmp_path):
         eng.close()
 
 
+def earlier_store(home, n: int) -> None:
+    """A store of ``n`` records written without the collection across buckets."""
+    eng = engine(home, across=0)
+    eng.add([rec(i) for i in range(n)])
+    eng.close()
+
+
 def test_an_earlier_store_is_copied_in_round_by_round_while_writes_go_on(tmp_path, monkeypatch):
     home = tmp_path / "s"
-    eng = engine(home, across=0)
-    eng.add([rec(i) for i in range(50)])
-    eng.close()
+    earlier_store(home, 50)
     monkeypatch.setattr(across_mod, "FILL_ROUND", 7)
     eng = engine(home, across=3, background_vectors=True)
     try:
@@ -196,9 +201,7 @@ def test_an_earlier_store_is_copied_in_round_by_round_while_writes_go_on(tmp_pat
 
 def test_a_copy_cut_short_goes_on_from_its_cursor_after_a_restart(tmp_path, monkeypatch):
     home = tmp_path / "s"
-    eng = engine(home, across=0)
-    eng.add([rec(i) for i in range(30)])
-    eng.close()
+    earlier_store(home, 30)
     monkeypatch.setattr(across_mod, "FILL_ROUND", 10)
     calls = {"n": 0}
     inner = VectorSync._copy_across
