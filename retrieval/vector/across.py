@@ -38,27 +38,16 @@ index (``reindex``, or the index's first build) builds it in the same pass.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
-from retrieval.vector import vectors
-from retrieval.vector.vectors import VectorItem
-
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
-    from retrieval.records import Record
     from retrieval.storage.store import SQLiteStore
-    from retrieval.vector.vector_process import VectorProcess
-    from retrieval.vector.vectors import VectorIndex
 
-    Index = VectorIndex | VectorProcess
-    VectorsOf = Callable[[list[str]], tuple[dict[str, Record], dict[str, np.ndarray]]]
-
-# The across collection's bucket name (kept in vectors.py, whose queries give it a larger
-# bound). A record's bucket is one of "private/<project>/<agent>", "personal/<agent>",
-# "team/<project>" or "public" (retrieval/storage/buckets.py): this is none.
-ACROSS = vectors.ACROSS
+# The across collection's bucket name. A record's bucket is one of "private/<project>/<agent>",
+# "personal/<agent>", "team/<project>" or "public" (retrieval/storage/buckets.py): this is none.
+# (This module imports nothing heavy: the bridge checks the setting before it starts a daemon.)
+ACROSS = "every-bucket"
 DEFAULT_ACROSS_FROM = 16
 FILL_ROUND = 1000  # records copied into the across collection per round of the outbox's lock
 BUILT = "built"
@@ -147,29 +136,26 @@ class Across:
         """Not kept (the index was dropped and not rebuilt with it)."""
         self._write(model_id, None)
 
-    def copy_round(self, model_id: str, vectors_of: VectorsOf, index: Index) -> bool:
-        """Copy the next :data:`FILL_ROUND` records (by row id) into the across collection of
-        ``index``: their stored vectors, ``vectors_of(ids)`` -> (records, windows per record).
-        The caller holds the outbox's lock. False once no record is left (it is then built)."""
+    def next_round(self, model_id: str) -> list[tuple[int, str]] | None:
+        """The (row id, record id) of the next :data:`FILL_ROUND` records to copy in while it
+        is being built (the caller holds the outbox's lock, copies them, then calls
+        :meth:`copied`); empty when the copy starts again from the first record (a damaged
+        cursor), None once no record is left (it is then built)."""
         cursor = self.cursor(model_id) or 0
         rows = self.store.reader.execute(
             "SELECT rowid, id FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
             (cursor, FILL_ROUND),
         ).fetchall()
-        if not rows:
-            last = self.store.reader.execute("SELECT max(rowid) FROM records").fetchone()[0]
-            if cursor > (last or 0) and cursor != self._wrote.get(model_id):
-                # past every row, and not where this process's last round left it (the newest
-                # records copied and then deleted): a damaged value, copied again from the start
-                self._write(model_id, f"{_BUILD}0")
-                return True
-            self.built(model_id)
-            return False
-        recs, stored = vectors_of([r[1] for r in rows])
-        items = [VectorItem(rid, w, vec) for rid in recs for w, vec in enumerate(stored[rid])]
-        index.upsert(ACROSS, model_id, items)
-        self.copied(model_id, rows[-1][0])
-        return True
+        if rows:
+            return [(int(r[0]), str(r[1])) for r in rows]
+        last = self.store.reader.execute("SELECT max(rowid) FROM records").fetchone()[0]
+        if cursor > (last or 0) and cursor != self._wrote.get(model_id):
+            # past every row, and not where this process's last round left it (the newest
+            # records copied and then deleted): a damaged value, copied again from the start
+            self._write(model_id, f"{_BUILD}0")
+            return []
+        self.built(model_id)
+        return None
 
     def serves(
         self, model_id: str | None, buckets: Collection[str], known: Collection[str]

@@ -239,9 +239,16 @@ class VectorSync:
     def _copy_across(self, embedder: Embedder) -> bool:
         """One round of copying records into the across collection while it is being built,
         with :attr:`lock` held; False once every record is in (it is then built)."""
-        return self.across.copy_round(
-            embedder.model_id, lambda ids: self._vectors(ids, embedder), self.engine.vectors
-        )
+        model = embedder.model_id
+        rows = self.across.next_round(model)
+        if rows is None:
+            return False
+        if rows:
+            recs, stored = self._vectors([rid for _, rid in rows], embedder)
+            items = [VectorItem(r, w, v) for r in recs for w, v in enumerate(stored[r])]
+            self.engine.vectors.upsert(ACROSS, model, items)
+            self.across.copied(model, rows[-1][0])
+        return True
 
     def _run_exact(self, embedder: Embedder, known: Known | None) -> int:
         """The outbox of a store scanned exactly (:mod:`retrieval.vector.index_size`): records

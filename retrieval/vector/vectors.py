@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrieval.errors import StoreUnavailable
+from retrieval.vector.across import ACROSS
 
 _WORDS = re.compile(r"\S+")
 
@@ -83,7 +84,6 @@ HNSW = {"space": "cosine", "ef_construction": 100, "ef_search": 200}
 # across buckets stands for 16 or more buckets' collections, each of which had this bound
 MAX_WINDOWS_ASKED = 2000
 MAX_WINDOWS_ASKED_ACROSS = 16 * MAX_WINDOWS_ASKED
-ACROSS = "every-bucket"  # retrieval/vector/across.py (which imports this module)
 
 
 def _not_found(exc: BaseException) -> bool:

@@ -237,12 +237,12 @@ def test_the_bridge_imports_neither_pydantic_nor_the_sdk(tmp_path):
                          capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     heavy = {"pydantic", "numpy", "mcp", "mcp_types", "anyio", "httpx", "platformdirs", "chromadb"}
     assert sorted(m for m in out if m.split(".")[0] in heavy) == []
-    # exceptions, the store's file modes, the vector index threshold's parser and the replica's
-    # polling period's (all standard library only)
+    # exceptions, the store's file modes, the vector index thresholds' parsers and the
+    # replica's polling period's (all standard library only)
     ours = [m for m in out if m.startswith("retrieval.")]
     assert ours == ["retrieval.errors", "retrieval.pg", "retrieval.pg.polling",
                     "retrieval.storage", "retrieval.storage.private", "retrieval.vector",
-                    "retrieval.vector.index_size"]  # fmt: skip
+                    "retrieval.vector.across", "retrieval.vector.index_size"]  # fmt: skip
     assert "http.client" not in out and "concurrent.futures" not in out
     assert "server.service.core.config" not in out and "server.http.auth" not in out
 

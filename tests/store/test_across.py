@@ -492,14 +492,14 @@ def test_a_copy_whose_newest_records_were_deleted_ends_instead_of_starting_over(
 
 def test_the_copy_keeps_out_of_the_way_of_writes_and_of_closing(tmp_path, monkeypatch):
     slow = {"rounds": 0}
-    inner = Across.copy_round
+    inner = Across.next_round
 
-    def slow_round(self, model_id, vectors_of, index):
+    def slow_round(self, model_id):
         slow["rounds"] += 1
         time.sleep(0.1)
-        return inner(self, model_id, vectors_of, index)
+        return inner(self, model_id)
 
-    monkeypatch.setattr(Across, "copy_round", slow_round)
+    monkeypatch.setattr(Across, "next_round", slow_round)
     monkeypatch.setattr(across_mod, "FILL_ROUND", 1)
     eng = engine(tmp_path / "a", across=3)  # writes applied inline
     eng.add([rec(i) for i in range(200)])
