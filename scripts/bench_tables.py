@@ -655,8 +655,11 @@ TABLES: dict[str, Table] = {
     ),
     "across": grid(
         "across",
-        [(f"{mode}, {way}", f"{mode}, {way}") for mode in ("hybrid", "vector")
-         for way in ("bucket by bucket", "across buckets")],
+        [
+            (f"{mode}, {way}", f"{mode}, {way}")
+            for mode in ("hybrid", "vector")
+            for way in ("bucket by bucket", "across buckets")
+        ],
         [*IR, ("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f")],
         first="search over every bucket",
     ),  # fmt: skip
