@@ -276,10 +276,8 @@ class Engine:
         ``copying`` or None (not kept, or no model)."""
         if self.embedder is None:
             return None
-        across, model = self._sync.across, self.embedder.model_id
-        if not across.active(model):
-            return None
-        return "copying" if across.cursor(model) is not None else "built"
+        state = self._sync.across.state(self.embedder.model_id)
+        return None if state is None else "copying" if isinstance(state, int) else "built"
 
     def vector_index_error(self) -> str | None:
         """Why the vector index cannot be used right now: its process could not open the
@@ -591,10 +589,10 @@ class Engine:
         if self.embedder is None:
             return buckets
         across, model = self._sync.across, self.embedder.model_id
-        if across.serves(model, buckets, known):
+        if across.serves(model, buckets, known):  # (an agent's own buckets: nothing read)
             return [ACROSS]
-        if across.covers(buckets, known) and not across.active(model):
-            if 0 < across.threshold <= len(known):
+        if across.enough(len(known)) and across.covers(buckets, known):
+            if not across.active(model):
                 self._sync.ask_across()  # built in the background; asked bucket by bucket now
         return buckets
 

@@ -81,7 +81,7 @@ class Across:
         self.asked = False  # a search over every bucket asked for it (in this process)
         self._wrote: dict[str, int] = {}  # model -> the cursor this process's last round wrote
 
-    def _read(self, model_id: str) -> str | int | None:
+    def state(self, model_id: str) -> str | int | None:
         """None (not kept), :data:`BUILT`, or the copy's cursor (a row id). Read from the store
         each time (one key: another engine of this process over the same store may have
         changed it). A value that is none of these (damaged) is a copy from the start."""
@@ -100,11 +100,15 @@ class Across:
             else:
                 self.store.set_meta(conn, meta_key(model_id), value)
 
+    def enough(self, buckets: int) -> bool:
+        """True when a store of this many buckets is at the threshold or above."""
+        return 0 < self.threshold <= buckets
+
     def wanted(self, model_id: str, buckets: int) -> bool:
         """True when a store of this many buckets keeps the across collection of ``model_id``:
         at the threshold or above, once a search over every bucket asked for it (or it is
         kept already)."""
-        return 0 < self.threshold <= buckets and (self.asked or self.active(model_id))
+        return self.enough(buckets) and (self.asked or self.active(model_id))
 
     def covers(self, buckets: Collection[str], known: Collection[str]) -> bool:
         """True when ``buckets`` hold every bucket the engine knows (``known``), more than one."""
@@ -113,12 +117,12 @@ class Across:
 
     def active(self, model_id: str) -> bool:
         """True when the outbox applies every change to the across collection too."""
-        return self._read(model_id) is not None
+        return self.state(model_id) is not None
 
     def cursor(self, model_id: str) -> int | None:
         """The row id up to which records are copied in while it is being built; None when it
         is built or not kept."""
-        state = self._read(model_id)
+        state = self.state(model_id)
         return state if isinstance(state, int) else None
 
     def begin(self, model_id: str) -> None:
@@ -160,11 +164,12 @@ class Across:
     def serves(
         self, model_id: str | None, buckets: Collection[str], known: Collection[str]
     ) -> bool:
-        """True when a search of ``buckets`` asks the across collection alone: it is built,
-        and ``buckets`` hold every bucket the engine knows (``known``), more than one."""
-        if model_id is None or len(known) < 2 or self._read(model_id) != BUILT:
+        """True when a search of ``buckets`` asks the across collection alone: ``buckets``
+        hold every bucket the engine knows (``known``), more than one, and it is built (read
+        only then: an agent's own search reads nothing)."""
+        if model_id is None or not self.covers(buckets, known):
             return False
-        return self.covers(buckets, known)
+        return self.state(model_id) == BUILT
 
 
 __all__ = ["ACROSS", "DEFAULT_ACROSS_FROM", "FILL_ROUND", "Across", "across_from", "meta_key"]

@@ -208,7 +208,7 @@ class VectorSync:
                 for bucket, rids in deletes.items():
                     vectors.delete(bucket, model, list(rids))
                 upserts = [rid for rid, op in latest.items() if op != "delete"]
-                self._upsert(upserts, embedder, known)
+                self._upsert(upserts, embedder, known, also)
                 self.store.clear_outbox(last)
                 applied += len(rows)
             self._applied = max(self._applied, noted)
@@ -217,9 +217,9 @@ class VectorSync:
         return applied
 
     def ask_across(self) -> None:
-        """A search over every bucket of a store of many: start the across collection (its
-        copy runs on the background writer, or on a background thread of its own without
-        one)."""
+        """A search over every bucket of a store of many: start the across collection (the
+        next run of the outbox begins it, on the background writer or, without one, the retry
+        timer's thread; :attr:`copier` then copies the records in)."""
         if not self.across.asked:
             self.across.asked = True
             (self.writer or self.retry).kick()
@@ -364,14 +364,15 @@ class VectorSync:
             recs[rid], stored[rid] = rec, vecs
         return recs, stored
 
-    def _upsert(self, ids: list[str], embedder: Embedder, known: Known | None = None) -> None:
+    def _upsert(self, ids: list[str], embedder: Embedder, known: Known | None, also: bool) -> None:
+        """Upsert the records' vectors into their buckets' collections, and into the across
+        collection when ``also`` (it is kept: :mod:`retrieval.vector.across`)."""
         model = embedder.model_id
         recs, stored = self._vectors(ids, embedder, known)
         by_bucket: dict[str, list[VectorItem]] = defaultdict(list)
         # Chroma keeps only `record_id` beside a vector (VectorIndex.upsert): every filter is
         # applied to the candidates in SQLite, so more metadata would cost each write ~0.3 ms
         # of Chroma's metadata indexing for nothing (docs/benchmarks.md, "Scale")
-        also = self.across.active(model)
         for rid, rec in recs.items():
             for w, vec in enumerate(stored[rid]):
                 item = VectorItem(rid, w, vec)
@@ -469,7 +470,8 @@ class VectorSync:
         the number of records. With :attr:`lock` held."""
         model = embedder.model_id
         self.engine.vectors.drop_model(model)
-        if self.across.wanted(model, self.engine.bucket_count()):
+        also = self.across.wanted(model, self.engine.bucket_count())
+        if also:
             self.across.begin(model)
         else:
             self.across.forget(model)
@@ -477,9 +479,9 @@ class VectorSync:
         for ids in self.store.all_ids_by_bucket().values():
             for i in range(0, len(ids), OUTBOX_BATCH):
                 part: Sequence[str] = ids[i : i + OUTBOX_BATCH]
-                self._upsert(list(part), embedder)
+                self._upsert(list(part), embedder, None, also)
                 total += len(part)
-        if self.across.active(model):
+        if also:
             self.across.built(model)
         return total
 
