@@ -166,3 +166,25 @@ def test_background_build_starts_at_the_threshold(store, make_record):
     first = big.search("alpha", RecordFilter(), 3)  # FTS5 answers while it builds
     assert big.postings.wait(30)
     assert big.search("alpha", RecordFilter(), 3) == first
+
+
+def test_rowid_scores_look_up_rows_in_any_order(store, make_record):
+    """The mapping keeps the matching rows as arrays (no object per row) and finds a record's
+    score by its rowid whatever order the rows came in; an id that matched nothing, or that
+    no record has, is absent."""
+    from retrieval.fulltext.lexical import RowidScores
+
+    recs = [make_record(f"text {i}") for i in range(6)]
+    with store.transaction() as conn:
+        store.insert(conn, recs)
+    rowid = dict(store.reader.execute("SELECT id, rowid FROM records").fetchall())
+    order = [recs[4], recs[0], recs[2], recs[5]]  # not in rowid order; recs[1], [3] absent
+    scores = RowidScores(
+        store, np.array([rowid[r.id] for r in order]), np.array([4.0, 0.5, 2.0, 5.0]), {}
+    )
+    scores.resolve([recs[0].id, recs[1].id, "no-such-id"])
+    assert scores[recs[4].id] == 4.0 and scores[recs[0].id] == 0.5
+    assert scores.get(recs[2].id) == 2.0 and scores.get(recs[5].id) == 5.0
+    assert scores.get(recs[1].id, 0.0) == 0.0 and recs[3].id not in scores
+    assert scores.get("no-such-id") is None
+    assert len(scores) == 4 and set(scores) == {r.id for r in order}
