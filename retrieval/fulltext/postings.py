@@ -357,21 +357,23 @@ class Postings:
             if self.state != "ready" or self.n_alive == 0:
                 return None if self.state != "ready" else np.zeros((0, 2))
             visible = self._visible(buckets)
+            every = buckets is None and self.n_alive == self.n  # no dead slot, no filter
             avgdl = self.total_tokens / self.n_alive
             scores = np.zeros(self.n)
-            hit = np.zeros(self.n, dtype=bool)
             for phrase in phrases:
                 if not phrase:
                     continue
                 slots, freq = self._postings(phrase[0])
-                df = int(np.count_nonzero(self.alive[slots]))
+                df = len(slots) if every else int(np.count_nonzero(self.alive[slots]))
                 if df == 0:
                     continue
-                m = visible[slots]
-                s = slots[m]
-                scores[s] += term_scores(float(idf(self.n_alive, df)), freq[m], self.dl[s], avgdl)
-                hit[s] = True
-            idx = np.flatnonzero(hit)
+                if not every:  # (every slot visible: the masks would keep all)
+                    m = visible[slots]
+                    slots, freq = slots[m], freq[m]
+                scores[slots] += term_scores(float(idf(self.n_alive, df)), freq, self.dl[slots],
+                                             avgdl)  # fmt: skip
+            # a record holding a term scores > 0 (idf is floored at 1e-6 and its frequency > 0)
+            idx = np.flatnonzero(scores)
             out = np.column_stack([self.rowid[idx].astype(np.float64), -scores[idx]])
         if limit is not None and len(out) > limit:
             top = np.argpartition(out[:, 1], limit - 1)[:limit]

@@ -6,10 +6,12 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from retrieval.fulltext.bm25 import Tokenizer, idf
 from retrieval.fulltext.lexical import LexicalIndex
-from retrieval.records import RecordFilter, Scope
+from retrieval.records import Record, RecordFilter, Scope
 from retrieval.storage.store import SQLiteStore
 
 WORDS = (
@@ -188,3 +190,40 @@ def test_rowid_scores_look_up_rows_in_any_order(store, make_record):
     assert scores.get(recs[1].id, 0.0) == 0.0 and recs[3].id not in scores
     assert scores.get("no-such-id") is None
     assert len(scores) == 4 and set(scores) == {r.id for r in order}
+
+
+def _plain_record(content: str, *, tags=None, **kw) -> Record:
+    return Record(project_id="p", content=content, metadata={"tags": tags} if tags else {}, **kw)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 60),
+    deleted=st.integers(0, 5),
+    query=st.lists(st.sampled_from(WORDS + ["zzzz"]), min_size=1, max_size=5),
+)
+def test_any_store_ranks_every_record_as_fts5(seed, n, deleted, query):
+    """The whole-store pass (no filter, no dead slot: no masks) and the masked one give the
+    scores FTS5 gives, for any store and query, before and after deletes."""
+    import tempfile
+    from pathlib import Path
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(Path(tmp) / "db.sqlite3")
+        recs = _records(_plain_record, rng, n)
+        with store.transaction() as conn:
+            store.insert(conn, recs)
+        fts, mem = LexicalIndex(store, postings_min=-1), LexicalIndex(store, postings_min=0)
+        mem.postings.build(store.reader)
+        q = " ".join(query)
+        for _ in range(2):
+            for f in (RecordFilter(), *_filters(recs)[1:]):
+                got, want = mem.search_all(q, f, 10), fts.search_all(q, f, 10)
+                assert sorted(got[1], key=str) == sorted(want[1], key=str)
+                assert all(got[1][k] == pytest.approx(want[1][k], rel=1e-9) for k in want[1])
+            with store.transaction() as conn:
+                store.delete(conn, [r.id for r in recs[:deleted]])
+            recs = recs[deleted:]
+        store.close()
