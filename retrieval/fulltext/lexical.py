@@ -8,18 +8,19 @@ Queries are OR-ed content terms (stopwords removed, identifiers split, see ``ana
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from retrieval.fulltext.analyzer import fts_or_query, query_terms
 from retrieval.fulltext.postings import Postings
+from retrieval.fulltext.scores import RowidScores, ids_of
 from retrieval.records import RecordFilter, utcnow
+from retrieval.storage import changelog
 from retrieval.storage.buckets import bucket_token
 from retrieval.storage.store import SQLiteStore, ts, where_clause
 
@@ -39,77 +40,6 @@ POSTINGS_MIN = 20_000
 def _bm25_expr(weights: Sequence[float]) -> str:
     # the bucket column (schema v5) weighs 0: its token never changes a score
     return "bm25(records_fts, " + ", ".join(f"{w:g}" for w in (*weights, 0.0)) + ")"
-
-
-def _ids_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, str]:
-    """{rowid: record id} for the rowids whose record exists."""
-    out: dict[int, str] = {}
-    for i in range(0, len(rowids), 500):
-        part = json.dumps(list(rowids[i : i + 500]))
-        out.update(
-            conn.execute(
-                "SELECT r.rowid, r.id FROM json_each(?) AS v CROSS JOIN records r "
-                "ON r.rowid = v.value",
-                [part],
-            ).fetchall()
-        )
-    return out
-
-
-class RowidScores(Mapping[str, float]):
-    """{record id: bm25} as the FTS5-only path produces it: the matching rows' rowids (sorted)
-    and scores kept as two arrays, a record id resolved to its rowid when it is looked up (one
-    read of the unique id index). No Python object is made per matching row: a common term
-    matches hundreds of thousands of records at a million, where a dict of them all cost tens
-    of ms per query, and a search looks up only its few hundred candidates."""
-
-    def __init__(
-        self, store: SQLiteStore, rowids: np.ndarray, scores: np.ndarray, known: dict[str, int]
-    ) -> None:
-        rowids = np.asarray(rowids, dtype=np.int64)
-        scores = np.asarray(scores, dtype=np.float64)
-        if len(rowids) > 1 and not bool((rowids[1:] > rowids[:-1]).all()):  # usually in order
-            order = np.argsort(rowids, kind="stable")
-            rowids, scores = rowids[order], scores[order]
-        self._store = store
-        self._rowids, self._scores = rowids, scores
-        self._known: dict[str, int | None] = dict(known)
-
-    def _rowid(self, rid: str) -> int | None:
-        if rid not in self._known:
-            row = self._store.reader.execute(
-                "SELECT rowid FROM records WHERE id = ?", (rid,)
-            ).fetchone()
-            self._known[rid] = None if row is None else row[0]
-        return self._known[rid]
-
-    def resolve(self, ids: Sequence[str]) -> None:
-        """Look up many record ids at once (one query instead of one per :meth:`get`)."""
-        todo = [r for r in dict.fromkeys(ids) if r not in self._known]
-        for i in range(0, len(todo), 500):
-            part = todo[i : i + 500]
-            found = dict(
-                self._store.reader.execute(
-                    "SELECT v.value, r.rowid FROM json_each(?) AS v CROSS JOIN records r "
-                    "ON r.id = v.value",
-                    [json.dumps(part)],
-                ).fetchall()
-            )
-            self._known.update((r, found.get(r)) for r in part)
-
-    def __getitem__(self, rid: str) -> float:
-        rowid = self._rowid(rid)
-        if rowid is not None:
-            i = int(np.searchsorted(self._rowids, rowid))
-            if i < len(self._rowids) and self._rowids[i] == rowid:
-                return float(self._scores[i])
-        raise KeyError(rid)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_ids_of(self._store.reader, self._rowids.tolist()).values())
-
-    def __len__(self) -> int:
-        return len(self._rowids)
 
 
 class LexicalIndex:
@@ -302,11 +232,12 @@ class LexicalIndex:
         if not terms or limit <= 0 or f.buckets == []:
             return []
         expr = fts_or_query(terms)
+        seq = changelog.head(conn)  # before the rows are scored (see _ids_of)
         try:
             fast = self._fts_only(expr, f, limit, conn, terms)
             if fast is not None:
                 top = [(int(r), -float(s)) for r, s in fast[:limit]]
-                ids = _ids_of(conn, [r for r, _ in top])
+                ids = ids_of(conn, [r for r, _ in top], seq)
                 return [(ids[r], s) for r, s in top if r in ids]
             rows = self._joined(expr, f, limit, conn)
         except sqlite3.OperationalError:
@@ -329,6 +260,7 @@ class LexicalIndex:
         if not terms or limit <= 0 or f.buckets == []:
             return [], {}
         expr = fts_or_query(terms)
+        seq = changelog.head(conn)  # before the rows are scored: see RowidScores
         try:
             fast = self._fts_only(expr, f, None, conn, terms)
             if fast is None:
@@ -351,10 +283,10 @@ class LexicalIndex:
             values = scores.tolist()
             return [(keys[i], values[i]) for i in top], dict(zip(keys, values, strict=True))
         top_rowids = keys[top].tolist()
-        ids = _ids_of(conn, top_rowids)
+        ids = ids_of(conn, top_rowids, seq)
         pairs = [(ids[r], float(v)) for r, v in zip(top_rowids, scores[top].tolist(), strict=True)
                  if r in ids]  # fmt: skip
-        return pairs, RowidScores(self.store, keys, scores, {v: k for k, v in ids.items()})
+        return pairs, RowidScores(self.store, keys, scores, {v: k for k, v in ids.items()}, seq)
 
     def score_ids(
         self, query: str, ids: Sequence[str], conn: sqlite3.Connection | None = None,

@@ -21,17 +21,13 @@ import numpy as np
 
 from retrieval.fulltext import postings_file
 from retrieval.fulltext.bm25 import Tokenizer, idf, term_scores
+from retrieval.storage import changelog
 
 log = logging.getLogger(__name__)
 
 FTS_COLUMNS = ("content", "context", "terms", "bucket")  # records_fts, in order
 BUCKET_COL = 3
 MAX_BACKLOG = 0.2  # more changed records than this share of the index: rebuild instead
-
-
-def _change_seq(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
-    return int(row[0]) if row else 0
 
 
 def _trim_heap() -> None:
@@ -49,6 +45,9 @@ class Postings:
     def __init__(self, store, weights: Sequence[float], min_records: int = 20_000) -> None:
         self.store = store
         self.weight = np.array([*weights, 0.0][: len(FTS_COLUMNS)], dtype=np.float64)
+        # every text column weighs > 0: a record holding a term scores > 0 (idf is floored at
+        # 1e-6); a column weighing 0 gives its records bm25 0.0, still a match, as in FTS5
+        self.positive = bool((self.weight[:BUCKET_COL] > 0).all())
         self.col_index = {name: i for i, name in enumerate(FTS_COLUMNS)}
         self.min_records = min_records
         self.state = "empty"  # empty -> building -> ready (-> building on a pruned change log)
@@ -150,7 +149,7 @@ class Postings:
         built, False when loaded from the saved file instead (the first build only)."""
         conn.execute("BEGIN")
         try:
-            seq = _change_seq(conn)
+            seq = changelog.head(conn)
             loaded = None
             if self.file is not None and not self._file_tried:
                 self._file_tried = True
@@ -249,12 +248,12 @@ class Postings:
     def _sync(self, conn: sqlite3.Connection) -> bool:
         """Apply the records changed since ``self.seq``; False (and a rebuild started) when
         the change log was pruned past it or the backlog is large."""
-        seq = _change_seq(conn)
+        seq = changelog.head(conn)
         if seq == self.seq:
             return True
         conn.execute("BEGIN")
         try:
-            seq = _change_seq(conn)
+            seq = changelog.head(conn)
             oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
             changed = [
                 r[0]
@@ -360,6 +359,7 @@ class Postings:
             every = buckets is None and self.n_alive == self.n  # no dead slot, no filter
             avgdl = self.total_tokens / self.n_alive
             scores = np.zeros(self.n)
+            hit = None if self.positive else np.zeros(self.n, dtype=bool)
             for phrase in phrases:
                 if not phrase:
                     continue
@@ -372,8 +372,9 @@ class Postings:
                     slots, freq = slots[m], freq[m]
                 scores[slots] += term_scores(float(idf(self.n_alive, df)), freq, self.dl[slots],
                                              avgdl)  # fmt: skip
-            # a record holding a term scores > 0 (idf is floored at 1e-6 and its frequency > 0)
-            idx = np.flatnonzero(scores)
+                if hit is not None:
+                    hit[slots] = True
+            idx = np.flatnonzero(scores if hit is None else hit)
             out = np.column_stack([self.rowid[idx].astype(np.float64), -scores[idx]])
         if limit is not None and len(out) > limit:
             top = np.argpartition(out[:, 1], limit - 1)[:limit]

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retrieval.storage import changelog
 from retrieval.storage.store import where_clause
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,13 +124,6 @@ def _snapshot(conn) -> Iterator[None]:
             conn.execute("COMMIT")  # nothing was written: it ends the snapshot
 
 
-def _seq(conn) -> int:
-    """The change log's head: the last seq handed out (``AUTOINCREMENT`` keeps it in
-    ``sqlite_sequence``, so it survives the log's compaction, unlike ``max(seq)``)."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").fetchone()
-    return int(row[0]) if row else 0
-
-
 def _count(conn, model_id: str) -> int:
     """The model's stored windows, every row (readable or not)."""
     row = conn.execute("SELECT count(*) FROM embeddings WHERE model_id = ?", (model_id,)).fetchone()
@@ -212,7 +206,7 @@ class ExactScan:
         conn = self.store.reader
         outer = conn.in_transaction  # a caller's snapshot: maybe older than ``version``
         with _snapshot(conn):  # the log, the count and the windows as of one commit
-            seq, count = _seq(conn), _count(conn, model_id)
+            seq, count = changelog.head(conn), _count(conn, model_id)
             state = None
             same = got is not None and got.model_id == model_id and got.clean
             if same and got.appends < FULL_EVERY:

@@ -15,7 +15,8 @@ from datetime import timedelta
 import pytest
 
 from retrieval.fulltext import lexical as lexical_mod
-from retrieval.fulltext.lexical import LexicalIndex, RowidScores
+from retrieval.fulltext.lexical import LexicalIndex
+from retrieval.fulltext.scores import RowidScores
 from retrieval.records import RecordFilter, Scope, utcnow
 from retrieval.storage import schema
 from retrieval.storage.buckets import bucket_token

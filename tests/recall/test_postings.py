@@ -174,7 +174,7 @@ def test_rowid_scores_look_up_rows_in_any_order(store, make_record):
     """The mapping keeps the matching rows as arrays (no object per row) and finds a record's
     score by its rowid whatever order the rows came in; an id that matched nothing, or that
     no record has, is absent."""
-    from retrieval.fulltext.lexical import RowidScores
+    from retrieval.fulltext.scores import RowidScores
 
     recs = [make_record(f"text {i}") for i in range(6)]
     with store.transaction() as conn:
@@ -227,3 +227,76 @@ def test_any_store_ranks_every_record_as_fts5(seed, n, deleted, query):
                 store.delete(conn, [r.id for r in recs[:deleted]])
             recs = recs[deleted:]
         store.close()
+
+
+def test_a_column_weighing_zero_still_matches(store, make_record):
+    """A record whose only query term is in a column weighing 0 scores bm25 0.0 and is still
+    a match, as in FTS5 (it was dropped when a match was taken for a score above 0)."""
+    recs = [make_record("alpha beta", context="kinase"), make_record("kinase cells")]
+    with store.transaction() as conn:
+        store.insert(conn, recs)
+    weights = (1.0, 0.0, 0.8)
+    fts = LexicalIndex(store, weights=weights, postings_min=-1)
+    mem = LexicalIndex(store, weights=weights, postings_min=0)
+    mem.postings.build(store.reader)
+    f = RecordFilter()
+    assert {r for r, _ in mem.search("kinase", f, 5)} == {r.id for r in recs}
+    got, want = mem.search("kinase", f, 5), fts.search("kinase", f, 5)
+    assert [r for r, _ in got] == [r for r, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+    assert recs[0].id in mem.search_all("kinase", f, 5)[1]
+    assert mem.search_all("kinase", f, 5)[1][recs[0].id] == 0.0
+
+
+@pytest.mark.parametrize("postings_min", [-1, 0])
+def test_a_record_taking_a_deleted_ones_rowid_inherits_no_score(store, make_record, postings_min):
+    """Between the query and a lookup, the best record is deleted and a new one takes its
+    rowid (the records table reuses the largest): the newcomer gets no score, its rows read
+    as unmatched, and the others keep theirs."""
+    recs = [make_record("alpha kinase"), make_record("gamma"), make_record("kinase kinase cells")]
+    with store.transaction() as conn:
+        store.insert(conn, recs)
+    lex = LexicalIndex(store, postings_min=postings_min)
+    if lex.postings is not None:
+        lex.postings.build(store.reader)
+    top, scores = lex.search_all("kinase", RecordFilter(), 1)
+    assert [r for r, _ in top] == [recs[2].id]
+    _, ref = lex.search_all("kinase", RecordFilter(), 1)
+    first = ref.get(recs[0].id)  # its score when the rows were scored
+    assert first > 0
+    rowid = store.reader.execute("SELECT rowid FROM records WHERE id = ?", (recs[2].id,)).fetchone()
+    intruder = make_record("nothing relevant here")
+    with store.transaction() as conn:
+        store.delete(conn, [recs[2].id])
+        store.insert(conn, [intruder])
+    again = store.reader.execute(
+        "SELECT rowid FROM records WHERE id = ?", (intruder.id,)
+    ).fetchone()
+    assert again == rowid  # the case this test is about
+    assert scores.get(intruder.id) is None and intruder.id not in set(scores)
+    assert scores.get(recs[0].id) == first
+    assert scores.get(recs[1].id) is None
+
+
+def test_lookups_after_records_are_replaced(store, make_record):
+    """Replaced records take new slots, so the matching rows come out of rowid order (the
+    mapping sorts them): every record's score still equals FTS5's."""
+    rng = random.Random(11)
+    recs = _records(make_record, rng, 120)
+    with store.transaction() as conn:
+        store.insert(conn, recs)
+    fts, mem = LexicalIndex(store, postings_min=-1), LexicalIndex(store, postings_min=0)
+    mem.postings.build(store.reader)
+    with store.transaction() as conn:
+        for rec in recs[::3]:
+            rec.content = _text(rng, rng.randint(1, 20))
+            store.replace(conn, rec)
+    for q in QUERIES:
+        _, got = mem.search_all(q, RecordFilter(), 5)
+        _, want = fts.search_all(q, RecordFilter(), 5)
+        ids = [r.id for r in recs]
+        if hasattr(got, "resolve"):
+            got.resolve(ids)
+        for rid in ids:
+            w = want.get(rid)
+            assert got.get(rid) == (None if w is None else pytest.approx(w, rel=1e-9)), q
