@@ -77,19 +77,19 @@ class RowidScores(Mapping[str, float]):
         if not todo:
             return
         conn = self._store.reader
-        changed = self._changed(conn)
+        found: dict[str, int] = {}
         for i in range(0, len(todo), 500):
-            part = todo[i : i + 500]
-            found = dict(
+            found.update(
                 conn.execute(
                     "SELECT v.value, r.rowid FROM json_each(?) AS v CROSS JOIN records r "
                     "ON r.id = v.value",
-                    [json.dumps(part)],
+                    [json.dumps(todo[i : i + 500])],
                 ).fetchall()
             )
-            self._known.update(
-                (r, None if changed is None or r in changed else found.get(r)) for r in part
-            )
+        changed = self._changed(conn)  # after the lookups: a change made meanwhile counts
+        self._known.update(
+            (r, None if changed is None or r in changed else found.get(r)) for r in todo
+        )
 
     def __getitem__(self, rid: str) -> float:
         if rid not in self._known:
