@@ -282,6 +282,12 @@ class LexicalIndex:
         if fast is None:
             values = scores.tolist()
             return [(keys[i], values[i]) for i in top], dict(zip(keys, values, strict=True))
+        if conn.in_transaction:  # (a writer's own view: its later lookups could not share it)
+            every = ids_of(conn, keys.tolist())
+            values = scores.tolist()
+            pairs = [(every[r], values[i]) for i in top.tolist() if (r := int(keys[i])) in every]
+            rows = zip(keys.tolist(), values, strict=True)
+            return pairs, {every[r]: v for r, v in rows if r in every}
         top_rowids = keys[top].tolist()
         ids = ids_of(conn, top_rowids, seq)
         pairs = [(ids[r], float(v)) for r, v in zip(top_rowids, scores[top].tolist(), strict=True)

@@ -3,8 +3,8 @@
 The FTS5-only path and the in-memory postings score rows by rowid; a search wants record ids.
 :func:`ids_of` maps the few it keeps; :class:`RowidScores` keeps every matching row's score
 for the lookups of score completion (a vector candidate's bm25) without a Python object per
-row. Both are read after the rows were scored: a record changed meanwhile is left out, since a
-record deleted may have left its rowid to a new one.
+row. Both are read after the rows were scored: a record inserted meanwhile is left out, since a
+record deleted may have left its rowid to it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ def ids_of(
     conn: sqlite3.Connection, rowids: Sequence[int], seq: int | None = None
 ) -> dict[int, str]:
     """{rowid: record id} for the rowids whose record exists; with ``seq`` (the change log's
-    head before the rows were scored), not for the records changed since: a record deleted
-    meanwhile may have left its rowid to a new one."""
+    head before the rows were scored), not for the records inserted since: a record deleted
+    meanwhile may have left its rowid to one of them."""
     out: dict[int, str] = {}
     for i in range(0, len(rowids), 500):
         part = json.dumps(list(rowids[i : i + 500]))
@@ -36,9 +36,10 @@ def ids_of(
             ).fetchall()
         )
     if seq is not None and out:
-        changed = changelog.changed_since(conn, seq)  # (None: compacted past it; all kept)
-        if changed:
-            out = {k: v for k, v in out.items() if v not in changed}
+        new = changelog.inserted_since(conn, seq, out.values())
+        if new is None:  # the log cannot tell (compacted meanwhile): trust none of them
+            return {}
+        out = {k: v for k, v in out.items() if v not in new}
     return out
 
 
@@ -49,9 +50,9 @@ class RowidScores(Mapping[str, float]):
     matches hundreds of thousands of records at a million, where a dict of them all cost tens
     of ms per query, and a search looks up only its few hundred candidates.
 
-    ``seq``: the change log's head before the rows were scored. A record changed since then
-    is absent (its score unknown): a record deleted meanwhile may have left its rowid to a new
-    one, which must not inherit its score."""
+    ``seq``: the change log's head before the rows were scored. A record inserted since then
+    is absent (its score unknown): a record deleted meanwhile may have left its rowid to it,
+    and it must not inherit that record's score."""
 
     def __init__(
         self, store: SQLiteStore, rowids: np.ndarray, scores: np.ndarray, known: dict[str, int],
@@ -67,9 +68,9 @@ class RowidScores(Mapping[str, float]):
         self._known: dict[str, int | None] = dict(known)
         self._seq = seq
 
-    def _changed(self, conn: sqlite3.Connection) -> set[str] | None:
-        """The records changed since the rows were scored (None: the log cannot tell)."""
-        return set() if self._seq is None else changelog.changed_since(conn, self._seq)
+    def _new(self, conn: sqlite3.Connection, ids) -> set[str] | None:
+        """Which of ``ids`` were inserted since the rows were scored (None: cannot tell)."""
+        return set() if self._seq is None else changelog.inserted_since(conn, self._seq, ids)
 
     def resolve(self, ids: Sequence[str]) -> None:
         """Look up many record ids at once (one query instead of one per :meth:`get`)."""
@@ -86,10 +87,8 @@ class RowidScores(Mapping[str, float]):
                     [json.dumps(todo[i : i + 500])],
                 ).fetchall()
             )
-        changed = self._changed(conn)  # after the lookups: a change made meanwhile counts
-        self._known.update(
-            (r, None if changed is None or r in changed else found.get(r)) for r in todo
-        )
+        new = self._new(conn, found)  # after the lookups: an insert made meanwhile counts
+        self._known.update((r, None if new is None or r in new else found.get(r)) for r in todo)
 
     def __getitem__(self, rid: str) -> float:
         if rid not in self._known:
@@ -103,9 +102,10 @@ class RowidScores(Mapping[str, float]):
 
     def __iter__(self) -> Iterator[str]:
         conn = self._store.reader
-        changed = self._changed(conn) or set()
-        ids = ids_of(conn, self._rowids.tolist()).values()
-        return iter([r for r in ids if r not in changed or self._known.get(r) is not None])
+        ids = list(ids_of(conn, self._rowids.tolist()).values())
+        new = self._new(conn, ids)
+        return iter([r for r in ids
+                     if (new is not None and r not in new) or self._known.get(r) is not None])  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._rowids)

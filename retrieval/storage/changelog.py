@@ -1,5 +1,5 @@
-"""The change log read by the indexes kept beside the store: its head, and which records
-changed since a point in it.
+"""The change log read by the indexes kept beside the store: its head, and which records were
+inserted since a point in it.
 
 Every committed write appends to ``changes`` (``seq`` from ``AUTOINCREMENT``); the log is
 compacted, so its oldest entries go, but ``sqlite_sequence`` keeps the last ``seq`` handed out.
@@ -7,7 +7,9 @@ compacted, so its oldest entries go, but ``sqlite_sequence`` keeps the last ``se
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Iterable
 
 
 def head(conn: sqlite3.Connection) -> int:
@@ -16,13 +18,22 @@ def head(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def changed_since(conn: sqlite3.Connection, seq: int) -> set[str] | None:
-    """The ids of the records changed after ``seq``; None when the log no longer holds every
-    change since then (compacted past it)."""
-    if head(conn) == seq:
+def inserted_since(conn: sqlite3.Connection, seq: int, ids: Iterable[str]) -> set[str] | None:
+    """Which of ``ids`` were inserted after ``seq`` (only an inserted record can hold a rowid
+    that belonged to another record before); None when the log no longer holds every change
+    since then (compacted past it). Reads the log after ``seq`` in SQLite, not in Python."""
+    ids = list(dict.fromkeys(ids))
+    if not ids or head(conn) == seq:
         return set()
     oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
     if oldest is None or oldest > seq + 1:
         return None
-    rows = conn.execute("SELECT DISTINCT record_id FROM changes WHERE seq > ?", (seq,))
-    return {r[0] for r in rows}
+    found: set[str] = set()
+    for i in range(0, len(ids), 500):
+        rows = conn.execute(
+            "SELECT DISTINCT record_id FROM changes WHERE seq > ? AND op = 'insert' "
+            "AND record_id IN (SELECT value FROM json_each(?))",
+            (seq, json.dumps(ids[i : i + 500])),
+        )
+        found.update(r[0] for r in rows)
+    return found

@@ -300,3 +300,86 @@ def test_lookups_after_records_are_replaced(store, make_record):
         for rid in ids:
             w = want.get(rid)
             assert got.get(rid) == (None if w is None else pytest.approx(w, rel=1e-9)), q
+
+
+def _racing(monkeypatch, write) -> None:
+    """Run ``write`` in another thread right after the query's rows were scored (between the
+    change log's head read and the mapping of rowids to record ids)."""
+    import threading
+
+    scored = LexicalIndex._fts_only
+
+    def racing(self, *args, **kw):
+        out = scored(self, *args, **kw)
+        t = threading.Thread(target=write)
+        t.start()
+        t.join()
+        return out
+
+    monkeypatch.setattr(LexicalIndex, "_fts_only", racing)
+
+
+@pytest.mark.parametrize("postings_min", [-1, 0])
+def test_an_edit_during_a_query_keeps_the_record(store, make_record, monkeypatch, postings_min):
+    """An edit keeps a record's rowid: it can hold no other record's score, so a query that
+    runs beside it keeps the record in its results and its score."""
+    a, b = make_record("kinase kinase alpha"), make_record("kinase beta")
+    with store.transaction() as conn:
+        store.insert(conn, [a, b])
+    lex = LexicalIndex(store, postings_min=postings_min)
+    if lex.postings is not None:
+        lex.postings.build(store.reader)
+
+    def edit():
+        a.metadata = {"note": "edited"}
+        with store.transaction() as conn:
+            store.replace(conn, a)
+
+    _racing(monkeypatch, edit)
+    assert [r for r, _ in lex.search("kinase", RecordFilter(), 5)] == [a.id, b.id]
+    top, scores = lex.search_all("kinase", RecordFilter(), 5)
+    assert [r for r, _ in top] == [a.id, b.id] and scores.get(a.id) == dict(top)[a.id]
+
+
+@pytest.mark.parametrize("postings_min", [-1, 0])
+def test_a_compaction_during_a_query_lets_no_newcomer_in(
+    store, make_record, monkeypatch, postings_min
+):
+    """The best record is deleted, a new one takes its rowid and the change log is compacted,
+    all while a query runs: the log can no longer say who is new, so the query trusts none of
+    its rows rather than give the newcomer the deleted record's score."""
+    from server.service.memories.changes import compact_changes, head
+
+    a, b = make_record("gamma"), make_record("kinase kinase cells")
+    with store.transaction() as conn:
+        store.insert(conn, [a, b])
+    lex = LexicalIndex(store, postings_min=postings_min)
+    if lex.postings is not None:
+        lex.postings.build(store.reader)
+    intruder = make_record("nothing relevant here")
+
+    def replace_and_compact():
+        with store.transaction() as conn:
+            store.delete(conn, [b.id])
+            store.insert(conn, [intruder])
+        compact_changes(store, head(store.reader) + 1)
+
+    _racing(monkeypatch, replace_and_compact)
+    assert intruder.id not in dict(lex.search("kinase", RecordFilter(), 5))
+
+
+def test_inside_a_write_transaction_the_scores_are_the_writers_view(store, make_record):
+    """``search_all`` on the writer's connection inside its transaction sees its uncommitted
+    rows: its scores are that view's, never a committed record's under a reused rowid."""
+    old = make_record("gamma delta")
+    with store.transaction() as conn:
+        store.insert(conn, [make_record("alpha"), old])
+    lex = LexicalIndex(store, postings_min=-1)
+    new = make_record("kinase kinase cells")
+    with store.transaction() as conn:
+        store.delete(conn, [old.id])
+        store.insert(conn, [new])
+        top, scores = lex.search_all("kinase", RecordFilter(), 5, conn=conn)
+        assert [r for r, _ in top] == [new.id]
+        assert scores.get(old.id) is None and scores.get(new.id) == dict(top)[new.id]
+    assert scores.get(old.id) is None

@@ -505,6 +505,9 @@ def test_the_copy_keeps_out_of_the_way_of_writes_and_of_closing(tmp_path, monkey
     eng.add([rec(i) for i in range(200)])
     eng.search("copper", RecordFilter(), 5)  # 200 rounds of 0.1 s start
     assert eng._sync.retry.wait_idle(10)
+    deadline = time.monotonic() + 10  # the copy's thread runs its first round (a loaded
+    while not slow["rounds"] and time.monotonic() < deadline:  # machine may start it late)
+        time.sleep(0.01)
     t = time.monotonic()
     eng.add([rec(500)])  # does not wait for the copy
     eng.delete(["r3"])
