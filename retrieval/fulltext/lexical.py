@@ -232,8 +232,8 @@ class LexicalIndex:
         if not terms or limit <= 0 or f.buckets == []:
             return []
         expr = fts_or_query(terms)
-        seq = changelog.head(conn)  # before the rows are scored (see _ids_of)
         try:
+            seq = changelog.head(conn)  # before the rows are scored (see ids_of)
             fast = self._fts_only(expr, f, limit, conn, terms)
             if fast is not None:
                 top = [(int(r), -float(s)) for r, s in fast[:limit]]
@@ -260,8 +260,8 @@ class LexicalIndex:
         if not terms or limit <= 0 or f.buckets == []:
             return [], {}
         expr = fts_or_query(terms)
-        seq = changelog.head(conn)  # before the rows are scored: see RowidScores
         try:
+            seq = changelog.head(conn)  # before the rows are scored: see RowidScores
             fast = self._fts_only(expr, f, None, conn, terms)
             if fast is None:
                 rows = self._joined(expr, f, None, conn)
