@@ -302,6 +302,16 @@ def test_lookups_after_records_are_replaced(store, make_record):
             assert got.get(rid) == (None if w is None else pytest.approx(w, rel=1e-9)), q
 
 
+def _indexed(store, postings_min: int, recs) -> LexicalIndex:
+    """``recs`` stored, and a lexical index over them (its postings built unless -1)."""
+    with store.transaction() as conn:
+        store.insert(conn, recs)
+    lex = LexicalIndex(store, postings_min=postings_min)
+    if lex.postings is not None:
+        lex.postings.build(store.reader)
+    return lex
+
+
 def _racing(monkeypatch, write) -> None:
     """Run ``write`` in another thread right after the query's rows were scored (between the
     change log's head read and the mapping of rowids to record ids)."""
@@ -324,11 +334,7 @@ def test_an_edit_during_a_query_keeps_the_record(store, make_record, monkeypatch
     """An edit keeps a record's rowid: it can hold no other record's score, so a query that
     runs beside it keeps the record in its results and its score."""
     a, b = make_record("kinase kinase alpha"), make_record("kinase beta")
-    with store.transaction() as conn:
-        store.insert(conn, [a, b])
-    lex = LexicalIndex(store, postings_min=postings_min)
-    if lex.postings is not None:
-        lex.postings.build(store.reader)
+    lex = _indexed(store, postings_min, [a, b])
 
     def edit():
         a.metadata = {"note": "edited"}
@@ -351,11 +357,7 @@ def test_a_compaction_during_a_query_lets_no_newcomer_in(
     from server.service.memories.changes import compact_changes, head
 
     a, b = make_record("gamma"), make_record("kinase kinase cells")
-    with store.transaction() as conn:
-        store.insert(conn, [a, b])
-    lex = LexicalIndex(store, postings_min=postings_min)
-    if lex.postings is not None:
-        lex.postings.build(store.reader)
+    lex = _indexed(store, postings_min, [a, b])
     intruder = make_record("nothing relevant here")
 
     def replace_and_compact():
