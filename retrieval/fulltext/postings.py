@@ -254,14 +254,13 @@ class Postings:
         conn.execute("BEGIN")
         try:
             seq = changelog.head(conn)
-            oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
             changed = [
                 r[0]
                 for r in conn.execute(
                     "SELECT DISTINCT record_id FROM changes WHERE seq > ?", (self.seq,)
                 )
             ]
-            pruned = oldest is None or oldest > self.seq + 1
+            pruned = not changelog.holds_since(conn, self.seq)
             if pruned or len(changed) > max(1000, MAX_BACKLOG * self.n_alive):
                 self.state = "empty"
                 self.start()

@@ -18,6 +18,12 @@ def head(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
+def holds_since(conn: sqlite3.Connection, seq: int) -> bool:
+    """True when the log still holds every change after ``seq`` (not compacted past it)."""
+    oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+    return oldest is not None and oldest <= seq + 1
+
+
 def inserted_since(conn: sqlite3.Connection, seq: int, ids: Iterable[str]) -> set[str] | None:
     """Which of ``ids`` were inserted after ``seq`` (only an inserted record can hold a rowid
     that belonged to another record before); None when the log no longer holds every change
@@ -25,8 +31,7 @@ def inserted_since(conn: sqlite3.Connection, seq: int, ids: Iterable[str]) -> se
     ids = list(dict.fromkeys(ids))
     if not ids or head(conn) == seq:
         return set()
-    oldest = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
-    if oldest is None or oldest > seq + 1:
+    if not holds_since(conn, seq):
         return None
     found: set[str] = set()
     for i in range(0, len(ids), 500):
