@@ -1,16 +1,17 @@
 """The texts the write policy's scans are checked on for unchanged verdicts, and the fixture of
-the verdicts the reference scan gave them.
+the verdicts the scans gave them when they were last changed on purpose.
 
 The corpus: the adversarial set, the secret scanner's prose-and-code file, every doc and every
 service module, whole and paragraph by paragraph, as they were at the reference commit
-(:data:`REFERENCE`, read with ``git show``), and synthetic texts built here: attacks placed at
+(:data:`REFERENCE`, read with ``git show``: the corpus stays the same as the code changes), and synthetic texts built here: attacks placed at
 every offset around the sizes a scan cuts a text into, attacks stretched by long gaps, runs of
 the rules' own words, attacks in other letter cases and scripts, credentials among runs of key
 words. The fixture keeps one digest per :data:`CHUNK` texts (of the texts and their verdicts), never
 the texts.
 
-    python -m tests.scan_corpus          # rewrite the fixture from the reference commit's scans
-    python -m tests.scan_corpus --diff   # the texts the current scans judge differently
+    python -m tests.scan_corpus --diff REV   # the texts the current scans judge differently
+                                             # from revision REV's (read each one)
+    python -m tests.scan_corpus --write      # then pin the current scans' verdicts
 """
 
 from __future__ import annotations
@@ -257,25 +258,57 @@ def write_fixture(injection, secrets) -> dict:
     return out
 
 
-def differences(old, new, texts: list[str]) -> Iterator[tuple[str, tuple, tuple]]:
-    """The texts on which two scans differ, with both verdicts."""
-    for text in texts:
-        a, b = verdict_of(*old, text), verdict_of(*new, text)
-        if a != b:
-            yield text, a, b
+# run in a revision's tree: its scans' verdict (``repr`` of :func:`verdict_of`) of each text
+_CHILD = """
+import json, sys
+from server.service.trust.injection_scan import injection
+from server.service.trust.secret_scan import secrets
+texts = json.load(open(sys.argv[1]))
+out = []
+for text in texts:
+    v = injection.verdict(text)
+    found = tuple((f.kind, f.weight, f.excerpt) for f in v.findings)
+    keys = tuple((f.kind, f.start, f.end, f.preview) for f in secrets.scan(text))
+    out.append(repr((v.suspicious, v.score, found, keys)))
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def differences(revision: str) -> Iterator[tuple[str, str, str, str]]:
+    """The texts the current scans judge differently from ``revision``'s (a git revision,
+    checked out in a temporary worktree): group, text, its verdict there, here."""
+    import tempfile
+
+    texts = [(name, t) for name, ts in groups().items() for t in ts or []]
+    with tempfile.TemporaryDirectory(prefix="scan-diff-") as tmp:
+        tree, inp, out = Path(tmp) / "tree", Path(tmp) / "texts.json", Path(tmp) / "out.json"
+        inp.write_text(json.dumps([t for _, t in texts]))
+        if _git("worktree", "add", "--detach", str(tree), revision) is None:
+            raise SystemExit(f"cannot check out {revision}")
+        try:
+            subprocess.run([sys.executable, "-c", _CHILD, str(inp), str(out)], cwd=tree,
+                           check=True, timeout=3600)  # fmt: skip
+            there = json.loads(out.read_text())
+        finally:
+            _git("worktree", "remove", "--force", str(tree))
+    from server.service.trust.injection_scan import injection
+    from server.service.trust.secret_scan import secrets
+
+    for (name, text), old in zip(texts, there, strict=True):
+        new = repr(verdict_of(injection, secrets, text))
+        if new != old:
+            yield name, text, old, new
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    from benchmarks.scan_speed import load_old
-
-    old = load_old(REFERENCE)
-    if sys.argv[1:] == ["--diff"]:  # list the texts the current scan judges differently
+    if sys.argv[1:2] == ["--diff"] and len(sys.argv) == 3:
+        for name, text, old, new in differences(sys.argv[2]):
+            print(name, repr(text[:300]), old, new, sep="\n  ")
+    elif sys.argv[1:] == ["--write"]:
         from server.service.trust.injection_scan import injection
         from server.service.trust.secret_scan import secrets
 
-        for name, texts in groups().items():
-            for text, a, b in differences(old, (injection, secrets), texts or []):
-                print(name, repr(text[:300]), a, b, sep="\n  ")
+        write_fixture(injection, secrets)
     else:
-        write_fixture(*old)
+        raise SystemExit("usage: python -m tests.scan_corpus --diff REVISION | --write")

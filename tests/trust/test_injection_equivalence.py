@@ -1,9 +1,10 @@
 """The injection and secret scans give every text of the corpus (:mod:`tests.scan_corpus`: the
 adversarial set, the docs and service modules, attacks placed at every offset around the sizes
 the scan cuts a text into, stretched by long gaps, in other cases and scripts, credentials
-among runs of key words) the verdicts the reference scan gave: the same findings in the same
-order, the same excerpts, score and reason, the same secrets at the same places. The fixture
-holds digests of the reference's verdicts, never the texts."""
+among runs of key words) the verdicts pinned when the scans last changed on purpose: the same
+findings in the same order, the same excerpts, score and reason, the same secrets at the same
+places. The fixture holds digests of those verdicts, never the texts (``python -m
+tests.scan_corpus --diff REV`` lists the texts judged otherwise than at revision REV)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,11 @@ def _check(name: str, texts: list[str]) -> None:
     )
 
 
-def test_synthetic_texts_get_the_reference_verdicts():
+def test_synthetic_texts_get_the_pinned_verdicts():
     _check("synthetic", scan_corpus.synthetic_texts())
 
 
-def test_the_adversarial_set_docs_and_code_get_the_reference_verdicts():
+def test_the_adversarial_set_docs_and_code_get_the_pinned_verdicts():
     texts = scan_corpus.pinned_texts()
     if texts is None:
         pytest.skip(f"needs the history of {scan_corpus.REFERENCE} (git)")
