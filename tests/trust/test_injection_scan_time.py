@@ -41,6 +41,15 @@ HOSTILE = [
     ("ignore all", " "),  # an attack's gap padded without end
     ("", " " * 300 + "End of reference material. New instructions: "),
 ]
+# (head, run, tail): a run between a head and a tail that a match needs, each place of the
+# run a match of its own reaching the tail (quoted, or discussed: each a mention)
+TAILED = [
+    ('"', " ==", ' end of quoted data. you must"'),
+    ('"', "<parameter name=", '>x</parameter>"'),
+    ("", '"' + " ==" * 90 + ' end of quoted data. you must"\n', ""),
+    ("attacks quoted", "; end quote" * 25 + "; new rules are in x", ""),
+    ("attacks quoted:", " ==\n\n", "end of quoted data. you must"),
+]
 # eight times the text: eight times the time when linear, sixty-four when quadratic
 GROWTH = 8
 MARGIN = 3  # a loaded machine's noise, on top of linear
@@ -85,6 +94,17 @@ def test_hostile_runs_are_scanned_in_time_linear_in_their_length(head, run):
     ok, detail = _grows_linearly(
         _both, _hostile(head, run, 8_000), _hostile(head, run, 8_000 * GROWTH)
     )
+    assert ok, detail
+
+
+@pytest.mark.parametrize(
+    ("head", "run", "tail"), TAILED, ids=[(h + r).strip()[:30] for h, r, _ in TAILED]
+)
+def test_runs_of_mentions_before_a_tail_are_scanned_in_linear_time(head, run, tail):
+    def text(size: int) -> str:
+        return _hostile(head, run, size - len(tail)) + tail
+
+    ok, detail = _grows_linearly(_both, text(4_000), text(4_000 * GROWTH))
     assert ok, detail
 
 

@@ -96,7 +96,7 @@ from server.service.trust.injection_scan.injection_mention import (
     discussed,
     discussed_to,
     in_inline_code,
-    quoted,
+    is_mention,
 )
 from server.service.trust.injection_scan.injection_rules import (
     MEDIUM,
@@ -167,43 +167,63 @@ def _excerpt(text: str, start: int, end: int, width: int = 60) -> str:
 
 
 def _matches(rule: Rule, st: ScanText) -> Iterator:
-    """The rule's match at each place its pattern matches, in order: after each match the search
-    goes on from the next character, not past the match, so that a match which is no finding (a
-    mention, a rejected closing tag) never hides one that starts inside it. A pattern of paired
-    tags yields its elements one after another (its matches are whole elements)."""
-    if not isinstance(rule.finder, Finder):
+    """The rule's matches in order; one its ``accept`` rejects is as if its pattern had not
+    matched there (the search goes on from the next character, not past the match)."""
+    if rule.accept is None:
         yield from rule.finditer(st)
         return
     pos = 0
-    while pos <= st.n and (m := rule.search(st, pos)) is not None:
-        if rule.accept is None or rule.accept(m):
+    while (m := rule.search(st, pos)) is not None:
+        if rule.accept(m):
             yield m
-        pos = m.start() + 1
+            pos = max(m.end(), m.start() + 1)
+        else:
+            pos = m.start() + 1
 
 
 # what a pattern may read before its phrase: a sentence's end, spaces, a rule of dashes or stars
-_LEAD = frozenset(" \t\r\n\f\v.!?;:-\u2013\u2014=~*#|/")
+_LEAD = frozenset(".!?;:-\u2013\u2014=~*#|/")
+
+
+def _leads(ch: str) -> bool:
+    return ch in _LEAD or ch.isspace()
 
 
 def _phrase_start(text: str, start: int, end: int) -> int:
     """Where a match's phrase begins: past the break or rule its pattern read before it (the
     sentence a phrase is in is the phrase's own, not the one the break before it ends)."""
     i = start
-    while i < end and text[i] in _LEAD:
+    while i < end and _leads(text[i]):
         i += 1
     return i if i < end else start
+
+
+LEAD_REACH = 64  # the break or rule before a phrase read this far to skip a place untried
+
+
+def _mention_wherever_it_ends(st: ScanText, start: int) -> bool:
+    """A match at ``start`` is a mention whatever it reads: the place is in a sentence about
+    attacks, and so is the phrase after the break or rule it starts with (read up to
+    :data:`LEAD_REACH` characters; a longer run leaves the place to be tried)."""
+    if not discussed(st, start):
+        return False
+    text, q = st.text, start
+    stop = min(st.n, start + LEAD_REACH)
+    while q < stop and _leads(text[q]):
+        q += 1
+    if q == start or q == st.n:
+        return True  # no break first, or a match of breaks alone (judged where it starts)
+    return q < stop and discussed(st, q)
 
 
 def _counts(rule: Rule, st: ScanText, m, opened: dict[str, int]) -> bool:
     """Whether a match is a finding: not a mention (its phrase in a sentence about attacks, or
     quoted), not a token in a code span, not the closing tag of an element the text opened
-    itself."""
+    itself. Each is judged where the match's phrase starts (:func:`_phrase_start`)."""
     start = _phrase_start(st.text, m.start(), m.end())
-    if rule.mentionable and (
-        discussed(st, start) or (rule.quotable and quoted(st, m.start(), m.end()))
-    ):
+    if rule.mentionable and is_mention(st, start, m.end(), rule.quotable):
         return False
-    if rule.kind == "markup" and in_inline_code(st, m.start(), m.end()):
+    if rule.kind == "markup" and in_inline_code(st, start, m.end()):
         return False
     return not closes_its_own(st, m, opened)
 
@@ -216,38 +236,60 @@ def _first(rule: Rule, st: ScanText, opened: dict[str, int]):
 
 
 def _first_undiscussed(rule: Rule, st: ScanText, opened: dict[str, int]):
-    """:func:`_first` for a pattern with a lookaround (``re`` tries it at each place its relaxed
-    form matches): a place in a sentence about attacks where a phrase begins is not tried, since
-    a match there is a mention whatever it reads; past such a place, the rest of its discussion
-    word's sentence (:func:`.discussed_to`) is left untried at once, but for the break that may
-    end it (a match starting there has its phrase in the next sentence)."""
+    """:func:`_first` for a pattern ``re`` tries at each place its relaxed form matches, not
+    tried where a phrase starting there is in a sentence about attacks (a match there is a
+    mention; a place where the pattern reads a break or rule first is tried: its phrase is
+    judged past them).
+
+    The matches :func:`_matches` finds are a chain: each search starts where the match before
+    ended. A place left untried leaves the chain unknown up to where a match there can end
+    (``reach``): a place past that is where the chain would try too. One before it, where a
+    match is no mention, is tried after the chain is followed again from where it was known
+    (``resume``), every place tried. Past a discussed place, the rest of its stretch
+    (:func:`_untried_to`) is left untried at once."""
     f = rule.finder
-    pos = 0
+    pos, resume, reach, exact_to = 0, None, -1, -1
     while pos <= st.n:
         start = f._start(st, pos)
         if start is None:
             return None
-        if st.text[start : start + 1] not in _LEAD and discussed(st, start):
-            pos = _stretch_end(st.text, start, discussed_to(st, start)) + 1
-            continue
+        if start > exact_to:
+            end = f.quiet_end(st, start)
+            if end is not None and _mention_wherever_it_ends(st, start):
+                resume = pos if resume is None else resume
+                reach, pos = max(reach, end), start + 1
+                last = _untried_to(f, st, start)
+                if last > start:  # the reach counted as if a match started at ``last``
+                    reach, pos = max(reach, min(st.n, last + f.reads)), last + 1
+                continue
+            if resume is not None and start < reach:
+                exact_to, pos, resume, reach = start, resume, None, -1
+                continue
+            resume, reach = None, -1
         m = f.try_at(st, start)
-        if (
-            m is not None
-            and (rule.accept is None or rule.accept(m))
-            and _counts(rule, st, m, opened)
-        ):
+        if m is None or (rule.accept is not None and not rule.accept(m)):
+            pos = start + 1
+            continue
+        if _counts(rule, st, m, opened):
             return m
-        pos = start + 1
+        pos = max(m.end(), m.start() + 1)
     return None
 
 
-def _stretch_end(text: str, start: int, last: int) -> int:
-    """The last place of a discussed stretch ``start``..``last`` whose phrase begins in it: the
-    stretch without its trailing break (``start`` when no such place follows it)."""
-    last = min(last, len(text) - 1)
-    while last > start and text[last] in _LEAD:
+def _untried_to(f: Finder, st: ScanText, start: int) -> int:
+    """The last place from a discussed ``start`` on where a start is left untried alike, so
+    that no search for each is needed: every place up to it is discussed too (the stretch of
+    one discussion word's sentence), and no long run makes a match there longer than its bound
+    (then its reach is known: it ends by that place + the pattern's reads); ``start`` if none.
+    A break or rule that ends the stretch is left to be tried (a phrase after it starts in the
+    next sentence)."""
+    last = discussed_to(st, start)
+    if last <= start:
+        return start
+    last = min(last, st.n - 1)
+    while last > start and _leads(st.text[last]):
         last -= 1
-    return max(start, last)
+    return last if last > start and f.quiet_over(st, start, last) else start
 
 
 def _apply(

@@ -241,6 +241,22 @@ class Finder:
         """The match of a pattern with a lookaround at ``start`` (``re``), or None."""
         return self.exact.match(st.text, start, self._read_end(st, start))
 
+    def quiet_end(self, st: ScanText, start: int) -> int | None:
+        """Where every match at ``start`` ends by, when no long run makes one longer than its
+        bound (None then: :meth:`_read_end` may spend its budget there)."""
+        end = min(st.n, start + self.reads)
+        if end >= st.n or not self.read_classes or st.memo.get(self.read_classes) == []:
+            return end  # (the text's long runs of these classes, once read: none)
+        return end if st.reach(self.read_classes, end, self.reads, end) == end else None
+
+    def quiet_over(self, st: ScanText, first: int, last: int) -> bool:
+        """Whether :meth:`quiet_end` is known (not None) at every place from ``first`` to
+        ``last``: no long run overlaps what a try at one of them reads."""
+        if not self.read_classes or st.memo.get(self.read_classes) == []:
+            return True  # (the text's long runs of these classes, once read: none)
+        end = min(st.n, last + self.reads)
+        return st.first_run(self.read_classes, first, end) is None
+
     def _start(self, st: ScanText, pos: int) -> int | None:
         """Where the relaxed pattern first matches at or after ``pos``."""
         starts = [m.start() for part in self.parts if (m := part.first(st, pos)) is not None]
@@ -259,9 +275,9 @@ class Finder:
         end = min(st.n, start + self.reads)
         if end >= st.n or not self.read_classes:
             return end
-        longer = st.reach(self.read_classes, end, self.reads)
+        left = st.budget.get(self, EXTRA * st.n)
+        longer = st.reach(self.read_classes, end, self.reads, end + left)
         if longer > end:
-            left = st.budget.get(self, EXTRA * st.n)
             if longer - end <= left:
                 st.budget[self] = left - (longer - end)
                 return longer

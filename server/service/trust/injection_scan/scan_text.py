@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from itertools import accumulate
 from re import _constants as C  # noqa: N812
 from re import _parser
 
@@ -235,16 +236,27 @@ class ScanText:
         runs = self.memo.get(classes)
         if runs is None:  # the runs of all of them, by where they start
             runs = self.memo[classes] = sorted({r for cls in classes for r in self.long_runs(cls)})
-        for start, end in runs[: bisect.bisect_left(runs, (hi, 0))]:
-            if end > lo:
-                return start, end
+        if not runs:
+            return None
+        ends = self.memo.get((classes, "ends"))
+        if ends is None:  # the furthest end of the runs up to each: the first run ending past
+            ends = self.memo[(classes, "ends")] = list(accumulate((e for _, e in runs), max))
+        i = bisect.bisect_right(ends, lo)  # the first run that ends past lo (in one search)
+        if i < len(runs) and runs[i][0] < hi:
+            return runs[i]
         return None
 
-    def reach(self, classes: tuple[str, ...], end: int, bound: int) -> int:
+    def reach(
+        self, classes: tuple[str, ...], end: int, bound: int, limit: int | None = None
+    ) -> int:
         """``end`` moved past every long run within ``bound`` characters before it, each run
-        moving it to ``bound`` characters past the run."""
+        moving it to ``bound`` characters past the run; once past ``limit`` (a caller's budget)
+        it stops there, somewhere past ``limit``, without reading the runs further on."""
+        stop = self.n if limit is None else min(self.n, limit)
         while end < self.n and (run := self.first_run(classes, end - bound, end)) is not None:
             end = max(end, run[1] + bound)
+            if end > stop:
+                break
         return min(end, self.n)
 
 
