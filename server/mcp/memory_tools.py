@@ -25,7 +25,7 @@ from server.service.core.models import (
 )
 from server.service.memories import bulk
 
-from .toolset import IdempotencyKey, ScopeArg, ToolSet, call, session_of
+from .toolset import IdempotencyKey, ScopeArg, ToolSet, session_of, write
 from .update_tools import with_judgement
 
 tools = ToolSet()
@@ -67,7 +67,7 @@ async def remember(
         content=content, scope=scope, category=category, metadata=metadata, citations=citations,
         supersedes=supersedes,
     )  # fmt: skip
-    result = await call(lambda: rt.service.remember(who, item, idempotencyKey))
+    result = await write(ctx, lambda: rt.service.remember(who, item, idempotencyKey))
     return await with_judgement(ctx, rt, who, result)
 
 
@@ -81,7 +81,9 @@ async def remember_task(
     """Quickly note a task for yourself (private, category tasks, expires in 24 h;
     use commit-insight to keep it)."""
     rt, who = session_of(ctx)
-    result = await call(lambda: rt.service.remember_task(who, content, metadata, idempotencyKey))
+    result = await write(
+        ctx, lambda: rt.service.remember_task(who, content, metadata, idempotencyKey)
+    )
     return await with_judgement(ctx, rt, who, result)
 
 
@@ -95,8 +97,8 @@ async def remember_learning(
     """Quickly note something you learned (private, category recent, expires in 24 h;
     use commit-insight to keep it or share-learning to give it to the team)."""
     rt, who = session_of(ctx)
-    result = await call(
-        lambda: rt.service.remember_learning(who, content, metadata, idempotencyKey)
+    result = await write(
+        ctx, lambda: rt.service.remember_learning(who, content, metadata, idempotencyKey)
     )
     return await with_judgement(ctx, rt, who, result)
 
@@ -118,10 +120,11 @@ async def commit_insight(
     """Promote a temporary memory (recent/tasks) to permanent longterm storage, optionally
     rewriting it."""
     rt, who = session_of(ctx)
-    return await call(
+    return await write(
+        ctx,
         lambda: rt.service.commit_insight(
             who, memoryId, newContent, expectedRevision, idempotencyKey
-        )
+        ),
     )
 
 
@@ -162,7 +165,8 @@ async def update_memory(
     conflict. A new text may list `candidates` (older memories that may state the same
     thing): call supersede for one this memory replaces; if both stay true, do nothing."""
     rt, who = session_of(ctx)
-    result = await call(
+    result = await write(
+        ctx,
         lambda: rt.service.update_memory(
             who,
             memoryId,
@@ -172,7 +176,7 @@ async def update_memory(
             idempotencyKey,
             citations,
             supersedes,
-        )
+        ),
     )
     return await with_judgement(ctx, rt, who, result)
 
@@ -187,7 +191,9 @@ async def core_memory(
     """Store an identity-defining memory (personal scope, category core; follows you into
     every project; max 100; sub-agents never see it)."""
     rt, who = session_of(ctx)
-    result = await call(lambda: rt.service.core_memory(who, content, metadata, idempotencyKey))
+    result = await write(
+        ctx, lambda: rt.service.core_memory(who, content, metadata, idempotencyKey)
+    )
     return await with_judgement(ctx, rt, who, result)
 
 
@@ -201,7 +207,7 @@ async def forget(
     """Delete a memory by id. Only its creator may delete a team/public memory; core
     memories need force=true."""
     rt, who = session_of(ctx)
-    return await call(lambda: rt.service.forget(who, memoryId, force, idempotencyKey))
+    return await write(ctx, lambda: rt.service.forget(who, memoryId, force, idempotencyKey))
 
 
 @tools("share-learning")
@@ -221,10 +227,11 @@ async def share_learning(
     on, it is proposed instead (status "proposed"): a reviewer approves or rejects it."""
     rt, who = session_of(ctx)
     policy = review.review_policy(rt)
-    return await call(
+    return await write(
+        ctx,
         lambda: review.share_learning(
             rt.service, policy, who, memoryId, category, keepOriginal, idempotencyKey
-        )
+        ),
     )
 
 
@@ -244,8 +251,11 @@ async def remember_bulk(
 ) -> BulkRememberResult:
     """Store many memories at once; errors are reported with their index."""
     rt, who = session_of(ctx)
-    return await call(
-        lambda: bulk.remember_bulk(rt.service, who, memories, stopOnError, validate, idempotencyKey)
+    return await write(
+        ctx,
+        lambda: bulk.remember_bulk(
+            rt.service, who, memories, stopOnError, validate, idempotencyKey
+        ),
     )
 
 
@@ -259,6 +269,7 @@ async def forget_bulk(
 ) -> BulkForgetResult:
     """Delete many memories by id; the rules of `forget` apply to each."""
     rt, who = session_of(ctx)
-    return await call(
-        lambda: bulk.forget_bulk(rt.service, who, memoryIds, stopOnError, force, idempotencyKey)
+    return await write(
+        ctx,
+        lambda: bulk.forget_bulk(rt.service, who, memoryIds, stopOnError, force, idempotencyKey),
     )

@@ -12,7 +12,7 @@ from server.service.browsing.review import ProposalPage, ReviewResult, list_prop
 from server.service.browsing.review import review_proposal as review
 from server.service.recalling import withheld
 
-from .toolset import IdempotencyKey, ToolSet, call, session_of
+from .toolset import IdempotencyKey, ToolSet, call, session_of, write
 
 tools = ToolSet()
 
@@ -84,7 +84,8 @@ async def review_proposal(
     token was made with --reviewer; not your own proposal). The approved memory keeps its
     author and records its provenance (proposer, reviewer, time) in metadata.review."""
     rt, who = session_of(ctx)
-    return await call(
+    return await write(
+        ctx,
         lambda: withheld.reviewed(
             review(
                 rt.service,
@@ -98,5 +99,5 @@ async def review_proposal(
                 expected_revision=expectedRevision,
                 idempotency_key=idempotencyKey,
             )
-        )  # fmt: skip
+        ),  # fmt: skip
     )

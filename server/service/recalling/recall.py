@@ -148,13 +148,14 @@ def diversify(
             val = MMR_LAMBDA * scores[h.record.id] - (1 - MMR_LAMBDA) * max_sim
             if val > best_val:
                 best, best_val = h, val
-        for h in dup:
-            pool.remove(h)
         dropped += len(dup)
         if best is None:
             break
         chosen.append(best)
-        pool.remove(best)
+        # by identity: ``list.remove`` compares the hits' models field by field, pair by pair
+        gone = {id(h) for h in dup}
+        gone.add(id(best))
+        pool = [h for h in pool if id(h) not in gone]
     return chosen, dropped
 
 
