@@ -10,6 +10,8 @@ import contextvars
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -23,17 +25,23 @@ from tests.mcp_util import identity_env, in_process, runtime_on
 LINUX = sys.platform.startswith("linux")
 
 
+@contextmanager
+def _lane(step: int, threads: int) -> Iterator[WriteLane]:
+    lane = WriteLane(step=step, threads=threads)
+    try:
+        yield lane
+    finally:
+        lane.close()
+
+
 def _nice_of_this_thread() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
 def test_a_write_runs_on_a_lane_thread_and_returns_its_result():
-    lane = WriteLane(step=3, threads=2)
-    try:
+    with _lane(step=3, threads=2) as lane:
         name, value = lane.run(lambda: (threading.current_thread().name, 42))
         assert name.startswith("write-lane") and value == 42
-    finally:
-        lane.close()
 
 
 def test_its_exception_reaches_the_caller():
@@ -52,45 +60,33 @@ def test_its_exception_reaches_the_caller():
 
 def test_the_callers_context_goes_with_the_write():
     who = contextvars.ContextVar("who", default="nobody")
-    lane = WriteLane(step=0, threads=1)
-    try:
+    with _lane(step=0, threads=1) as lane:
         who.set("agent-a")
         assert lane.run(who.get) == "agent-a"
-    finally:
-        lane.close()
 
 
 def test_a_write_inside_a_write_runs_in_place_even_on_a_full_lane():
-    lane = WriteLane(step=0, threads=1)  # one thread: a nested submit would wait for itself
-    try:
+    with _lane(step=0, threads=1) as lane:  # one thread: a nested submit would wait for itself
         outer = lane.run(lambda: (threading.get_ident(), lane.run(threading.get_ident)))
         assert outer[0] == outer[1]
-    finally:
-        lane.close()
 
 
 @pytest.mark.skipif(not LINUX, reason="per-thread priority is Linux's")
 def test_the_lane_runs_below_the_process_and_the_caller_keeps_its_priority():
     before = _nice_of_this_thread()
-    lane = WriteLane(step=4, threads=1)
-    try:
+    with _lane(step=4, threads=1) as lane:
         inside = lane.run(_nice_of_this_thread)
         assert inside == min(19, before + 4)
         assert lane.lowered == (inside > before)
         assert _nice_of_this_thread() == before  # only the lane's thread was lowered
-    finally:
-        lane.close()
 
 
 @pytest.mark.skipif(not LINUX, reason="per-thread priority is Linux's")
 def test_step_zero_keeps_the_process_priority():
     before = _nice_of_this_thread()
-    lane = WriteLane(step=0, threads=1)
-    try:
+    with _lane(step=0, threads=1) as lane:
         assert lane.run(_nice_of_this_thread) == before
         assert not lane.lowered
-    finally:
-        lane.close()
 
 
 def test_lowering_by_nothing_does_nothing():
