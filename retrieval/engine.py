@@ -41,7 +41,7 @@ import numpy as np
 from retrieval.embedding.embedder import Embedder
 from retrieval.fulltext.lexical import LexicalIndex
 from retrieval.group import CommitGroup
-from retrieval.priority import WRITES, ReadersFirst
+from retrieval.priority import ReadersFirst
 from retrieval.ranking import grouping
 from retrieval.ranking.hybrid import EXACT_SCAN_LIMIT, FusionConfig, HybridRanker
 from retrieval.storage import private
@@ -165,7 +165,6 @@ class Engine:
         :mod:`retrieval.vector.index_size`; default ``PATTERN_VECTOR_INDEX_FROM``).
         ``across_from``: the buckets from which every vector is also kept in one collection
         across them (:mod:`retrieval.vector.across`; default ``PATTERN_VECTOR_ACROSS_FROM``)."""
-        WRITES.step  # noqa: B018 - a bad PATTERN_WRITE_NICE fails here, before a file opens
         self.home = Path(home)
         private.folder(self.home)  # retrieval/storage/private.py: a store is its user's alone
         if not chroma_host:
@@ -197,7 +196,6 @@ class Engine:
         self._sync = VectorSync(self, background=background_vectors, across_from=across_from)
         self._commits = CommitGroup(self.store)
         self.readers = ReadersFirst()  # recalls before the stages of writes
-        self.writes = WRITES  # writes on threads below the recalls' CPU priority
         self.ranker = HybridRanker(self.store, self.lexical, None, None, fusion)
         self.ranker.pending = self._sync.pending_ids
         self.ranker.vector_way = self._vector_way

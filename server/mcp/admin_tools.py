@@ -12,7 +12,7 @@ from server.service.core import maintenance
 from server.service.core.models import CleanupResult, ExportResult, HealthResult, ImportResult
 from server.service.transfers import transfer
 
-from .toolset import ScopeArg, ToolSet, call, session_of, write
+from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()
 
@@ -26,7 +26,7 @@ async def cleanup(
 ) -> CleanupResult:
     """Maintenance: delete your expired (24 h) memories and trim recent/tasks to their limits."""
     rt, who = session_of(ctx)
-    return await write(ctx, lambda: maintenance.cleanup(rt.service, who, expireOnly))
+    return await call(lambda: maintenance.cleanup(rt.service, who, expireOnly))
 
 
 @tools("export-memories")
@@ -81,8 +81,7 @@ async def import_memories(
 ) -> ImportResult:
     """Import memories from an export file; they become yours, in this project."""
     rt, who = session_of(ctx)
-    return await write(
-        ctx,
+    return await call(
         lambda: transfer.import_memories(
             rt.service,
             who,
@@ -90,7 +89,7 @@ async def import_memories(
             inputPath,
             overwriteExisting,
             skipInvalid,
-        ),  # fmt: skip
+        )  # fmt: skip
     )
 
 

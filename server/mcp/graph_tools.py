@@ -32,7 +32,7 @@ from server.service.updating.observation_candidates import (
     after_observations,
 )
 
-from .toolset import ToolSet, call, session_of, write
+from .toolset import ToolSet, call, session_of
 from .update_tools import observations_judged
 
 tools = ToolSet()
@@ -74,7 +74,7 @@ async def create_entities(
     each with atomic observations (one fact per string). Names that already exist are
     ignored and listed in `skipped`; use add_observations to extend an existing entity."""
     s, who = services(ctx)
-    return await write(ctx, lambda: s.graph.create_entities(who, entities, scope))
+    return await call(lambda: s.graph.create_entities(who, entities, scope))
 
 
 @tools("create_relations")
@@ -90,7 +90,7 @@ async def create_relations(
     If any endpoint entity does not exist the call fails with [not_found] naming it and
     writes nothing: create the entity first, then retry (retrying is safe)."""
     s, who = services(ctx)
-    return await write(ctx, lambda: s.graph.create_relations(who, relations, scope))
+    return await call(lambda: s.graph.create_relations(who, relations, scope))
 
 
 @tools("add_observations")
@@ -112,11 +112,10 @@ async def add_observations(
     may state the same thing), call supersede for one an observation replaces; if both stay
     true, do nothing."""
     rt, who = session_of(ctx)
-    result = await write(
-        ctx,
+    result = await call(
         lambda: after_observations(
             rt.service, who, scope, rt.graphs.graph.add_observations(who, observations, scope)
-        ),
+        )
     )
     return await observations_judged(ctx, rt, who, result)
 
@@ -130,7 +129,7 @@ async def delete_entities(
     """Delete entities together with their observations and every relation from or to
     them. Missing names are ignored."""
     s, who = services(ctx)
-    return await write(ctx, lambda: s.graph.delete_entities(who, entityNames, scope))
+    return await call(lambda: s.graph.delete_entities(who, entityNames, scope))
 
 
 @tools("delete_observations")
@@ -150,7 +149,7 @@ async def delete_observations(
     expectedRevision only what you saw is deleted: an observation another agent added after
     that revision is kept (listed in `kept`)."""
     s, who = services(ctx)
-    return await write(ctx, lambda: s.graph.delete_observations(who, deletions, scope))
+    return await call(lambda: s.graph.delete_observations(who, deletions, scope))
 
 
 @tools("delete_relations")
@@ -165,7 +164,7 @@ async def delete_relations(
     """Delete specific relations (exact from, to and relationType); the entities stay.
     Relations that do not exist are ignored."""
     s, who = services(ctx)
-    return await write(ctx, lambda: s.graph.delete_relations(who, relations, scope))
+    return await call(lambda: s.graph.delete_relations(who, relations, scope))
 
 
 @tools("read_graph")

@@ -16,7 +16,7 @@ from pydantic import Field
 from server.service.transfers import import_write
 from server.service.transfers.import_from import ImportFromResult, parse_items
 
-from .toolset import ScopeArg, ToolSet, session_of, write
+from .toolset import ScopeArg, ToolSet, call, session_of
 
 tools = ToolSet()
 
@@ -48,9 +48,8 @@ async def import_from(
     passes the write policy; an item imported before is not imported again, so a repeated or
     interrupted import is safe. Entities, relations and lessons join the scope's graph."""
     rt, who = session_of(ctx)
-    return await write(
-        ctx,
+    return await call(
         lambda: import_write.import_items(
             rt.service, rt.graphs, who, source, parse_items(items), scope, dry_run=dryRun
-        ),
+        )
     )

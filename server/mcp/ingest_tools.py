@@ -14,7 +14,6 @@ from typing import Annotated
 
 import anyio
 import anyio.from_thread
-import anyio.lowlevel
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -55,7 +54,6 @@ async def ingest_workspace(
         raise ToolError("[invalid_input] give a path: a remote agent has no project folder here")
     stop = threading.Event()
     last = [0.0]
-    loop = anyio.lowlevel.current_token()  # the run reports from a write lane's thread
 
     def progress(p: Progress) -> None:
         now = time.monotonic()
@@ -64,9 +62,7 @@ async def ingest_workspace(
         last[0] = now
         message = f"{p.files_done}/{p.files_total} files, {p.chunks} chunks, {p.rate:.1f} chunks/s"
         try:
-            anyio.from_thread.run(
-                ctx.report_progress, p.files_done, p.files_total, message, token=loop
-            )
+            anyio.from_thread.run(ctx.report_progress, p.files_done, p.files_total, message)
         except Exception:  # a client that went away must not break the run
             pass
 
@@ -79,9 +75,7 @@ async def ingest_workspace(
         return report
 
     try:  # abandon_on_cancel: a cancelled request returns at once; ``stop`` ends the run
-        return await anyio.to_thread.run_sync(
-            lambda: rt.service.as_write(run), abandon_on_cancel=True
-        )
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         stop.set()
         raise

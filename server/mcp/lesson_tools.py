@@ -19,7 +19,7 @@ from graph.lesson_models import (
 from server.service.core.models import Citations
 
 from .graph_tools import GraphScope, IncludeSuspicious, services
-from .toolset import ToolSet, call, write
+from .toolset import ToolSet, call
 
 tools = ToolSet()
 
@@ -48,9 +48,7 @@ async def create_lesson(
     it is about (citations). Every required field is validated; createdAt/updatedAt are set
     for you."""
     s, who = services(ctx)
-    return await write(
-        ctx, lambda: s.lessons.create_lesson(who, lesson, scope, citations=citations)
-    )
+    return await call(lambda: s.lessons.create_lesson(who, lesson, scope, citations=citations))
 
 
 @tools("find_similar_errors")
@@ -88,9 +86,7 @@ async def update_lesson_success(
     """Report whether a lesson's fix worked: updates its success rate (running average),
     frequency and updatedAt, which reorders future results."""
     s, who = services(ctx)
-    return await write(
-        ctx, lambda: s.lessons.update_lesson_success(who, lessonName, success, scope)
-    )
+    return await call(lambda: s.lessons.update_lesson_success(who, lessonName, success, scope))
 
 
 @tools("get_lesson_recommendations")

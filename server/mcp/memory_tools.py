@@ -25,7 +25,7 @@ from server.service.core.models import (
 )
 from server.service.memories import bulk
 
-from .toolset import IdempotencyKey, ScopeArg, ToolSet, session_of, write
+from .toolset import IdempotencyKey, ScopeArg, ToolSet, call, session_of
 from .update_tools import with_judgement
 
 tools = ToolSet()
@@ -67,7 +67,7 @@ async def remember(
         content=content, scope=scope, category=category, metadata=metadata, citations=citations,
         supersedes=supersedes,
     )  # fmt: skip
-    result = await write(ctx, lambda: rt.service.remember(who, item, idempotencyKey))
+    result = await call(lambda: rt.service.remember(who, item, idempotencyKey))
     return await with_judgement(ctx, rt, who, result)
 
 
@@ -81,9 +81,7 @@ async def remember_task(
     """Quickly note a task for yourself (private, category tasks, expires in 24 h;
     use commit-insight to keep it)."""
     rt, who = session_of(ctx)
-    result = await write(
-        ctx, lambda: rt.service.remember_task(who, content, metadata, idempotencyKey)
-    )
+    result = await call(lambda: rt.service.remember_task(who, content, metadata, idempotencyKey))
     return await with_judgement(ctx, rt, who, result)
 
 
@@ -97,8 +95,8 @@ async def remember_learning(
     """Quickly note something you learned (private, category recent, expires in 24 h;
     use commit-insight to keep it or share-learning to give it to the team)."""
     rt, who = session_of(ctx)
-    result = await write(
-        ctx, lambda: rt.service.remember_learning(who, content, metadata, idempotencyKey)
+    result = await call(
+        lambda: rt.service.remember_learning(who, content, metadata, idempotencyKey)
     )
     return await with_judgement(ctx, rt, who, result)
 
@@ -120,11 +118,10 @@ async def commit_insight(
     """Promote a temporary memory (recent/tasks) to permanent longterm storage, optionally
     rewriting it."""
     rt, who = session_of(ctx)
-    return await write(
-        ctx,
+    return await call(
         lambda: rt.service.commit_insight(
             who, memoryId, newContent, expectedRevision, idempotencyKey
-        ),
+        )
     )
 
 
@@ -165,8 +162,7 @@ async def update_memory(
     conflict. A new text may list `candidates` (older memories that may state the same
     thing): call supersede for one this memory replaces; if both stay true, do nothing."""
     rt, who = session_of(ctx)
-    result = await write(
-        ctx,
+    result = await call(
         lambda: rt.service.update_memory(
             who,
             memoryId,
@@ -176,7 +172,7 @@ async def update_memory(
             idempotencyKey,
             citations,
             supersedes,
-        ),
+        )
     )
     return await with_judgement(ctx, rt, who, result)
 
@@ -191,9 +187,7 @@ async def core_memory(
     """Store an identity-defining memory (personal scope, category core; follows you into
     every project; max 100; sub-agents never see it)."""
     rt, who = session_of(ctx)
-    result = await write(
-        ctx, lambda: rt.service.core_memory(who, content, metadata, idempotencyKey)
-    )
+    result = await call(lambda: rt.service.core_memory(who, content, metadata, idempotencyKey))
     return await with_judgement(ctx, rt, who, result)
 
 
@@ -207,7 +201,7 @@ async def forget(
     """Delete a memory by id. Only its creator may delete a team/public memory; core
     memories need force=true."""
     rt, who = session_of(ctx)
-    return await write(ctx, lambda: rt.service.forget(who, memoryId, force, idempotencyKey))
+    return await call(lambda: rt.service.forget(who, memoryId, force, idempotencyKey))
 
 
 @tools("share-learning")
@@ -227,11 +221,10 @@ async def share_learning(
     on, it is proposed instead (status "proposed"): a reviewer approves or rejects it."""
     rt, who = session_of(ctx)
     policy = review.review_policy(rt)
-    return await write(
-        ctx,
+    return await call(
         lambda: review.share_learning(
             rt.service, policy, who, memoryId, category, keepOriginal, idempotencyKey
-        ),
+        )
     )
 
 
@@ -251,11 +244,8 @@ async def remember_bulk(
 ) -> BulkRememberResult:
     """Store many memories at once; errors are reported with their index."""
     rt, who = session_of(ctx)
-    return await write(
-        ctx,
-        lambda: bulk.remember_bulk(
-            rt.service, who, memories, stopOnError, validate, idempotencyKey
-        ),
+    return await call(
+        lambda: bulk.remember_bulk(rt.service, who, memories, stopOnError, validate, idempotencyKey)
     )
 
 
@@ -269,7 +259,6 @@ async def forget_bulk(
 ) -> BulkForgetResult:
     """Delete many memories by id; the rules of `forget` apply to each."""
     rt, who = session_of(ctx)
-    return await write(
-        ctx,
-        lambda: bulk.forget_bulk(rt.service, who, memoryIds, stopOnError, force, idempotencyKey),
+    return await call(
+        lambda: bulk.forget_bulk(rt.service, who, memoryIds, stopOnError, force, idempotencyKey)
     )

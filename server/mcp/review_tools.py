@@ -12,7 +12,7 @@ from server.service.browsing.review import ProposalPage, ReviewResult, list_prop
 from server.service.browsing.review import review_proposal as review
 from server.service.recalling import withheld
 
-from .toolset import IdempotencyKey, ToolSet, call, session_of, write
+from .toolset import IdempotencyKey, ToolSet, call, session_of
 
 tools = ToolSet()
 
@@ -84,8 +84,7 @@ async def review_proposal(
     token was made with --reviewer; not your own proposal). The approved memory keeps its
     author and records its provenance (proposer, reviewer, time) in metadata.review."""
     rt, who = session_of(ctx)
-    return await write(
-        ctx,
+    return await call(
         lambda: withheld.reviewed(
             review(
                 rt.service,
@@ -99,5 +98,5 @@ async def review_proposal(
                 expected_revision=expectedRevision,
                 idempotency_key=idempotencyKey,
             )
-        ),  # fmt: skip
+        )  # fmt: skip
     )

@@ -32,7 +32,7 @@ from server.service.memories import changes as stream
 from server.service.memories.changes import AckResult, ChangesResult
 from server.service.recalling import withheld
 
-from .toolset import ScopeArg, call, session_of, write
+from .toolset import ScopeArg, call, session_of
 
 CHANGES_URI = "pattern://changes"
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def register(server: MCPServer, bus: SubscriptionBus) -> ChangeNotifier:
         """Store a consumer's cursor after it has handled the changes up to it; `changes` with
         this consumerId and no cursor resumes there (also after a restart)."""
         rt, who = session_of(ctx)
-        return await write(ctx, lambda: stream.ack(rt.service, who, consumerId, cursor, scopes))
+        return await call(lambda: stream.ack(rt.service, who, consumerId, cursor, scopes))
 
     @server.resource(
         CHANGES_URI + "{?cursor,limit}",

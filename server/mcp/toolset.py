@@ -162,13 +162,6 @@ def tool_error(exc: PatternError) -> ToolError:
     return ToolError(f"[{exc.code}] {exc.message}{detail}")
 
 
-async def write(ctx: Context, fn: Callable[[], T]) -> T:
-    """:func:`call` for a call that writes: on the service's write lane, below the recalls'
-    CPU priority (``MemoryService.as_write``)."""
-    service = runtime_of(ctx).service
-    return await call(lambda: service.as_write(fn))
-
-
 async def call(fn: Callable[[], T]) -> T:
     """Run a service call off the event loop; PatternError -> ToolError with code and data
     (a failing disk's SQLite error too, as ``store_unavailable`` naming the fault)."""

@@ -20,7 +20,7 @@ from server.service.core.runtime import Runtime
 from server.service.updating import supersede, update_judge
 from server.service.updating.supersede import SupersedeResult
 
-from .toolset import ToolSet, call, session_of, write
+from .toolset import ToolSet, call, session_of
 
 log = logging.getLogger("pattern_memory.candidates")
 tools = ToolSet()
@@ -39,7 +39,7 @@ async def supersede_tool(
     current one. If both stay true, do nothing. Both must be memories (or observations) of the
     same scope that you can see; a person can undo the link in the dashboard."""
     rt, who = session_of(ctx)
-    return await write(ctx, lambda: supersede.link(rt.service, who, old, new))
+    return await call(lambda: supersede.link(rt.service, who, old, new))
 
 
 def _samples(ctx: Context) -> bool:
@@ -94,9 +94,7 @@ async def judged(
             pair = await call(lambda old=old: supersede.check_pair(rt.service, who, old, new))
             answer = await _ask(ctx, update_judge.question(*pair))
             if update_judge.clear_yes(answer):
-                await write(
-                    ctx, lambda old=old: supersede.link(rt.service, who, old, new, "judged")
-                )
+                await call(lambda old=old: supersede.link(rt.service, who, old, new, "judged"))
                 linked.append(old)
                 continue
         except Exception as exc:  # the judge is a help: the candidate stays listed

@@ -12,7 +12,7 @@ from server.service.recalling import verify as service
 from server.service.recalling import withheld
 from server.service.recalling.verify import VerifyResult
 
-from .toolset import IdempotencyKey, ToolSet, session_of, write
+from .toolset import IdempotencyKey, ToolSet, call, session_of
 
 tools = ToolSet()
 
@@ -60,7 +60,7 @@ async def verify_memories(
     (still right: re-anchor to the current lines), update (give the corrected content) or
     forget (delete it)."""
     rt, who = session_of(ctx)
-    return await write(ctx, 
+    return await call(
         lambda: withheld.stale_memories(rt.service, service.verify(
             rt.service, who, action, memoryId, content=content,
             expected_revision=expectedRevision, include_moved=includeMoved, limit=limit,

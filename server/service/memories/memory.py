@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from retrieval.engine import Engine
 from retrieval.records import Kind, Record, Scope, content_hash, utcnow
@@ -38,8 +38,6 @@ from server.service.trust.injection_scan.injection import InjectionPolicy
 from server.service.trust.policy import WritePolicy
 from server.service.trust.secret_scan.secrets import SecretPolicy
 from server.service.updating import candidates, supersede
-
-T = TypeVar("T")
 
 if TYPE_CHECKING:
     from server.service.recalling.citations import CitationService, Pending
@@ -71,11 +69,6 @@ class MemoryService(MemoryUpdates):
         self.citations: CitationService | None = None
 
     # ------------------------------------------------------------------ helpers
-    def as_write(self, fn: Callable[[], T]) -> T:
-        """``fn()``, a call that writes, on the engine's write lane: threads below the
-        recalls' CPU priority (:class:`retrieval.priority.WriteLane`)."""
-        return self.engine.writes.run(fn)
-
     def visible(self, who: Identity, rec: Record) -> bool:
         return rec.bucket in who.visible_buckets()
 
