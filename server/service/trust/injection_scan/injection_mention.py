@@ -176,9 +176,18 @@ def discussed_to(st: ScanText, start: int) -> int:
     return hi
 
 
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
 def _discussed(text: str, start: int) -> bool:
-    """:func:`discussed`, by a reading of the sentence itself."""
-    before = text[max(0, start - 160) : start]
+    """:func:`discussed`, by a reading of the sentence itself (the 160 characters before it,
+    less the tail of a word the window's edge cuts: ``unquoted`` is no ``quoted``)."""
+    lo = max(0, start - 160)
+    if lo and _word_char(text[lo - 1]):
+        while lo < start and _word_char(text[lo]):
+            lo += 1
+    before = text[lo:start]
     if "://" in before:
         before = URL.sub(" ", before)
     if any(c in before for c in ".!?\n"):  # where its sentence starts (a break holds one)
