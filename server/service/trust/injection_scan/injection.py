@@ -189,12 +189,18 @@ def _leads(ch: str) -> bool:
     return ch in _LEAD or ch.isspace()
 
 
+def _past_leads(text: str, start: int, stop: int) -> int:
+    """The first place from ``start`` that is no break or rule character (``stop`` if none)."""
+    i = start
+    while i < stop and _leads(text[i]):
+        i += 1
+    return i
+
+
 def _phrase_start(text: str, start: int, end: int) -> int:
     """Where a match's phrase begins: past the break or rule its pattern read before it (the
     sentence a phrase is in is the phrase's own, not the one the break before it ends)."""
-    i = start
-    while i < end and _leads(text[i]):
-        i += 1
+    i = _past_leads(text, start, end)
     return i if i < end else start
 
 
@@ -207,10 +213,8 @@ def _mention_wherever_it_ends(st: ScanText, start: int) -> bool:
     :data:`LEAD_REACH` characters; a longer run leaves the place to be tried)."""
     if not discussed(st, start):
         return False
-    text, q = st.text, start
     stop = min(st.n, start + LEAD_REACH)
-    while q < stop and _leads(text[q]):
-        q += 1
+    q = _past_leads(st.text, start, stop)
     if q == start or q == st.n:
         return True  # no break first, or a match of breaks alone (judged where it starts)
     return q < stop and discussed(st, q)
