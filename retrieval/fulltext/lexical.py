@@ -9,6 +9,7 @@ Queries are OR-ed content terms (stopwords removed, identifiers split, see ``ana
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -40,6 +41,60 @@ POSTINGS_MIN = 20_000
 def _bm25_expr(weights: Sequence[float]) -> str:
     # the bucket column (schema v5) weighs 0: its token never changes a score
     return "bm25(records_fts, " + ", ".join(f"{w:g}" for w in (*weights, 0.0)) + ")"
+
+
+_PRINTF_EXACT: list[bool] = []  # the answer of printf_exact, once per process
+
+
+def printf_exact(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite prints a double with ``printf('%!.17g')`` as text that reads back as
+    the same double, for a sample of bm25's range (0 to -1,000, down to 1e-12 from zero).
+    Asked once per process: how exact the conversion is depends on the SQLite version and
+    the platform (a ``long double`` as wide as a double), and far outside that range some
+    doubles come back one step off."""
+    if not _PRINTF_EXACT:
+        rng = random.Random(0)
+        probes = [-0.1, -1 / 3, -2 / 3, -1e-12, -1e-6, -1000.0,
+                  *(-rng.uniform(0, 1) * 10.0 ** rng.randint(-12, 3) for _ in range(256)),
+                  *(-rng.uniform(0, 40) for _ in range(256))]  # fmt: skip
+        try:
+            exact = all(float(conn.execute("SELECT printf('%!.17g', ?)", (v,)).fetchone()[0]) == v
+                        for v in probes)  # fmt: skip
+        except (sqlite3.Error, ValueError):
+            exact = False
+        _PRINTF_EXACT.append(exact)
+    return _PRINTF_EXACT[0]
+
+
+def scored_rows(conn: sqlite3.Connection, sql: str, params: Sequence) -> np.ndarray:
+    """The ``[r, s]`` rows (a row id, a score) of ``sql``, in its order, read as one row.
+
+    A cursor hands each row over with the GIL released and taken again; while another thread
+    runs Python, each taking waits up to the interpreter's switch interval, so thousands of
+    matching rows cost seconds. Aggregated, SQLite makes one step: the row ids and the scores
+    as text, each score with 17 significant digits (``printf('%!.17g')``), which read back as
+    the same double (:func:`printf_exact`), a zero as FTS5's bm25 gives it (-0.0). Should the
+    two lists not line up with the row count, the rows are read one by one."""
+    if printf_exact(conn):
+        if " LIMIT " not in sql:  # a subquery with a LIMIT is not flattened into the outer
+            sql += " LIMIT -1"  # query, where FTS5's bm25() cannot be called
+        wrapped = ("SELECT count(*), group_concat(r), "  # (a NULL is left out: lists differ)
+                   f"group_concat(iif(s IS NULL, NULL, printf('%!.17g', s))) FROM ({sql})")  # fmt: skip
+        n, ids, scores = conn.execute(wrapped, params).fetchone()
+        if not n:
+            return np.zeros((0, 2), dtype=np.float64)
+        ids, scores = (ids or "").split(","), (scores or "").split(",")
+        if len(ids) == len(scores) == n:
+            try:
+                rows = np.array([ids, scores], dtype=np.float64).T.copy()
+            except ValueError:  # not numbers: read them as SQLite gives them
+                pass
+            else:  # SQLite prints -0.0 as 0.0; FTS5's bm25 is -1 x a score: its zero is -0.0
+                rows[rows[:, 1] == 0, 1] = -0.0
+                return rows
+    cur = conn.cursor()
+    cur.row_factory = None
+    return np.array(cur.execute(sql, params).fetchall(), dtype=np.float64).reshape(-1, 2)
 
 
 class LexicalIndex:
@@ -178,14 +233,13 @@ class LexicalIndex:
         want = None if limit is None else limit + len(expired)
         rows = self._from_postings(terms, f, want, conn)
         if rows is None:
-            sql = f"SELECT rowid, {_bm25_expr(self.weights)} AS s FROM records_fts WHERE records_fts MATCH ?"
+            sql = (f"SELECT rowid AS r, {_bm25_expr(self.weights)} AS s FROM records_fts "
+                   "WHERE records_fts MATCH ?")  # fmt: skip
             params: list = [self._match(expr, f)]
             if want is not None:
                 sql += " ORDER BY s LIMIT ?"
                 params.append(want)
-            cur = conn.cursor()
-            cur.row_factory = None  # plain tuples: thousands of rows, no per-row Python work
-            rows = np.array(cur.execute(sql, params).fetchall(), dtype=np.float64).reshape(-1, 2)
+            rows = scored_rows(conn, sql, params)
         if expired:
             rows = rows[~np.isin(rows[:, 0], np.asarray(expired, dtype=np.float64))]
         return rows

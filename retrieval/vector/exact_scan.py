@@ -186,6 +186,18 @@ def _appended(conn, got: _State, version: int, seq: int, count: int) -> _State |
                    appends=got.appends + 1)  # fmt: skip
 
 
+def _allowed(conn, f: RecordFilter) -> np.ndarray:
+    """The row ids of the records ``f`` lets through, read as one row: a cursor hands each
+    row over with the GIL released and taken again, and while another thread runs Python
+    each taking waits up to the interpreter's switch interval (thousands of rows: seconds)."""
+    where, params = where_clause(f)
+    row = conn.execute(f"SELECT group_concat(r.rowid) FROM records r WHERE {where}", params)
+    text = row.fetchone()[0]
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    return np.array(text.split(","), dtype=np.int64)
+
+
 class ExactScan:
     """The exact vector search of one store (see the module docstring). Thread-safe."""
 
@@ -234,12 +246,7 @@ class ExactScan:
         q = np.asarray(qvec, dtype=np.float32).reshape(-1)
         if q.shape[0] != m.vectors.shape[1]:
             return []  # another model's vectors under this id (a damaged store): no match
-        where, params = where_clause(f)
-        allowed = np.fromiter(
-            (r[0] for r in self.store.reader.execute(
-                f"SELECT r.rowid FROM records r WHERE {where}", params)),
-            dtype=np.int64,
-        )  # fmt: skip
+        allowed = _allowed(self.store.reader, f)
         with np.errstate(all="ignore"):
             best = np.maximum.reduceat(m.vectors @ q, m.starts)  # per record: its best window
         # per record: let through by the filter, and not a damaged vector (NaN, inf)
