@@ -18,12 +18,20 @@ if TYPE_CHECKING:
 # waiting on each other cost more than the product (docs/benchmarks.md, hook latency). Set
 # before numpy loads; a user's own setting is kept.
 SERVING_ENV = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# How long a thread that runs Python keeps the GIL from one that asks for it back (CPython's
+# default is 5 ms). A search hands the GIL over at every SQLite statement, every row a cursor
+# returns and every model pass; while another thread of the server runs Python (a bulk write,
+# an import, the session indexer), each of those hand-overs waited up to the interval: a recall
+# of 2,000 records took 1.8 s instead of 11 ms (docs/benchmarks.md, "Recall beside Python").
+SWITCH_INTERVAL_S = 0.0005
 
 
 def serving_threads() -> None:
-    """:data:`SERVING_ENV` where the environment does not say otherwise (before numpy loads)."""
+    """:data:`SERVING_ENV` where the environment does not say otherwise (before numpy loads),
+    and the interpreter's :data:`SWITCH_INTERVAL_S`."""
     for name, value in SERVING_ENV.items():
         os.environ.setdefault(name, value)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
