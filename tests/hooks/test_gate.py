@@ -139,3 +139,50 @@ def test_the_hooks_load_the_background_words_before_the_first_prompt(tmp_path):
     finally:
         hooks.close()
         svc.engine.close()
+
+
+def test_recall_does_not_wait_for_the_background_words_while_they_load(engine, make_record,
+                                                                         monkeypatch):  # fmt: skip
+    """While the daemon's background thread loads the word list, a recall answers at once,
+    its items without the gate's score (which only explains); once loaded, the score is
+    there; with nobody loading it (one command in its own process), recall loads it itself."""
+    import threading
+    import time
+
+    from server.service.core.models import RecallInput
+    from server.service.prompting import vocabulary
+    from server.service.recalling import recall
+
+    svc = MemoryService(engine)
+    engine.add([make_record(content=MEMORY, scope="team", category="decisions")])
+    loaded = vocabulary.frequencies()
+    release = threading.Event()
+
+    def slow_load() -> dict[str, float]:
+        release.wait(30)
+        return loaded
+
+    monkeypatch.setattr(vocabulary, "_frequencies", None)
+    monkeypatch.setattr(vocabulary, "_warming", None)
+    monkeypatch.setattr(vocabulary, "_load", slow_load)
+    args = RecallInput(query=PROMPT)
+    try:
+        vocabulary.warm()
+        vocabulary.warm()  # one loading thread, however often it is asked
+        assert vocabulary.warming()
+        t0 = time.monotonic()
+        items = recall.recall(svc, WHO, args).items
+        assert time.monotonic() - t0 < 10 and items
+        assert all(i.explanation["gate"] is None for i in items)
+    finally:
+        release.set()
+    vocabulary._warming.join(30)
+    assert not vocabulary.warming()
+    items = recall.recall(svc, WHO, args).items
+    assert all(0.0 <= i.explanation["gate"] <= 1.0 for i in items)
+
+    monkeypatch.setattr(vocabulary, "_frequencies", None)
+    monkeypatch.setattr(vocabulary, "_warming", None)
+    monkeypatch.setattr(vocabulary, "_load", lambda: loaded)
+    items = recall.recall(svc, WHO, args).items  # nobody loading: loaded here, as before
+    assert all(0.0 <= i.explanation["gate"] <= 1.0 for i in items)

@@ -40,6 +40,7 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 _loading = threading.Lock()
+_warm_lock = threading.Lock()
 _frequencies: dict[str, float] | None = None
 
 
@@ -63,10 +64,25 @@ def _load() -> dict[str, float]:
     return wordfreq.get_frequency_dict(LANGUAGE, wordlist="large")
 
 
+_warming: threading.Thread | None = None
+
+
 def warm() -> None:
     """Load :func:`frequencies` in a background thread (a daemon does it when it starts: the
-    first prompt would otherwise spend its hook's deadline on it)."""
-    threading.Thread(target=frequencies, name="vocabulary", daemon=True).start()
+    first prompt would otherwise spend its hook's deadline on it). One thread, however often
+    it is called."""
+    global _warming
+    with _warm_lock:
+        if _frequencies is None and _warming is None:
+            _warming = threading.Thread(target=frequencies, name="vocabulary", daemon=True)
+            _warming.start()
+
+
+def warming() -> bool:
+    """Whether :func:`warm`'s thread is still loading the list: a caller that can do without
+    it (recall's informative gate score) does not wait, one that cannot (a hook) does."""
+    thread = _warming
+    return _frequencies is None and thread is not None and thread.is_alive()
 
 
 def weight(word: str) -> float:

@@ -19,7 +19,9 @@ chunk of a file the query names in code, or one that defines a name the query wr
 (``grouping.names_match``: ``latex.py`` or ``def latex`` for "``latex(x)`` prints ..."), scores
 ``1 + grouping.NAME_BOOST`` (1.3) times its score; shown as the ``code_name`` boost.
 Every item's explanation carries ``gate``: the prompt gate's relevance (:mod:`.gate`), what the
-UserPromptSubmit hook compares with its threshold to decide whether to inject the item.
+UserPromptSubmit hook compares with its threshold to decide whether to inject the item; none
+while the daemon's background thread still loads the gate's word list (a second or so after it
+starts: a recall does not wait for a score that only explains).
 Diversification: maximal marginal relevance (Carbonell & Goldstein 1998) with lambda 0.75 over
 the stored embeddings (word-set Jaccard while the model loads); a candidate whose similarity
 to an already chosen item is ≥ 0.95 is a near-duplicate and dropped.
@@ -50,7 +52,7 @@ from server.service.core.identity import Identity
 from server.service.core.models import RecallInput, RecallItem, RecallResult
 from server.service.memories import conflicts
 from server.service.memories.memory import MemoryService
-from server.service.prompting import gate
+from server.service.prompting import gate, vocabulary
 from server.service.recalling import withheld
 from server.service.trust import framing
 from server.service.trust.framing import location
@@ -214,10 +216,14 @@ def _recall(svc: MemoryService, who: Identity, args: RecallInput) -> RecallResul
          for h in top],
         args.budget * scale, include_suspicious=args.includeSuspicious,
     )  # fmt: skip
-    judge = gate.PromptGate(args.query)  # the hooks' relevance, shown beside the ranking's
-    for h in top:
-        h.explanation.gate = round(judge.judge(h.record, h.explanation.vector_similarity)
-                                   .relevance, 4)  # fmt: skip
+    # the hooks' relevance, shown beside the ranking's; not while the daemon still loads its
+    # background words (the first second after start): a recall does not wait for a score
+    # that only explains
+    if not vocabulary.warming():
+        judge = gate.PromptGate(args.query)
+        for h in top:
+            h.explanation.gate = round(judge.judge(h.record, h.explanation.vector_similarity)
+                                       .relevance, 4)  # fmt: skip
     items: list[RecallItem] = []
     for h, (entry, state) in zip(top, packed.states, strict=False):
         rec = h.record
