@@ -75,8 +75,12 @@ def measure(memories: int, queries: int, embedder: str) -> dict:
     recall = moved("server.service.recalling.recall", "server.service.recall", "recall")
 
     home = tempfile.mkdtemp(prefix="pm-beside-")
-    env = {**os.environ, "PATTERN_HOME": home, "PATTERN_PROJECT_ID": "beside",
-           "PATTERN_EMBEDDER": embedder}
+    env = {
+        **os.environ,
+        "PATTERN_HOME": home,
+        "PATTERN_PROJECT_ID": "beside",
+        "PATTERN_EMBEDDER": embedder,
+    }
     rt = Runtime.start(env, background=False)
     try:
         svc = rt.service

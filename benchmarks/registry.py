@@ -137,6 +137,13 @@ BENCHMARKS = (
         "Concurrent writers",
     ),
     Benchmark(
+        "recall_beside_python",
+        "How long does recall take while another thread of the server runs Python?",
+        "--old-root PREVIOUS --json OUT",
+        ("recall-beside-python",),
+        "Recall beside Python",
+    ),
+    Benchmark(
         "hooks",
         "How long does each client's hook take from process start to exit?",
         "--client all --per-event 40 --runs 3 --json OUT",

@@ -67,6 +67,8 @@ def fmt(v, spec: str) -> str:
         return "yes" if v else "no"
     if spec == "str":
         return str(v)
+    if spec == "range":  # [low, high]
+        return "–" if not v else f"{v[0]:.2f}–{v[1]:.2f}"
     return format(v, spec)
 
 
@@ -204,6 +206,14 @@ READS_START = [  # (label, file, path, format): each beside its old/ value of th
 ]
 
 
+BESIDE_PYTHON = [  # (label, path, format): each beside its old/ value of the same run
+    ("recall p50, nothing else running, ms", "alone_p50_ms", ".1f"),
+    ("recall p95, nothing else running, ms", "alone_p95_ms", ".1f"),
+    ("recall p50 beside a thread running Python, ms", "beside_python_p50_ms", ".1f"),
+    ("recall p95 beside a thread running Python, ms", "beside_python_p95_ms", ".1f"),
+    ("the interpreter's switch interval, ms", "switch_interval_ms", ".2f"),
+    ("memories in the store", "memories", "d"),
+]
 CONCURRENCY = [  # (label, path, format): each beside its old/ value of the same run
     ("`write_ratio`: writes/s over the model's single-text rate (≥ 0.50)", "write_ratio", ".3f"),
     ("writes/s, 8 agents × 200 `remember`", "writes_per_s", ".1f"),
@@ -223,6 +233,11 @@ CONCURRENCY = [  # (label, path, format): each beside its old/ value of the same
         ".1f",
     ),
     ("recall p95 during the writes / idle p95 (≤ 3)", "recall_load_ratio", ".2f"),
+    (
+        "the same ratio, 90 % bootstrap interval of the run's recalls",
+        "recall_load_ratio_90",
+        "range",
+    ),
     (
         "recall p50, nobody writing, every query's vector cached, ms",
         "recall_idle_cached_p50_ms",
@@ -693,6 +708,19 @@ TABLES: dict[str, Table] = {
         [
             (label, [("concurrency", f"old/{path}", spec), ("concurrency", path, spec)])
             for label, path, spec in CONCURRENCY
+        ],
+    ),
+    "recall-beside-python": Table(
+        ["measure", "previous release", "this version"],
+        [
+            (
+                label,
+                [
+                    ("recall-beside-python", f"old/{path}", spec),
+                    ("recall-beside-python", path, spec),
+                ],
+            )  # fmt: skip
+            for label, path, spec in BESIDE_PYTHON
         ],
     ),
     "concurrency-stages": Table(
