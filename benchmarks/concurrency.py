@@ -50,6 +50,7 @@ be refused cleanly (one owner per store) and the store must stay intact.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import json
@@ -70,12 +71,13 @@ from mcp import Client, StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _processes():
-    """``benchmarks/harness/processes.py`` of this file's tree, loaded by its path: with
+@functools.cache
+def _harness(name: str):
+    """``benchmarks/harness/NAME.py`` of this file's tree, loaded by its path: with
     ``--old-root`` this script runs in the previous release's venv, whose ``benchmarks``
     package is that release's."""
     spec = importlib.util.spec_from_file_location(
-        "_concurrency_processes", ROOT / "benchmarks" / "harness" / "processes.py"
+        f"_concurrency_{name}", ROOT / "benchmarks" / "harness" / f"{name}.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -187,13 +189,9 @@ def texts(agents: int, writes: int) -> list[str]:
 
 
 def moved(path: str, earlier: str, name: str):
-    """``name`` from module ``path``, or from ``earlier`` in a tree from before the modules
-    moved into domain folders: ``--old-root`` runs this script on the previous release."""
-    try:
-        module = importlib.import_module(path)
-    except ModuleNotFoundError:
-        module = importlib.import_module(earlier)
-    return getattr(module, name)
+    """``name`` from ``path`` or, in the previous release, ``earlier``
+    (``benchmarks/harness/trees.py``)."""
+    return _harness("trees").moved(path, earlier, name)
 
 
 def encode_single(all_texts: list[str], embedder: str) -> dict:
@@ -293,7 +291,11 @@ def cpu_sampler(home: str, agents: set[int]):
             return "bridges"
         return None
 
-    return _processes().CpuByRole(classify).start() if Path("/proc/self/stat").exists() else None
+    return (
+        _harness("processes").CpuByRole(classify).start()
+        if Path("/proc/self/stat").exists()
+        else None
+    )
 
 
 def cpu_per_write(cpu: dict | None, writes: int, base: dict) -> dict:

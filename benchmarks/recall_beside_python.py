@@ -25,7 +25,9 @@ release), in a process of its own, before this tree's: both columns come from on
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -52,14 +54,17 @@ def pct(values: list[float], q: int) -> float:
     return round(statistics.quantiles(values, n=100)[q - 1], 1)
 
 
-def moved(path: str, earlier: str, name: str):
-    """``name`` from module ``path``, or from ``earlier`` in a tree from before the modules
-    moved into domain folders (the previous release, run with ``--old-root``)."""
-    try:
-        module = importlib.import_module(path)
-    except ModuleNotFoundError:
-        module = importlib.import_module(earlier)
-    return getattr(module, name)
+@functools.cache
+def _trees():
+    """``benchmarks/harness/trees.py`` of this file's tree, loaded by its path: the measuring
+    child runs with the previous release's code first on its path, whose ``benchmarks``
+    package is that release's."""
+    spec = importlib.util.spec_from_file_location(
+        "_beside_trees", ROOT / "benchmarks" / "harness" / "trees.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def measure(memories: int, queries: int, embedder: str) -> dict:
@@ -69,6 +74,7 @@ def measure(memories: int, queries: int, embedder: str) -> dict:
     serving_threads()
     from retrieval.records import Record, Scope
 
+    moved = _trees().moved
     Identity = moved("server.service.core.identity", "server.service.identity", "Identity")
     RecallInput = moved("server.service.core.models", "server.service.models", "RecallInput")
     Runtime = moved("server.service.core.runtime", "server.service.runtime", "Runtime")
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     old = None
     if args.old_root:
         root = Path(args.old_root).resolve()
-        old = run_tree(root, str(root / ".venv" / "bin" / "python"), args)
+        old = run_tree(root, _trees().python_of(root), args)
     result = run_tree(ROOT, sys.executable, args)
     print(f"{'measure':<24}{'this tree':>12}" + (f"{'previous':>12}" if old else ""))
     for key in ROWS:

@@ -105,6 +105,14 @@ def across(rows, cols, first="ranker", bold=()) -> Table:
                  bold)  # fmt: skip
 
 
+def beside_previous(rows, first="measure (target)") -> Table:
+    """Rows are (label, file, path, format): the previous release's value (``old/`` of the
+    same run) beside this version's."""
+    return Table([first, "previous release", "this version"],
+                 [(label, [(stem, f"old/{path}", spec), (stem, path, spec)])
+                  for label, stem, path, spec in rows])  # fmt: skip
+
+
 def pairs(rows, first="measure", second="result") -> Table:
     """Rows are (label, file, path, format): one value each."""
     return Table(
@@ -696,32 +704,10 @@ TABLES: dict[str, Table] = {
         [*IR, ("p50 ms", "p50_ms", ".1f"), ("p95 ms", "p95_ms", ".1f")],
         first="search over every bucket",
     ),  # fmt: skip
-    "reads-start": Table(
-        ["measure (target)", "previous release", "this version"],
-        [
-            (label, [(stem, f"old/{path}", spec), (stem, path, spec)])
-            for label, stem, path, spec in READS_START
-        ],
-    ),
-    "concurrency": Table(
-        ["measure (target)", "previous release", "this version"],
-        [
-            (label, [("concurrency", f"old/{path}", spec), ("concurrency", path, spec)])
-            for label, path, spec in CONCURRENCY
-        ],
-    ),
-    "recall-beside-python": Table(
-        ["measure", "previous release", "this version"],
-        [
-            (
-                label,
-                [
-                    ("recall-beside-python", f"old/{path}", spec),
-                    ("recall-beside-python", path, spec),
-                ],
-            )  # fmt: skip
-            for label, path, spec in BESIDE_PYTHON
-        ],
+    "reads-start": beside_previous(READS_START),
+    "concurrency": beside_previous([(label, "concurrency", *rest) for label, *rest in CONCURRENCY]),
+    "recall-beside-python": beside_previous(
+        [(label, "recall-beside-python", *rest) for label, *rest in BESIDE_PYTHON], first="measure"
     ),
     "concurrency-stages": Table(
         ["stage of a write", "wall ms", "processor ms"],

@@ -3,6 +3,7 @@ with its own ``.venv`` (``--old-root``)."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,14 @@ def compile_tree(root: Path) -> None:
     subprocess.run([python_of(root), "-m", "compileall", "-q", "-j", "0",
                     *(str(root / d) for d in PACKAGES)],
                    check=True, capture_output=True)  # fmt: skip
+
+
+def moved(path: str, earlier: str, name: str):
+    """``name`` from module ``path``, or from ``earlier`` in a tree from before the modules
+    moved into domain folders: ``--old-root`` runs a benchmark's measuring part on the
+    previous release."""
+    try:
+        module = importlib.import_module(path)
+    except ModuleNotFoundError:
+        module = importlib.import_module(earlier)
+    return getattr(module, name)
