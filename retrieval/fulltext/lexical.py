@@ -76,10 +76,11 @@ def scored_rows(conn: sqlite3.Connection, sql: str, params: Sequence) -> np.ndar
     the same double (:func:`printf_exact`), a zero as FTS5's bm25 gives it (-0.0). Should the
     two lists not line up with the row count, the rows are read one by one."""
     if printf_exact(conn):
-        if " LIMIT " not in sql:  # a subquery with a LIMIT is not flattened into the outer
-            sql += " LIMIT -1"  # query, where FTS5's bm25() cannot be called
-        wrapped = ("SELECT count(*), group_concat(r), "  # (a NULL is left out: lists differ)
-                   f"group_concat(iif(s IS NULL, NULL, printf('%!.17g', s))) FROM ({sql})")  # fmt: skip
+        # the middle query's LIMIT keeps ``sql`` from being flattened into the aggregate,
+        # where FTS5's bm25() cannot be called; a NULL score is left out (the lists differ)
+        wrapped = ("SELECT count(*), group_concat(r), "
+                   "group_concat(iif(s IS NULL, NULL, printf('%!.17g', s))) "
+                   f"FROM (SELECT r, s FROM ({sql}) LIMIT -1)")  # fmt: skip
         n, ids, scores = conn.execute(wrapped, params).fetchone()
         if not n:
             return np.zeros((0, 2), dtype=np.float64)
