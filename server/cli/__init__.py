@@ -40,6 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def command() -> int:
+    """The ``pattern-memory`` console command: :func:`main`, then the process ends without
+    aborting on a thread still at work (``process_exit``)."""
+    code = main()
+    if "threading" not in sys.modules:  # no thread was started (the hook's fast path)
+        return code
+    from .process_exit import leave
+
+    return leave(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["hook"] and len(argv) > 1 and argv[1] not in ("-h", "--help"):

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from . import command
 
-sys.exit(main())
+sys.exit(command())

@@ -17,6 +17,7 @@ import os
 import secrets
 import socket
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -209,8 +210,6 @@ def _store_mb(rt) -> float:
 
 def _stop_on_damage(check, uv) -> None:
     """The integrity check finishes beside serving; damage (or a failed check) stops us."""
-    import threading
-
     def wait() -> None:
         try:
             problems = check.result()
@@ -222,41 +221,6 @@ def _stop_on_damage(check, uv) -> None:
             uv.should_exit = True
 
     threading.Thread(target=wait, name="integrity-check-wait", daemon=True).start()
-
-
-# what the first answer does not need waits for it at most this long once the model loaded
-FIRST_ANSWER_WAIT_S = 3.0
-MODEL_WAIT_S = 60.0  # ... and for the model at most this long
-
-
-def _serving(rt, later=()) -> None:
-    """Once the daemon serves: what start-up made is frozen (later collections skip it) and
-    collection resumes; then :func:`_after_first_answer` in a thread of its own."""
-    gc.freeze()
-    gc.enable()
-    import threading
-
-    threading.Thread(target=_after_first_answer, args=(rt, later), name="after-first-answer",
-                     daemon=True).start()  # fmt: skip
-
-
-def _after_first_answer(rt, later=()) -> None:
-    """What the first answer does not need starts after it: the vector index's process (its
-    start costs ~1 s of processor time beside the daemon's; until it has opened its store a
-    search scores the stored vectors exactly) and ``later`` (the MCP tools not built yet:
-    ~0.5 s holding the interpreter's lock). It waits for the model,
-    then for the first search that ranked with it, at most :data:`FIRST_ANSWER_WAIT_S` (a
-    daemon nobody asks)."""
-    try:
-        rt.model_ready.wait(MODEL_WAIT_S)
-        rt.engine.answered.wait(FIRST_ANSWER_WAIT_S)
-    finally:
-        try:
-            rt.start_vectors()
-        except Exception:  # the index's process is not this thread's to fail: the tools are
-            log.exception("the vector index's process could not be started")
-        for fn in later:
-            fn()
 
 
 def restore_sigchld() -> None:
@@ -295,7 +259,7 @@ def run_daemon(
     # Start-up makes ~170k objects that live as long as the daemon (the SDK's and our pydantic
     # models, the tools' schemas): cyclic collections while they are made cost ~13 % of the
     # CPU to the first answer and would free ~3 MB. Collection resumes once the daemon serves,
-    # with those objects frozen (_serving)
+    # with those objects frozen (after_start.serving)
     gc.disable()
     settings = Settings.from_env(env)
     home = Path(home or settings.home)
@@ -355,10 +319,15 @@ def run_daemon(
         config = uvicorn.Config(
             wrapped, log_level="warning", lifespan="on", timeout_graceful_shutdown=30
         )
+        from .after_start import serving
+
+        stopping, after = threading.Event(), []  # the thread serving() starts, once it serves
         uv = _graceful_server(
             config,
-            on_exit=dashboard.close,
-            on_started=lambda: _serving(rt, later=(lambda: build_tools(mcp_server),)),
+            on_exit=lambda: (stopping.set(), dashboard.close()),
+            on_started=lambda: after.append(
+                serving(rt, later=(lambda: build_tools(mcp_server),), stopping=stopping)
+            ),
         )
         if late:
             _stop_on_damage(check, uv)
@@ -369,6 +338,9 @@ def run_daemon(
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
+            stopping.set()  # nothing more starts; what was starting finishes before the close
+            for thread in after:
+                thread.join(30)
             hooks.close()
             rt.wait_ready(30)
             try:

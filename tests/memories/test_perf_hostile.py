@@ -421,23 +421,23 @@ def test_lazy_tools_built_concurrently_are_built_once_and_listed_whole(monkeypat
 @pytest.fixture
 def deferred(tmp_path, monkeypatch):
     """A daemon's runtime: the hashing embedder loaded, the vector index's process deferred."""
-    from server.http import daemon
+    from server.http import after_start
     from server.service.core.runtime import Runtime
 
-    monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 0.5)
+    monkeypatch.setattr(after_start, "FIRST_ANSWER_WAIT_S", 0.5)
     rt = Runtime.start({"PATTERN_HOME": str(tmp_path / "home"), "PATTERN_EMBEDDER": "hash",
                         "PATTERN_VECTOR_INDEX_FROM": "0"},  # the index, not a small store's scan
                        model="now", defer_vectors=True)  # fmt: skip
-    yield rt, daemon
+    yield rt, after_start
     rt.close()
 
 
-def _after_first_answer(daemon, rt):
+def _after_first_answer(after_start, rt):
     later, failed = threading.Event(), []
 
     def run() -> None:
         try:
-            daemon._after_first_answer(rt, (later.set,))  # noqa: SLF001
+            after_start.after_first_answer(rt, (later.set,))
         except BaseException as exc:  # noqa: BLE001
             failed.append(exc)
 
@@ -447,10 +447,10 @@ def _after_first_answer(daemon, rt):
 
 
 def test_a_daemon_nobody_asks_still_starts_its_vector_index(deferred):
-    rt, daemon = deferred
+    rt, after_start = deferred
     vp = rt.engine.vectors
     assert rt.model_ready.is_set() and vp._child is None  # noqa: SLF001 - deferred
-    t, later, failed = _after_first_answer(daemon, rt)
+    t, later, failed = _after_first_answer(after_start, rt)
     t.join(20)
     assert not t.is_alive() and not failed and later.is_set()
     assert vp._child is not None  # noqa: SLF001 - started without any search
@@ -458,14 +458,14 @@ def test_a_daemon_nobody_asks_still_starts_its_vector_index(deferred):
 
 
 def test_writes_before_the_index_starts_are_found_by_meaning_and_applied(deferred):
-    rt, daemon = deferred
+    rt, after_start = deferred
     eng = rt.engine
     ids = [rt.service.remember(rt.identity, MemoryInput(content=t)).memoryId for t in (
         "the deploy pipeline rolls out blue green", "the cache key is the lockfile hash",
     )]  # fmt: skip
     found = eng.search("blue green deploy rollout", k=5, mode="vector")
     assert found and found[0].record.id == ids[0]
-    t, _, failed = _after_first_answer(daemon, rt)
+    t, _, failed = _after_first_answer(after_start, rt)
     t.join(20)
     assert not failed
     assert eng.wait_vectors(30)
@@ -480,10 +480,10 @@ def test_writes_before_the_index_starts_are_found_by_meaning_and_applied(deferre
 
 
 def test_shutdown_before_the_index_starts_starts_nothing(deferred, monkeypatch):
-    rt, daemon = deferred
-    monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 1.0)
+    rt, after_start = deferred
+    monkeypatch.setattr(after_start, "FIRST_ANSWER_WAIT_S", 1.0)
     vp = rt.engine.vectors
-    t, later, failed = _after_first_answer(daemon, rt)
+    t, later, failed = _after_first_answer(after_start, rt)
     rt.close()  # the daemon stops before the first answer came and before the wait ended
     t.join(20)
     assert not t.is_alive() and not failed

@@ -10,8 +10,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-from server.http import daemon
-from server.http.daemon import _serving
+from server.http import after_start
+from server.http.after_start import serving
 
 
 class FakeRuntime:
@@ -31,7 +31,7 @@ def test_serving_resumes_collection_with_the_start_up_objects_frozen():
     keep = [[i] for i in range(1000)]  # objects made during "start-up"
     rt = FakeRuntime()
     try:
-        _serving(rt)
+        serving(rt)
         assert gc.isenabled()
         assert gc.get_freeze_count() >= frozen + len(keep)
         rt.model_ready.set()
@@ -44,9 +44,9 @@ def test_serving_resumes_collection_with_the_start_up_objects_frozen():
 
 
 def test_the_vector_index_and_the_rest_start_after_the_first_answer(monkeypatch):
-    monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 30.0)
+    monkeypatch.setattr(after_start, "FIRST_ANSWER_WAIT_S", 30.0)
     rt, later = FakeRuntime(), threading.Event()
-    done = threading.Thread(target=daemon._after_first_answer, args=(rt, (later.set,)))
+    done = threading.Thread(target=after_start.after_first_answer, args=(rt, (later.set,)))
     done.start()
     rt.model_ready.set()  # the model loaded: the first answer is still to come
     time.sleep(0.2)
@@ -57,10 +57,10 @@ def test_the_vector_index_and_the_rest_start_after_the_first_answer(monkeypatch)
 
 
 def test_a_daemon_nobody_asks_starts_them_once_the_model_loaded(monkeypatch):
-    monkeypatch.setattr(daemon, "FIRST_ANSWER_WAIT_S", 0.1)
+    monkeypatch.setattr(after_start, "FIRST_ANSWER_WAIT_S", 0.1)
     rt, later = FakeRuntime(), threading.Event()
     rt.model_ready.set()
-    daemon._after_first_answer(rt, (later.set,))
+    after_start.after_first_answer(rt, (later.set,))
     assert rt.vectors_started.is_set() and later.is_set()
 
 

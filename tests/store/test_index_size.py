@@ -251,7 +251,7 @@ def test_a_threshold_past_what_sqlite_counts_is_never(tmp_path, monkeypatch):
 
 
 def test_the_late_tools_are_built_even_if_the_index_cannot_start():
-    from server.http import daemon
+    from server.http import after_start
 
     class Rt:
         class engine:  # noqa: N801 - a stand-in
@@ -265,7 +265,7 @@ def test_the_late_tools_are_built_even_if_the_index_cannot_start():
     Rt.engine.answered.set()
     Rt.model_ready.set()
     built = []
-    daemon._after_first_answer(Rt(), later=(lambda: built.append(1),))
+    after_start.after_first_answer(Rt(), later=(lambda: built.append(1),))
     assert built == [1]
 
 

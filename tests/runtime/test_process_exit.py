@@ -1,0 +1,96 @@
+"""How a ``pattern-memory`` process ends. A daemon thread still in Python called from Rust when
+the command returns (pydantic running a validator, as it does building the tools' schemas after
+a daemon's first answer) made the interpreter's exit abort the process: status -6 and a core
+file after a clean stop. ``command()`` ends such a process with the command's own status, after
+the threads that are not daemons finished and the ``atexit`` functions ran."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from server.http import after_start
+
+ROOT = str(Path(__file__).resolve().parents[2])
+# a daemon thread kept in a pydantic validator's Python, called from pydantic-core (Rust); then
+# a real command (`stop` with no daemon) through the entry point named by argv[1]
+SCRIPT = """
+import atexit, sys, threading, time
+import pydantic
+
+class Slow(pydantic.BaseModel):
+    x: int
+
+    @pydantic.field_validator("x")
+    @classmethod
+    def busy(cls, v):
+        return v + sum(range(20000))
+
+def spin():
+    while True:
+        Slow(x=1)
+
+atexit.register(lambda: print("atexit ran", flush=True))
+threading.Thread(target=lambda: (time.sleep(0.3), print("joined", flush=True))).start()
+sys.setswitchinterval(0.0005)
+threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.2)
+import server.cli as cli
+sys.argv = ["pattern-memory", "stop", "--home", sys.argv[2]]
+sys.exit(getattr(cli, __ENTRY__)())
+"""
+
+
+def _run(entry: str, home: Path) -> subprocess.CompletedProcess:
+    code = SCRIPT.replace("__ENTRY__", repr(entry))
+    return subprocess.run([sys.executable, "-c", code, entry, str(home)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_a_daemon_thread_in_rust_called_python_does_not_abort_the_exit(tmp_path):
+    done = _run("command", tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "no daemon runs" in done.stdout
+    assert "joined" in done.stdout  # a thread that is not a daemon finished first
+    assert "atexit ran" in done.stdout
+
+
+def test_without_it_the_same_process_aborts(tmp_path):
+    """The case above is the one that aborted: ``main()`` alone ends through the interpreter's
+    finalization (a few tries: the abort needs the thread inside the validator at that point)."""
+    codes = [_run("main", tmp_path).returncode for _ in range(3)]
+    assert -6 in codes, codes
+
+
+def test_the_console_script_and_python_m_use_it():
+    import tomllib
+
+    project = tomllib.loads((Path(ROOT) / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["pattern-memory"] == "server.cli:command"
+    assert "sys.exit(command())" in (Path(ROOT) / "server/cli/__main__.py").read_text()
+
+
+class _Runtime:
+    def __init__(self) -> None:
+        self.model_ready = threading.Event()  # never set: the model is still loading
+        self.engine = type("Engine", (), {"answered": threading.Event()})()
+        self.started: list[str] = []
+
+    def start_vectors(self) -> None:
+        self.started.append("vectors")
+
+
+def test_a_stopping_daemon_stops_waiting_and_starts_nothing():
+    rt, stopping, built = _Runtime(), threading.Event(), []
+    thread = after_start.serving(rt, later=(lambda: built.append("tools"),), stopping=stopping)
+    try:
+        stopping.set()
+        thread.join(5)
+        assert not thread.is_alive()  # not the model's 60 s
+        assert rt.started == [] and built == []
+    finally:
+        import gc
+
+        gc.unfreeze()
