@@ -210,6 +210,7 @@ def _store_mb(rt) -> float:
 
 def _stop_on_damage(check, uv) -> None:
     """The integrity check finishes beside serving; damage (or a failed check) stops us."""
+
     def wait() -> None:
         try:
             problems = check.result()
