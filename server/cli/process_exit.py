@@ -3,8 +3,8 @@
 The interpreter's own exit stops every daemon thread that still runs with ``pthread_exit`` at
 the thread's next hand-over of the GIL. When that thread is in Python called from Rust or C++
 (pydantic building a tool's schema, a model runtime's callback), the unwinding cannot pass those
-frames and the process aborts: exit status -6 and a core file, after a command (a daemon's
-drain, checkpoint and close) that had finished cleanly. A daemon stopped soon after it started
+frames and the process crashes (SIGABRT, at times SIGSEGV, and a core file) after a command (a
+daemon's drain, checkpoint and close) that had finished cleanly. A daemon stopped soon after it started
 still has such threads: the tools being built after the first answer, the model loading, the
 prompt gate's word list.
 """

@@ -1,7 +1,7 @@
 """How a ``pattern-memory`` process ends. A daemon thread still in Python called from Rust when
 the command returns (pydantic running a validator, as it does building the tools' schemas after
-a daemon's first answer) made the interpreter's exit abort the process: status -6 and a core
-file after a clean stop. ``command()`` ends such a process with the command's own status, after
+a daemon's first answer) made the interpreter's exit crash the process (SIGABRT, at times
+SIGSEGV, and a core file) after a clean stop. ``command()`` ends such a process with the command's own status, after
 the threads that are not daemons finished and the ``atexit`` functions ran."""
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ def test_a_daemon_thread_in_rust_called_python_does_not_abort_the_exit(tmp_path)
 
 
 def test_without_it_the_same_process_aborts(tmp_path):
-    """The case above is the one that aborted: ``main()`` alone ends through the interpreter's
-    finalization (a few tries: the abort needs the thread inside the validator at that point)."""
+    """The case above is the one that crashed: ``main()`` alone ends through the interpreter's
+    finalization, killed by a signal (SIGABRT from the unwinding, or SIGSEGV: either, by
+    where the thread was; a few tries, as it needs the thread inside the validator then)."""
     codes = [_run("main", tmp_path).returncode for _ in range(3)]
-    assert -6 in codes, codes
+    assert any(code < 0 for code in codes), codes
 
 
 def test_the_console_script_and_python_m_use_it():
