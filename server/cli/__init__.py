@@ -42,18 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command() -> int:
     """The ``pattern-memory`` console command: :func:`main`, then the process ends without
-    aborting on a thread still at work (``process_exit``)."""
-    code = main()
-    if "threading" not in sys.modules:  # no thread was started (the hook's fast path)
-        return code
-    from .process_exit import leave
+    crashing on a thread still at work (``process_exit``)."""
+    if _hook_fast_path(sys.argv[1:]):  # standard library only, no thread: nothing to guard
+        return main()
+    from .process_exit import run
 
-    return leave(code)
+    return run(main)
+
+
+def _hook_fast_path(argv: list[str]) -> bool:
+    return argv[:1] == ["hook"] and len(argv) > 1 and argv[1] not in ("-h", "--help")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["hook"] and len(argv) > 1 and argv[1] not in ("-h", "--help"):
+    if _hook_fast_path(argv):
         from ..hooks.hookclient import main as hook_main  # the fast path: standard library only
 
         return hook_main(argv[1:])

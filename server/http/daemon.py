@@ -106,9 +106,14 @@ def _graceful_server(config, on_exit=None, on_started=None):
     """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
     re-raises the signal after draining, which would kill us before the WAL checkpoint).
     Its handlers are installed when it is made, before ``daemon.json`` tells anyone our pid:
-    a signal that arrives before uvicorn serves still means "drain and stop", not death.
-    ``on_exit()`` runs at the signal: long-lived responses (the dashboard's event streams)
-    end, so the drain does not wait for them. ``on_started()`` runs once it serves."""
+    a signal that arrives before uvicorn serves still means "drain and stop", not death. They
+    stay installed until the process ends: a second signal while the store closes is absorbed
+    (the default handler, restored once serving ended, killed the daemon in the middle of its
+    close and left ``daemon.json`` behind).
+    The handler only sets flags (it runs between any two bytecodes of the main thread, which
+    may hold a lock it would wait for). ``on_exit()`` runs as the drain starts, in the event
+    loop: long-lived responses (the dashboard's event streams) end, so the drain does not wait
+    for them. ``on_started()`` runs once it serves."""
     import contextlib
     import signal
 
@@ -122,23 +127,23 @@ def _graceful_server(config, on_exit=None, on_started=None):
                 if self.should_exit:
                     self.force_exit = True
                 self.should_exit = True
-                if on_exit is not None:
-                    on_exit()
 
-            self._old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, handler)
 
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
             if on_started is not None and not self.should_exit:
                 on_started()
 
+        async def shutdown(self, sockets=None) -> None:
+            if on_exit is not None:
+                on_exit()
+            await super().shutdown(sockets=sockets)
+
         @contextlib.contextmanager
         def capture_signals(self):
-            try:
-                yield
-            finally:
-                for s, h in self._old.items():
-                    signal.signal(s, h)
+            yield  # ours stay installed: the store closes after serving ends
 
     return Server(config)
 

@@ -6,11 +6,15 @@ the threads that are not daemons finished and the ``atexit`` functions ran."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+from server.cli.process_exit import UNWRITTEN
 from server.http import after_start
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -71,6 +75,67 @@ def test_the_console_script_and_python_m_use_it():
     project = tomllib.loads((Path(ROOT) / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["pattern-memory"] == "server.cli:command"
     assert "sys.exit(command())" in (Path(ROOT) / "server/cli/__main__.py").read_text()
+
+
+# a command that ends with a daemon thread alive in Python called from Rust (as in SCRIPT), its
+# body in BODY
+ENDING = """
+import sys, threading, time
+import pydantic
+from server.cli import process_exit
+
+class Slow(pydantic.BaseModel):
+    x: int
+
+    @pydantic.field_validator("x")
+    @classmethod
+    def busy(cls, v):
+        return v + sum(range(20000))
+
+def spin():
+    while True:
+        Slow(x=1)
+
+sys.setswitchinterval(0.0005)
+threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.2)
+BODY
+"""
+
+
+def _ending(body: str, **kwargs) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as users run it
+    return subprocess.Popen([sys.executable, "-c", ENDING.replace("BODY", body)], cwd=ROOT,
+                            env=env, text=True, stderr=subprocess.PIPE, **kwargs)  # fmt: skip
+
+
+def test_output_that_cannot_be_written_is_not_a_success():
+    with open("/dev/full", "w") as full:  # the last bytes buffered hit a full disk
+        p = _ending("print('exported 1200')\nsys.exit(process_exit.leave(0))", stdout=full)
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == UNWRITTEN and "could not be written" in err, (p.returncode, err)
+
+
+def test_an_exception_or_system_exit_out_of_the_command_is_guarded_too():
+    for raising, want in (("raise RuntimeError('boom')", 1), ("raise SystemExit(2)", 2),
+                          ("raise SystemExit('bad usage')", 1)):  # fmt: skip
+        body = f"def main():\n    {raising}\nsys.exit(process_exit.run(main))"
+        p = _ending(body, stdout=subprocess.PIPE)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == want, (raising, p.returncode, err)
+    assert "bad usage" in err
+
+
+def test_an_interrupt_while_it_waits_for_a_thread_ends_the_wait():
+    body = ("threading.Thread(target=lambda: (time.sleep(30), print('late'))).start()\n"
+            "print('done', flush=True)\nsys.exit(process_exit.leave(0))")  # fmt: skip
+    p = _ending(body, stdout=subprocess.PIPE)
+    assert p.stdout.readline().strip() == "done"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 0, err
+    assert "late" not in out
 
 
 class _Runtime:
