@@ -18,9 +18,9 @@ from server.cli.process_exit import UNWRITTEN
 from server.http import after_start
 
 ROOT = str(Path(__file__).resolve().parents[2])
-# a daemon thread kept in a pydantic validator's Python, called from pydantic-core (Rust); then
-# a real command (`stop` with no daemon) through the entry point named by argv[1]
-SCRIPT = """
+# a daemon thread kept in a pydantic validator's Python, called from pydantic-core (Rust), then
+# BODY: what a command does once that thread runs
+SPINNING = """
 import atexit, sys, threading, time
 import pydantic
 
@@ -36,15 +36,22 @@ def spin():
     while True:
         Slow(x=1)
 
-atexit.register(lambda: print("atexit ran", flush=True))
-threading.Thread(target=lambda: (time.sleep(0.3), print("joined", flush=True))).start()
 sys.setswitchinterval(0.0005)
 threading.Thread(target=spin, daemon=True).start()
 time.sleep(0.2)
+BODY
+"""
+# a real command (`stop` with no daemon) through the entry point named by argv[1]
+SCRIPT = SPINNING.replace(
+    "BODY",
+    """
+atexit.register(lambda: print("atexit ran", flush=True))
+threading.Thread(target=lambda: (time.sleep(0.3), print("joined", flush=True))).start()
 import server.cli as cli
 sys.argv = ["pattern-memory", "stop", "--home", sys.argv[2]]
 sys.exit(getattr(cli, __ENTRY__)())
-"""
+""",
+)
 
 
 def _run(entry: str, home: Path) -> subprocess.CompletedProcess:
@@ -77,35 +84,10 @@ def test_the_console_script_and_python_m_use_it():
     assert "sys.exit(command())" in (Path(ROOT) / "server/cli/__main__.py").read_text()
 
 
-# a command that ends with a daemon thread alive in Python called from Rust (as in SCRIPT), its
-# body in BODY
-ENDING = """
-import sys, threading, time
-import pydantic
-from server.cli import process_exit
-
-class Slow(pydantic.BaseModel):
-    x: int
-
-    @pydantic.field_validator("x")
-    @classmethod
-    def busy(cls, v):
-        return v + sum(range(20000))
-
-def spin():
-    while True:
-        Slow(x=1)
-
-sys.setswitchinterval(0.0005)
-threading.Thread(target=spin, daemon=True).start()
-time.sleep(0.2)
-BODY
-"""
-
-
 def _ending(body: str, **kwargs) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as users run it
-    return subprocess.Popen([sys.executable, "-c", ENDING.replace("BODY", body)], cwd=ROOT,
+    body = "from server.cli import process_exit\n" + body
+    return subprocess.Popen([sys.executable, "-c", SPINNING.replace("BODY", body)], cwd=ROOT,
                             env=env, text=True, stderr=subprocess.PIPE, **kwargs)  # fmt: skip
 
 
