@@ -140,6 +140,8 @@ def _graceful_server(config, on_exit=None, on_started=None):
             if on_exit is not None:
                 on_exit()
             await super().shutdown(sockets=sockets)
+            if self.force_exit and self.started:  # a second signal cut the drain short: the
+                await self.lifespan.shutdown()  # app still ends (not cancelled mid-wait, logged)
 
         @contextlib.contextmanager
         def capture_signals(self):
