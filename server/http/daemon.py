@@ -10,6 +10,7 @@ accepting, drain in-flight calls, checkpoint the WAL, release the lock, remove `
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -106,15 +107,17 @@ def _graceful_server(config, on_exit=None, on_started=None):
     """uvicorn.Server that drains on SIGTERM/SIGINT and then returns (uvicorn's own handler
     re-raises the signal after draining, which would kill us before the WAL checkpoint).
     Its handlers are installed when it is made, before ``daemon.json`` tells anyone our pid:
-    a signal that arrives before uvicorn serves still means "drain and stop", not death. They
-    stay installed until the process ends: a second signal while the store closes is absorbed
-    (the default handler, restored once serving ended, killed the daemon in the middle of its
-    close and left ``daemon.json`` behind).
-    The handler only sets flags (it runs between any two bytecodes of the main thread, which
-    may hold a lock it would wait for). ``on_exit()`` runs as the drain starts, in the event
-    loop: long-lived responses (the dashboard's event streams) end, so the drain does not wait
-    for them. ``on_started()`` runs once it serves."""
-    import contextlib
+    a signal that arrives before uvicorn serves still means "drain and stop", not death.
+
+    Signals count: the first drains; the second cuts the drain short, or, once serving has
+    ended (``uv.closing``), is absorbed while the store closes (the default handler killed the
+    daemon in the middle of its close and left ``daemon.json`` behind); a third ends the
+    daemon at once (the vector index catches up from its outbox at the next start). The
+    handler only sets flags and writes to fd 2 (it runs between any two bytecodes of the main
+    thread, which may hold a lock it would wait for). ``on_exit()`` runs as the drain starts,
+    in the event loop: long-lived responses (the dashboard's event streams) end, so the drain
+    does not wait for them. ``on_started()`` runs once it serves."""
+    import asyncio
     import signal
 
     import uvicorn
@@ -122,9 +125,19 @@ def _graceful_server(config, on_exit=None, on_started=None):
     class Server(uvicorn.Server):
         def __init__(self, config) -> None:
             super().__init__(config)
+            self.closing = False
+            self.signals = 0
 
             def handler(signum, frame):
-                if self.should_exit:
+                self.signals += 1
+                if self.signals >= 3:
+                    signal.signal(signum, signal.SIG_DFL)
+                    os.kill(os.getpid(), signum)
+                    return
+                if self.closing:
+                    _say("pattern-memory daemon: closing the store; "
+                         "a third signal stops it at once\n")  # fmt: skip
+                elif self.should_exit:
                     self.force_exit = True
                 self.should_exit = True
 
@@ -141,13 +154,25 @@ def _graceful_server(config, on_exit=None, on_started=None):
                 on_exit()
             await super().shutdown(sockets=sockets)
             if self.force_exit and self.started:  # a second signal cut the drain short: the
-                await self.lifespan.shutdown()  # app still ends (not cancelled mid-wait, logged)
+                # app still ends through its lifespan (else cancelled mid-wait: a traceback),
+                # for a moment only: a call still running is not waited for
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.lifespan.shutdown(), LIFESPAN_END_S)
 
         @contextlib.contextmanager
         def capture_signals(self):
             yield  # ours stay installed: the store closes after serving ends
 
     return Server(config)
+
+
+LIFESPAN_END_S = 1.0  # how long a drain cut short waits for the app's end
+
+
+def _say(text: str) -> None:
+    """Write to stderr from a signal handler: one ``write`` to fd 2, no lock taken."""
+    with contextlib.suppress(OSError):
+        os.write(2, text.encode())
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -346,6 +371,7 @@ def run_daemon(
         try:
             anyio.run(lambda: uv.serve(sockets=[sock]))  # returns after a graceful drain
         finally:
+            uv.closing = True  # a second signal from here on is absorbed, a third ends us
             stopping.set()  # nothing more starts; what was starting finishes before the close
             for thread in after:
                 thread.join(30)

@@ -25,7 +25,7 @@ def test_a_second_signal_while_it_closes_is_absorbed(tmp_path, daemon_at, second
         time.sleep((0.05, 0.25, 0.4)[round_])  # in the drain, then in the close
         if d.proc.poll() is None:
             d.proc.send_signal(second)
-        code = d.stop()
+        code, d.proc = d.proc.wait(60), None  # not d.stop(): its SIGTERM would be the third
         assert code == 0, d.stderr()[-3000:]
         assert "Traceback" not in d.stderr()  # a drain cut short still ends the app cleanly
         assert not (home / "daemon.json").exists()
@@ -56,3 +56,33 @@ def test_the_signal_handler_takes_no_lock(monkeypatch):
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+THIRD = """
+import signal, uvicorn
+from server.http.daemon import _graceful_server
+server = _graceful_server(uvicorn.Config(app=None))
+handler = signal.getsignal(signal.SIGTERM)
+handler(signal.SIGTERM, None)  # the first: the drain
+server.closing = True  # serving ended, the store closes
+handler(signal.SIGTERM, None)
+print("absorbed", server.force_exit, flush=True)
+handler(signal.SIGTERM, None)
+print("still running", flush=True)
+"""
+
+
+def test_a_third_signal_ends_a_closing_daemon_at_once():
+    """The close can be slow (the vector index catching up with a large import): the second
+    signal is absorbed with a word, the third ends the process by the signal's own action."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", THIRD], cwd=root, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.stdout.split("\n")[0] == "absorbed False"
+    assert "still running" not in done.stdout
+    assert done.returncode == -signal.SIGTERM
+    assert "a third signal stops it at once" in done.stderr
