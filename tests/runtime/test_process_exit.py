@@ -10,12 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from server.cli.process_exit import UNWRITTEN
-from server.http import after_start
 
 ROOT = str(Path(__file__).resolve().parents[2])
 # a daemon thread kept in a pydantic validator's Python, called from pydantic-core (Rust), then
@@ -118,27 +116,3 @@ def test_an_interrupt_while_it_waits_for_a_thread_ends_the_wait():
     out, err = p.communicate(timeout=20)
     assert p.returncode == 0, err
     assert "late" not in out
-
-
-class _Runtime:
-    def __init__(self) -> None:
-        self.model_ready = threading.Event()  # never set: the model is still loading
-        self.engine = type("Engine", (), {"answered": threading.Event()})()
-        self.started: list[str] = []
-
-    def start_vectors(self) -> None:
-        self.started.append("vectors")
-
-
-def test_a_stopping_daemon_stops_waiting_and_starts_nothing():
-    rt, stopping, built = _Runtime(), threading.Event(), []
-    thread = after_start.serving(rt, later=(lambda: built.append("tools"),), stopping=stopping)
-    try:
-        stopping.set()
-        thread.join(5)
-        assert not thread.is_alive()  # not the model's 60 s
-        assert rt.started == [] and built == []
-    finally:
-        import gc
-
-        gc.unfreeze()

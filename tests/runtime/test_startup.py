@@ -89,3 +89,15 @@ def test_tools_are_built_when_first_called_or_listed_in_declaration_order(tmp_pa
         build_tools(server)  # nothing left to build: a no-op
     finally:
         rt.close()
+
+
+def test_a_stopping_daemon_stops_waiting_and_starts_nothing():
+    rt, stopping, built = FakeRuntime(), threading.Event(), []  # the model still loading
+    thread = serving(rt, later=(lambda: built.append("tools"),), stopping=stopping)
+    try:
+        stopping.set()
+        thread.join(5)
+        assert not thread.is_alive()  # not the model's 60 s
+        assert not rt.vectors_started.is_set() and built == []
+    finally:
+        gc.unfreeze()
